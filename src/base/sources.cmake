@@ -1,0 +1,3 @@
+ferry_module(base SOURCES
+  base/status.cc
+)

@@ -1,0 +1,88 @@
+// Ops: the op vocabulary the model code is written against, once. RefOps (scalar golden), CpuOps
+// (SIMD + thread pool) and CudaOps implement it; the forward of a sub-layer never knows which one
+// runs it. Ops never allocate long-lived memory: every output is a view the caller owns.
+//
+// Conventions (ggml order, ne[0] innermost):
+//   activations  x   [d, n_tokens]            F32, contiguous rows
+//   weight       W   [in = K, out = N]        any weight dtype
+//   q                [head_dim, n_head, n_tokens]     F32
+//   KV cache layer   K, V [head_dim * n_kv_head, n_cells]  F16
+// All views passed to one Ops instance live where that instance computes (host or device).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/tensor_view.h"
+
+namespace ferry::kernels {
+
+struct RopeParams {
+  int32_t n_rot = 0;          // dimensions rotated (== head_dim for the supported models)
+  float freq_base = 10000.f;  // theta
+  float freq_scale = 1.f;     // linear position scaling (1 / factor)
+  bool neox = false;          // NeoX style: pairs (i, i + n_rot/2); normal style: pairs (2i, 2i+1)
+  // Optional per-frequency divisors (llama3 rope scaling, tensor rope_freqs.weight), [n_rot/2] F32,
+  // or data == nullptr.
+  TensorView freq_factors;
+};
+
+// Per-step metadata of a batch, as I32 vectors of length n_tokens, living where the Ops computes.
+struct BatchMeta {
+  int32_t n_tokens = 0;
+  TensorView pos;   // [n_tokens] I32 position of each new token in its sequence
+  TensorView seq;   // [n_tokens] I32 sequence id of each new token
+  TensorView cell;  // [n_tokens] I32 KV-cache cell that receives each token's K/V
+};
+
+// One layer's KV cache plus the cache's cell metadata (shared by all layers).
+struct KvView {
+  TensorView k;          // [head_dim * n_kv_head, n_cells] F16
+  TensorView v;          // [head_dim * n_kv_head, n_cells] F16
+  TensorView cell_pos;   // [n_cells] I32, position held by each cell (-1 = empty)
+  TensorView cell_seq;   // [n_cells] I32, sequence id held by each cell (-1 = empty)
+  int32_t n_cells = 0;   // cells to scan: every used cell has index < n_cells
+};
+
+struct AttnParams {
+  int32_t n_head = 0;
+  int32_t n_kv_head = 0;
+  int32_t head_dim = 0;
+  float scale = 1.f;        // applied to q.k
+  int32_t window = 0;       // sliding window: token at p sees cells with p - p_cell < window; 0 = none
+  float softcap = 0.f;      // logit soft-capping (0 = none)
+};
+
+enum class Activation : uint8_t { kSilu, kGeluTanh };
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual const char* name() const = 0;
+
+  // out[:, t] = dequant(table[:, tokens[t]]) * scale. table [d, vocab] any dtype; tokens [n] I32.
+  virtual void embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) = 0;
+  // Row-wise RMS norm: out[:, r] = x[:, r] / sqrt(mean(x[:, r]^2) + eps) * w. w [ne0] F32.
+  // Rows may be heads (x viewed as [head_dim, n_head * n_tokens]) for q/k norms. In place allowed.
+  virtual void rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) = 0;
+  // out[n, t] = sum_k W[k, n] * x[k, t]. W [K, N] any weight dtype; x [K, T] F32; out [N, T] F32.
+  virtual void matmul(const TensorView& w, const TensorView& x, TensorView out) = 0;
+  // out = a + b, b broadcast along rows when b.ne[1] == 1 (bias). In place (out == a) allowed.
+  virtual void add(const TensorView& a, const TensorView& b, TensorView out) = 0;
+  // out = x * s. In place allowed.
+  virtual void scale(const TensorView& x, float s, TensorView out) = 0;
+  // Rotary embedding in place on x [head_dim, n_head, n_tokens] at positions batch.pos.
+  virtual void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) = 0;
+  // Writes k, v ([head_dim * n_kv_head, n_tokens] F32) into the cache cells batch.cell (as F16).
+  virtual void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) = 0;
+  // Causal attention of q [head_dim, n_head, n_tokens] over the cache (cells of the same sequence
+  // with position <= the token's, within the window), GQA by n_head / n_kv_head.
+  // out [head_dim * n_head, n_tokens] F32.
+  virtual void attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
+                         TensorView out) = 0;
+  // out = act(gate) * up, elementwise; all [ff, n_tokens] F32. In place (out == gate) allowed.
+  virtual void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) = 0;
+  // Copy rows: out[:, i] = x[:, rows[i]]. rows is a host array (n = out.ne[1]).
+  virtual void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) = 0;
+};
+
+}  // namespace ferry::kernels

@@ -1,0 +1,67 @@
+// ModelSpec: the architecture-independent description of a model, built from GGUF metadata
+// (hyperparameters only; weights are bound separately). Shapes written next to every field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace ferry::gguf {
+class ModelFile;
+}
+
+namespace ferry::model {
+
+enum class Arch : uint8_t { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kMixtral };
+const char* arch_name(Arch a);  // GGUF general.architecture spelling
+
+struct ModelSpec {
+  Arch arch = Arch::kLlama;
+  std::string name;          // general.name
+  int32_t n_layer = 0;
+  int32_t n_embd = 0;        // d
+  int32_t n_head = 0;
+  int32_t n_kv_head = 0;
+  int32_t head_dim = 0;      // per head (q and k/v), d_head
+  int32_t n_ff = 0;          // FFN hidden width (dense)
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+
+  // RoPE
+  float rope_base = 10000.f;
+  float rope_base_local = 10000.f;  // gemma3 sliding-window layers
+  float rope_freq_scale = 1.f;      // 1 / linear scaling factor (global layers)
+  bool rope_neox = false;           // NeoX pairing (qwen2, qwen3, gemma3) vs normal (llama)
+  bool has_rope_freqs = false;      // llama3-style rope_freqs.weight present
+
+  // Attention
+  float attn_scale = 0.f;           // multiplier of q.k (0 => 1/sqrt(head_dim))
+  int32_t sliding_window = 0;       // 0 = none
+  int32_t swa_period = 0;           // gemma3: every swa_period-th layer (1-based) is global; 0 = none
+  bool qkv_bias = false;            // qwen2
+  bool qk_norm = false;             // qwen3, gemma3
+  bool post_norms = false;          // gemma3 post-attention / post-ffn norms
+  float embed_scale = 1.f;          // gemma3: sqrt(n_embd)
+  bool tied_output = false;         // output.weight absent: head uses token_embd.weight
+  bool gelu = false;                // GeGLU (gemma3) instead of SwiGLU
+
+  // MoE (0 for dense models)
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_expert = 0;
+
+  bool is_swa_layer(int32_t layer) const {
+    return sliding_window > 0 && swa_period > 0 && ((layer + 1) % swa_period) != 0;
+  }
+  int32_t q_dim() const { return n_head * head_dim; }
+  int32_t kv_dim() const { return n_kv_head * head_dim; }
+  float kq_scale() const;
+
+  // Reads and validates hyperparameters; unknown architecture => kUnsupported.
+  static Expected<ModelSpec> from_gguf(const gguf::ModelFile& file);
+};
+
+}  // namespace ferry::model

@@ -1,0 +1,38 @@
+// Shared helpers of the ferry CLI: the error contract (one `error:` line on stderr, exit 1 for
+// failures and 2 for bad usage) and parsing of sizes such as `2G`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+
+namespace ferry::cli {
+
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+// Prints `error: <message>` and returns the exit code for the status (2 for kInvalidArgument).
+int report(const Status& st);
+int fail(const std::string& message);        // exit 1
+int usage_error(const std::string& message); // exit 2
+
+// Runs app.parse(argc, argv); on --help prints help and returns 0 through *exit_code; on a parse
+// error prints one `error:` line and sets *exit_code = 2. Returns true when the command should run.
+bool parse(CLI::App& app, int argc, char** argv, int* exit_code);
+
+// "2G", "512M", "1024", "1.5G" (binary units: K = 1024) -> bytes.
+std::optional<uint64_t> parse_size(const std::string& text);
+
+}  // namespace ferry::cli
+
+// Subcommands: argv[0] is the subcommand name.
+int cmd_run(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_plan(int argc, char** argv);
+int cmd_profile(int argc, char** argv);

@@ -1,0 +1,47 @@
+// ferry: the command-line entry point. Dispatches to one subcommand per file (cmd_*.cc).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"run", cmd_run, "generate text from a prompt"},
+    {"inspect", cmd_inspect, "print a GGUF file's metadata, tensors and sub-layers"},
+    {"synth", cmd_synth, "write a GGUF with random weights at a named preset"},
+    {"tokenize", cmd_tokenize, "print token ids of text, as the model's tokenizer encodes it"},
+    {"bench", cmd_bench, "measure prefill / decode speed"},
+    {"plan", cmd_plan, "show the execution plan for a VRAM budget"},
+    {"profile", cmd_profile, "measure this machine for the planner"},
+};
+
+void print_usage(FILE* f) {
+  std::fprintf(f, "usage: ferry <command> [options]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(f, "  %-10s %s\n", c.name, c.help);
+  std::fprintf(f, "\n`ferry <command> --help` for the options of a command.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return ferry::cli::kExitUsage;
+  }
+  const char* name = argv[1];
+  if (!std::strcmp(name, "--help") || !std::strcmp(name, "-h") || !std::strcmp(name, "help")) {
+    print_usage(stdout);
+    return 0;
+  }
+  for (const auto& c : kCommands)
+    if (!std::strcmp(name, c.name)) return c.fn(argc - 1, argv + 1);
+  return ferry::cli::usage_error(std::string("unknown command '") + name + "' (see `ferry --help`)");
+}
