@@ -1,3 +1,4 @@
 ferry_module(base SOURCES
   base/status.cc
+  base/mmap_file.cc
 )

@@ -47,6 +47,15 @@ struct Value {
   Expected<std::string> as_string() const;
   const Array* as_array() const;  // nullptr if not an array
   std::string to_string(size_t max_items = 8) const;  // human-readable, arrays abbreviated
+
+  // Builders (used by writers and tests). make_uint/make_int take any integer type id of that
+  // signedness (kUint8..kUint64 / kInt8..kInt64); make_float takes kFloat32 or kFloat64.
+  static Value make_uint(ValueType t, uint64_t x);
+  static Value make_int(ValueType t, int64_t x);
+  static Value make_float(ValueType t, double x);
+  static Value make_bool(bool x);
+  static Value make_string(std::string x);
+  static Value make_array(ValueType elem_type, std::vector<Value> items);
 };
 
 struct TensorInfo {
@@ -56,6 +65,7 @@ struct TensorInfo {
   int64_t ne[4] = {1, 1, 1, 1};  // ne[0] innermost, as in the file
   uint64_t offset = 0;           // relative to the data section of its split
   uint32_t split = 0;            // which split file holds it
+  uint64_t file_offset = 0;      // absolute byte offset of the data in its split file
   size_t nbytes = 0;
   const void* data = nullptr;    // into the mmap, valid while the ModelFile lives
 
@@ -77,6 +87,8 @@ class ModelFile {
   const std::string& path() const { return path_; }
   size_t alignment() const { return alignment_; }
   size_t file_bytes() const;  // total size over all splits
+  uint32_t n_splits() const { return static_cast<uint32_t>(splits_.size()); }
+  const std::string& split_path(uint32_t split) const;  // file name of a split (the label for parse())
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }

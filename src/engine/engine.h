@@ -1,0 +1,72 @@
+// Engine: load a model (file -> spec -> weights -> tokenizer), own the KV cache, run steps.
+// A step takes a batch of new tokens from one or more sequences (each token carries its sequence id
+// and position) and returns logits for the tokens that asked for them. Where each sub-layer runs is
+// the StepRunner's business (all-CPU today; the hybrid executor of DESIGN.md §3 later).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace ferry::gguf {
+class ModelFile;
+}
+namespace ferry::text {
+class Tokenizer;
+}
+namespace ferry::model {
+struct ModelSpec;
+}
+
+namespace ferry::engine {
+
+struct Batch {
+  std::vector<int32_t> tokens;  // [n] token ids
+  std::vector<int32_t> pos;     // [n] position of each token in its sequence
+  std::vector<int32_t> seq;     // [n] sequence id (0 .. n_seq_max-1)
+  std::vector<uint8_t> logits;  // [n] 1 = return logits for this token
+
+  int32_t size() const { return static_cast<int32_t>(tokens.size()); }
+  void add(int32_t token, int32_t position, int32_t sequence, bool want_logits) {
+    tokens.push_back(token);
+    pos.push_back(position);
+    seq.push_back(sequence);
+    logits.push_back(want_logits ? 1 : 0);
+  }
+  void clear() { tokens.clear(); pos.clear(); seq.clear(); logits.clear(); }
+};
+
+struct EngineOptions {
+  std::string model_path;
+  int32_t n_ctx = 4096;        // KV cells in total (shared by all sequences); 0 = model's training ctx
+  int32_t n_threads = 0;       // 0 = physical cores
+  int32_t n_seq_max = 1;       // sequences that may be live at once
+  int32_t n_batch = 512;       // most tokens per step (larger prompts are cut into chunks)
+  std::string device = "cpu";  // cpu | ref | cuda | emulated
+  uint64_t vram_budget = 0;    // bytes; 0 = no budget (whole model on the device if it fits)
+};
+
+class Engine {
+ public:
+  static Expected<std::unique_ptr<Engine>> load(const EngineOptions& options);
+  virtual ~Engine() = default;
+
+  virtual const model::ModelSpec& spec() const = 0;
+  virtual const text::Tokenizer& tokenizer() const = 0;
+  virtual const gguf::ModelFile& file() const = 0;
+  virtual const EngineOptions& options() const = 0;
+
+  // Runs one step (batch.size() <= n_batch). Appends n_vocab floats to *logits for every token with
+  // batch.logits[i] == 1, in batch order. Errors: no free KV cell, bad seq id / position, device error.
+  virtual Status step(const Batch& batch, std::vector<float>* logits) = 0;
+  // Forget the cells of `seq` with position in [p0, p1) (p1 < 0: to the end).
+  virtual void seq_rm(int32_t seq, int32_t p0 = 0, int32_t p1 = -1) = 0;
+  // Next position of `seq` (1 + largest position held), 0 if empty.
+  virtual int32_t seq_next_pos(int32_t seq) const = 0;
+  virtual int32_t n_ctx() const = 0;
+};
+
+}  // namespace ferry::engine
