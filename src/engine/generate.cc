@@ -1,0 +1,170 @@
+// The generation loop: prefill in n_batch chunks, then one token per step; see generate.h.
+// The sampler sees the prompt tokens too (llama.cpp's CLI does the same), so the repetition penalty
+// covers the prompt's tail as well as the generated text.
+#include "engine/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "format/gguf.h"
+#include "model/model_spec.h"
+#include "text/tokenizer.h"
+
+namespace ferry::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The default system message a ChatML template inserts when none is given (SmolLM2's does), or "".
+std::string chatml_default_system(const std::string& tmpl) {
+  const std::string open = "<|im_start|>system\n";
+  size_t a = tmpl.find(open);
+  if (a == std::string::npos) return {};
+  a += open.size();
+  size_t b = tmpl.find("<|im_end|>", a);
+  if (b == std::string::npos) return {};
+  std::string text = tmpl.substr(a, b - a);
+  // A template that builds the system turn from a variable has Jinja syntax here, not a fixed text.
+  if (text.find("{{") != std::string::npos || text.find("{%") != std::string::npos ||
+      text.find('\'') != std::string::npos)
+    return {};
+  return text;
+}
+
+}  // namespace
+
+std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view text) {
+  return engine.tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/true);
+}
+
+Expected<std::string> apply_chat_template(const Engine& engine, std::string_view user,
+                                          std::string_view system) {
+  const std::string tmpl = engine.file().get_string_or("tokenizer.chat_template", "");
+  const bool chatml = tmpl.find("<|im_start|>") != std::string::npos;
+  const bool gemma = tmpl.find("<start_of_turn>") != std::string::npos ||
+                     (tmpl.empty() && engine.spec().arch == model::Arch::kGemma3);
+  std::string out;
+  if (chatml) {
+    std::string sys = system.empty() ? chatml_default_system(tmpl) : std::string(system);
+    if (!sys.empty()) out += "<|im_start|>system\n" + sys + "<|im_end|>\n";
+    out += "<|im_start|>user\n";
+    out += user;
+    out += "<|im_end|>\n<|im_start|>assistant\n";
+  } else if (gemma) {
+    // Gemma has no system role: its template puts the system text at the top of the first user turn.
+    out += "<start_of_turn>user\n";
+    if (!system.empty()) {
+      out += system;
+      out += "\n\n";
+    }
+    out += user;
+    out += "<end_of_turn>\n<start_of_turn>model\n";
+  } else {
+    return make_error(ErrorCode::kUnsupported,
+                      "unknown chat template in %s (ChatML and Gemma formats are supported)",
+                      engine.file().path().c_str());
+  }
+  return out;
+}
+
+Expected<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt,
+                                  const GenerateParams& params, const GenerateCallbacks& callbacks) {
+  const int32_t n_vocab = engine.spec().n_vocab;
+  const int32_t n_ctx = engine.n_ctx();
+  const int32_t n_batch = std::max<int32_t>(1, engine.options().n_batch);
+  const int32_t n_prompt = static_cast<int32_t>(prompt.size());
+  const text::Tokenizer& tok = engine.tokenizer();
+
+  if (prompt.empty()) return make_error(ErrorCode::kInvalidArgument, "empty prompt (no tokens)");
+  for (int32_t t : prompt)
+    if (t < 0 || t >= n_vocab)
+      return make_error(ErrorCode::kInvalidArgument, "prompt token %d outside the vocabulary [0, %d)", t,
+                        n_vocab);
+  if (n_prompt > n_ctx)
+    return make_error(ErrorCode::kInvalidArgument, "prompt of %d tokens does not fit a context of %d",
+                      n_prompt, n_ctx);
+
+  GenerateResult result;
+  GenerateStats& st = result.stats;
+  st.n_prompt = n_prompt;
+  engine.seq_rm(params.seq);
+
+  Sampler sampler(params.sampling);
+  for (int32_t t : prompt) sampler.accept(t);
+
+  // Prefill: chunks of n_batch; logits for every position when asked, else for the last one only.
+  Batch batch;
+  std::vector<float> logits;
+  const Clock::time_point t_start = Clock::now();
+  for (int32_t i0 = 0; i0 < n_prompt; i0 += n_batch) {
+    const int32_t i1 = std::min(n_prompt, i0 + n_batch);
+    batch.clear();
+    for (int32_t i = i0; i < i1; ++i) batch.add(prompt[i], i, params.seq, params.all_logits || i == n_prompt - 1);
+    logits.clear();
+    FERRY_RETURN_IF_ERROR(engine.step(batch, &logits));
+    const size_t rows = logits.size() / static_cast<size_t>(n_vocab);
+    FERRY_ASSERT(logits.size() % static_cast<size_t>(n_vocab) == 0);
+    if (callbacks.on_logits)
+      for (size_t r = 0; r < rows; ++r) callbacks.on_logits(logits.data() + r * n_vocab, n_vocab);
+  }
+  const Clock::time_point t_prefill = Clock::now();
+  FERRY_ASSERT(logits.size() >= static_cast<size_t>(n_vocab));
+  std::vector<float> last(logits.end() - n_vocab, logits.end());  // [n_vocab] of the last prompt token
+
+  text::Utf8Streamer streamer;
+  Clock::time_point t_first = t_prefill;
+  int32_t pos = n_prompt;
+  while (params.n_predict < 0 || st.n_generated < params.n_predict) {
+    const int32_t token = sampler.sample(last.data(), n_vocab);
+    sampler.accept(token);
+    if (st.n_generated == 0) t_first = Clock::now();
+    ++st.n_generated;
+    result.tokens.push_back(token);
+
+    const bool eog = tok.is_eog(token);
+    std::string piece = eog ? std::string() : streamer.push(tok.token_to_piece(token, false));
+    result.text += piece;
+    bool go_on = true;
+    if (callbacks.on_token) go_on = callbacks.on_token(token, piece);
+    if (eog && params.stop_at_eog) {
+      st.hit_eog = true;
+      break;
+    }
+    if (!go_on) break;
+    if (params.n_predict >= 0 && st.n_generated >= params.n_predict) break;
+    if (pos >= n_ctx) {
+      st.hit_ctx = true;
+      break;
+    }
+
+    batch.clear();
+    batch.add(token, pos, params.seq, true);
+    logits.clear();
+    FERRY_RETURN_IF_ERROR(engine.step(batch, &logits));
+    FERRY_ASSERT(logits.size() == static_cast<size_t>(n_vocab));
+    ++pos;
+    if (callbacks.on_logits) callbacks.on_logits(logits.data(), n_vocab);
+    last.swap(logits);
+  }
+  const Clock::time_point t_end = Clock::now();
+
+  std::string tail = streamer.flush();
+  if (!tail.empty()) {
+    result.text += tail;
+    if (callbacks.on_token) callbacks.on_token(-1, tail);
+  }
+
+  st.prefill_ms = ms_between(t_start, t_prefill);
+  st.ttft_ms = st.n_generated > 0 ? ms_between(t_start, t_first) : 0;
+  st.decode_ms = st.n_generated > 0 ? ms_between(t_first, t_end) : 0;
+  st.prefill_tok_s = st.prefill_ms > 0 ? n_prompt / (st.prefill_ms / 1e3) : 0;
+  st.decode_tok_s = st.n_generated > 1 && st.decode_ms > 0 ? (st.n_generated - 1) / (st.decode_ms / 1e3) : 0;
+  return result;
+}
+
+}  // namespace ferry::engine
