@@ -1,4 +1,218 @@
-// ferry run: not built yet (placeholder so the binary links while the command is written).
-#include "cli.h"
+// ferry run: load a model, generate from a prompt, stream the text to stdout and end with a stats line
+// on stderr (prompt tokens, TTFT, prefill and decode tokens/s). --json prints one JSON object instead;
+// --logits-out writes the float32 logits of every prompt position and every decode step as raw
+// little-endian [n_rows, n_vocab] (row r predicts position r + 1), for the differential tests.
+// Flags follow llama.cpp's where they exist (-m -p -n -c -t -s -b --temp --top-k --top-p ...).
+#include <bit>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
-int cmd_run(int, char**) { return ferry::cli::fail("ferry run is not implemented yet"); }
+#include "cli.h"
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "format/gguf.h"
+#include "model/model_spec.h"
+#include "text/tokenizer.h"
+
+namespace {
+
+using ferry::ErrorCode;
+using ferry::Expected;
+using ferry::make_error;
+
+// "1, 2,3" / "1 2 3" -> ids. Anything but digits, '-', commas and spaces is a usage error.
+Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ',' || text[i] == ' ' || text[i] == '\t' || text[i] == '\n') {
+      ++i;
+      continue;
+    }
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(text.substr(i), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || v < INT32_MIN || v > INT32_MAX)
+      return make_error(ErrorCode::kInvalidArgument, "--tokens: not a list of token ids near '%s'",
+                        text.substr(i, 16).c_str());
+    ids.push_back(static_cast<int32_t>(v));
+    i += used;
+  }
+  return ids;
+}
+
+struct RunArgs {
+  std::string model;
+  std::string prompt;
+  bool has_prompt = false;
+  std::string tokens;
+  int32_t n_predict = 128;
+  ferry::engine::SamplerParams sampling;
+  int32_t threads = 0;
+  int32_t ctx = 4096;
+  int32_t batch = 512;
+  std::string device = "cpu";
+  bool json = false;
+  std::string logits_out;
+  bool chat = false;
+  std::string system;
+  bool ignore_eos = false;
+};
+
+int run(const RunArgs& a) {
+  static_assert(std::endian::native == std::endian::little, "--logits-out writes host floats as little-endian");
+  ferry::engine::EngineOptions opt;
+  opt.model_path = a.model;
+  opt.n_ctx = a.ctx;
+  opt.n_threads = a.threads;
+  opt.n_batch = a.batch;
+  opt.device = a.device;
+  auto loaded = ferry::engine::Engine::load(opt);
+  if (!loaded) return ferry::cli::report(loaded.status());
+  ferry::engine::Engine& engine = **loaded;
+
+  std::vector<int32_t> prompt;
+  if (!a.tokens.empty()) {
+    auto ids = parse_token_list(a.tokens);
+    if (!ids) return ferry::cli::report(ids.status());
+    prompt = std::move(*ids);
+  } else {
+    std::string text = a.prompt;
+    if (a.chat) {
+      auto wrapped = ferry::engine::apply_chat_template(engine, a.prompt, a.system);
+      if (!wrapped) return ferry::cli::report(wrapped.status());
+      text = std::move(*wrapped);
+    }
+    prompt = ferry::engine::tokenize_prompt(engine, text);
+  }
+
+  std::unique_ptr<FILE, int (*)(FILE*)> logits_file(nullptr, &std::fclose);
+  if (!a.logits_out.empty()) {
+    logits_file.reset(std::fopen(a.logits_out.c_str(), "wb"));
+    if (!logits_file) return ferry::cli::fail("cannot write --logits-out file '" + a.logits_out + "'");
+  }
+
+  ferry::engine::GenerateParams gp;
+  gp.n_predict = a.n_predict;
+  gp.sampling = a.sampling;
+  gp.stop_at_eog = !a.ignore_eos;
+  gp.all_logits = static_cast<bool>(logits_file);
+
+  int64_t logits_rows = 0;
+  bool write_failed = false;
+  ferry::engine::GenerateCallbacks cb;
+  if (!a.json) {
+    cb.on_token = [](int32_t, std::string_view piece) {
+      if (!piece.empty()) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      }
+      return true;
+    };
+  }
+  if (logits_file) {
+    cb.on_logits = [&](const float* row, int32_t n_vocab) {
+      ++logits_rows;
+      if (std::fwrite(row, sizeof(float), static_cast<size_t>(n_vocab), logits_file.get()) !=
+          static_cast<size_t>(n_vocab))
+        write_failed = true;
+    };
+  }
+
+  auto res = ferry::engine::generate(engine, prompt, gp, cb);
+  if (!a.json) std::fflush(stdout);
+  if (!res) {
+    if (!a.json) std::fputc('\n', stdout);
+    return ferry::cli::report(res.status());
+  }
+  if (logits_file && (write_failed || std::fclose(logits_file.release()) != 0))
+    return ferry::cli::fail("writing --logits-out file '" + a.logits_out + "' failed");
+
+  const auto& st = res->stats;
+  const char* stop = st.hit_eog ? "eog" : st.hit_ctx ? "ctx" : "length";
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["device"] = a.device;
+    j["prompt_tokens"] = prompt;
+    j["tokens"] = res->tokens;
+    j["text"] = res->text;
+    j["n_prompt"] = st.n_prompt;
+    j["n_generated"] = st.n_generated;
+    j["ttft_ms"] = st.ttft_ms;
+    j["prefill_ms"] = st.prefill_ms;
+    j["decode_ms"] = st.decode_ms;
+    j["prefill_tok_s"] = st.prefill_tok_s;
+    j["decode_tok_s"] = st.decode_tok_s;
+    j["stop"] = stop;
+    j["n_vocab"] = engine.spec().n_vocab;
+    j["n_ctx"] = engine.n_ctx();
+    if (!a.logits_out.empty()) {
+      j["logits_out"] = a.logits_out;
+      j["logits_rows"] = logits_rows;
+    }
+    std::string out = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::printf("%s\n", out.c_str());
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "prompt: %d tokens | generated: %d tokens (stop: %s) | TTFT %.1f ms | prefill %.2f tok/s | "
+                 "decode %.2f tok/s\n",
+                 st.n_prompt, st.n_generated, stop, st.ttft_ms, st.prefill_tok_s, st.decode_tok_s);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  RunArgs a;
+  CLI::App app{"Generate text from a prompt.", "ferry run"};
+  app.add_option("-m,--model", a.model, "GGUF model file")->required();
+  auto* p_opt = app.add_option("-p,--prompt", a.prompt, "prompt text");
+  auto* t_opt = app.add_option("--tokens", a.tokens, "prompt as token ids (\"1,2,3\"), used as is (no BOS added)");
+  p_opt->excludes(t_opt);
+  app.add_option("-n,--n-predict", a.n_predict, "tokens to generate (-1: until end of generation)")
+      ->check(CLI::Range(-1, INT32_MAX));
+  app.add_option("--temp", a.sampling.temp, "temperature (<= 0: greedy)")->capture_default_str();
+  app.add_option("--top-k", a.sampling.top_k, "top-k (<= 0: off)")->capture_default_str();
+  app.add_option("--top-p", a.sampling.top_p, "top-p (>= 1: off)")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+  app.add_option("--min-p", a.sampling.min_p, "min-p (0: off)")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+  app.add_option("--repeat-penalty", a.sampling.repeat_penalty, "repetition penalty (1: off)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--repeat-last-n", a.sampling.repeat_last_n, "tokens the penalty looks back at (-1: all)")
+      ->check(CLI::Range(-1, INT32_MAX))->capture_default_str();
+  app.add_option("-s,--seed", a.sampling.seed, "sampling seed")->capture_default_str();
+  app.add_option("-t,--threads", a.threads, "CPU threads (0: physical cores)")->check(CLI::Range(0, 4096));
+  app.add_option("-c,--ctx-size", a.ctx, "context size in tokens (0: the model's)")->check(CLI::Range(0, INT32_MAX))
+      ->capture_default_str();
+  app.add_option("-b,--batch-size", a.batch, "most tokens per prefill step")->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--device", a.device, "where to compute")
+      ->check(CLI::IsMember({"cpu", "ref", "cuda", "emulated"}))->capture_default_str();
+  app.add_flag("--json", a.json, "print one JSON object (ids, text, timings) instead of streaming text");
+  app.add_option("--logits-out", a.logits_out, "write float32 logits [n_rows, n_vocab] of every position here");
+  app.add_flag("--chat", a.chat, "wrap the prompt in the model's chat template (ChatML or Gemma)");
+  app.add_option("--system", a.system, "system message for --chat");
+  app.add_flag("--ignore-eos", a.ignore_eos, "keep generating past end-of-generation tokens");
+
+  int code = 0;
+  if (!ferry::cli::parse(app, argc, argv, &code)) return code;
+  a.has_prompt = p_opt->count() > 0;
+  if (!a.has_prompt && a.tokens.empty()) return ferry::cli::usage_error("ferry run needs -p TEXT or --tokens IDS");
+  if (a.chat && !a.tokens.empty()) return ferry::cli::usage_error("--chat applies to -p text, not --tokens");
+  try {
+    return run(a);
+  } catch (const std::exception& e) {
+    return ferry::cli::fail(std::string("unexpected failure: ") + e.what());
+  }
+}
