@@ -25,6 +25,7 @@ struct ModelSpec {
   int32_t n_head = 0;
   int32_t n_kv_head = 0;
   int32_t head_dim = 0;      // per head (q and k/v), d_head
+  int32_t n_rot = 0;         // dimensions RoPE rotates per head (<= head_dim; == head_dim in practice)
   int32_t n_ff = 0;          // FFN hidden width (dense)
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;
@@ -41,12 +42,15 @@ struct ModelSpec {
   float attn_scale = 0.f;           // multiplier of q.k (0 => 1/sqrt(head_dim))
   int32_t sliding_window = 0;       // 0 = none
   int32_t swa_period = 0;           // gemma3: every swa_period-th layer (1-based) is global; 0 = none
+  std::vector<uint8_t> swa_layers;  // [n_layer] 1 = sliding-window layer, when the file gives the
+                                    // pattern as a per-layer array; empty => swa_period decides
   bool qkv_bias = false;            // qwen2
   bool qk_norm = false;             // qwen3, gemma3
   bool post_norms = false;          // gemma3 post-attention / post-ffn norms
   float embed_scale = 1.f;          // gemma3: sqrt(n_embd)
   bool tied_output = false;         // output.weight absent: head uses token_embd.weight
   bool gelu = false;                // GeGLU (gemma3) instead of SwiGLU
+  float final_logit_softcap = 0.f;  // logits = cap * tanh(logits / cap) when > 0 (gemma3 key, rare)
 
   // MoE (0 for dense models)
   int32_t n_expert = 0;
@@ -54,8 +58,13 @@ struct ModelSpec {
   int32_t n_ff_expert = 0;
 
   bool is_swa_layer(int32_t layer) const {
-    return sliding_window > 0 && swa_period > 0 && ((layer + 1) % swa_period) != 0;
+    if (sliding_window <= 0) return false;
+    if (!swa_layers.empty()) return layer >= 0 && layer < static_cast<int32_t>(swa_layers.size()) && swa_layers[layer];
+    return swa_period > 0 && ((layer + 1) % swa_period) != 0;
   }
+  // RoPE base of a layer: sliding-window layers of gemma3 use rope_base_local.
+  float layer_rope_base(int32_t layer) const { return is_swa_layer(layer) ? rope_base_local : rope_base; }
+  float layer_rope_freq_scale(int32_t layer) const { return is_swa_layer(layer) ? 1.f : rope_freq_scale; }
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_kv_head * head_dim; }
   float kq_scale() const;

@@ -1,0 +1,216 @@
+// The dense forward (see forward.h). Reads top to bottom like the llama.cpp graphs it reproduces
+// (models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp); the only per-architecture branches are the
+// ModelSpec flags. The residual stream x is updated in place; every other buffer is reused per block.
+#include "model/forward.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "base/status.h"
+
+namespace ferry::model {
+
+using kernels::Activation;
+using kernels::AttnParams;
+using kernels::BatchMeta;
+using kernels::KvView;
+using kernels::Ops;
+using kernels::RopeParams;
+
+namespace {
+
+// Records `t` under a printf-formatted name; formats nothing when there is no hook.
+void record(const DebugHook* hook, const TensorView& t, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+void record(const DebugHook* hook, const TensorView& t, const char* fmt, ...) {
+  if (hook == nullptr || !*hook) return;
+  char name[96];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(name, sizeof(name), fmt, ap);
+  va_end(ap);
+  (*hook)(name, t);
+}
+
+// View of the first n columns of a [features, n_max] scratch buffer as [a, b, n].
+TensorView heads(const TensorView& buf, int64_t a, int64_t b, int64_t n) {
+  FERRY_ASSERT(buf.ne[0] == a * b && n <= buf.ne[1]);
+  return TensorView::make(DType::F32, buf.data, a, b, n, 1, buf.where);
+}
+
+}  // namespace
+
+size_t scratch_floats(const ModelSpec& spec, int32_t n_max, int32_t n_out_max) {
+  const size_t n = static_cast<size_t>(n_max), no = static_cast<size_t>(n_out_max);
+  const size_t d = spec.n_embd, qd = spec.q_dim(), kvd = spec.kv_dim(), ff = spec.n_ff;
+  return n * (3 * d + 2 * qd + 2 * kvd + 2 * ff) + no * (d + static_cast<size_t>(spec.n_vocab));
+}
+
+Scratch make_scratch(const ModelSpec& spec, int32_t n_max, int32_t n_out_max, float* base, Where where) {
+  Scratch s;
+  s.n_max = n_max;
+  s.n_out_max = n_out_max;
+  float* p = base;
+  auto take = [&](int64_t ne0, int64_t ne1) {
+    TensorView v = TensorView::make(DType::F32, p, ne0, ne1, 1, 1, where);
+    p += ne0 * ne1;
+    return v;
+  };
+  s.x = take(spec.n_embd, n_max);
+  s.xn = take(spec.n_embd, n_max);
+  s.q = take(spec.q_dim(), n_max);
+  s.k = take(spec.kv_dim(), n_max);
+  s.v = take(spec.kv_dim(), n_max);
+  s.attn = take(spec.q_dim(), n_max);
+  s.proj = take(spec.n_embd, n_max);
+  s.gate = take(spec.n_ff, n_max);
+  s.up = take(spec.n_ff, n_max);
+  s.head_x = take(spec.n_embd, n_out_max);
+  s.logits = take(spec.n_vocab, n_out_max);
+  FERRY_ASSERT(static_cast<size_t>(p - base) == scratch_floats(spec, n_max, n_out_max));
+  return s;
+}
+
+RopeParams layer_rope(const ModelSpec& spec, const ModelWeights& w, int32_t layer) {
+  RopeParams r;
+  r.n_rot = spec.n_rot;
+  r.freq_base = spec.layer_rope_base(layer);
+  r.freq_scale = spec.layer_rope_freq_scale(layer);
+  r.neox = spec.rope_neox;
+  r.freq_factors = w.rope_freqs;  // data == nullptr when the file has none
+  return r;
+}
+
+AttnParams layer_attn(const ModelSpec& spec, int32_t layer) {
+  AttnParams a;
+  a.n_head = spec.n_head;
+  a.n_kv_head = spec.n_kv_head;
+  a.head_dim = spec.head_dim;
+  a.scale = spec.kq_scale();
+  a.window = spec.is_swa_layer(layer) ? spec.sliding_window : 0;
+  a.softcap = 0.f;
+  return a;
+}
+
+void forward_embed(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const TensorView& tokens,
+                   const Scratch& s, const DebugHook* hook) {
+  const int64_t n = tokens.ne[0];
+  FERRY_ASSERT(n <= s.n_max);
+  TensorView x = s.x.rows(0, n);
+  ops.embed(w.token_embd, tokens, spec.embed_scale, x);
+  record(hook, x, "inp_embd");
+}
+
+void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, const BatchMeta& batch,
+                       const KvView& kv, const Scratch& s, const DebugHook* hook) {
+  const LayerWeights& L = w.layers[il];
+  const int64_t n = batch.n_tokens;
+  FERRY_ASSERT(n <= s.n_max);
+  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n);
+  const TensorView q = s.q.rows(0, n), k = s.k.rows(0, n), v = s.v.rows(0, n);
+  const TensorView attn = s.attn.rows(0, n), proj = s.proj.rows(0, n);
+
+  ops.rms_norm(x, L.attn_norm, spec.rms_eps, xn);
+  record(hook, xn, "blk.%d.attn_norm", il);
+
+  ops.matmul(L.attn_q, xn, q);
+  ops.matmul(L.attn_k, xn, k);
+  ops.matmul(L.attn_v, xn, v);
+  if (present(L.attn_q_bias)) ops.add(q, L.attn_q_bias, q);
+  if (present(L.attn_k_bias)) ops.add(k, L.attn_k_bias, k);
+  if (present(L.attn_v_bias)) ops.add(v, L.attn_v_bias, v);
+  record(hook, q, "blk.%d.Qcur", il);
+  record(hook, k, "blk.%d.Kcur", il);
+  record(hook, v, "blk.%d.Vcur", il);
+
+  // Per-head views: [head_dim, heads, n].
+  const TensorView q3 = heads(q, spec.head_dim, spec.n_head, n);
+  const TensorView k3 = heads(k, spec.head_dim, spec.n_kv_head, n);
+  if (spec.qk_norm) {
+    ops.rms_norm(q3, L.attn_q_norm, spec.rms_eps, q3);
+    ops.rms_norm(k3, L.attn_k_norm, spec.rms_eps, k3);
+    record(hook, q, "blk.%d.Qcur_normed", il);
+    record(hook, k, "blk.%d.Kcur_normed", il);
+  }
+  const RopeParams rope = layer_rope(spec, w, il);
+  ops.rope(q3, batch, rope);
+  ops.rope(k3, batch, rope);
+  record(hook, q, "blk.%d.Qcur_rope", il);
+  record(hook, k, "blk.%d.Kcur_rope", il);
+
+  ops.kv_store(k, v, batch, kv);
+  ops.attention(q3, kv, batch, layer_attn(spec, il), attn);
+  record(hook, attn, "blk.%d.kqv_out", il);
+
+  ops.matmul(L.attn_output, attn, proj);
+  if (present(L.attn_output_bias)) ops.add(proj, L.attn_output_bias, proj);
+  record(hook, proj, "blk.%d.attn_out", il);
+  if (spec.post_norms) {
+    ops.rms_norm(proj, L.post_attention_norm, spec.rms_eps, proj);
+    record(hook, proj, "blk.%d.attn_post_norm", il);
+  }
+  ops.add(x, proj, x);
+  record(hook, x, "blk.%d.ffn_inp", il);
+}
+
+void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
+                 const Scratch& s, const DebugHook* hook) {
+  const LayerWeights& L = w.layers[il];
+  const int64_t n = n_tokens;
+  FERRY_ASSERT(n <= s.n_max);
+  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n), proj = s.proj.rows(0, n);
+  const TensorView gate = s.gate.rows(0, n), up = s.up.rows(0, n);
+
+  ops.rms_norm(x, L.ffn_norm, spec.rms_eps, xn);
+  record(hook, xn, "blk.%d.ffn_norm", il);
+
+  ops.matmul(L.ffn_gate, xn, gate);
+  ops.matmul(L.ffn_up, xn, up);
+  ops.glu(gate, up, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate);
+  record(hook, gate, "blk.%d.ffn_act", il);
+
+  ops.matmul(L.ffn_down, gate, proj);
+  record(hook, proj, "blk.%d.ffn_out", il);
+  if (spec.post_norms) {
+    ops.rms_norm(proj, L.post_ffw_norm, spec.rms_eps, proj);
+    record(hook, proj, "blk.%d.ffn_post_norm", il);
+  }
+  ops.add(x, proj, x);
+  record(hook, x, "blk.%d.l_out", il);
+}
+
+void forward_head(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const int32_t* rows, int32_t n_rows,
+                  const Scratch& s, const DebugHook* hook) {
+  FERRY_ASSERT(n_rows <= s.n_out_max);
+  if (n_rows == 0) return;
+  const TensorView hx = s.head_x.rows(0, n_rows), logits = s.logits.rows(0, n_rows);
+  ops.gather_rows(s.x, rows, hx);
+  ops.rms_norm(hx, w.output_norm, spec.rms_eps, hx);
+  record(hook, hx, "result_norm");
+  ops.matmul(w.output, hx, logits);
+  record(hook, logits, "result_output");
+}
+
+void apply_logit_softcap(const ModelSpec& spec, float* logits, int64_t n) {
+  const float cap = spec.final_logit_softcap;
+  if (!(cap > 0.f)) return;
+  for (int64_t i = 0; i < n; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+}
+
+DebugHook Recorder::hook() {
+  return [this](const std::string& name, const TensorView& t) {
+    if (t.where != Where::kHost || t.dtype != DType::F32) return;
+    std::vector<float>& dst = tensors[name];
+    dst.clear();
+    dst.reserve(static_cast<size_t>(t.nelements()));
+    for (int64_t i3 = 0; i3 < t.ne[3]; ++i3)
+      for (int64_t i2 = 0; i2 < t.ne[2]; ++i2)
+        for (int64_t i1 = 0; i1 < t.ne[1]; ++i1) {
+          const float* r = static_cast<const float*>(t.row(i1, i2, i3));
+          dst.insert(dst.end(), r, r + t.ne[0]);
+        }
+    shapes[name] = {t.ne[0], t.ne[1], t.ne[2], t.ne[3]};
+  };
+}
+
+}  // namespace ferry::model

@@ -1,0 +1,85 @@
+// The forward pass of the dense architectures (llama, qwen2, qwen3, gemma3), written once against
+// Ops: one function per sub-layer kind (embed, attention block, FFN block, head) over caller-owned
+// scratch views. Architecture differences are ModelSpec flags (qkv_bias, qk_norm, post_norms, gelu,
+// embed_scale, sliding window), never copies of the code. Whoever runs a step (the all-on-one runner
+// today, the hybrid executor later) calls these in order and may hand each call a different Ops.
+//
+// Intermediates are named as in llama.cpp's graph callbacks where one exists ("blk.7.attn_norm",
+// "blk.7.ffn_inp", "blk.7.l_out", "result_norm", "result_output"); an optional DebugHook sees each
+// one right after it is computed, so two backends can be diffed tensor by tensor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/model_spec.h"
+#include "model/weights.h"
+#include "tensor/tensor_view.h"
+
+namespace ferry::model {
+
+// Called with each named intermediate; the view lives where the Ops computes and is valid only
+// during the call. Views cover exactly the step's tokens ([features, n_tokens]).
+using DebugHook = std::function<void(const std::string& name, const TensorView& t)>;
+
+// Scratch activations for a step of up to n_max tokens, of which up to n_out_max want logits.
+// All F32, contiguous, [features, tokens]; d = n_embd, qd = q_dim, kvd = kv_dim, ff = n_ff.
+struct Scratch {
+  int32_t n_max = 0;
+  int32_t n_out_max = 0;
+  TensorView x;       // [d, n_max]    residual stream (input of every block, updated in place)
+  TensorView xn;      // [d, n_max]    normed input of the current block
+  TensorView q;       // [qd, n_max]   queries; viewed as [head_dim, n_head, n] for q-norm / RoPE
+  TensorView k;       // [kvd, n_max]  keys of the new tokens; viewed as [head_dim, n_kv_head, n]
+  TensorView v;       // [kvd, n_max]  values of the new tokens
+  TensorView attn;    // [qd, n_max]   attention output (heads concatenated), before attn_output
+  TensorView proj;    // [d, n_max]    block output before the residual add
+  TensorView gate;    // [ff, n_max]   FFN gate, then act(gate) * up
+  TensorView up;      // [ff, n_max]   FFN up
+  TensorView head_x;  // [d, n_out_max]        rows that want logits, then their final norm
+  TensorView logits;  // [n_vocab, n_out_max]  output logits
+};
+
+// Floats needed by make_scratch for these sizes.
+size_t scratch_floats(const ModelSpec& spec, int32_t n_max, int32_t n_out_max);
+// Carves the scratch views out of one buffer of scratch_floats() floats (host or device memory).
+Scratch make_scratch(const ModelSpec& spec, int32_t n_max, int32_t n_out_max, float* base,
+                     Where where = Where::kHost);
+
+// x[:, :n] = embed(tokens) * embed_scale. tokens: [n] I32 where the Ops computes.
+void forward_embed(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, const TensorView& tokens,
+                   const Scratch& s, const DebugHook* hook);
+
+// x += attention block of `layer` (norm, q/k/v, optional bias and q/k norms, RoPE, K/V into the
+// cache cells of the batch, attention, output projection, optional post-norm). kv: that layer's cache.
+void forward_attention(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
+                       const kernels::BatchMeta& batch, const kernels::KvView& kv, const Scratch& s,
+                       const DebugHook* hook);
+
+// x += FFN block of `layer` (norm, gate/up, SwiGLU or GeGLU, down, optional post-norm).
+void forward_ffn(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
+                 int32_t n_tokens, const Scratch& s, const DebugHook* hook);
+
+// logits[:, i] = output(norm(x[:, rows[i]])) for i < n_rows. rows: host array of step rows.
+// The final logit soft-cap (gemma3, when the file sets one) is applied on the host afterwards by
+// apply_logit_softcap, so Ops needs no tanh.
+void forward_head(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, const int32_t* rows,
+                  int32_t n_rows, const Scratch& s, const DebugHook* hook);
+void apply_logit_softcap(const ModelSpec& spec, float* logits, int64_t n);
+
+// RoPE and attention parameters of a layer (base, scaling, window, scale), derived from the spec.
+kernels::RopeParams layer_rope(const ModelSpec& spec, const ModelWeights& w, int32_t layer);
+kernels::AttnParams layer_attn(const ModelSpec& spec, int32_t layer);
+
+// A DebugHook that copies every host intermediate into a map (for tests and backend diffs).
+struct Recorder {
+  std::map<std::string, std::vector<float>> tensors;  // name -> values, ne0 fastest
+  std::map<std::string, std::vector<int64_t>> shapes; // name -> ne[0..3]
+  DebugHook hook();
+};
+
+}  // namespace ferry::model

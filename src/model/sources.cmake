@@ -1,0 +1,5 @@
+ferry_module(model DEPS format tensor base SOURCES
+  model/model_spec.cc
+  model/weights.cc
+  model/forward.cc
+)
