@@ -1,0 +1,50 @@
+"""pytest fixtures for the Python suites: the ferry binary, llama-cpp-python (optional: tests that need it
+skip cleanly without it), and a session-wide record of differential results printed at the end."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ferry_ref  # noqa: E402
+
+# case id -> summary dict, filled by test_differential.py; printed by pytest_terminal_summary.
+DIFF_SUMMARY: dict[str, dict] = {}
+
+
+@pytest.fixture(scope="session")
+def ferry_bin() -> Path:
+    path = ferry_ref.ferry_binary()
+    if not path.is_file():
+        pytest.skip(f"ferry binary not built at {path} (set FERRY_BUILD)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def llama_cpp():
+    return pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+
+
+@pytest.fixture(scope="session")
+def diff_summary() -> dict[str, dict]:
+    return DIFF_SUMMARY
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not DIFF_SUMMARY:
+        return
+    tr = terminalreporter
+    tr.section("differential vs llama.cpp")
+    ties = 0
+    for case, s in sorted(DIFF_SUMMARY.items()):
+        line = (f"{case:28s} rows {s.get('rows', 0):3d}  max err/spread {s.get('max_err', float('nan')):.2e}  "
+                f"greedy {s.get('greedy', '?')}")
+        if s.get("near_tie"):
+            ties += 1
+            line += f"  (near tie at step {s['near_tie_step']}: llama margin {s['near_tie_margin']:.2e})"
+        tr.write_line(line)
+    tr.write_line(f"greedy divergences accepted as near ties: {ties}")
