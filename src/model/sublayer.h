@@ -3,10 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "tensor/dtype.h"
+
+namespace ferry::gguf {
+class ModelFile;
+}
 
 namespace ferry::model {
 
@@ -31,7 +37,8 @@ struct SubLayer {
   std::vector<WeightRef> weights;
   uint64_t weight_bytes = 0;   // sum of weights[].bytes
 
-  // Cost at n new tokens with c cached (context) tokens per sequence.
+  // Cost at n new tokens with c cached (context) tokens per sequence. For the head, n is the number
+  // of tokens that produce logits (1 per sequence in a prefill chunk).
   double flops(const ModelSpec& spec, int64_t n, int64_t c) const;
   // Bytes of weights read per step (all of them for dense sub-layers; the used share for experts).
   double weight_bytes_read(const ModelSpec& spec, int64_t n) const;
@@ -46,4 +53,20 @@ struct SubLayer {
 
 // The sub-layer list of a model in execution order: embed, (attn, ffn) x n_layer, head.
 // Binds weight refs from the file's tensor table (validated: dtype, shapes).
+// MoE layers (n_expert > 0) give (attn, router, experts group...) instead of (attn, ffn).
+struct SubLayerOptions {
+  int32_t experts_per_group = 8;  // experts per kExperts sub-layer (the last group may be smaller)
+};
+Expected<std::vector<SubLayer>> build_sublayers(const ModelSpec& spec, const gguf::ModelFile& file,
+                                                const SubLayerOptions& options = {});
+
+// The same list without a file, for planning synthetic shapes: `type_of(name, n_dims)` gives the
+// dtype of each tensor the architecture has (n_dims 1 for norms / biases, 2 for matrices, 3 for
+// stacked experts). Optional tensors are present as the spec's flags say (qkv_bias, qk_norm, ...).
+using TensorTypeFn = std::function<DType(const std::string& name, int n_dims)>;
+Expected<std::vector<SubLayer>> build_sublayers(const ModelSpec& spec, const TensorTypeFn& type_of,
+                                                const SubLayerOptions& options = {});
+// Matrices (and stacked experts) in `matrices`, vectors in F32: what `ferry synth --type T` writes
+// when every row length is a multiple of T's block.
+TensorTypeFn uniform_tensor_types(DType matrices);
 }  // namespace ferry::model
