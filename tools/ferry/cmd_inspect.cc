@@ -81,6 +81,26 @@ json spec_to_json(const ferry::model::ModelSpec& s) {
               {"n_expert_used", s.n_expert_used}};
 }
 
+// The planner's unit table: one row per sub-layer, in execution order.
+void print_sublayers(const ferry::model::ModelSpec& spec, const ferry::gguf::ModelFile& f) {
+  auto subs = ferry::model::build_sublayers(spec, f);
+  if (!subs) {
+    std::printf("\nsub-layers: %s\n", subs.status().message().c_str());
+    return;
+  }
+  std::printf("\nsub-layers (%zu):\n", subs->size());
+  std::printf("  %-20s %-8s %6s %8s %14s\n", "label", "kind", "layer", "weights", "bytes");
+  uint64_t total = 0;
+  for (const auto& sl : *subs) {
+    std::printf("  %-20s %-8s %6d %8zu %14" PRIu64 " (%s)\n", sl.label().c_str(),
+                ferry::model::sublayer_kind_name(sl.kind), sl.layer, sl.weights.size(), sl.weight_bytes,
+                human_bytes(static_cast<double>(sl.weight_bytes)).c_str());
+    total += sl.weight_bytes;
+  }
+  std::printf("  %-20s %-8s %6s %8s %14" PRIu64 " (%s)\n", "all", "", "", "", total,
+              human_bytes(static_cast<double>(total)).c_str());
+}
+
 int inspect(const std::string& path, bool as_json) {
   auto opened = ferry::gguf::ModelFile::open(path);
   if (!opened) return ferry::cli::report(opened.status());
@@ -123,8 +143,25 @@ int inspect(const std::string& path, bool as_json) {
     for (const auto& [id, tot] : totals)
       by_type[ferry::dtype_name(static_cast<ferry::DType>(id))] = json{{"tensors", tot.count}, {"bytes", tot.bytes}};
     j["totals"] = json{{"tensors", f.tensors().size()}, {"bytes", total_bytes}, {"by_type", by_type}};
-    if (spec) j["spec"] = spec_to_json(*spec);
-    else j["spec_error"] = spec.status().message();
+    if (spec) {
+      j["spec"] = spec_to_json(*spec);
+      auto subs = ferry::model::build_sublayers(*spec, f);
+      if (subs) {
+        json table = json::array();
+        for (const auto& sl : *subs) {
+          json row{{"label", sl.label()}, {"kind", ferry::model::sublayer_kind_name(sl.kind)}, {"layer", sl.layer},
+                   {"bytes", sl.weight_bytes}, {"n_weights", sl.weights.size()}};
+          if (sl.kind == ferry::model::SubLayerKind::kExperts)
+            row["experts"] = json::array({sl.expert_begin, sl.expert_end});
+          table.push_back(row);
+        }
+        j["sublayers"] = table;
+      } else {
+        j["sublayers_error"] = subs.status().message();
+      }
+    } else {
+      j["spec_error"] = spec.status().message();
+    }
     std::printf("%s\n", j.dump(1, ' ', false, json::error_handler_t::replace).c_str());
     return 0;
   }
@@ -155,6 +192,7 @@ int inspect(const std::string& path, bool as_json) {
     std::printf("\nmodel: %s (%s), %d layers, d=%d, heads %d/%d kv, head dim %d, ffn %d, vocab %d, ctx %d%s\n",
                 s.name.c_str(), ferry::model::arch_name(s.arch), s.n_layer, s.n_embd, s.n_head, s.n_kv_head,
                 s.head_dim, s.n_ff, s.n_vocab, s.n_ctx_train, s.tied_output ? ", tied output" : "");
+    print_sublayers(s, f);
   } else {
     std::printf("\nmodel: not runnable by ferry: %s\n", spec.status().message().c_str());
   }
