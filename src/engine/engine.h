@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "tensor/tensor_view.h"
 
 namespace ferry::gguf {
 class ModelFile;
@@ -67,6 +69,9 @@ class Engine {
   // Next position of `seq` (1 + largest position held), 0 if empty.
   virtual int32_t seq_next_pos(int32_t seq) const = 0;
   virtual int32_t n_ctx() const = 0;
+  // Debugging: called with every named intermediate of later steps (names as in model/forward.h,
+  // e.g. "blk.7.attn_out"); the view is valid only during the call. An empty function turns it off.
+  virtual void set_debug_hook(std::function<void(const std::string& name, const TensorView& t)> hook) {}
 };
 
 }  // namespace ferry::engine

@@ -1,4 +1,7 @@
 ferry_module(engine DEPS model kernels_ref text format tensor base SOURCES
   engine/sampler.cc
   engine/generate.cc
+  engine/engine.cc
+  engine/kv_cells.cc
+  engine/step_runner.cc
 )

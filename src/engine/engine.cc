@@ -1,0 +1,165 @@
+// Engine::load and the Engine implementation: open the file, read the spec, bind the weights, build
+// the tokenizer, pick the Ops for the device, and own the KV cell bookkeeping. step() validates a
+// batch completely before anything is computed (a bad batch changes nothing), places its tokens in
+// free cells, and hands the step to the StepRunner.
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/engine.h"
+#include "engine/kv_cells.h"
+#include "engine/step_runner.h"
+#include "format/gguf.h"
+#include "kernels/ref/ref_ops.h"
+#include "model/model_spec.h"
+#include "model/weights.h"
+#include "text/tokenizer.h"
+
+namespace ferry::engine {
+
+namespace {
+
+// The Ops that computes everything on `device`. n_threads goes to CpuOps (RefOps is single-threaded).
+Expected<std::unique_ptr<kernels::Ops>> make_ops(const std::string& device, int32_t n_threads) {
+  (void)n_threads;
+  if (device == "ref" || device == "cpu") return kernels::make_ref_ops();
+  if (device == "cuda" || device == "emulated")
+    return make_error(ErrorCode::kUnsupported, "device '%s' is not available in this build yet", device.c_str());
+  return make_error(ErrorCode::kInvalidArgument, "unknown device '%s' (expected cpu, ref, cuda or emulated)",
+                    device.c_str());
+}
+
+class EngineImpl final : public Engine {
+ public:
+  const model::ModelSpec& spec() const override { return spec_; }
+  const text::Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const gguf::ModelFile& file() const override { return *file_; }
+  const EngineOptions& options() const override { return options_; }
+  int32_t n_ctx() const override { return cells_->size(); }
+  int32_t seq_next_pos(int32_t seq) const override { return cells_->seq_next_pos(seq); }
+  void seq_rm(int32_t seq, int32_t p0, int32_t p1) override { cells_->seq_rm(seq, p0, p1); }
+  void set_debug_hook(std::function<void(const std::string&, const TensorView&)> hook) override {
+    runner_->set_debug_hook(std::move(hook));
+  }
+
+  Status step(const Batch& batch, std::vector<float>* logits) override;
+
+  static Expected<std::unique_ptr<Engine>> load(const EngineOptions& options);
+
+ private:
+  Status validate(const Batch& batch) const;
+
+  EngineOptions options_;
+  std::unique_ptr<gguf::ModelFile> file_;
+  model::ModelSpec spec_;
+  model::ModelWeights weights_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<KvCells> cells_;
+  std::unique_ptr<StepRunner> runner_;
+  std::vector<int32_t> cell_of_token_;  // scratch: cells of the current step
+  std::vector<int32_t> out_rows_;       // scratch: rows that want logits
+};
+
+Expected<std::unique_ptr<Engine>> EngineImpl::load(const EngineOptions& options) {
+  if (options.n_ctx < 0) return make_error(ErrorCode::kInvalidArgument, "n_ctx must be >= 0 (got %d)", options.n_ctx);
+  if (options.n_batch < 1) return make_error(ErrorCode::kInvalidArgument, "n_batch must be >= 1 (got %d)", options.n_batch);
+  if (options.n_seq_max < 1)
+    return make_error(ErrorCode::kInvalidArgument, "n_seq_max must be >= 1 (got %d)", options.n_seq_max);
+  if (options.n_threads < 0)
+    return make_error(ErrorCode::kInvalidArgument, "n_threads must be >= 0 (got %d)", options.n_threads);
+
+  auto e = std::make_unique<EngineImpl>();
+  e->options_ = options;
+  FERRY_ASSIGN_OR_RETURN(e->file_, gguf::ModelFile::open(options.model_path));
+  FERRY_ASSIGN_OR_RETURN(e->spec_, model::ModelSpec::from_gguf(*e->file_));
+  FERRY_ASSIGN_OR_RETURN(e->weights_, model::bind_weights(e->spec_, *e->file_));
+  FERRY_ASSIGN_OR_RETURN(e->tokenizer_, text::Tokenizer::from_gguf(*e->file_));
+  if (e->tokenizer_->vocab_size() != e->spec_.n_vocab)
+    return make_error(ErrorCode::kCorrupt, "tokenizer has %d tokens but the model's vocabulary is %d",
+                      e->tokenizer_->vocab_size(), e->spec_.n_vocab);
+
+  const int32_t n_ctx = options.n_ctx > 0 ? options.n_ctx : e->spec_.n_ctx_train;
+  e->options_.n_ctx = n_ctx;
+  e->options_.n_batch = std::min(options.n_batch, n_ctx);
+  e->cells_ = std::make_unique<KvCells>(n_ctx);
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Ops> ops, make_ops(options.device, options.n_threads));
+  FERRY_ASSIGN_OR_RETURN(e->runner_,
+                         make_ops_runner(e->spec_, e->weights_, std::move(ops), n_ctx, e->options_.n_batch));
+  return std::unique_ptr<Engine>(std::move(e));
+}
+
+Status EngineImpl::validate(const Batch& batch) const {
+  const int32_t n = batch.size();
+  if (n == 0) return make_error(ErrorCode::kInvalidArgument, "empty batch");
+  if (batch.pos.size() != batch.tokens.size() || batch.seq.size() != batch.tokens.size() ||
+      batch.logits.size() != batch.tokens.size())
+    return make_error(ErrorCode::kInvalidArgument, "batch arrays differ in length (tokens %zu, pos %zu, seq %zu, logits %zu)",
+                      batch.tokens.size(), batch.pos.size(), batch.seq.size(), batch.logits.size());
+  if (n > options_.n_batch)
+    return make_error(ErrorCode::kInvalidArgument, "batch of %d tokens exceeds n_batch %d", n, options_.n_batch);
+  // Positions each sequence of the batch already holds, to refuse a (seq, pos) given twice.
+  std::unordered_map<int32_t, std::unordered_set<int32_t>> held;
+  for (int32_t i = 0; i < n; ++i) {
+    if (batch.tokens[i] < 0 || batch.tokens[i] >= spec_.n_vocab)
+      return make_error(ErrorCode::kInvalidArgument, "token id %d at batch row %d is outside the vocabulary (0..%d)",
+                        batch.tokens[i], i, spec_.n_vocab - 1);
+    if (batch.seq[i] < 0 || batch.seq[i] >= options_.n_seq_max)
+      return make_error(ErrorCode::kInvalidArgument, "sequence id %d at batch row %d is outside 0..%d", batch.seq[i], i,
+                        options_.n_seq_max - 1);
+    if (batch.pos[i] < 0)
+      return make_error(ErrorCode::kInvalidArgument, "negative position %d at batch row %d", batch.pos[i], i);
+    held.emplace(batch.seq[i], std::unordered_set<int32_t>{});
+  }
+  const int32_t* cpos = cells_->pos_data();
+  const int32_t* cseq = cells_->seq_data();
+  for (int32_t c = 0; c < cells_->size(); ++c) {
+    auto it = held.find(cseq[c]);
+    if (it != held.end()) it->second.insert(cpos[c]);
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (!held[batch.seq[i]].insert(batch.pos[i]).second)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "position %d of sequence %d is already in the KV cache or the batch (seq_rm it first)",
+                        batch.pos[i], batch.seq[i]);
+  }
+  return Status::ok();
+}
+
+Status EngineImpl::step(const Batch& batch, std::vector<float>* logits) {
+  FERRY_RETURN_IF_ERROR(validate(batch));
+  const int32_t n = batch.size();
+  FERRY_RETURN_IF_ERROR(cells_->allocate(batch.seq.data(), batch.pos.data(), n, &cell_of_token_));
+
+  out_rows_.clear();
+  for (int32_t i = 0; i < n; ++i)
+    if (batch.logits[i]) out_rows_.push_back(i);
+
+  StepInput in;
+  in.n_tokens = n;
+  in.tokens = batch.tokens.data();
+  in.pos = batch.pos.data();
+  in.seq = batch.seq.data();
+  in.cell = cell_of_token_.data();
+  in.cell_pos = cells_->pos_data();
+  in.cell_seq = cells_->seq_data();
+  in.n_cells_scan = cells_->scan_end();
+  in.out_rows = out_rows_.data();
+  in.n_out = static_cast<int32_t>(out_rows_.size());
+
+  const size_t old = logits ? logits->size() : 0;
+  std::vector<float> discard;
+  std::vector<float>* dst = logits ? logits : &discard;
+  dst->resize(old + out_rows_.size() * static_cast<size_t>(spec_.n_vocab));
+  Status st = runner_->run(in, dst->data() + old);
+  if (!st.is_ok()) {
+    cells_->release(cell_of_token_);
+    dst->resize(old);
+  }
+  return st;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) { return EngineImpl::load(options); }
+
+}  // namespace ferry::engine
