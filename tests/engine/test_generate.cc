@@ -1,0 +1,262 @@
+// generate() over a fake Engine whose "model" predicts (last token + 1) mod n_vocab: checks chunked
+// prefill (positions, sequence, which rows ask for logits), the number and order of logits rows, the
+// stop conditions (n_predict, end-of-generation token, full context), UTF-8 streaming of pieces split
+// across tokens, and the chat-template wrapping.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "engine/generate.h"
+#include "format/gguf.h"
+#include "model/model_spec.h"
+#include "text/tokenizer.h"
+
+namespace ferry::engine {
+namespace {
+
+constexpr int32_t kVocab = 16;
+constexpr int32_t kEos = 15;
+
+// Token t renders as a letter, except 5 and 6: the two halves of "é" (0xC3 0xA9).
+class FakeTokenizer final : public text::Tokenizer {
+ public:
+  std::vector<text::Token> encode(std::string_view text, bool add_special, bool) const override {
+    std::vector<text::Token> ids;
+    if (add_special) ids.push_back(1);
+    for (char c : text) ids.push_back(static_cast<unsigned char>(c) % 10 + 2);
+    return ids;
+  }
+  std::string token_to_piece(text::Token id, bool) const override {
+    if (id == 5) return "\xC3";
+    if (id == 6) return "\xA9";
+    return std::string(1, static_cast<char>('a' + id));
+  }
+  int32_t vocab_size() const override { return kVocab; }
+  const text::SpecialTokens& special() const override { return special_; }
+  bool is_eog(text::Token id) const override { return id == kEos; }
+
+ private:
+  text::SpecialTokens special_;
+};
+
+class FakeEngine final : public Engine {
+ public:
+  FakeEngine(int32_t n_ctx, int32_t n_batch, std::unique_ptr<gguf::ModelFile> file, model::Arch arch)
+      : file_(std::move(file)) {
+    spec_.n_vocab = kVocab;
+    spec_.arch = arch;
+    options_.n_ctx = n_ctx;
+    options_.n_batch = n_batch;
+  }
+  const model::ModelSpec& spec() const override { return spec_; }
+  const text::Tokenizer& tokenizer() const override { return tok_; }
+  const gguf::ModelFile& file() const override { return *file_; }
+  const EngineOptions& options() const override { return options_; }
+  int32_t n_ctx() const override { return options_.n_ctx; }
+  int32_t seq_next_pos(int32_t) const override { return next_pos_; }
+  void seq_rm(int32_t, int32_t, int32_t) override {
+    next_pos_ = 0;
+    ++clears_;
+  }
+  Status step(const Batch& b, std::vector<float>* logits) override {
+    batches_.push_back(b);
+    for (int32_t i = 0; i < b.size(); ++i) {
+      EXPECT_EQ(b.pos[i], next_pos_) << "positions must be consecutive";
+      ++next_pos_;
+      if (!b.logits[i]) continue;
+      for (int32_t v = 0; v < kVocab; ++v) logits->push_back(v == (b.tokens[i] + 1) % kVocab ? 5.0f : 0.0f);
+    }
+    return Status::ok();
+  }
+
+  std::vector<Batch> batches_;
+  int clears_ = 0;
+
+ private:
+  model::ModelSpec spec_;
+  EngineOptions options_;
+  FakeTokenizer tok_;
+  std::unique_ptr<gguf::ModelFile> file_;
+  int32_t next_pos_ = 0;
+};
+
+// A GGUF with no tensors and an optional chat template.
+std::unique_ptr<gguf::ModelFile> make_file(const std::string& chat_template) {
+  static int counter = 0;
+  auto path = std::filesystem::temp_directory_path() /
+              ("ferry_test_generate_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".gguf");
+  auto w = gguf::Writer::create(path.string());
+  EXPECT_TRUE(w.has_value());
+  (*w)->add_string("general.architecture", "llama");
+  if (!chat_template.empty()) (*w)->add_string("tokenizer.chat_template", chat_template);
+  EXPECT_TRUE((*w)->begin_data().is_ok());
+  EXPECT_TRUE((*w)->finish().is_ok());
+  auto f = gguf::ModelFile::open(path.string());
+  EXPECT_TRUE(f.has_value()) << f.status().message();
+  std::filesystem::remove(path);  // the mmap keeps the data alive
+  return std::move(*f);
+}
+
+GenerateParams greedy(int32_t n) {
+  GenerateParams p;
+  p.n_predict = n;
+  p.sampling.temp = 0.0f;
+  return p;
+}
+
+TEST(Generate, ChunkedPrefillThenDecode) {
+  FakeEngine e(64, 4, make_file(""), model::Arch::kLlama);
+  std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // chunks 4, 4, 2
+  int rows = 0;
+  GenerateCallbacks cb;
+  cb.on_logits = [&](const float*, int32_t n) {
+    EXPECT_EQ(n, kVocab);
+    ++rows;
+  };
+  auto r = generate(e, prompt, greedy(3), cb);
+  ASSERT_TRUE(r.has_value()) << r.status().message();
+  EXPECT_EQ(r->tokens, (std::vector<int32_t>{11, 12, 13}));
+  EXPECT_EQ(rows, 3);  // without all_logits: one row per sampled token
+  ASSERT_EQ(e.batches_.size(), 3u + 2u);  // 3 prefill chunks + 2 decode steps (the last token is not fed)
+  EXPECT_EQ(e.batches_[0].size(), 4);
+  EXPECT_EQ(e.batches_[1].size(), 4);
+  EXPECT_EQ(e.batches_[2].size(), 2);
+  EXPECT_EQ(e.batches_[2].logits, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(e.batches_[0].logits, (std::vector<uint8_t>{0, 0, 0, 0}));
+  EXPECT_EQ(e.batches_[3].tokens, (std::vector<int32_t>{11}));
+  EXPECT_EQ(e.batches_[3].pos, (std::vector<int32_t>{10}));
+  EXPECT_EQ(e.clears_, 1);
+  EXPECT_EQ(r->stats.n_prompt, 10);
+  EXPECT_EQ(r->stats.n_generated, 3);
+  EXPECT_FALSE(r->stats.hit_eog);
+  EXPECT_GE(r->stats.ttft_ms, r->stats.prefill_ms);
+}
+
+TEST(Generate, AllLogitsGivesPromptPlusGeneratedMinusOneRows) {
+  FakeEngine e(64, 3, make_file(""), model::Arch::kLlama);
+  std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
+  std::vector<int32_t> argmax_of_rows;
+  GenerateParams p = greedy(4);
+  p.all_logits = true;
+  GenerateCallbacks cb;
+  cb.on_logits = [&](const float* l, int32_t n) {
+    argmax_of_rows.push_back(static_cast<int32_t>(std::max_element(l, l + n) - l));
+  };
+  auto r = generate(e, prompt, p, cb);
+  ASSERT_TRUE(r.has_value());
+  // Row r predicts position r + 1: prompt rows 4 2 5 2 6, then rows after feeding 6 7 8.
+  EXPECT_EQ(argmax_of_rows, (std::vector<int32_t>{4, 2, 5, 2, 6, 7, 8, 9}));
+  EXPECT_EQ(r->tokens, (std::vector<int32_t>{6, 7, 8, 9}));
+}
+
+TEST(Generate, StopsAtEndOfGeneration) {
+  FakeEngine e(64, 8, make_file(""), model::Arch::kLlama);
+  auto r = generate(e, {12}, greedy(10));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->tokens, (std::vector<int32_t>{13, 14, 15}));
+  EXPECT_TRUE(r->stats.hit_eog);
+  EXPECT_EQ(r->text, "no");  // EOG is not rendered
+
+  GenerateParams p = greedy(5);
+  p.stop_at_eog = false;
+  auto r2 = generate(e, {12}, p);
+  ASSERT_TRUE(r2.has_value());
+  EXPECT_EQ(r2->tokens, (std::vector<int32_t>{13, 14, 15, 0, 1}));
+}
+
+TEST(Generate, StopsWhenContextIsFull) {
+  FakeEngine e(6, 8, make_file(""), model::Arch::kLlama);
+  auto r = generate(e, {0, 1, 2, 3}, greedy(100));
+  ASSERT_TRUE(r.has_value());
+  // positions 4 and 5 are fed; a token is sampled from each, plus the prompt's
+  EXPECT_EQ(r->tokens.size(), 3u);
+  EXPECT_TRUE(r->stats.hit_ctx);
+}
+
+TEST(Generate, StreamsValidUtf8AcrossTokens) {
+  FakeEngine e(64, 8, make_file(""), model::Arch::kLlama);
+  std::vector<std::string> pieces;
+  GenerateCallbacks cb;
+  cb.on_token = [&](int32_t, std::string_view piece) {
+    pieces.emplace_back(piece);
+    return true;
+  };
+  auto r = generate(e, {3}, greedy(4), cb);  // tokens 4 5 6 7: "e", 0xC3, 0xA9, "h"
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->text, "e\xC3\xA9h");
+  EXPECT_EQ(pieces, (std::vector<std::string>{"e", "", "\xC3\xA9", "h"}));
+}
+
+TEST(Generate, CallbackCanStop) {
+  FakeEngine e(64, 8, make_file(""), model::Arch::kLlama);
+  GenerateCallbacks cb;
+  cb.on_token = [](int32_t tok, std::string_view) { return tok != 3; };
+  auto r = generate(e, {0}, greedy(10), cb);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->tokens, (std::vector<int32_t>{1, 2, 3}));
+}
+
+TEST(Generate, RejectsBadPrompts) {
+  FakeEngine e(4, 8, make_file(""), model::Arch::kLlama);
+  EXPECT_EQ(generate(e, {}, greedy(1)).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(generate(e, {1, kVocab}, greedy(1)).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(generate(e, {1, -1}, greedy(1)).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(generate(e, {1, 2, 3, 4, 5}, greedy(1)).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(e.batches_.empty());
+}
+
+TEST(Generate, ZeroTokens) {
+  FakeEngine e(16, 8, make_file(""), model::Arch::kLlama);
+  auto r = generate(e, {1, 2}, greedy(0));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->tokens.empty());
+  EXPECT_EQ(r->stats.decode_tok_s, 0.0);
+}
+
+TEST(ChatTemplate, ChatMLWithDefaultSystem) {
+  const std::string tmpl =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+      "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
+      "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+  FakeEngine e(16, 8, make_file(tmpl), model::Arch::kLlama);
+  auto s = apply_chat_template(e, "Hi");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(*s,
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  auto s2 = apply_chat_template(e, "Hi", "Be brief.");
+  ASSERT_TRUE(s2.has_value());
+  EXPECT_EQ(*s2, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, ChatMLWithoutDefaultSystem) {
+  const std::string tmpl =
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+      "'<|im_end|>' + '\n'}}{% endfor %}";
+  FakeEngine e(16, 8, make_file(tmpl), model::Arch::kQwen2);
+  auto s = apply_chat_template(e, "Hi");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(*s, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, GemmaTurns) {
+  FakeEngine e(16, 8, make_file(""), model::Arch::kGemma3);  // no template in the file: the arch decides
+  auto s = apply_chat_template(e, "Hi", "Be brief.");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(*s, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+}
+
+TEST(ChatTemplate, UnknownIsUnsupported) {
+  FakeEngine e(16, 8, make_file("[INST] {{ message }} [/INST]"), model::Arch::kLlama);
+  EXPECT_EQ(apply_chat_template(e, "Hi").status().code(), ErrorCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace ferry::engine
