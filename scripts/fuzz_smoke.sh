@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Fuzz smoke test of the GGUF reader: configures build-fuzz/ with clang (libFuzzer + ASan + UBSan,
+# -DFERRY_FUZZ=ON), builds fuzz_gguf, seeds a corpus with tiny valid GGUF files (gguf PyPI package,
+# else ferry's gguf_dump), and fuzzes for FUZZ_SECONDS (default 60). Exits non-zero on any crash,
+# leak, UB report, timeout or out-of-memory (the reproducer is left in build-fuzz/fuzz_artifacts/).
+# Env: FUZZ_SECONDS, FERRY_FUZZ_BUILD (build folder), FUZZ_JOBS (ninja -j, default 2),
+#      FERRY_BUILD (a normal build with gguf_dump, used for seeds when python's gguf is missing).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${FERRY_FUZZ_BUILD:-$root/build-fuzz}
+seconds=${FUZZ_SECONDS:-60}
+jobs=${FUZZ_JOBS:-2}
+
+command -v clang++ >/dev/null || { echo "fuzz_smoke: clang++ not found (apt-get install clang)" >&2; exit 1; }
+
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DFERRY_FUZZ=ON -DFERRY_TESTS=OFF -DFERRY_CUDA=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build.configure.log" 2>&1 \
+  || { cat "$build.configure.log" >&2; exit 1; }
+ninja -C "$build" -j"$jobs" fuzz_gguf
+
+# The corpus persists in the build folder, so repeated runs go deeper; seeds are rewritten each time.
+corpus=$build/fuzz_corpus/gguf
+seeds=$build/fuzz_seeds/gguf
+artifacts=$build/fuzz_artifacts
+mkdir -p "$corpus" "$seeds" "$artifacts"
+if python3 "$root/tests/fuzz/make_gguf_seeds.py" "$seeds"; then
+  echo "fuzz_smoke: seeds from the gguf python package"
+elif [[ -x ${FERRY_BUILD:-$root/build}/gguf_dump ]]; then
+  "${FERRY_BUILD:-$root/build}/gguf_dump" --write-sample "$seeds/seed_sample.gguf"
+  echo "fuzz_smoke: seed from gguf_dump --write-sample"
+else
+  echo "fuzz_smoke: no seed generator (pip install gguf); fuzzing from an empty corpus" >&2
+fi
+
+# -max_len: seeds are < 2 KB; 8 KB leaves room to grow. -rss_limit_mb/-malloc_limit_mb turn a huge
+# allocation from a hostile count into a reported failure.
+echo "fuzz_smoke: fuzzing for ${seconds}s"
+set +e
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
+  "$build/fuzz_gguf" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+  -malloc_limit_mb=512 -dict="$root/tests/fuzz/gguf.dict" -artifact_prefix="$artifacts/" \
+  -print_final_stats=1 "$corpus" "$seeds" 2>"$build/fuzz.log"
+rc=$?
+set -e
+tail -n 30 "$build/fuzz.log"
+if [[ $rc -ne 0 ]]; then
+  echo "fuzz_smoke: FAILED (exit $rc); reproducer(s) in $artifacts, full log $build/fuzz.log" >&2
+  exit 1
+fi
+echo "fuzz_smoke: ok (no crash in ${seconds}s)"
