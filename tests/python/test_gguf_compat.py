@@ -4,9 +4,8 @@
    same keys, value types, values, tensor names, types, shapes, offsets and bytes as ferry's reader.
 2. Files written by gguf.GGUFWriter (every value type, nested arrays, custom alignment, split files)
    are read by ferry's reader (`gguf_dump FILE`, JSON) with the values Python wrote.
-The helper binary is $FERRY_BUILD/gguf_dump (default: this checkout's build/, i.e. /work/main/build); the
-tests skip when it or
-the gguf package is missing.
+The helper binary is $FERRY_BUILD/gguf_dump (default: this checkout's build/, i.e. /work/main/build);
+the tests skip when it or the gguf package is missing.
 """
 import json
 import os
