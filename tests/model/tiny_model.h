@@ -149,10 +149,12 @@ inline Status write_tiny_model(const TinyModel& m, const std::string& path) {
   f32(a + ".rope.freq_base", m.rope_base);
   if (m.sliding_window > 0) u32(a + ".attention.sliding_window", m.sliding_window);
 
-  // Vocabulary: 256 byte tokens, then filler tokens, the last one an end-of-text special.
+  // Vocabulary: 256 byte tokens, "ab", then filler tokens, the last one an end-of-text special.
   std::vector<std::string> tokens = gpt2_byte_tokens();
   std::vector<int32_t> types(256, 1);
-  for (int32_t i = 256; i < m.n_vocab - 1; ++i) {
+  tokens.push_back("ab");  // one merge, so the BPE tokenizer has a merge table
+  types.push_back(1);
+  for (int32_t i = 257; i < m.n_vocab - 1; ++i) {
     tokens.push_back("[PAD" + std::to_string(i) + "]");
     types.push_back(4);
   }
@@ -164,7 +166,7 @@ inline Status write_tiny_model(const TinyModel& m, const std::string& path) {
   w->add_string("tokenizer.ggml.pre", "gpt2");
   if (!m.drop_keys.count("tokenizer.ggml.tokens")) w->add_string_array("tokenizer.ggml.tokens", tokens);
   w->add_i32_array("tokenizer.ggml.token_type", types);
-  w->add_string_array("tokenizer.ggml.merges", {});
+  w->add_string_array("tokenizer.ggml.merges", {"a b"});
   w->add_u32("tokenizer.ggml.bos_token_id", m.n_vocab - 1);
   w->add_u32("tokenizer.ggml.eos_token_id", m.n_vocab - 1);
 
