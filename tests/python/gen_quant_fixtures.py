@@ -8,8 +8,11 @@ the reference dequantizes those bytes to. The references are llama.cpp's own:
     library that llama-cpp-python ships (found in the installed llama_cpp package, or FERRY_GGML_LIB);
   - gguf-py's gguf.quants (PyPI `gguf`), which quantizes F16/BF16/Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and
     dequantizes every type here except Q8_1/Q8_K.
+Each block type also gets quant_<TYPE>.random.bin: random but valid blocks (finite fp16 scales of
+either sign, every level and sub-scale bit pattern) with the reference's dequantized floats, because a
+quantizer's output never reaches some patterns (e.g. Q6_K scale -128, Q3_K levels with all sub-scales).
 When both are there they are cross-checked (bytes and floats must agree bit for bit) and ggml's bytes
-are stored. A type that no reference can quantize gets random but valid blocks (finite scales), so its
+are stored. A type that no reference can quantize gets random blocks in its main file too, so its
 dequantizer is still tested; its header says so and the C++ test then skips the quantize comparison.
 
 File layout (little endian):
@@ -21,8 +24,9 @@ File layout (little endian):
   u8  quant[nrows * row_bytes]
   f32 dequant[nrows * n_per_row]
 
-Usage: python3 tests/python/gen_quant_fixtures.py [--out DIR] [--check] [--require-ggml]
+Usage: python3 tests/python/gen_quant_fixtures.py [--out DIR] [--check] [--require-ggml] [--row-scale N]
   --check compares with the committed files instead of writing (exit 1 on a difference).
+  Stress run: --out /tmp/qfx --row-scale 200, then FERRY_QUANT_FIXTURE_DIR=/tmp/qfx build/test_tensor.
 """
 from __future__ import annotations
 
@@ -211,7 +215,8 @@ def random_blocks(rng: np.random.Generator, name: str, nblocks: int, bbytes: int
     b = rng.integers(0, 256, size=(nblocks, bbytes), dtype=np.uint8)
 
     def f16(lo: float, hi: float) -> np.ndarray:
-        return rng.uniform(lo, hi, nblocks).astype(np.float16).view(np.uint8).reshape(nblocks, 2)
+        v = rng.uniform(lo, hi, nblocks) * rng.choice([-1.0, 1.0], nblocks)
+        return v.astype(np.float16).view(np.uint8).reshape(nblocks, 2)
 
     if name == "Q8_K":
         b[:, 0:4] = rng.uniform(1e-4, 1e-2, nblocks).astype(np.float32).view(np.uint8).reshape(nblocks, 4)
@@ -222,8 +227,9 @@ def random_blocks(rng: np.random.Generator, name: str, nblocks: int, bbytes: int
         d = b[:, 0:2].copy().view(np.float16).astype(np.float32).reshape(-1)
         s = b[:, 4:36].view(np.int8).astype(np.float32).sum(axis=1) * d
         b[:, 2:4] = s.astype(np.float16).view(np.uint8).reshape(nblocks, 2)
-    else:  # where the k-quant scale fields sit
-        offsets = {"Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}[name]
+    else:  # where the fp16 scale fields sit
+        offsets = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,),
+                   "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}[name]
         for o in offsets:
             b[:, o:o + 2] = f16(1e-4, 0.05)
     return b.reshape(-1)
@@ -231,17 +237,23 @@ def random_blocks(rng: np.random.Generator, name: str, nblocks: int, bbytes: int
 
 # ---- one type -----------------------------------------------------------------------------------
 
-def build(name: str, ggml: Ggml | None, rng: np.random.Generator, log: list[str]) -> bytes:
+def build(name: str, ggml: Ggml | None, rng: np.random.Generator, log: list[str], row_scale: int = 1,
+          random_only: bool = False) -> bytes:
+    """One fixture. random_only: random valid blocks (every bit pattern of levels and sub-scales,
+    which a quantizer rarely produces), 2 rows, for the dequantizer alone."""
     tid, bel, bby, nrows, per_row = TYPES[name]
+    nrows = 2 * row_scale if random_only else nrows * row_scale
     n_per_row = per_row if bel == 1 else per_row * bel
     row_bytes = n_per_row // bel * bby
     n = nrows * n_per_row
     x = make_plain_input(rng, nrows, n_per_row) if bel == 1 else make_input(rng, nrows, n_per_row, bel)
     qtype = T[name]
 
-    q_ggml = ggml.quantize(name, x, row_bytes) if ggml else None
+    q_ggml = ggml.quantize(name, x, row_bytes) if ggml and not random_only else None
     q_py = None
-    if name in GGUF_PY_QUANTIZES:
+    if random_only:
+        pass
+    elif name in GGUF_PY_QUANTIZES:
         with np.errstate(over="ignore"):
             q_py = np.asarray(gguf_quantize(x, qtype)).view(np.uint8).reshape(-1)
     elif name == "F32":
@@ -299,31 +311,48 @@ def main() -> int:
     ap.add_argument("--out", default=OUT_DIR)
     ap.add_argument("--check", action="store_true", help="compare with the files in --out, write nothing")
     ap.add_argument("--require-ggml", action="store_true", help="fail if llama-cpp-python's ggml is missing")
+    ap.add_argument("--row-scale", type=int, default=1,
+                    help="N times more rows (a stress set for FERRY_QUANT_FIXTURE_DIR; not for committing)")
     args = ap.parse_args()
 
     ggml = Ggml.find()
     if ggml is None and args.require_ggml:
         print("gen_quant_fixtures: ggml (llama-cpp-python) not found", file=sys.stderr)
         return 1
-    print(f"gguf {getattr(gguf, '__version__', '?')}; ggml: {ggml.path if ggml else 'not found'}")
+    try:
+        from importlib.metadata import version
+        versions = f"gguf {version('gguf')}, numpy {np.__version__}"
+        if ggml:
+            versions += f", llama-cpp-python {version('llama_cpp_python')}"
+    except Exception:
+        versions = "versions unknown"
+    print(f"{versions}; ggml: {ggml.path if ggml else 'not found'}")
 
     os.makedirs(args.out, exist_ok=True)
     bad = 0
     for i, name in enumerate(TYPES):
         rng = np.random.default_rng(20240611 + i)
         log: list[str] = []
-        data = build(name, ggml, rng, log)
+        data = build(name, ggml, rng, log, args.row_scale)
         for line in log:
             print("  " + line)
-        path = os.path.join(args.out, f"quant_{name}.bin")
-        if args.check:
-            old = open(path, "rb").read() if os.path.exists(path) else b""
-            if old != data:
-                print(f"  {name}: differs from {path}")
-                bad += 1
-        else:
-            with open(path, "wb") as f:
-                f.write(data)
+        outputs = [(f"quant_{name}.bin", data)]
+        if TYPES[name][1] > 1:  # block types: also random valid blocks for the dequantizer
+            rlog: list[str] = []
+            rdata = build(name, ggml, np.random.default_rng(777 + i), rlog, args.row_scale, random_only=True)
+            for line in rlog:
+                print("  random " + line)
+            outputs.append((f"quant_{name}.random.bin", rdata))
+        for fname, blob in outputs:
+            path = os.path.join(args.out, fname)
+            if args.check:
+                old = open(path, "rb").read() if os.path.exists(path) else b""
+                if old != blob:
+                    print(f"  {fname}: differs from {path}")
+                    bad += 1
+            else:
+                with open(path, "wb") as f:
+                    f.write(blob)
     return 1 if bad else 0
 
 
