@@ -3,4 +3,5 @@ ferry_module(model DEPS format tensor base SOURCES
   model/weights.cc
   model/sublayer.cc
   model/forward.cc
+  model/synth.cc
 )
