@@ -17,9 +17,10 @@ inline constexpr size_t kMaxAlignment = size_t{1} << 30;
 inline constexpr int kMaxDims = 4;
 // Arrays of arrays are legal; deeper than this is treated as hostile (keeps recursion bounded).
 inline constexpr int kMaxArrayDepth = 8;
-// Every metadata value costs ~48 bytes in memory however small it is in the file, so the total
-// is capped. Real models hold ~1-2M (vocabulary, scores, token types, merges).
-inline constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 24;
+// Every metadata value costs ~48 bytes in memory however small it is in the file (a u8 array item:
+// 1 byte), so the total is capped at 8M values (~400 MB worst case). Real models hold < 1M
+// (llama3: 128k tokens + 280k merges + 128k token types).
+inline constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 23;
 
 inline bool value_type_valid(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::kFloat64); }
 

@@ -280,6 +280,18 @@ TEST(GgufBadInput, MissingFileAndDirectory) {
   EXPECT_EQ(d.status().code(), ErrorCode::kIo);
 }
 
+// A u8 array that really is in the file but holds more values than the metadata cap (each value
+// costs far more memory than its one byte on disk): refused before anything is allocated.
+TEST(GgufBadInput, TooManyMetadataValues) {
+  const uint64_t n = (uint64_t{1} << 23) + 1;
+  RawGguf r;
+  r.header(0, 1).str("big").u32(9).u32(0).u64(n).zeros(static_cast<size_t>(n));
+  auto mf = ModelFile::parse(r.bytes.data(), r.bytes.size(), "big.gguf");
+  ASSERT_FALSE(mf);
+  EXPECT_EQ(mf.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(mf.status().message().find("more than 8388608 values"), std::string::npos) << mf.status().message();
+}
+
 // GGUF v2 has the same layout as v3 for little-endian files; it must be accepted.
 TEST(GgufBadInput, Version2Accepted) {
   RawGguf r;
