@@ -1,0 +1,252 @@
+// CostModel: roofline over measured curves. See cost_model.h for the formulas; docs/PLANNER.md for
+// why (and what each term corresponds to in the executor).
+#include "plan/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace ferry::plan {
+
+using model::ModelSpec;
+using model::SubLayer;
+using model::SubLayerKind;
+
+double bits_per_weight(DType t) {
+  const DTypeTraits& tr = traits(t);
+  return 8.0 * tr.block_bytes / tr.block_elems;
+}
+
+namespace {
+
+bool is_matrix(const model::WeightRef& w) { return w.rows > 1; }
+
+// Kernel calls a sub-layer makes besides its matmuls (norms, rope, KV store, attention, GLU, adds).
+int small_ops(const SubLayer& s, const ModelSpec& spec) {
+  switch (s.kind) {
+    case SubLayerKind::kEmbed: return 1;
+    case SubLayerKind::kAttention:
+      return 6 + (spec.qkv_bias ? 3 : 0) + (spec.qk_norm ? 2 : 0) + (spec.post_norms ? 1 : 0);
+    case SubLayerKind::kFfn: return 3 + (spec.post_norms ? 1 : 0);
+    case SubLayerKind::kMoeRouter: return 2;
+    case SubLayerKind::kExperts: return 2;
+    case SubLayerKind::kHead: return 1;
+  }
+  return 1;
+}
+
+double matrix_flops(const SubLayer& s, double n) {
+  double f = 0;
+  for (const auto& w : s.weights)
+    if (is_matrix(w)) f += 2.0 * static_cast<double>(w.rows) * static_cast<double>(w.cols) * n;
+  return f;
+}
+
+}  // namespace
+
+CostModel::CostModel(const HardwareProfile& profile, int32_t cpu_threads)
+    : profile_(profile), threads_(cpu_threads > 0 ? cpu_threads : std::max<int32_t>(1, profile.cpu.threads)) {}
+
+double CostModel::curve_rate(const ThroughputCurve& c, double tokens) const {
+  FERRY_ASSERT(!c.tokens.empty());
+  const double t0 = c.tokens.front();
+  // Below the first point the kernel is bandwidth-bound: throughput grows with the token count.
+  if (tokens <= t0) return c.gflops.front() * std::max(tokens, 1e-3) / t0;
+  if (tokens >= c.tokens.back()) return c.gflops.back();  // compute-bound plateau
+  size_t i = 1;
+  while (c.tokens[i] < tokens) ++i;
+  const double x0 = std::log(c.tokens[i - 1]), x1 = std::log(c.tokens[i]);
+  const double y0 = std::log(c.gflops[i - 1]), y1 = std::log(c.gflops[i]);
+  const double f = (std::log(tokens) - x0) / (x1 - x0);
+  return std::exp(y0 + f * (y1 - y0));
+}
+
+DType CostModel::nearest_measured(DType t, bool gpu) const {
+  const auto& curves = gpu ? profile_.gpu->matmul : profile_.cpu.matmul;
+  for (const auto& c : curves)
+    if (c.dtype == t) return t;
+  // Closest bits per weight; ties to the earlier curve (stable across runs).
+  DType best = curves.front().dtype;
+  double best_d = 1e30;
+  for (const auto& c : curves) {
+    const double d = std::fabs(bits_per_weight(c.dtype) - bits_per_weight(t));
+    if (d < best_d) {
+      best_d = d;
+      best = c.dtype;
+    }
+  }
+  return best;
+}
+
+double CostModel::cpu_rate_at_threads(DType t, double tokens) const {
+  const DType used = nearest_measured(t, false);
+  // Bandwidth-bound kernels move bytes, so a stand-in dtype's rate scales with bits per weight.
+  const double scale = used == t ? 1.0 : bits_per_weight(used) / bits_per_weight(t);
+  std::vector<const ThroughputCurve*> cs;
+  for (const auto& c : profile_.cpu.matmul)
+    if (c.dtype == used) cs.push_back(&c);
+  std::sort(cs.begin(), cs.end(), [](auto* a, auto* b) { return a->threads < b->threads; });
+  const double th = threads_;
+  double rate;
+  if (th <= cs.front()->threads) {
+    rate = curve_rate(*cs.front(), tokens) * th / cs.front()->threads;
+  } else if (th >= cs.back()->threads) {
+    rate = curve_rate(*cs.back(), tokens);
+  } else {
+    size_t i = 1;
+    while (cs[i]->threads < th) ++i;
+    const double f = (th - cs[i - 1]->threads) / (cs[i]->threads - cs[i - 1]->threads);
+    rate = (1 - f) * curve_rate(*cs[i - 1], tokens) + f * curve_rate(*cs[i], tokens);
+  }
+  return rate * scale;
+}
+
+double CostModel::cpu_gflops(DType t, double tokens) const { return cpu_rate_at_threads(t, tokens); }
+
+double CostModel::gpu_gflops(DType t, double tokens) const {
+  FERRY_ASSERT(has_gpu());
+  const DType used = nearest_measured(t, true);
+  const double scale = used == t ? 1.0 : bits_per_weight(used) / bits_per_weight(t);
+  for (const auto& c : profile_.gpu->matmul)
+    if (c.dtype == used) return curve_rate(c, tokens) * scale;
+  return 1;  // unreachable: nearest_measured returns a measured dtype
+}
+
+double CostModel::host_bw_gbs() const {
+  const auto& bw = profile_.cpu.mem_bw;
+  const double th = threads_;
+  if (th <= bw.front().threads) return bw.front().gbs * th / bw.front().threads;
+  if (th >= bw.back().threads) return bw.back().gbs;
+  size_t i = 1;
+  while (bw[i].threads < th) ++i;
+  const double f = (th - bw[i - 1].threads) / (bw[i].threads - bw[i - 1].threads);
+  return (1 - f) * bw[i - 1].gbs + f * bw[i].gbs;
+}
+
+double CostModel::cpu_matmul_s(DType t, int64_t rows, int64_t cols, double tokens) const {
+  const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(cols) * tokens;
+  const double bytes = static_cast<double>(row_bytes(t, cols)) * static_cast<double>(rows) +
+                       4.0 * tokens * static_cast<double>(rows + cols);
+  const double compute = flops / (cpu_gflops(t, tokens) * 1e9);
+  const double memory = bytes / (host_bw_gbs() * 1e9);
+  return profile_.cpu.call_overhead_us * 1e-6 + std::max(compute, memory);
+}
+
+double CostModel::gpu_matmul_s(DType t, int64_t rows, int64_t cols, double tokens) const {
+  FERRY_ASSERT(has_gpu());
+  const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(cols) * tokens;
+  const double bytes = static_cast<double>(row_bytes(t, cols)) * static_cast<double>(rows) +
+                       4.0 * tokens * static_cast<double>(rows + cols);
+  const double compute = flops / (gpu_gflops(t, tokens) * 1e9);
+  const double memory = bytes / (profile_.gpu->mem_bw_gbs * 1e9);
+  return profile_.gpu->launch_us * 1e-6 + std::max(compute, memory);
+}
+
+namespace {
+
+// Matmul part of a sub-layer through `mm(dtype, rows, cols, tokens)`. Experts: only the touched
+// share of the group runs, each touched expert on its expected share of the tokens.
+template <typename Mm>
+double matmuls_s(const SubLayer& s, const ModelSpec& spec, int64_t n, Mm mm) {
+  double t = 0;
+  if (s.kind == SubLayerKind::kExperts) {
+    const double g = s.expert_end - s.expert_begin;
+    const double p = 1.0 - std::pow(1.0 - static_cast<double>(spec.n_expert_used) / spec.n_expert, static_cast<double>(n));
+    const double touched = g * p;
+    const double tok = static_cast<double>(n) * spec.n_expert_used / (spec.n_expert * p);
+    for (const auto& w : s.weights)
+      if (is_matrix(w)) t += touched * mm(w.dtype, w.rows / static_cast<int64_t>(g), w.cols, tok);
+    return t;
+  }
+  for (const auto& w : s.weights)
+    if (is_matrix(w)) t += mm(w.dtype, w.rows, w.cols, static_cast<double>(n));
+  return t;
+}
+
+}  // namespace
+
+double CostModel::cpu_sublayer_s(const SubLayer& s, const ModelSpec& spec, int64_t n, int64_t c) const {
+  const double bw = host_bw_gbs() * 1e9;
+  const double call = profile_.cpu.call_overhead_us * 1e-6;
+  if (s.kind == SubLayerKind::kEmbed) return call + (s.weight_bytes_read(spec, n) + s.activation_bytes(spec, n)) / bw;
+  double t = matmuls_s(s, spec, n, [&](DType dt, int64_t r, int64_t k, double tok) { return cpu_matmul_s(dt, r, k, tok); });
+  if (s.kind == SubLayerKind::kAttention) {
+    // The attention core reads the KV cache (F16) once per step; its flops run at F16-matmul speed
+    // with the query heads of a KV group batched (GQA).
+    const double core_flops = s.flops(spec, n, c) - matrix_flops(s, static_cast<double>(n));
+    const double gqa = static_cast<double>(spec.n_head) / spec.n_kv_head;
+    t += std::max(s.kv_bytes_read(spec, n, c) / bw, core_flops / (cpu_gflops(DType::F16, n * gqa) * 1e9));
+  }
+  // Small ops: a call each plus a couple of passes over the activations.
+  t += small_ops(s, spec) * call + 2.0 * s.activation_bytes(spec, n) / bw;
+  return t;
+}
+
+double CostModel::gpu_sublayer_s(const SubLayer& s, const ModelSpec& spec, int64_t n, int64_t c) const {
+  FERRY_ASSERT(has_gpu());
+  const double bw = profile_.gpu->mem_bw_gbs * 1e9;
+  const double launch = profile_.gpu->launch_us * 1e-6;
+  if (s.kind == SubLayerKind::kEmbed) return launch + (s.weight_bytes_read(spec, n) + s.activation_bytes(spec, n)) / bw;
+  double t = matmuls_s(s, spec, n, [&](DType dt, int64_t r, int64_t k, double tok) { return gpu_matmul_s(dt, r, k, tok); });
+  if (s.kind == SubLayerKind::kAttention) {
+    const double core_flops = s.flops(spec, n, c) - matrix_flops(s, static_cast<double>(n));
+    const double gqa = static_cast<double>(spec.n_head) / spec.n_kv_head;
+    t += std::max(s.kv_bytes_read(spec, n, c) / bw, core_flops / (gpu_gflops(DType::F16, n * gqa) * 1e9));
+  }
+  t += small_ops(s, spec) * launch + 2.0 * s.activation_bytes(spec, n) / bw;
+  return t;
+}
+
+double CostModel::h2d_s(double bytes) const {
+  FERRY_ASSERT(has_gpu());
+  return bytes / (profile_.link->h2d_gbs * 1e9);
+}
+
+double CostModel::activation_h2d_s(double bytes) const {
+  FERRY_ASSERT(has_gpu());
+  return profile_.link->latency_us * 1e-6 + bytes / (profile_.link->h2d_gbs * 1e9);
+}
+
+double CostModel::activation_d2h_s(double bytes) const {
+  FERRY_ASSERT(has_gpu());
+  return profile_.link->latency_us * 1e-6 + bytes / (profile_.link->d2h_gbs * 1e9);
+}
+
+double CostModel::cpu_share_while_copying() const {
+  return has_gpu() ? profile_.link->cpu_share_while_copying : 1.0;
+}
+
+double CostModel::copy_share_while_cpu() const {
+  return has_gpu() ? std::min(1.0, profile_.link->h2d_busy_gbs / profile_.link->h2d_gbs) : 1.0;
+}
+
+double CostModel::host_combined_gbs() const { return has_gpu() ? profile_.link->host_combined_gbs : host_bw_gbs(); }
+double CostModel::link_gbs() const { return has_gpu() ? profile_.link->h2d_gbs : 0; }
+
+std::vector<std::string> CostModel::notes_for(const std::vector<SubLayer>& subs) const {
+  std::set<DType> used;
+  for (const auto& s : subs)
+    for (const auto& w : s.weights)
+      if (is_matrix(w)) used.insert(w.dtype);
+  std::vector<std::string> notes;
+  for (DType t : used) {
+    const DType c = nearest_measured(t, false);
+    if (c != t)
+      notes.push_back(std::string("profile has no CPU curve for ") + dtype_name(t) + ": scaled from " + dtype_name(c) +
+                      " by bits per weight");
+    if (has_gpu()) {
+      const DType g = nearest_measured(t, true);
+      if (g != t)
+        notes.push_back(std::string("profile has no GPU curve for ") + dtype_name(t) + ": scaled from " +
+                        dtype_name(g) + " by bits per weight");
+    }
+  }
+  bool measured_threads = false;
+  for (const auto& c : profile_.cpu.matmul)
+    if (c.threads == threads_) measured_threads = true;
+  if (!measured_threads)
+    notes.push_back("profile has no CPU curves at " + std::to_string(threads_) + " threads: interpolated");
+  return notes;
+}
+
+}  // namespace ferry::plan

@@ -1,0 +1,46 @@
+// GpuProber: what the profiler needs from a GPU, as an interface, so src/plan stays free of CUDA.
+// The CUDA implementation (wired by the executor / CLI, outside src/plan) times real copies from
+// pinned host memory and real CudaOps kernels; an emulated device may implement it for tests.
+// Every timing call blocks until the work is done and returns seconds of wall time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+namespace ferry::plan {
+
+class GpuProber {
+ public:
+  virtual ~GpuProber() = default;
+
+  virtual std::string name() const = 0;      // "NVIDIA H200"
+  virtual std::string driver() const = 0;    // driver version, e.g. "550.54.15"
+  virtual uint64_t memory_bytes() const = 0;  // total device memory
+
+  // `reps` back-to-back copies of `bytes` (one buffer each side), synchronised at the end.
+  virtual Expected<double> time_h2d(uint64_t bytes, int reps) = 0;           // from pinned memory
+  virtual Expected<double> time_d2h(uint64_t bytes, int reps) = 0;           // to pinned memory
+  virtual Expected<double> time_h2d_pageable(uint64_t bytes, int reps) = 0;  // from malloc'd memory
+  virtual Expected<double> time_d2d(uint64_t bytes, int reps) = 0;           // device-to-device copy
+
+  // `reps` matmuls out[rows, tokens] = W[rows, cols] x[cols, tokens] with W of dtype `t` resident
+  // on the device, through the same kernels ferry runs (CudaOps::matmul).
+  virtual Expected<double> time_matmul(DType t, int64_t rows, int64_t cols, int64_t tokens, int reps) = 0;
+  // Average cost of launching one (empty or tiny) kernel, microseconds.
+  virtual Expected<double> launch_overhead_us() = 0;
+
+  // Keeps H2D (h2d = true) or D2H copies of `chunk_bytes` running back to back on a copy stream
+  // until stop_background_copies(), which returns the bytes copied and the seconds they took. Used to
+  // measure CPU kernels while copies run (the combined host-memory rate H).
+  virtual Status start_background_copies(bool h2d, uint64_t chunk_bytes) = 0;
+  struct CopyStats {
+    double bytes = 0;
+    double seconds = 0;
+  };
+  virtual Expected<CopyStats> stop_background_copies() = 0;
+};
+
+}  // namespace ferry::plan

@@ -1,0 +1,652 @@
+// Planner: resident set (by predicted time saved per byte, shared by all tiers), then per tier the
+// three strategies of DESIGN.md §4 evaluated by simulation (plan/simulate.h) and the fastest kept.
+//
+// Rules the executor can rely on:
+//  - The KV cache for the planned context lives in VRAM, so attention always runs on the GPU: a
+//    non-resident attention sub-layer is streamed, in every strategy.
+//  - Norm and bias vectors of every sub-layer are resident (tiny; a streamed sub-layer moves only
+//    its matrices). The embedding is a row gather on the CPU in every strategy.
+//  - Sub-layers whose matrices exceed a ring slot never stream (they are resident or on the CPU).
+//  - The ring (K slots of ring_slot_bytes) exists when ring_slots > 0; slot size is chosen among
+//    {no ring, largest attention, largest layer sub-layer}, whichever plans best.
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include "plan/cost_model.h"
+#include "plan/simulate.h"
+
+namespace ferry::plan {
+
+using model::ModelSpec;
+using model::SubLayer;
+using model::SubLayerKind;
+
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::kGpuStream: return "gpu-stream";
+    case Strategy::kStatic: return "static";
+    case Strategy::kDynamic: return "dynamic";
+  }
+  return "?";
+}
+
+const char* placement_name(Placement p) {
+  switch (p) {
+    case Placement::kResident: return "resident";
+    case Placement::kStreamed: return "streamed";
+    case Placement::kCpu: return "cpu";
+  }
+  return "?";
+}
+
+std::vector<int32_t> token_tiers(int32_t batch) {
+  std::vector<int32_t> t;
+  for (int64_t n = 1; n < batch; n *= 2) t.push_back(static_cast<int32_t>(n));
+  t.push_back(std::max<int32_t>(1, batch));
+  return t;
+}
+
+const Plan& PlanSet::plan_for(int32_t n_tokens) const {
+  FERRY_ASSERT(!tiers.empty());
+  for (const Plan& p : tiers)
+    if (p.tokens >= n_tokens) return p;
+  return tiers.back();
+}
+
+Planner::Planner(const HardwareProfile& profile, PlannerOptions options) : profile_(profile), options_(options) {}
+
+namespace {
+
+constexpr uint64_t kAlign = 256;  // device allocations are 256-byte aligned
+uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+bool is_matrix(const model::WeightRef& w) { return w.rows > 1; }
+
+// Van der Corput rank of i among count items: 0, count/2, count/4, 3count/4, ... Used to spread
+// equally good candidates over the layers instead of taking layer 0 first, so that resident
+// (or CPU) sub-layers interleave with streamed ones and the copy engine always has time to refill.
+uint64_t spread_key(uint32_t i, uint32_t count) {
+  uint32_t bits = 0;
+  while ((1u << bits) < count) ++bits;
+  uint64_t r = 0;
+  for (uint32_t b = 0; b < bits; ++b)
+    if (i & (1u << b)) r |= 1ull << (bits - 1 - b);
+  return r;
+}
+
+struct Costs {            // one sub-layer at one (n, c)
+  double cpu_s = 0, gpu_s = 0, copy_s = 0;
+};
+
+struct Variant {          // a ring configuration and what it implies
+  uint64_t slot = 0;      // 0 = no ring
+  uint64_t fixed = 0;     // KV + scratch + workspace + vectors + ring
+  uint64_t must = 0;      // matrices that must be resident (attention that cannot stream)
+  bool feasible = false;
+};
+
+struct TierEval {
+  Plan plan;
+};
+
+class Builder {
+ public:
+  Builder(const CostModel& cm, const ModelSpec& spec, const std::vector<SubLayer>& subs, const PlannerOptions& o)
+      : cm_(cm), spec_(spec), subs_(subs), o_(o) {
+    const size_t n = subs.size();
+    mat_bytes_.assign(n, 0);
+    vec_bytes_.assign(n, 0);
+    for (size_t i = 0; i < n; ++i)
+      for (const auto& w : subs[i].weights) (is_matrix(w) ? mat_bytes_[i] : vec_bytes_[i]) += align_up(w.bytes);
+    tiers_ = token_tiers(o.batch);
+  }
+
+  const std::vector<uint64_t>& mat_bytes() const { return mat_bytes_; }
+  const std::vector<uint64_t>& vec_bytes() const { return vec_bytes_; }
+  const std::vector<int32_t>& tiers() const { return tiers_; }
+
+  bool is_embed(size_t i) const { return subs_[i].kind == SubLayerKind::kEmbed; }
+  bool is_attn(size_t i) const { return subs_[i].kind == SubLayerKind::kAttention; }
+  bool is_head(size_t i) const { return subs_[i].kind == SubLayerKind::kHead; }
+
+  int64_t out_rows(int64_t n) const { return std::min<int64_t>(n, std::max(1, o_.max_sequences)); }
+
+  Costs costs(size_t i, int64_t n, int64_t c) const {
+    const SubLayer& s = subs_[i];
+    const int64_t rows = is_head(i) ? out_rows(n) : n;
+    Costs k;
+    k.cpu_s = cm_.cpu_sublayer_s(s, spec_, rows, c);
+    if (cm_.has_gpu()) {
+      k.gpu_s = cm_.gpu_sublayer_s(s, spec_, rows, c);
+      k.copy_s = cm_.h2d_s(static_cast<double>(mat_bytes_[i]));
+    }
+    return k;
+  }
+
+  // KV + scratch + workspace + all vectors: what every plan with a GPU needs.
+  uint64_t kv_bytes() const {
+    uint64_t kv = 0;
+    for (const auto& s : subs_) kv += s.kv_bytes(spec_, o_.context);
+    return align_up(kv);
+  }
+  uint64_t scratch_bytes() const {
+    const int64_t n = tiers_.back();
+    const int64_t d = spec_.n_embd, qd = spec_.q_dim(), kvd = spec_.kv_dim();
+    const int64_t ff = spec_.n_expert > 0 ? static_cast<int64_t>(spec_.n_ff_expert) * spec_.n_expert_used : spec_.n_ff;
+    // F32 activations of one step: residual, normed input, q, k, v, attention out, gate, up (GLU in
+    // place), plus logits for the rows that need them.
+    uint64_t b = 4ull * n * (2 * d + 2 * qd + 2 * kvd + 2 * ff) + 4ull * out_rows(n) * spec_.n_vocab;
+    // GEMMs of quantized weights: a dequantized F16 copy of the largest matrix; activations in F16.
+    int64_t max_elems = 0, max_cols = 0;
+    bool quantized = false;
+    for (const auto& s : subs_)
+      for (const auto& w : s.weights)
+        // Embed is a gather; the head is a mat-vec per sequence (max_sequences rows): neither GEMMs.
+        if (is_matrix(w) && s.kind != SubLayerKind::kEmbed && s.kind != SubLayerKind::kHead) {
+          const int64_t rows = s.kind == SubLayerKind::kExperts
+                                   ? w.rows / std::max<int32_t>(1, s.expert_end - s.expert_begin)
+                                   : w.rows;
+          max_elems = std::max(max_elems, rows * w.cols);
+          max_cols = std::max(max_cols, w.cols);
+          quantized |= traits(w.dtype).quantized;
+        }
+    if (quantized) b += 2ull * max_elems;
+    b += 2ull * max_cols * n;
+    return align_up(b);
+  }
+  uint64_t vectors_total() const {
+    uint64_t v = 0;
+    for (uint64_t b : vec_bytes_) v += b;
+    return v;
+  }
+
+  Variant variant(uint64_t slot) const {
+    Variant v;
+    v.slot = slot;
+    v.fixed = kv_bytes() + scratch_bytes() + o_.workspace_bytes + vectors_total() +
+              (slot > 0 ? static_cast<uint64_t>(o_.ring_slots) * slot : 0);
+    for (size_t i = 0; i < subs_.size(); ++i)
+      if (is_attn(i) && mat_bytes_[i] > slot) v.must += mat_bytes_[i];
+    v.feasible = v.fixed + v.must <= o_.vram_budget;
+    return v;
+  }
+
+  // Predicted time saved per byte by making sub-layer i resident, over the scenario's tiers.
+  double saving_per_byte(size_t i, uint64_t slot) const {
+    if (mat_bytes_[i] == 0) return 0;
+    const int32_t P = prompt_tokens();
+    const int32_t chunk = std::min<int32_t>(P, tiers_.back());
+    const int32_t chunk_tier = tier_for(chunk);
+    const double chunks = std::ceil(static_cast<double>(P) / chunk);
+    const bool streamable = mat_bytes_[i] <= slot;
+    double saved = 0;
+    for (auto [n, w] : {std::pair<int32_t, double>{1, static_cast<double>(o_.gen_tokens)},
+                        std::pair<int32_t, double>{chunk_tier, chunks}}) {
+      const Costs k = costs(i, n, eval_context());
+      const double hop = 2 * cm_.activation_h2d_s(4.0 * spec_.n_embd * n);
+      // Time the sub-layer costs when not resident. Attention: its copy. A sub-layer that can go
+      // either way: the CPU and the link share it in a balanced step (each at its contended rate),
+      // never worse than the better path alone. Otherwise: the CPU, serially.
+      double alt;
+      if (is_attn(i)) {
+        alt = std::max(k.copy_s, k.gpu_s);
+      } else if (streamable) {
+        const double cpu_path = (k.cpu_s + hop) / cm_.cpu_share_while_copying();
+        const double copy_path = k.copy_s / cm_.copy_share_while_cpu();
+        const double balanced = 1.0 / (1.0 / cpu_path + 1.0 / copy_path);
+        alt = std::max(k.gpu_s, std::min({balanced, k.copy_s, k.cpu_s + hop}));
+      } else {
+        alt = k.cpu_s + hop;
+      }
+      saved += w * std::max(0.0, alt - k.gpu_s);
+    }
+    return saved / static_cast<double>(mat_bytes_[i]);
+  }
+
+  int32_t tier_for(int32_t n) const {
+    for (int32_t t : tiers_)
+      if (t >= n) return t;
+    return tiers_.back();
+  }
+  int32_t prompt_tokens() const { return std::max(1, std::min(o_.prompt_tokens, o_.context)); }
+  int32_t eval_context() const {
+    return o_.eval_context > 0 ? std::min(o_.eval_context, o_.context) : prompt_tokens();
+  }
+
+  // Greedy knapsack: attention first, then by time saved per byte; equally good candidates spread
+  // over the layers.
+  std::vector<bool> choose_resident(const Variant& v) const {
+    const size_t n = subs_.size();
+    std::vector<bool> res(n, false);
+    uint64_t left = o_.vram_budget - v.fixed - v.must;
+    for (size_t i = 0; i < n; ++i)
+      if (is_attn(i) && mat_bytes_[i] > v.slot) res[i] = true;
+    struct Cand {
+      size_t i;
+      int64_t bucket;
+      uint64_t spread;
+    };
+    std::map<SubLayerKind, uint32_t> count, seen;
+    for (const auto& s : subs_) ++count[s.kind];
+    std::vector<Cand> cands;
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t rank = seen[subs_[i].kind]++;
+      if (res[i] || is_embed(i) || mat_bytes_[i] == 0) continue;
+      const double r = saving_per_byte(i, v.slot);
+      if (r <= 0) continue;
+      // 0.1 % buckets: candidates within a bucket count as equally good.
+      const int64_t bucket = static_cast<int64_t>(std::floor(std::log(r) * 1000.0));
+      cands.push_back({i, bucket, spread_key(rank, count[subs_[i].kind])});
+    }
+    std::sort(cands.begin(), cands.end(), [this](const Cand& a, const Cand& b) {
+      // Attention first: it runs next to its KV cache on the GPU in every strategy, so a
+      // non-resident attention sub-layer is always streamed (DESIGN.md §4's VRAM priority).
+      if (is_attn(a.i) != is_attn(b.i)) return is_attn(a.i);
+      if (a.bucket != b.bucket) return a.bucket > b.bucket;
+      if (a.spread != b.spread) return a.spread < b.spread;
+      return a.i < b.i;
+    });
+    for (const Cand& c : cands)
+      if (mat_bytes_[c.i] <= left) {
+        res[c.i] = true;
+        left -= mat_bytes_[c.i];
+      }
+    return res;
+  }
+
+  std::vector<SimItem> items(const std::vector<Placement>& pl, int64_t n, int64_t c) const {
+    std::vector<SimItem> out;
+    out.reserve(subs_.size());
+    bool prev_gpu = false;  // a step starts on the host (token ids)
+    const double act = 4.0 * spec_.n_embd * static_cast<double>(n);
+    for (size_t i = 0; i < subs_.size(); ++i) {
+      const Costs k = costs(i, n, c);
+      SimItem it;
+      it.on_gpu = pl[i] != Placement::kCpu;
+      it.streamed = pl[i] == Placement::kStreamed;
+      if (it.on_gpu != prev_gpu) it.xfer_s = it.on_gpu ? cm_.activation_h2d_s(act) : cm_.activation_d2h_s(act);
+      it.compute_s = it.on_gpu ? k.gpu_s : k.cpu_s;
+      if (is_head(i) && it.on_gpu)  // logits back to the host for sampling
+        it.compute_s += cm_.activation_d2h_s(4.0 * spec_.n_vocab * static_cast<double>(out_rows(n)));
+      it.copy_s = it.streamed ? k.copy_s : 0;
+      prev_gpu = it.on_gpu;
+      out.push_back(it);
+    }
+    return out;
+  }
+
+  SimParams sim_params() const {
+    SimParams p;
+    p.ring_slots = std::max(1, o_.ring_slots);
+    p.cpu_share_while_copying = cm_.cpu_share_while_copying();
+    p.copy_share_while_cpu = cm_.copy_share_while_cpu();
+    return p;
+  }
+
+  // Steady-state step time: three identical steps back to back, the last one measured.
+  double step_s(const std::vector<Placement>& pl, int64_t n, int64_t c) const {
+    const std::vector<SimItem> it = items(pl, n, c);
+    const SimResult r = simulate({it, it, it}, sim_params());
+    return r.step_end[2] - r.step_end[1];
+  }
+
+  StrategyEstimate estimate(Strategy s, std::vector<Placement> pl, int64_t n, int64_t c) const {
+    StrategyEstimate e;
+    e.strategy = s;
+    e.feasible = true;
+    e.step_ms = step_s(pl, n, c) * 1e3;
+    for (const SimItem& it : items(pl, n, c)) {
+      (it.on_gpu ? e.gpu_ms : e.cpu_ms) += it.compute_s * 1e3;
+      e.copy_ms += it.copy_s * 1e3;
+      e.xfer_ms += it.xfer_s * 1e3;
+    }
+    for (size_t i = 0; i < pl.size(); ++i) {
+      if (mat_bytes_[i] == 0 || is_embed(i)) continue;
+      e.n_cpu += pl[i] == Placement::kCpu;
+      e.n_streamed += pl[i] == Placement::kStreamed;
+    }
+    e.placement = std::move(pl);
+    return e;
+  }
+
+  // The three strategies for one tier, given the resident set and the ring slot size.
+  std::vector<StrategyEstimate> strategies(const std::vector<bool>& res, uint64_t slot, int64_t n, int64_t c) const {
+    const size_t m = subs_.size();
+    std::vector<Placement> base(m, Placement::kCpu);
+    std::vector<size_t> flex;  // non-resident sub-layers that may go either way
+    for (size_t i = 0; i < m; ++i) {
+      if (is_embed(i)) base[i] = Placement::kCpu;                  // a row gather, on the host
+      else if (res[i] || mat_bytes_[i] == 0) base[i] = Placement::kResident;  // (vectors only: resident)
+      else if (is_attn(i)) base[i] = Placement::kStreamed;  // guaranteed to fit a slot (else resident)
+      else if (slot > 0 && mat_bytes_[i] <= slot) flex.push_back(i);
+    }
+    std::vector<StrategyEstimate> out;
+
+    std::vector<Placement> stream = base;
+    for (size_t i : flex) stream[i] = Placement::kStreamed;
+    StrategyEstimate gs = estimate(Strategy::kGpuStream, stream, n, c);
+    if (slot == 0) {
+      gs.feasible = false;
+      gs.why_not = "no ring: every attention sub-layer is resident and nothing else may stream";
+    } else if (flex.empty()) {
+      gs.feasible = false;
+      gs.why_not = "nothing left to stream";
+    }
+    out.push_back(gs);
+
+    StrategyEstimate st = estimate(Strategy::kStatic, base, n, c);
+    out.push_back(st);
+
+    StrategyEstimate dyn;
+    dyn.strategy = Strategy::kDynamic;
+    if (slot == 0 || flex.size() < 2) {
+      dyn.why_not = slot == 0 ? "no ring" : "fewer than two sub-layers to balance";
+      out.push_back(dyn);
+      return out;
+    }
+    // Balance: start from even mixes (a share f of the flexible sub-layers streamed, spread over the
+    // layers), keep the best, then flip single sub-layers while that helps.
+    std::vector<size_t> order(flex.size());
+    for (size_t j = 0; j < flex.size(); ++j) order[j] = j;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return spread_key(static_cast<uint32_t>(a), static_cast<uint32_t>(flex.size())) <
+             spread_key(static_cast<uint32_t>(b), static_cast<uint32_t>(flex.size()));
+    });
+    std::vector<Placement> best_pl = base;
+    double best = 1e300;
+    constexpr int kSteps = 8;
+    for (int f = 0; f <= kSteps; ++f) {
+      std::vector<Placement> pl = base;
+      const size_t k = (flex.size() * f + kSteps / 2) / kSteps;
+      for (size_t j = 0; j < k; ++j) pl[flex[order[j]]] = Placement::kStreamed;
+      const double t = step_s(pl, n, c);
+      if (t < best * (1 - 1e-9)) {
+        best = t;
+        best_pl = pl;
+      }
+    }
+    for (int pass = 0; pass < 3; ++pass) {
+      bool improved = false;
+      for (size_t i : flex) {
+        std::vector<Placement> pl = best_pl;
+        pl[i] = pl[i] == Placement::kCpu ? Placement::kStreamed : Placement::kCpu;
+        const double t = step_s(pl, n, c);
+        if (t < best * (1 - 1e-9)) {
+          best = t;
+          best_pl = std::move(pl);
+          improved = true;
+        }
+      }
+      if (!improved) break;
+    }
+    dyn = estimate(Strategy::kDynamic, best_pl, n, c);
+    bool any_cpu = false, any_stream = false;
+    for (size_t i : flex) (best_pl[i] == Placement::kCpu ? any_cpu : any_stream) = true;
+    if (!any_cpu || !any_stream) {
+      dyn.feasible = false;
+      dyn.why_not = any_stream ? "the best balance streams everything (= gpu-stream)"
+                               : "the best balance keeps everything on the CPU (= static)";
+    }
+    out.push_back(dyn);
+    return out;
+  }
+
+  const ModelSpec& spec() const { return spec_; }
+  const CostModel& cost_model() const { return cm_; }
+
+ private:
+  const CostModel& cm_;
+  const ModelSpec& spec_;
+  const std::vector<SubLayer>& subs_;
+  const PlannerOptions& o_;
+  std::vector<uint64_t> mat_bytes_, vec_bytes_;
+  std::vector<int32_t> tiers_;
+};
+
+std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", x * 100);
+  return b;
+}
+
+// Why `loser` is slower than `winner`, in one phrase from the work each resource does.
+std::string why_lost(const StrategyEstimate& loser, const StrategyEstimate& winner) {
+  char b[256];
+  const double slower = winner.step_ms > 0 ? loser.step_ms / winner.step_ms - 1 : 0;
+  const double top = std::max({loser.cpu_ms, loser.gpu_ms, loser.copy_ms});
+  std::string what;
+  if (loser.step_ms > 1.25 * std::max(top, 1e-12) && loser.cpu_ms > 0 && loser.gpu_ms > 0) {
+    std::snprintf(b, sizeof b, "serial: %.1f ms CPU + %.1f ms GPU + %.1f ms hand-overs do not overlap", loser.cpu_ms,
+                  loser.gpu_ms, loser.xfer_ms);
+    what = b;
+  } else if (top == loser.copy_ms) {
+    std::snprintf(b, sizeof b, "link-bound: %.1f ms of weight copies per step", loser.copy_ms);
+    what = b;
+  } else if (top == loser.cpu_ms) {
+    std::snprintf(b, sizeof b, "CPU-bound: %.1f ms of CPU work per step", loser.cpu_ms);
+    what = b;
+  } else {
+    std::snprintf(b, sizeof b, "GPU-bound: %.1f ms of GPU work per step", loser.gpu_ms);
+    what = b;
+  }
+  std::snprintf(b, sizeof b, "%.2f ms (%s): ", loser.step_ms, pct(slower).c_str());
+  return b + what;
+}
+
+// Preference on (near) ties: the simpler strategy.
+int preference(Strategy s) {
+  switch (s) {
+    case Strategy::kStatic: return 0;
+    case Strategy::kGpuStream: return 1;
+    case Strategy::kDynamic: return 2;
+  }
+  return 3;
+}
+
+bool better(const StrategyEstimate& a, const StrategyEstimate& b) {
+  if (a.step_ms < b.step_ms * (1 - 1e-9)) return true;
+  if (b.step_ms < a.step_ms * (1 - 1e-9)) return false;
+  return preference(a.strategy) < preference(b.strategy);
+}
+
+void choose(Plan& plan) {
+  std::vector<const StrategyEstimate*> ok;
+  for (const auto& c : plan.candidates)
+    if (c.feasible) ok.push_back(&c);
+  FERRY_ASSERT(!ok.empty());  // static is always feasible
+  std::sort(ok.begin(), ok.end(), [](auto* a, auto* b) { return better(*a, *b); });
+  plan.strategy = ok[0]->strategy;
+  plan.predicted_ms = ok[0]->step_ms;
+  plan.placement = ok[0]->placement;
+  if (ok.size() > 1) {
+    plan.runner_up = strategy_name(ok[1]->strategy);
+    plan.why_runner_up_lost = why_lost(*ok[1], *ok[0]);
+  }
+}
+
+struct Candidate {
+  PlanSet ps;
+  double objective = 0;
+};
+
+// A full PlanSet for one ring variant.
+Candidate plan_variant(const Builder& b, const Variant& v, const PlannerOptions& o) {
+  Candidate cand;
+  PlanSet& ps = cand.ps;
+  ps.resident = b.choose_resident(v);
+  ps.ring_slots = v.slot > 0 ? o.ring_slots : 0;
+  ps.ring_slot_bytes = v.slot;
+  VramBreakdown a;
+  a.kv = b.kv_bytes();
+  a.scratch = b.scratch_bytes();
+  a.workspace = o.workspace_bytes;
+  a.ring = v.slot > 0 ? static_cast<uint64_t>(o.ring_slots) * v.slot : 0;
+  a.weights = b.vectors_total();
+  for (size_t i = 0; i < ps.resident.size(); ++i)
+    if (ps.resident[i]) a.weights += b.mat_bytes()[i];
+  a.total = a.weights + a.kv + a.ring + a.scratch + a.workspace;
+  FERRY_ASSERT(a.total <= o.vram_budget);
+  ps.arena = a;
+  const int64_t c = b.eval_context();
+  for (int32_t n : b.tiers()) {
+    Plan p;
+    p.tokens = n;
+    p.vram = a;
+    p.candidates = b.strategies(ps.resident, v.slot, n, c);
+    choose(p);
+    ps.tiers.push_back(std::move(p));
+  }
+  // TTFT: the prompt in chunks of the largest tier, each chunk at its own context, from a cold ring.
+  std::vector<std::vector<SimItem>> steps;
+  int32_t done = 0;
+  const int32_t P = b.prompt_tokens();
+  while (done < P) {
+    const int32_t n = std::min(P - done, b.tiers().back());
+    steps.push_back(b.items(ps.plan_for(n).placement, n, done));
+    done += n;
+  }
+  const SimResult r = simulate(steps, b.sim_params());
+  ps.ttft_ms = r.step_end.back() * 1e3;
+  ps.decode_tok_s = 1e3 / ps.tiers.front().predicted_ms;
+  cand.objective = ps.ttft_ms + o.gen_tokens * ps.tiers.front().predicted_ms;
+  return cand;
+}
+
+}  // namespace
+
+Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLayer>& subs) const {
+  const PlannerOptions& o = options_;
+  if (subs.empty()) return make_error(ErrorCode::kInvalidArgument, "model has no sub-layers");
+  if (o.context < 1) return make_error(ErrorCode::kInvalidArgument, "context must be >= 1 (got %d)", o.context);
+  if (o.batch < 1 || o.batch > (1 << 20))
+    return make_error(ErrorCode::kInvalidArgument, "batch must be in [1, 1048576] (got %d)", o.batch);
+  if (o.ring_slots < 2) return make_error(ErrorCode::kInvalidArgument, "ring needs at least 2 slots (got %d)", o.ring_slots);
+  if (o.max_sequences < 1) return make_error(ErrorCode::kInvalidArgument, "max_sequences must be >= 1");
+  FERRY_RETURN_IF_ERROR(validate_profile(profile_));
+
+  const CostModel cm(profile_, o.cpu_threads);
+  const Builder b(cm, spec, subs, o);
+
+  PlanSet ps;
+  if (!cm.has_gpu()) {
+    // No GPU: one all-CPU plan per tier; the budget does not apply.
+    const size_t m = subs.size();
+    ps.resident.assign(m, false);
+    for (int32_t n : b.tiers()) {
+      Plan p;
+      p.tokens = n;
+      StrategyEstimate st;
+      st.strategy = Strategy::kStatic;
+      st.feasible = true;
+      st.placement.assign(m, Placement::kCpu);
+      for (size_t i = 0; i < m; ++i) {
+        st.cpu_ms += b.costs(i, n, b.eval_context()).cpu_s * 1e3;
+        st.n_cpu += b.mat_bytes()[i] > 0 && !b.is_embed(i);
+      }
+      st.step_ms = st.cpu_ms;
+      StrategyEstimate gs, dyn;
+      gs.strategy = Strategy::kGpuStream;
+      gs.why_not = "no GPU";
+      dyn.strategy = Strategy::kDynamic;
+      dyn.why_not = "no GPU";
+      p.candidates = {gs, st, dyn};
+      choose(p);
+      ps.tiers.push_back(std::move(p));
+    }
+    double ttft = 0;
+    for (int32_t done = 0, P = b.prompt_tokens(); done < P;) {
+      const int32_t n = std::min(P - done, b.tiers().back());
+      for (size_t i = 0; i < m; ++i) ttft += b.costs(i, n, done).cpu_s * 1e3;
+      done += n;
+    }
+    ps.ttft_ms = ttft;
+    ps.decode_tok_s = 1e3 / ps.tiers.front().predicted_ms;
+    ps.notes.push_back("no GPU in the profile: every sub-layer runs on the CPU (the VRAM budget does not apply)");
+  } else {
+    // Ring slot candidates: none, the largest attention, the largest layer sub-layer.
+    uint64_t max_attn = 0, max_layer = 0;
+    for (size_t i = 0; i < subs.size(); ++i) {
+      if (b.is_embed(i) || b.is_head(i)) continue;
+      max_layer = std::max(max_layer, b.mat_bytes()[i]);
+      if (b.is_attn(i)) max_attn = std::max(max_attn, b.mat_bytes()[i]);
+    }
+    std::vector<uint64_t> slots = {0};
+    if (max_attn > 0) slots.push_back(max_attn);
+    if (max_layer > max_attn) slots.push_back(max_layer);
+    std::vector<Variant> variants;
+    uint64_t min_budget = UINT64_MAX;
+    const Variant* smallest = nullptr;
+    for (uint64_t s : slots) variants.push_back(b.variant(s));
+    for (const Variant& v : variants)
+      if (v.fixed + v.must < min_budget) {
+        min_budget = v.fixed + v.must;
+        smallest = &v;
+      }
+    std::optional<Candidate> best;
+    for (const Variant& v : variants) {
+      if (!v.feasible) continue;
+      Candidate c = plan_variant(b, v, o);
+      if (!best || c.objective < best->objective * (1 - 1e-9)) best = std::move(c);
+    }
+    if (!best) {
+      const Variant& v = *smallest;
+      return make_error(ErrorCode::kOutOfMemory,
+                        "VRAM budget %s is below the minimum %s for %s at context %d (KV cache %s, scratch %s, "
+                        "cuBLAS workspace %s, norms %s, %s); raise --vram or lower -c",
+                        format_bytes(o.vram_budget).c_str(), format_bytes(min_budget).c_str(),
+                        spec.name.empty() ? "this model" : spec.name.c_str(), o.context,
+                        format_bytes(b.kv_bytes()).c_str(), format_bytes(b.scratch_bytes()).c_str(),
+                        format_bytes(o.workspace_bytes).c_str(), format_bytes(b.vectors_total()).c_str(),
+                        v.slot > 0 ? ("ring " + std::to_string(o.ring_slots) + " x " + format_bytes(v.slot)).c_str()
+                                   : ("resident attention " + format_bytes(v.must)).c_str());
+    }
+    ps = std::move(best->ps);
+    ps.min_budget = min_budget;
+    ps.gpu = true;
+    ps.gpu_name = profile_.gpu->name;
+  }
+
+  ps.model = spec.name;
+  ps.n_layer = spec.n_layer;
+  ps.options = o;
+  ps.eval_context = b.eval_context();
+  ps.profile_source = profile_.source;
+  ps.profile_fingerprint = profile_.machine.fingerprint();
+  ps.cuda_context_bytes = ps.gpu ? o.cuda_context_bytes : 0;
+  for (size_t i = 0; i < subs.size(); ++i) {
+    SubLayerSummary s;
+    s.label = subs[i].label();
+    s.kind = subs[i].kind;
+    s.layer = subs[i].layer;
+    s.bytes = b.mat_bytes()[i];
+    s.vector_bytes = b.vec_bytes()[i];
+    s.streamable = ps.ring_slots > 0 && !b.is_embed(i) && s.bytes > 0 && s.bytes <= ps.ring_slot_bytes;
+    ps.sublayers.push_back(std::move(s));
+    if (b.is_embed(i)) continue;
+    ps.weights_total += b.mat_bytes()[i];
+    if (ps.resident[i]) ps.weights_resident += b.mat_bytes()[i];
+  }
+  const double rest = static_cast<double>(ps.weights_total - ps.weights_resident);
+  ps.limit_h_ms = rest / (cm.host_combined_gbs() * 1e9) * 1e3;
+  ps.limit_cp_ms = rest / ((cm.host_bw_gbs() + cm.link_gbs()) * 1e9) * 1e3;
+  for (std::string& n : cm.notes_for(subs)) ps.notes.push_back(std::move(n));
+  if (profile_.source == "estimated") ps.notes.push_back("profile is estimated, not measured: run `ferry profile`");
+  return ps;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  char b[32];
+  const double x = static_cast<double>(bytes);
+  if (x >= 1024.0 * 1024 * 1024) std::snprintf(b, sizeof b, "%.2f GiB", x / (1024.0 * 1024 * 1024));
+  else if (x >= 1024.0 * 1024) std::snprintf(b, sizeof b, "%.0f MiB", x / (1024.0 * 1024));
+  else if (x >= 1024.0) std::snprintf(b, sizeof b, "%.0f KiB", x / 1024.0);
+  else std::snprintf(b, sizeof b, "%llu B", static_cast<unsigned long long>(bytes));
+  return b;
+}
+
+}  // namespace ferry::plan

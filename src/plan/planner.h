@@ -1,0 +1,133 @@
+// Planner: decides, for a VRAM budget, which sub-layers live in VRAM (one resident set shared by all
+// token tiers, so a tier switch never re-uploads weights) and, per tier, the strategy of DESIGN.md
+// §4 (gpu-stream, static, dynamic) and the placement of every sub-layer. Plain data in (spec,
+// sub-layers, profile, options), plain data out (PlanSet); no device calls. Every device byte the
+// executor will take is in PlanSet::arena; the CUDA context's own memory is stated separately.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model_spec.h"
+#include "model/sublayer.h"
+#include "plan/profile.h"
+
+namespace ferry::plan {
+
+enum class Strategy : uint8_t { kGpuStream, kStatic, kDynamic };
+const char* strategy_name(Strategy s);  // "gpu-stream", "static", "dynamic"
+
+enum class Placement : uint8_t { kResident, kStreamed, kCpu };
+const char* placement_name(Placement p);  // "resident", "streamed", "cpu"
+
+// Device memory, bytes. total = weights + kv + ring + scratch + workspace.
+struct VramBreakdown {
+  uint64_t weights = 0;    // resident matrices + every norm / bias vector
+  uint64_t kv = 0;         // KV cache (F16) for the planned context, all layers
+  uint64_t ring = 0;       // ring_slots * ring_slot_bytes (0 when nothing can stream)
+  uint64_t scratch = 0;    // activations of the largest tier, dequant / F16 staging for GEMMs
+  uint64_t workspace = 0;  // cuBLAS workspace
+  uint64_t total = 0;
+};
+
+// One strategy evaluated for one tier.
+struct StrategyEstimate {
+  Strategy strategy = Strategy::kStatic;
+  bool feasible = false;
+  std::string why_not;               // when !feasible
+  double step_ms = 0;                // steady-state step time
+  double cpu_ms = 0, gpu_ms = 0, copy_ms = 0, xfer_ms = 0;  // work per step, each resource alone
+  std::vector<Placement> placement;  // per sub-layer
+  int32_t n_cpu = 0, n_streamed = 0; // sub-layers (matrices) on the CPU / streamed
+};
+
+struct Plan {
+  int32_t tokens = 1;                // tier: steps of up to this many new tokens
+  Strategy strategy = Strategy::kStatic;
+  double predicted_ms = 0;           // step time at PlanSet::eval_context
+  std::vector<Placement> placement;  // per sub-layer, PlanSet::sublayers order
+  VramBreakdown vram;                // the arena while this tier runs (shared by all tiers)
+  std::vector<StrategyEstimate> candidates;  // gpu-stream, static, dynamic (in that order)
+  std::string runner_up;             // "" when no other strategy was feasible
+  std::string why_runner_up_lost;
+};
+
+struct SubLayerSummary {
+  std::string label;                 // "blk.7.ffn"
+  model::SubLayerKind kind = model::SubLayerKind::kFfn;
+  int32_t layer = -1;
+  uint64_t bytes = 0;                // matrix bytes (what residency / streaming moves)
+  uint64_t vector_bytes = 0;         // norms and biases (always resident on a GPU)
+  bool streamable = false;           // fits a ring slot
+};
+
+struct PlannerOptions {
+  uint64_t vram_budget = 0;
+  int32_t context = 4096;            // planned context: the KV cache holds this many tokens
+  int32_t batch = 1024;              // largest tier (tokens per step)
+  int32_t cpu_threads = 0;           // 0 = profile's default
+  int32_t ring_slots = 2;            // K >= 2
+  int32_t max_sequences = 1;         // rows of logits per step (sequences decoded together)
+  // The scenario the shared resident set is optimised for, and TTFT / tok/s are predicted at:
+  // a prompt of prompt_tokens, then gen_tokens decode steps.
+  int32_t prompt_tokens = 1024;
+  int32_t gen_tokens = 128;
+  int32_t eval_context = 0;          // context of tier estimates; 0 = min(prompt_tokens, context)
+  uint64_t workspace_bytes = 32ull << 20;          // cuBLAS workspace (its recommendation on Hopper)
+  uint64_t cuda_context_bytes = 512ull << 20;      // outside the budget: context + module + handles
+};
+
+struct PlanSet {
+  std::string model;                 // name for people
+  int32_t n_layer = 0;
+  std::vector<SubLayerSummary> sublayers;
+  PlannerOptions options;
+  int32_t eval_context = 0;
+  bool gpu = false;                  // false: the profile has no GPU, everything runs on the CPU
+  std::string gpu_name;
+  std::string profile_source;        // "measured" | "estimated"
+  std::string profile_fingerprint;
+  int32_t ring_slots = 0;            // 0: no ring
+  uint64_t ring_slot_bytes = 0;
+  uint64_t min_budget = 0;           // the smallest budget that has a plan
+  VramBreakdown arena;               // == every tier's vram
+  uint64_t cuda_context_bytes = 0;   // stated headroom outside the budget
+  std::vector<bool> resident;        // per sub-layer: shared resident set
+  std::vector<Plan> tiers;           // increasing tokens: 1, 2, 4, ... batch
+  double ttft_ms = 0;                // prompt_tokens processed in chunks of the largest fitting tier
+  double decode_tok_s = 0;           // 1000 / tier-1 step time
+  uint64_t weights_total = 0;        // W: matrix bytes read per decode step (embed excluded)
+  uint64_t weights_resident = 0;     // R
+  double limit_h_ms = 0;             // (W - R) / H: the decode ceiling of DESIGN.md §4
+  double limit_cp_ms = 0;            // (W - R) / (C + P), optimistic
+  std::vector<std::string> notes;
+
+  // The plan of the smallest tier >= n (the largest tier for larger n).
+  const Plan& plan_for(int32_t n_tokens) const;
+};
+
+class Planner {
+ public:
+  Planner(const HardwareProfile& profile, PlannerOptions options);
+  // Errors: budget below the minimum (kOutOfMemory, naming the minimum), bad options
+  // (kInvalidArgument).
+  Expected<PlanSet> plan(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs) const;
+
+ private:
+  HardwareProfile profile_;
+  PlannerOptions options_;
+};
+
+// Token tiers 1, 2, 4, ... up to batch (batch itself included when not a power of two).
+std::vector<int32_t> token_tiers(int32_t batch);
+
+// JSON: {model, budget, ..., tiers:[{tokens, strategy, predicted_ms, vram{...}, placement[...]}]}.
+std::string plan_to_json(const PlanSet& ps);
+// One screen for a person: per tier strategy, compact placement, VRAM, predictions, runner-up.
+std::string plan_to_text(const PlanSet& ps);
+// "1.50 GiB", "640 MiB", "12 KiB"
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace ferry::plan

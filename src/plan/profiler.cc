@@ -1,0 +1,382 @@
+// Profiler: host memory bandwidth (a streaming read over a buffer larger than the LLC), CPU matmul
+// throughput through the Ops interface (weights cycled through a pool larger than the LLC so every
+// call reads DRAM, as a real step does), and, with a GpuProber, the link alone / under CPU load, the
+// CPU under copy load (-> H), device bandwidth, GPU matmul curves and launch overhead.
+#include "plan/profiler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "tensor/quant.h"
+
+namespace ferry::plan {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+constexpr int64_t kCols = 4096;      // K: a realistic hidden size
+constexpr int64_t kRowsFull = 4096;  // rows of one "matrix" in the pool
+
+struct AlignedBuf {
+  void* p = nullptr;
+  size_t n = 0;
+  explicit AlignedBuf(size_t bytes) : n(bytes) {
+    if (posix_memalign(&p, 4096, bytes) != 0) p = nullptr;
+  }
+  ~AlignedBuf() { std::free(p); }
+  AlignedBuf(const AlignedBuf&) = delete;
+  AlignedBuf& operator=(const AlignedBuf&) = delete;
+};
+
+// ---- host memory bandwidth ---------------------------------------------------------------------
+
+// Sum of 64-bit words, 4 independent accumulators so the loop is bandwidth-bound, not latency-bound.
+uint64_t read_sum(const uint64_t* p, size_t n) {
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a += p[i];
+    b += p[i + 1];
+    c += p[i + 2];
+    d += p[i + 3];
+  }
+  for (; i < n; ++i) a += p[i];
+  return a + b + c + d;
+}
+
+double measure_read_bw(const AlignedBuf& buf, int threads, double seconds) {
+  const size_t words = buf.n / 8;
+  const uint64_t* base = static_cast<const uint64_t*>(buf.p);
+  double best = 0;
+  std::atomic<uint64_t> sink{0};  // atomic stores keep the sums (and so the reads) from being elided
+  const auto t_end = Clock::now() + std::chrono::duration<double>(seconds);
+  int reps = 0;
+  while (reps < 2 || Clock::now() < t_end) {
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const size_t a = words * t / threads, b = words * (t + 1) / threads;
+        sink += read_sum(base + a, b - a);
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double dt = since(t0);
+    best = std::max(best, static_cast<double>(buf.n) / dt / 1e9);
+    if (++reps >= 50) break;
+  }
+  return best;
+}
+
+// ---- CPU matmul ----------------------------------------------------------------------------------
+
+// A pool of weight rows of one dtype, larger than the LLC; views rotate through it.
+struct WeightPool {
+  DType dtype;
+  size_t row_bytes = 0;
+  int64_t rows = 0;
+  uint8_t* base = nullptr;
+  int64_t next = 0;
+
+  TensorView take(int64_t r) {
+    if (next + r > rows) next = 0;
+    TensorView v = TensorView::make(dtype, base + static_cast<size_t>(next) * row_bytes, kCols, r);
+    next += r;
+    return v;
+  }
+};
+
+// Fills `buf` with rows of `t`: 64 rows quantized from random values, repeated (contents do not
+// change the speed of these kernels; quantizing 512 MB with the reference quantizer would).
+WeightPool fill_pool(AlignedBuf& buf, DType t, std::mt19937& rng) {
+  WeightPool p;
+  p.dtype = t;
+  p.row_bytes = row_bytes(t, kCols);
+  p.rows = static_cast<int64_t>(buf.n / p.row_bytes);
+  p.base = static_cast<uint8_t*>(buf.p);
+  constexpr int64_t kSeedRows = 64;
+  std::normal_distribution<float> dist(0.f, 0.02f);
+  std::vector<float> src(static_cast<size_t>(kCols));
+  for (int64_t r = 0; r < std::min(kSeedRows, p.rows); ++r) {
+    for (float& x : src) x = dist(rng);
+    quantize_row(t, src.data(), p.base + static_cast<size_t>(r) * p.row_bytes, kCols);
+  }
+  const size_t seed_bytes = static_cast<size_t>(std::min(kSeedRows, p.rows)) * p.row_bytes;
+  for (size_t off = seed_bytes; off < static_cast<size_t>(p.rows) * p.row_bytes; off += seed_bytes)
+    std::memcpy(p.base + off, p.base, std::min(seed_bytes, static_cast<size_t>(p.rows) * p.row_bytes - off));
+  return p;
+}
+
+struct Point {
+  double gflops = 0;
+  double seconds = 0;
+};
+
+// Throughput of ops.matmul at `tokens`, rows per call chosen so one call takes ~target/3.
+Point measure_matmul(kernels::Ops& ops, WeightPool& pool, int64_t tokens, double rate_hint_gflops, double target_s,
+                     std::vector<float>& xbuf, std::vector<float>& ybuf) {
+  int64_t r = kRowsFull;
+  if (rate_hint_gflops > 0) {
+    const double rows = rate_hint_gflops * 1e9 * (target_s / 3) / (2.0 * kCols * tokens);
+    r = std::clamp<int64_t>(static_cast<int64_t>(rows) / 8 * 8, 8, kRowsFull);
+  }
+  r = std::min<int64_t>(r, pool.rows);
+  xbuf.resize(static_cast<size_t>(kCols * tokens));
+  ybuf.resize(static_cast<size_t>(r * tokens));
+  for (size_t i = 0; i < xbuf.size(); ++i) xbuf[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+  TensorView x = TensorView::make(DType::F32, xbuf.data(), kCols, tokens);
+  TensorView y = TensorView::make(DType::F32, ybuf.data(), r, tokens);
+  const double flops_per_call = 2.0 * kCols * static_cast<double>(r) * tokens;
+
+  // First call warms up (thread pool, page tables); it is the measurement when it alone is long.
+  auto t0 = Clock::now();
+  ops.matmul(pool.take(r), x, y);
+  double first = since(t0);
+  if (first >= target_s / 2) return {flops_per_call / first / 1e9, first};
+  double timed = 0;
+  int calls = 0;
+  t0 = Clock::now();
+  while (calls < 3 || timed < target_s) {
+    ops.matmul(pool.take(r), x, y);
+    ++calls;
+    timed = since(t0);
+    if (calls >= 100000) break;
+  }
+  return {flops_per_call * calls / timed / 1e9, first + timed};
+}
+
+double measure_call_overhead_us(kernels::Ops& ops) {
+  constexpr int64_t K = 256, N = 16;
+  std::vector<float> w(static_cast<size_t>(K * N), 0.01f), x(static_cast<size_t>(K), 1.f), y(static_cast<size_t>(N));
+  TensorView wv = TensorView::make(DType::F32, w.data(), K, N);
+  TensorView xv = TensorView::make(DType::F32, x.data(), K, 1);
+  TensorView yv = TensorView::make(DType::F32, y.data(), N, 1);
+  for (int i = 0; i < 10; ++i) ops.matmul(wv, xv, yv);
+  const auto t0 = Clock::now();
+  constexpr int kCalls = 200;
+  for (int i = 0; i < kCalls; ++i) ops.matmul(wv, xv, yv);
+  return since(t0) / kCalls * 1e6;
+}
+
+std::vector<int32_t> pow2_upto(int32_t max) {
+  std::vector<int32_t> v;
+  for (int32_t t = 1; t < max; t *= 2) v.push_back(t);
+  v.push_back(max);
+  return v;
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return b;
+}
+
+// Runs n = 1 matmuls over the pool on all threads until `stop`; returns weight bytes / s.
+double cpu_load(kernels::Ops& ops, WeightPool& pool, std::atomic<bool>& stop) {
+  std::vector<float> x(static_cast<size_t>(kCols), 0.1f), y(static_cast<size_t>(kRowsFull));
+  TensorView xv = TensorView::make(DType::F32, x.data(), kCols, 1);
+  TensorView yv = TensorView::make(DType::F32, y.data(), kRowsFull, 1);
+  double bytes = 0;
+  const auto t0 = Clock::now();
+  while (!stop.load(std::memory_order_relaxed)) {
+    ops.matmul(pool.take(kRowsFull), xv, yv);
+    bytes += static_cast<double>(pool.row_bytes) * kRowsFull;
+  }
+  return bytes / std::max(since(t0), 1e-9);
+}
+
+}  // namespace
+
+Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu, const ProfileOptions& opt) {
+  if (!cpu.make_ops) return make_error(ErrorCode::kInvalidArgument, "no CPU kernels to measure");
+  const auto t_start = Clock::now();
+  const double budget = opt.time_budget_s > 0 ? opt.time_budget_s : (opt.quick ? 25.0 : 600.0);
+  auto progress = [&](double f, const std::string& what) {
+    if (opt.progress) opt.progress(std::clamp(f, 0.0, 1.0), what);
+  };
+
+  HardwareProfile p;
+  p.source = "measured";
+  p.mode = opt.quick ? "quick" : "full";
+  p.created = now_utc();
+  p.machine = detect_machine();
+  if (gpu) {
+    p.machine.gpu_name = gpu->name();
+    p.machine.gpu_driver = gpu->driver();
+  }
+  const int32_t cores = opt.max_threads > 0 ? opt.max_threads : std::max(1, p.machine.cores);
+  p.cpu.kernels = cpu.name;
+  p.cpu.threads = cores;
+
+  // Buffer: twice the LLC, at least 64 MiB, at most 512 MiB (quick) / 1 GiB, at most 1/8 of RAM.
+  uint64_t pool_bytes = std::max<uint64_t>(64ull << 20, 2 * p.machine.llc_bytes);
+  pool_bytes = std::min<uint64_t>(pool_bytes, opt.quick ? (512ull << 20) : (1024ull << 20));
+  if (p.machine.host_memory_bytes > 0) pool_bytes = std::min<uint64_t>(pool_bytes, p.machine.host_memory_bytes / 8);
+  pool_bytes = std::max<uint64_t>(pool_bytes, 16ull << 20);
+  AlignedBuf buf(pool_bytes);
+  if (!buf.p) return make_error(ErrorCode::kOutOfMemory, "cannot allocate %llu bytes for the profile buffers",
+                                static_cast<unsigned long long>(pool_bytes));
+  std::memset(buf.p, 1, buf.n);  // fault the pages in before timing
+
+  const double gpu_share = gpu ? 0.25 : 0.0;
+  // 1. Host memory bandwidth by threads.
+  const std::vector<int32_t> bw_threads = opt.quick && cores > 2 ? std::vector<int32_t>{1, std::max(2, cores / 2), cores}
+                                                                 : pow2_upto(cores);
+  for (size_t i = 0; i < bw_threads.size(); ++i) {
+    progress(0.1 * i / bw_threads.size(), "host memory bandwidth, " + std::to_string(bw_threads[i]) + " threads");
+    p.cpu.mem_bw.push_back({bw_threads[i], measure_read_bw(buf, bw_threads[i], opt.quick ? 0.2 : 0.6)});
+  }
+
+  // 2. CPU matmul per dtype x threads x tokens, through the Ops ferry runs.
+  std::vector<DType> dtypes;
+  if (opt.quick) dtypes = {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K};
+  else dtypes.assign(std::begin(kWeightTypes), std::end(kWeightTypes));
+  const std::vector<int32_t> mm_threads = !cpu.multithreaded ? std::vector<int32_t>{1}
+                                          : opt.quick        ? std::vector<int32_t>{cores}
+                                                             : pow2_upto(cores);
+  const std::vector<int32_t> tokens =
+      opt.quick ? std::vector<int32_t>{1, 4, 16, 64, 256, 1024} : pow2_upto(1024);
+  const double target = opt.quick ? 0.06 : 0.25;
+  const double cpu_end = budget * (1.0 - gpu_share);
+  std::mt19937 rng(1234);
+  std::vector<float> xbuf, ybuf;
+  const size_t n_points = dtypes.size() * mm_threads.size() * tokens.size();
+  size_t done_points = 0;
+  std::unique_ptr<kernels::Ops> full_ops = cpu.make_ops(cpu.multithreaded ? cores : 1);
+  if (!full_ops) return make_error(ErrorCode::kInternal, "CPU kernels '%s' unavailable", cpu.name.c_str());
+  p.cpu.call_overhead_us = measure_call_overhead_us(*full_ops);
+  for (DType t : dtypes) {
+    WeightPool pool = fill_pool(buf, t, rng);
+    for (int32_t th : mm_threads) {
+      std::unique_ptr<kernels::Ops> ops = th == (cpu.multithreaded ? cores : 1) ? nullptr : cpu.make_ops(th);
+      kernels::Ops& o = ops ? *ops : *full_ops;
+      ThroughputCurve c;
+      c.dtype = t;
+      c.threads = th;
+      c.rows = kRowsFull;
+      c.cols = kCols;
+      double hint = 0;
+      for (int32_t n : tokens) {
+        ++done_points;
+        if (since(t_start) > cpu_end && !c.tokens.empty()) continue;  // over budget: the curve ends here
+        progress(0.1 + (0.9 - gpu_share) * done_points / n_points,
+                 std::string("CPU matmul ") + dtype_name(t) + ", " + std::to_string(th) + " threads, " +
+                     std::to_string(n) + " tokens");
+        const Point pt = measure_matmul(o, pool, n, hint, target, xbuf, ybuf);
+        c.tokens.push_back(n);
+        c.gflops.push_back(pt.gflops);
+        hint = pt.gflops;
+      }
+      p.cpu.matmul.push_back(std::move(c));
+    }
+  }
+
+  // 3. GPU: link alone and under CPU load, CPU under copy load (H), device bandwidth, kernels.
+  if (gpu) {
+    const double f0 = 1.0 - gpu_share;
+    const uint64_t copy_bytes = 256ull << 20;
+    const int reps = opt.quick ? 3 : 10;
+    auto gbs = [&](Expected<double> s, uint64_t bytes, int r) -> Expected<double> {
+      if (!s) return s.status();
+      return static_cast<double>(bytes) * r / std::max(*s, 1e-9) / 1e9;
+    };
+    LinkProfile l;
+    GpuProfile g;
+    g.name = gpu->name();
+    g.memory_bytes = gpu->memory_bytes();
+    progress(f0, "host to device copies");
+    FERRY_ASSIGN_OR_RETURN(l.h2d_gbs, gbs(gpu->time_h2d(copy_bytes, reps), copy_bytes, reps));
+    FERRY_ASSIGN_OR_RETURN(l.d2h_gbs, gbs(gpu->time_d2h(copy_bytes, reps), copy_bytes, reps));
+    FERRY_ASSIGN_OR_RETURN(l.h2d_pageable_gbs, gbs(gpu->time_h2d_pageable(copy_bytes, 2), copy_bytes, 2));
+    progress(f0 + 0.03, "device memory bandwidth, launch overhead");
+    // A device copy reads and writes every byte.
+    FERRY_ASSIGN_OR_RETURN(const double d2d, gbs(gpu->time_d2d(copy_bytes, reps), copy_bytes, reps));
+    g.mem_bw_gbs = 2 * d2d;
+    FERRY_ASSIGN_OR_RETURN(g.launch_us, gpu->launch_overhead_us());
+
+    // Copies while CPU kernels run on all threads.
+    WeightPool pool = fill_pool(buf, DType::Q4_K, rng);
+    {
+      progress(f0 + 0.06, "copies while CPU kernels run");
+      std::atomic<bool> stop{false};
+      double cpu_rate = 0;
+      std::thread load([&] { cpu_rate = cpu_load(*full_ops, pool, stop); });
+      Expected<double> h2d = gbs(gpu->time_h2d(copy_bytes, reps), copy_bytes, reps);
+      Expected<double> d2h = gbs(gpu->time_d2h(copy_bytes, reps), copy_bytes, reps);
+      stop = true;
+      load.join();
+      if (!h2d) return h2d.status();
+      if (!d2h) return d2h.status();
+      l.h2d_busy_gbs = *h2d;
+      l.d2h_busy_gbs = *d2h;
+    }
+    {
+      // CPU kernels alone, then with H2D copies streaming: the share kept, and H = both rates.
+      progress(f0 + 0.10, "CPU kernels while copies run (H)");
+      const double window = opt.quick ? 0.5 : 2.0;
+      std::atomic<bool> stop{false};
+      double alone = 0, busy = 0;
+      std::thread t1([&] { alone = cpu_load(*full_ops, pool, stop); });
+      std::this_thread::sleep_for(std::chrono::duration<double>(window));
+      stop = true;
+      t1.join();
+      FERRY_RETURN_IF_ERROR(gpu->start_background_copies(true, 64ull << 20));
+      stop = false;
+      std::thread t2([&] { busy = cpu_load(*full_ops, pool, stop); });
+      std::this_thread::sleep_for(std::chrono::duration<double>(window));
+      stop = true;
+      t2.join();
+      FERRY_ASSIGN_OR_RETURN(const GpuProber::CopyStats cs, gpu->stop_background_copies());
+      l.cpu_share_while_copying = std::clamp(busy / std::max(alone, 1.0), 1e-3, 1.0);
+      l.host_combined_gbs = (busy + cs.bytes / std::max(cs.seconds, 1e-9)) / 1e9;
+    }
+    l.latency_us = 0;
+    {
+      // Latency of a small transfer: 4 KiB copies, minus nothing (bandwidth is negligible there).
+      Expected<double> s = gpu->time_h2d(4096, 100);
+      if (!s) return s.status();
+      l.latency_us = *s / 100 * 1e6;
+    }
+    // GPU matmul curves.
+    const std::vector<DType> gdt = opt.quick ? std::vector<DType>{DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
+                                                                  DType::Q6_K}
+                                             : std::vector<DType>(std::begin(kWeightTypes), std::end(kWeightTypes));
+    const std::vector<int32_t> gtok = pow2_upto(1024);
+    for (size_t i = 0; i < gdt.size(); ++i) {
+      progress(f0 + 0.12 + (gpu_share - 0.12) * i / gdt.size(), std::string("GPU matmul ") + dtype_name(gdt[i]));
+      ThroughputCurve c;
+      c.dtype = gdt[i];
+      c.rows = kRowsFull;
+      c.cols = kCols;
+      for (int32_t n : gtok) {
+        const int r = opt.quick ? 5 : 20;
+        Expected<double> s = gpu->time_matmul(gdt[i], kRowsFull, kCols, n, r);
+        if (!s) return s.status();
+        c.tokens.push_back(n);
+        c.gflops.push_back(2.0 * kRowsFull * kCols * n * r / std::max(*s, 1e-9) / 1e9);
+      }
+      g.matmul.push_back(std::move(c));
+    }
+    p.link = l;
+    p.gpu = std::move(g);
+  }
+  p.seconds = std::round(since(t_start) * 10) / 10;
+  progress(1.0, "done");
+  FERRY_RETURN_IF_ERROR(validate_profile(p, "measured profile"));
+  return p;
+}
+
+}  // namespace ferry::plan
