@@ -41,7 +41,7 @@ const std::vector<SynthPreset> kPresets = {
      V::kGemma},
     {"llama3-8b", "Meta-Llama-3-8B", Arch::kLlama, false, 32, 4096, 32, 8, 128, 14336, 128256, 8192, 1e-5f,
      500000.f, 0.f, 0.f, 0.f, 0, false, false, false, V::kLlama3},
-    {"minitron-8b", "Mistral-NeMo-Minitron-8B (FFN 11520: k-quant ffn_down falls back)", Arch::kLlama, false, 40,
+    {"minitron-8b", "Mistral-NeMo-Minitron-8B (FFN 11520 = 45 x 256)", Arch::kLlama, false, 40,
      4096, 32, 8, 128, 11520, 131072, 8192, 1e-5f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, true, V::kLlama3},
     {"qwen3-4b", "Qwen3-4B (tied head)", Arch::kQwen3, false, 36, 2560, 32, 8, 128, 9728, 151936, 40960, 1e-6f,
      1000000.f, 0.f, 0.f, 0.f, 0, true, false, true, V::kQwen3},
@@ -199,20 +199,10 @@ std::vector<std::string> byte_level_chars() {
   return out;
 }
 
-// Splits UTF-8 text into characters (the units merges start from).
-std::vector<std::string> utf8_chars(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    size_t n = 1;
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0xF0) n = 4;
-    else if (c >= 0xE0) n = 3;
-    else if (c >= 0xC0) n = 2;
-    n = std::min(n, s.size() - i);
-    out.push_back(s.substr(i, n));
-    i += n;
-  }
-  return out;
+size_t utf8_len(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
 }
 
 // Grows a merge list to `n_merges` entries over base units. Each word is first encoded with the merges
@@ -229,13 +219,12 @@ struct MergeBuilder {
   void add_base(const std::string& p) {
     if (known.insert(p).second) pieces.push_back(p);
   }
-  bool add_merge(const std::string& a, const std::string& b) {
-    const std::string ab = a + b;
-    if (known.count(ab)) return false;
-    rank.emplace(a + '\x01' + b, merges.size());
+  bool add_merge(const std::string& a, const std::string& b, bool ranked = true) {
+    std::string ab = a + b;
+    if (!known.insert(ab).second) return false;
+    if (ranked) rank.emplace(a + '\x01' + b, merges.size());  // only encode() (word phase) needs ranks
     merges.emplace_back(a, b);
-    known.insert(ab);
-    pieces.push_back(ab);
+    pieces.push_back(std::move(ab));
     return true;
   }
   std::vector<std::string> encode(std::vector<std::string> sym) const {
@@ -266,10 +255,10 @@ struct MergeBuilder {
         const double u = rng.uniform();
         return skew ? static_cast<size_t>(static_cast<double>(n) * u * u) : rng.below(n);
       };
-      const std::string& a = pieces[pick()];
-      const std::string& b = pieces[pick()];
-      const bool ok = b.compare(0, marker.size(), marker) != 0 && utf8_chars(a).size() + utf8_chars(b).size() <= max_units;
-      if (ok && add_merge(std::string(a), std::string(b))) misses = 0;
+      const std::string a = pieces[pick()];  // copies: add_merge may grow `pieces`
+      const std::string b = pieces[pick()];
+      const bool ok = b.compare(0, marker.size(), marker) != 0 && utf8_len(a) + utf8_len(b) <= max_units;
+      if (ok && add_merge(a, b, /*ranked=*/false)) misses = 0;
       else ++misses;
     }
   }

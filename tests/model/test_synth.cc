@@ -1,0 +1,308 @@
+// ferry synth: preset shapes, the llama-quantize fallback, vocabularies (sizes, uniqueness, merges
+// that only use known pieces), and written files (read back by ModelFile and ModelSpec, finite values,
+// bytes that depend on the seed but not on the thread count). llama.cpp loading every tiny preset in
+// every type is tests/python/test_synth.py.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <unordered_set>
+
+#include "format/gguf.h"
+#include "model/model_spec.h"
+#include "model/synth.h"
+#include "tensor/quant.h"
+
+namespace ferry::model {
+namespace {
+
+class Scratch {
+ public:
+  Scratch() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ferry_synth_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data()) ? tmpl : std::string();
+  }
+  ~Scratch() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+uint64_t data_bytes(const std::vector<SynthTensor>& ts) {
+  uint64_t n = 0;
+  for (const auto& t : ts) {
+    int64_t e = 1;
+    for (int64_t x : t.ne) e *= x;
+    n += row_bytes(t.type, e);
+  }
+  return n;
+}
+
+const SynthPreset& preset(const char* name) {
+  const SynthPreset* p = find_synth_preset(name);
+  EXPECT_NE(p, nullptr) << name;
+  return *p;
+}
+
+TEST(SynthPresets, NamesAndRequiredPresets) {
+  std::set<std::string> names;
+  for (const auto& p : synth_presets()) EXPECT_TRUE(names.insert(p.name).second) << p.name;
+  for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "llama3-8b", "minitron-8b",
+                        "qwen3-4b", "qwen3-8b", "gemma3-4b"})
+    EXPECT_TRUE(names.count(n)) << n;
+  EXPECT_EQ(find_synth_preset("nope"), nullptr);
+}
+
+TEST(SynthPresets, PublishedShapes) {
+  const SynthPreset& m = preset("minitron-8b");
+  EXPECT_EQ(m.n_embd, 4096);
+  EXPECT_EQ(m.n_layer, 40);
+  EXPECT_EQ(m.n_head, 32);
+  EXPECT_EQ(m.n_kv_head, 8);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.n_ff, 11520);
+  EXPECT_EQ(m.n_vocab, 131072);
+  const SynthPreset& l = preset("llama3-8b");
+  EXPECT_EQ(l.n_ff, 14336);
+  EXPECT_EQ(l.n_vocab, 128256);
+  EXPECT_TRUE(preset("qwen3-4b").tied_output);
+  EXPECT_FALSE(preset("qwen3-8b").tied_output);
+  EXPECT_EQ(preset("gemma3-4b").sliding_window, 1024);
+}
+
+// Every preset in every weight type: no tensor needs the fallback (all rows are multiples of 256),
+// 1-D tensors are F32, and tiny presets stay under 10 MB even in F32.
+TEST(SynthPresets, EveryTypeFitsEveryPreset) {
+  for (const auto& p : synth_presets()) {
+    for (DType t : kWeightTypes) {
+      auto ts = synth_tensors(p, t);
+      ASSERT_TRUE(ts.has_value()) << ts.status().message();
+      for (const auto& x : *ts) {
+        if (x.ne.size() == 1) EXPECT_EQ(x.type, DType::F32) << x.name;
+        else EXPECT_EQ(x.type, t) << p.name << " " << x.name;
+      }
+      if (p.tiny) EXPECT_LT(data_bytes(*ts), 10u << 20) << p.name << " " << dtype_name(t);
+    }
+  }
+}
+
+TEST(SynthPresets, TensorNamesFollowTheConverter) {
+  auto names = [](const char* preset_name) {
+    std::set<std::string> s;
+    const auto ts = synth_tensors(preset(preset_name), DType::F16);
+    for (const auto& t : *ts) s.insert(t.name);
+    return s;
+  };
+  auto llama = names("tiny-llama");
+  EXPECT_TRUE(llama.count("rope_freqs.weight"));
+  EXPECT_TRUE(llama.count("output.weight"));
+  EXPECT_TRUE(llama.count("blk.1.ffn_down.weight"));
+  auto qwen2 = names("tiny-qwen2");
+  EXPECT_TRUE(qwen2.count("blk.0.attn_k.bias"));
+  EXPECT_FALSE(qwen2.count("output.weight"));  // tied
+  auto gemma = names("tiny-gemma3");
+  for (const char* n : {"blk.5.post_attention_norm.weight", "blk.5.post_ffw_norm.weight", "blk.5.attn_q_norm.weight",
+                        "blk.5.attn_k_norm.weight"})
+    EXPECT_TRUE(gemma.count(n)) << n;
+  const auto big = synth_tensors(preset("qwen3-8b"), DType::Q4_K, 2);
+  for (const auto& t : *big) {
+    if (t.name == "blk.1.attn_q.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{4096, 4096}));
+    if (t.name == "blk.1.attn_k.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{4096, 1024}));
+    if (t.name == "blk.1.ffn_down.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{12288, 4096}));
+    if (t.name == "token_embd.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{4096, 151936}));
+    EXPECT_EQ(t.name.find("blk.2."), std::string::npos);
+  }
+}
+
+// llama-quantize's tensor_type_fallback: rows that are multiples of 32 but not 256.
+TEST(SynthPresets, FallbackLikeLlamaQuantize) {
+  SynthPreset p = preset("tiny-llama");
+  p.n_ff = 800;  // 25 * 32
+  const std::pair<DType, DType> cases[] = {{DType::Q2_K, DType::Q4_0}, {DType::Q3_K, DType::Q4_0},
+                                           {DType::Q4_K, DType::Q5_0}, {DType::Q5_K, DType::Q5_1},
+                                           {DType::Q6_K, DType::Q8_0}, {DType::Q4_0, DType::Q4_0},
+                                           {DType::F16, DType::F16}};
+  for (auto [asked, got] : cases) {
+    const auto ts = synth_tensors(p, asked);
+    for (const auto& t : *ts) {
+      if (t.name.find("ffn_down") != std::string::npos) {
+        EXPECT_EQ(t.type, got) << dtype_name(asked);
+        EXPECT_EQ(t.requested, asked);
+      } else if (t.ne.size() == 2) {
+        EXPECT_EQ(t.type, asked) << t.name;
+      }
+    }
+  }
+  p.n_ff = 784;  // not a multiple of 32: F16, as llama-quantize
+  const auto ts = synth_tensors(p, DType::Q4_K);
+  for (const auto& t : *ts)
+    if (t.name.find("ffn_down") != std::string::npos) EXPECT_EQ(t.type, DType::F16);
+}
+
+TEST(SynthPresets, RejectsNonWeightTypes) {
+  for (DType t : {DType::Q8_K, DType::Q8_1, DType::I32}) {
+    auto ts = synth_tensors(preset("tiny-llama"), t);
+    ASSERT_FALSE(ts.has_value());
+    EXPECT_EQ(ts.status().code(), ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST(SynthVocab, CompleteAndConsistent) {
+  for (const auto& p : synth_presets()) {
+    const SynthVocab v = synth_vocab(p);
+    ASSERT_EQ(v.tokens.size(), static_cast<size_t>(p.n_vocab)) << p.name;
+    ASSERT_EQ(v.token_types.size(), v.tokens.size());
+    std::unordered_set<std::string> seen(v.tokens.begin(), v.tokens.end());
+    EXPECT_EQ(seen.size(), v.tokens.size()) << p.name << ": duplicate tokens";
+    ASSERT_GE(v.bos, 0);
+    ASSERT_LT(v.bos, p.n_vocab);
+    ASSERT_GE(v.eos, 0);
+    ASSERT_LT(v.eos, p.n_vocab);
+    EXPECT_EQ(v.token_types[static_cast<size_t>(v.bos)], 3);
+    EXPECT_EQ(v.token_types[static_cast<size_t>(v.eos)], 3);
+    if (v.model == "gpt2") {
+      EXPECT_TRUE(v.scores.empty());
+      for (size_t i = 0; i < 256; ++i) EXPECT_EQ(v.token_types[i], 1);
+      EXPECT_TRUE(seen.count("\xC4\xA0"));  // "Ġ", the space byte
+      for (const auto& m : v.merges) {
+        const size_t sp = m.find(' ', 1);
+        ASSERT_NE(sp, std::string::npos) << m;
+        const std::string a = m.substr(0, sp), b = m.substr(sp + 1);
+        ASSERT_TRUE(seen.count(a) && seen.count(b) && seen.count(a + b)) << p.name << ": merge '" << m << "'";
+      }
+    } else {
+      EXPECT_EQ(v.model, "llama");
+      ASSERT_EQ(v.scores.size(), v.tokens.size());
+      for (int b = 0; b < 256; ++b) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
+        EXPECT_TRUE(seen.count(buf)) << buf;
+      }
+      EXPECT_TRUE(seen.count("<start_of_turn>") && seen.count("<end_of_turn>"));
+    }
+  }
+}
+
+TEST(SynthVocab, Deterministic) {
+  const SynthVocab a = synth_vocab(preset("tiny-qwen3")), b = synth_vocab(preset("tiny-qwen3"));
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.merges, b.merges);
+}
+
+Expected<SynthResult> write(const std::string& path, const char* name, DType t, uint64_t seed, int threads) {
+  SynthOptions o;
+  o.preset = name;
+  o.type = t;
+  o.path = path;
+  o.seed = seed;
+  o.n_threads = threads;
+  return synth_write(o);
+}
+
+TEST(SynthWrite, ReadsBackWithFiniteValues) {
+  Scratch dir;
+  for (const auto& p : synth_presets()) {
+    if (!p.tiny) continue;
+    for (DType t : {DType::F32, DType::Q4_K, DType::Q2_K, DType::BF16}) {
+      const std::string path = dir.file(std::string(p.name) + ".gguf");
+      auto res = write(path, p.name, t, 7, 2);
+      ASSERT_TRUE(res.has_value()) << res.status().message();
+      auto f = gguf::ModelFile::open(path);
+      ASSERT_TRUE(f.has_value()) << f.status().message();
+      const auto expected = *synth_tensors(p, t);
+      ASSERT_EQ((*f)->tensors().size(), expected.size());
+      for (size_t i = 0; i < expected.size(); ++i) {
+        const gguf::TensorInfo& ti = (*f)->tensors()[i];
+        EXPECT_EQ(ti.name, expected[i].name);
+        EXPECT_EQ(ti.dtype, expected[i].type);
+        int64_t n = 1;
+        for (size_t d = 0; d < expected[i].ne.size(); ++d) {
+          EXPECT_EQ(ti.ne[d], expected[i].ne[d]);
+          n *= expected[i].ne[d];
+        }
+        std::vector<float> x(static_cast<size_t>(n));
+        dequantize_row(ti.dtype, ti.data, x.data(), n);
+        double sum2 = 0;
+        for (float v : x) {
+          ASSERT_TRUE(std::isfinite(v)) << ti.name;
+          sum2 += double{v} * v;
+        }
+        const double rms = std::sqrt(sum2 / static_cast<double>(n));
+        EXPECT_GT(rms, 0.01) << ti.name;
+        EXPECT_LT(rms, 40.0) << ti.name;  // rope_freqs reach the llama3 factor (32)
+      }
+      EXPECT_EQ((*f)->get_string_or("general.architecture", ""), arch_name(p.arch));
+      EXPECT_EQ((*f)->get_int_or(std::string(arch_name(p.arch)) + ".block_count", 0), p.n_layer);
+      const gguf::Value* toks = (*f)->find("tokenizer.ggml.tokens");
+      ASSERT_NE(toks, nullptr);
+      ASSERT_NE(toks->as_array(), nullptr);
+      EXPECT_EQ(toks->as_array()->items.size(), static_cast<size_t>(p.n_vocab));
+    }
+  }
+}
+
+TEST(SynthWrite, ModelSpecReadsEveryTinyPreset) {
+  Scratch dir;
+  for (const auto& p : synth_presets()) {
+    if (!p.tiny) continue;
+    const std::string path = dir.file(std::string(p.name) + ".gguf");
+    ASSERT_TRUE(write(path, p.name, DType::Q8_0, 0, 2).has_value());
+    auto f = gguf::ModelFile::open(path);
+    ASSERT_TRUE(f.has_value());
+    auto spec = ModelSpec::from_gguf(**f);
+    ASSERT_TRUE(spec.has_value()) << p.name << ": " << spec.status().message();
+    EXPECT_EQ(spec->arch, p.arch);
+    EXPECT_EQ(spec->n_layer, p.n_layer);
+    EXPECT_EQ(spec->n_embd, p.n_embd);
+    EXPECT_EQ(spec->n_head, p.n_head);
+    EXPECT_EQ(spec->n_kv_head, p.n_kv_head);
+    EXPECT_EQ(spec->head_dim, p.head_dim);
+    EXPECT_EQ(spec->n_ff, p.n_ff);
+    EXPECT_EQ(spec->n_vocab, p.n_vocab);
+    EXPECT_EQ(spec->tied_output, p.tied_output);
+    EXPECT_EQ(spec->qkv_bias, p.qkv_bias);
+    EXPECT_EQ(spec->sliding_window, p.sliding_window);
+    EXPECT_FLOAT_EQ(spec->rope_base, p.rope_base);
+    EXPECT_EQ(spec->has_rope_freqs, p.llama3_rope_factor > 0);
+  }
+}
+
+TEST(SynthWrite, BytesDependOnSeedNotThreads) {
+  Scratch dir;
+  ASSERT_TRUE(write(dir.file("a.gguf"), "tiny-llama", DType::Q4_K, 1, 1).has_value());
+  ASSERT_TRUE(write(dir.file("b.gguf"), "tiny-llama", DType::Q4_K, 1, 3).has_value());
+  ASSERT_TRUE(write(dir.file("c.gguf"), "tiny-llama", DType::Q4_K, 2, 3).has_value());
+  const std::string a = read_all(dir.file("a.gguf"));
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, read_all(dir.file("b.gguf")));
+  EXPECT_NE(a, read_all(dir.file("c.gguf")));
+}
+
+TEST(SynthWrite, Errors) {
+  Scratch dir;
+  auto bad = write(dir.file("x.gguf"), "no-such-preset", DType::F16, 0, 1);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
+  auto badtype = write(dir.file("x.gguf"), "tiny-llama", DType::Q8_K, 0, 1);
+  ASSERT_FALSE(badtype.has_value());
+  EXPECT_EQ(badtype.status().code(), ErrorCode::kInvalidArgument);
+  auto io = write("/nonexistent-dir/x.gguf", "tiny-llama", DType::F16, 0, 1);
+  ASSERT_FALSE(io.has_value());
+  EXPECT_EQ(io.status().code(), ErrorCode::kIo);
+}
+
+}  // namespace
+}  // namespace ferry::model
