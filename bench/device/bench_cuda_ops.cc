@@ -1,0 +1,306 @@
+// bench_cuda_ops: microbenchmarks of CudaOps on the GPU host (run by bench/device/check_cuda.sh).
+//   copy       device-to-device cudaMemcpy: the bandwidth ceiling (reported as read + write bytes / s)
+//   matvec     decode matmul (1..8 tokens) per weight type at llama3-8b shapes, GB/s of weights read;
+//              weights rotate over copies larger than L2 so every call reads DRAM
+//   crossover  matvec kernels vs dequantize + cuBLAS by token count
+//   gemm       prefill matmul TFLOP/s at 512 / 4096 tokens, and by dequantization chunk size
+//   attention  decode (1 token, long context) and causal prefill, both kernels
+//   layer      the sum of one llama3-8b layer's decode matmuls -> an upper bound on decode tok/s
+// Lines starting with "RESULT" are machine-readable: RESULT <name> <value> <unit>.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_test_util.h"
+#include "exec/device.h"
+#include "tensor/quant.h"
+#include "tensor/quant_blocks.h"
+
+using namespace ferry;
+using namespace ferry::cudatest;
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kRotateBytes = 768 * kMiB;  // > 10x the L2 of an H100/H200
+
+Env* E = nullptr;
+
+void check(const Status& st) {
+  if (!st.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    std::exit(1);
+  }
+}
+
+// Mean milliseconds per call of f(i) over `iters` calls, after 3 warm-up calls.
+double time_ms(int iters, const std::function<void(int)>& f) {
+  exec::Device& dev = *E->dev;
+  auto e0 = std::move(dev.create_event()).value();
+  auto e1 = std::move(dev.create_event()).value();
+  for (int i = 0; i < 3; ++i) f(i);
+  check(dev.record(*e0, *E->stream));
+  for (int i = 0; i < iters; ++i) f(i);
+  check(dev.record(*e1, *E->stream));
+  check(dev.sync(*e1));
+  if (!E->ctx->ok()) {
+    std::fprintf(stderr, "error: %s\n", E->ctx->status().message().c_str());
+    std::exit(1);
+  }
+  return std::move(dev.elapsed_ms(*e0, *e1)).value() / iters;
+}
+
+void result(const std::string& name, double value, const char* unit) {
+  std::printf("RESULT %s %.4g %s\n", name.c_str(), value, unit);
+}
+
+// Copies of one weight matrix [K, N] of type t, together larger than kRotateBytes.
+struct WeightSet {
+  std::vector<exec::DeviceBuffer> bufs;
+  TensorView view;  // of copy 0
+  uint64_t bytes = 0;
+  TensorView at(int i) const {
+    TensorView v = view;
+    v.data = bufs[static_cast<size_t>(i) % bufs.size()].ptr;
+    return v;
+  }
+  ~WeightSet() {
+    for (auto& b : bufs) E->dev->release(&b);
+  }
+};
+
+std::unique_ptr<WeightSet> make_weights(DType t, int64_t K, int64_t N, uint64_t min_total = kRotateBytes) {
+  auto w = std::make_unique<WeightSet>();
+  const uint64_t rb = row_bytes(t, K);
+  w->bytes = rb * static_cast<uint64_t>(N);
+  const size_t copies = std::max<size_t>(2, (min_total + w->bytes - 1) / w->bytes);
+  // 32 genuinely quantized rows, tiled: realistic bit patterns without quantizing gigabytes.
+  std::mt19937 rng(static_cast<unsigned>(K * 31 + N + static_cast<int>(t)));
+  HostTensor tile = random_weights(rng, t, K, std::min<int64_t>(32, N));
+  std::vector<uint8_t> host(w->bytes);
+  for (uint64_t off = 0; off < w->bytes; off += tile.bytes.size())
+    std::memcpy(host.data() + off, tile.bytes.data(), std::min<uint64_t>(tile.bytes.size(), w->bytes - off));
+  for (size_t i = 0; i < copies; ++i) {
+    w->bufs.push_back(std::move(E->dev->allocate(w->bytes, "bench.w")).value());
+    if (i == 0) {
+      check(E->dev->copy_h2d(w->bufs[0].ptr, host.data(), w->bytes, *E->stream));
+    } else {
+      check(E->dev->copy_d2d(w->bufs[i].ptr, w->bufs[0].ptr, w->bytes, *E->stream));
+    }
+  }
+  E->sync();
+  w->view = TensorView::make(t, w->bufs[0].ptr, K, N, 1, 1, Where::kDevice);
+  return w;
+}
+
+double g_copy_gbps = 0;  // read + write
+
+void bench_copy() {
+  const uint64_t n = 1024 * kMiB;
+  auto a = std::move(E->dev->allocate(n, "copy.a")).value();
+  auto b = std::move(E->dev->allocate(n, "copy.b")).value();
+  check(E->dev->memset(a.ptr, 1, n, *E->stream));
+  const double ms = time_ms(10, [&](int i) {
+    check(E->dev->copy_d2d(i % 2 ? a.ptr : b.ptr, i % 2 ? b.ptr : a.ptr, n, *E->stream));
+  });
+  g_copy_gbps = 2.0 * static_cast<double>(n) / (ms * 1e6);
+  std::printf("\n== device-to-device copy (1 GiB) ==\n%.3f ms, %.0f GB/s read+write (%.0f GB/s copied)\n", ms,
+              g_copy_gbps, g_copy_gbps / 2);
+  result("copy_d2d_rw_gbps", g_copy_gbps, "GB/s");
+  E->dev->release(&a);
+  E->dev->release(&b);
+}
+
+struct Shape {
+  int64_t K, N;
+  const char* name;
+};
+const Shape kShapes[] = {{4096, 4096, "4096x4096 (attn q/o)"},
+                         {4096, 14336, "4096x14336 (ffn gate/up)"},
+                         {14336, 4096, "14336x4096 (ffn down)"}};
+
+// Time of ops->matmul_path(path) on [K, N] x T tokens, rotating weight copies.
+double matmul_ms(kernels::CudaOps& ops, const WeightSet& w, int64_t T, int path, int iters) {
+  const int64_t K = w.view.ne[0], N = w.view.ne[1];
+  DevTensor x(*E, DType::F32, K, T), out(*E, DType::F32, N, T);
+  check(E->dev->memset(x.view.data, 0, x.view.nbytes(), *E->stream));
+  return time_ms(iters, [&](int i) { ops.matmul_path(w.at(i), x.view, out.view, path); });
+}
+
+void bench_matvec() {
+  std::printf("\n== decode matvec: GB/s of weights read (T = tokens) ==\n");
+  std::printf("%-6s %-26s %9s %9s %9s %9s %7s\n", "type", "shape [K x N]", "T=1", "T=2", "T=4", "T=8", "%copy");
+  for (DType t : kWeightTypes) {
+    double sum1 = 0;
+    for (const Shape& s : kShapes) {
+      auto w = make_weights(t, s.K, s.N);
+      double g[4];
+      const int64_t Ts[4] = {1, 2, 4, 8};
+      for (int i = 0; i < 4; ++i) {
+        const double ms = matmul_ms(*E->ops, *w, Ts[i], 0, 50);
+        g[i] = static_cast<double>(w->bytes) / (ms * 1e6);
+      }
+      sum1 += g[0];
+      std::printf("%-6s %-26s %9.0f %9.0f %9.0f %9.0f %6.0f%%\n", dtype_name(t), s.name, g[0], g[1], g[2], g[3],
+                  100.0 * g[0] / g_copy_gbps);
+      result(std::string("matvec_gbps_") + dtype_name(t) + "_" + std::to_string(s.K) + "x" + std::to_string(s.N),
+             g[0], "GB/s");
+    }
+    result(std::string("matvec_gbps_") + dtype_name(t) + "_mean", sum1 / 3, "GB/s");
+  }
+}
+
+void bench_crossover() {
+  std::printf("\n== matvec kernels vs dequantize + cuBLAS, 4096x14336, us per call ==\n");
+  std::printf("%-6s %5s %10s %10s\n", "type", "T", "matvec", "gemm");
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::F16}) {
+    auto w = make_weights(t, 4096, 14336);
+    for (int64_t T : {1, 4, 8, 12, 16, 32, 64}) {
+      const double a = matmul_ms(*E->ops, *w, T, 0, 20) * 1e3;
+      const double b = matmul_ms(*E->ops, *w, T, 1, 20) * 1e3;
+      std::printf("%-6s %5lld %10.1f %10.1f\n", dtype_name(t), static_cast<long long>(T), a, b);
+      result(std::string("crossover_") + dtype_name(t) + "_T" + std::to_string(T) + "_vec_us", a, "us");
+      result(std::string("crossover_") + dtype_name(t) + "_T" + std::to_string(T) + "_gemm_us", b, "us");
+    }
+  }
+}
+
+void bench_gemm() {
+  std::printf("\n== prefill GEMM TFLOP/s (dequantize to F16 + cublasGemmEx), by chunk rows ==\n");
+  std::printf("%-6s %-26s %6s %10s %10s %10s\n", "type", "shape [K x N]", "T", "auto", "chunk4096", "chunk16384");
+  kernels::CudaOpsOptions o4, o16;
+  o4.gemm_chunk_rows = 4096;
+  o16.gemm_chunk_rows = 16384;
+  kernels::CudaOps ops4(*E->ctx, o4), ops16(*E->ctx, o16);
+  for (DType t : {DType::F16, DType::BF16, DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
+    for (const Shape& s : {kShapes[1], kShapes[2]}) {
+      auto w = make_weights(t, s.K, s.N, 0);
+      for (int64_t T : {512, 4096}) {
+        const double flop = 2.0 * s.K * s.N * T;
+        const int iters = T >= 4096 ? 5 : 10;
+        const double a = flop / (matmul_ms(*E->ops, *w, T, 1, iters) * 1e9);
+        const double b = flop / (matmul_ms(ops4, *w, T, 1, iters) * 1e9);
+        const double c = flop / (matmul_ms(ops16, *w, T, 1, iters) * 1e9);
+        std::printf("%-6s %-26s %6lld %10.1f %10.1f %10.1f\n", dtype_name(t), s.name, static_cast<long long>(T), a,
+                    b, c);
+        result(std::string("gemm_tflops_") + dtype_name(t) + "_" + std::to_string(s.K) + "x" + std::to_string(s.N) +
+                   "_T" + std::to_string(T),
+               a, "TFLOP/s");
+      }
+    }
+  }
+}
+
+void bench_attention() {
+  std::printf("\n== attention, llama3-8b heads (32 q, 8 kv, d 128) ==\n");
+  const int nh = 32, nkv = 8, D = 128, kvd = nkv * D;
+  const int max_cells = 32768;
+  DevTensor kc(*E, DType::F16, kvd, max_cells), vc(*E, DType::F16, kvd, max_cells);
+  check(E->dev->memset(kc.view.data, 0x3c, kc.view.nbytes(), *E->stream));  // 0x3c3c: ~1.06 in F16
+  check(E->dev->memset(vc.view.data, 0x3c, vc.view.nbytes(), *E->stream));
+  std::vector<int32_t> cpos(max_cells), cseq(max_cells, 0);
+  std::iota(cpos.begin(), cpos.end(), 0);
+  HostTensor hcpos(DType::I32, max_cells), hcseq(DType::I32, max_cells);
+  std::memcpy(hcpos.bytes.data(), cpos.data(), cpos.size() * 4);
+  std::memcpy(hcseq.bytes.data(), cseq.data(), cseq.size() * 4);
+  DevTensor dcpos(*E, hcpos), dcseq(*E, hcseq);
+  kernels::AttnParams p;
+  p.n_head = nh;
+  p.n_kv_head = nkv;
+  p.head_dim = D;
+  p.scale = 1.f / std::sqrt(128.f);
+
+  auto run = [&](int T, int n_cells, int kernel, int iters) {
+    std::vector<int32_t> pos(T), seq(T, 0);
+    for (int i = 0; i < T; ++i) pos[i] = n_cells - T + i;
+    HostTensor hpos(DType::I32, T), hseq(DType::I32, T);
+    std::memcpy(hpos.bytes.data(), pos.data(), T * 4);
+    std::memcpy(hseq.bytes.data(), seq.data(), T * 4);
+    DevTensor dpos(*E, hpos), dseq(*E, hseq), q(*E, DType::F32, D, nh, T), out(*E, DType::F32, D * nh, T);
+    check(E->dev->memset(q.view.data, 0, q.view.nbytes(), *E->stream));
+    kernels::BatchMeta b;
+    b.n_tokens = T;
+    b.pos = dpos.view;
+    b.seq = dseq.view;
+    kernels::KvView kv;
+    kv.k = kc.view;
+    kv.v = vc.view;
+    kv.cell_pos = dcpos.view;
+    kv.cell_seq = dcseq.view;
+    kv.n_cells = n_cells;
+    return time_ms(iters, [&](int) { E->ops->attention_path(q.view, kv, b, p, out.view, kernel, 0); });
+  };
+
+  std::printf("decode (1 token): %8s %12s %12s %10s\n", "context", "mma us", "plain us", "mma GB/s");
+  for (int ctx : {512, 4096, 32768}) {
+    const double a = run(1, ctx, 1, 50), b = run(1, ctx, 0, 20);
+    const double gbps = 2.0 * ctx * kvd * 2 / (a * 1e6);
+    std::printf("                  %8d %12.1f %12.1f %10.0f\n", ctx, a * 1e3, b * 1e3, gbps);
+    result("attn_decode_us_ctx" + std::to_string(ctx), a * 1e3, "us");
+    result("attn_decode_gbps_ctx" + std::to_string(ctx), gbps, "GB/s");
+  }
+  std::printf("prefill (causal): %8s %12s %12s %12s\n", "tokens", "mma TFLOP/s", "plain TFLOP/s", "mma ms");
+  for (int T : {512, 4096}) {
+    const double flop = 4.0 * T * (T / 2.0) * D * nh;
+    const double a = run(T, T, 1, 5), b = run(T, T, 0, 2);
+    std::printf("                  %8d %12.1f %12.1f %12.3f\n", T, flop / (a * 1e9), flop / (b * 1e9), a);
+    result("attn_prefill_tflops_T" + std::to_string(T), flop / (a * 1e9), "TFLOP/s");
+    result("attn_prefill_plain_tflops_T" + std::to_string(T), flop / (b * 1e9), "TFLOP/s");
+  }
+}
+
+// One llama3-8b layer's decode matmuls (plus 1/32 of the head) with every weight of type t.
+void bench_layer() {
+  std::printf("\n== llama3-8b decode matmuls per token (weights only, no attention/norms) ==\n");
+  const Shape mats[] = {{4096, 4096, "q"}, {4096, 1024, "k"}, {4096, 1024, "v"}, {4096, 4096, "o"},
+                        {4096, 14336, "gate"}, {4096, 14336, "up"}, {14336, 4096, "down"}};
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::F16}) {
+    double ms = 0, bytes = 0;
+    for (const Shape& s : mats) {
+      auto w = make_weights(t, s.K, s.N);
+      ms += matmul_ms(*E->ops, *w, 1, 0, 50);
+      bytes += static_cast<double>(w->bytes);
+    }
+    auto head = make_weights(t, 4096, 128256, 0);
+    const double head_ms = matmul_ms(*E->ops, *head, 1, 0, 20);
+    const double step_ms = 32 * ms + head_ms;
+    const double step_bytes = 32 * bytes + static_cast<double>(head->bytes);
+    std::printf("%-5s layer %.3f ms, head %.3f ms -> %.2f ms/token, %.0f tok/s bound, %.0f GB/s (%.0f%% of copy)\n",
+                dtype_name(t), ms, head_ms, step_ms, 1e3 / step_ms, step_bytes / (step_ms * 1e6),
+                100.0 * step_bytes / (step_ms * 1e6) / g_copy_gbps);
+    result(std::string("llama3_8b_decode_matmul_tok_s_") + dtype_name(t), 1e3 / step_ms, "tok/s");
+    result(std::string("llama3_8b_decode_matmul_gbps_") + dtype_name(t), step_bytes / (step_ms * 1e6), "GB/s");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string why;
+  kernels::CudaScratchShape shape;
+  shape.max_tokens = 4096;
+  shape.max_k = 14336;
+  shape.max_n = 14336;
+  E = env(&why, 24ull << 30, shape);
+  if (E == nullptr) {
+    std::fprintf(stderr, "bench_cuda_ops: %s\n", why.c_str());
+    return 1;
+  }
+  std::printf("bench_cuda_ops on %s, %d SMs, cc %d\n", E->dev->name().c_str(), E->ctx->sm_count(),
+              E->ctx->compute_capability());
+  const std::string only = argc > 1 ? argv[1] : "";
+  auto want = [&](const char* s) { return only.empty() || only == s; };
+  bench_copy();
+  if (want("matvec")) bench_matvec();
+  if (want("layer")) bench_layer();
+  if (want("crossover")) bench_crossover();
+  if (want("gemm")) bench_gemm();
+  if (want("attention")) bench_attention();
+  return 0;
+}

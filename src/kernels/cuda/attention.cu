@@ -1,0 +1,586 @@
+// Attention over the F16 KV cache (ops.h semantics: a token sees the cells of its sequence with position
+// <= its own, within the sliding window; GQA by n_head / n_kv_head; optional logit soft-capping).
+// Two kernels, both flash-attention style (online softmax over KV tiles, nothing of size n_cells kept):
+//   plain: one warp per (token, head), a lane per cell for the scores, lanes over head dims for P.V.
+//          Any head_dim <= 256, any GPU; the reference the tensor-core kernel is checked against.
+//   mma:   tensor cores (mma.sync m16n8k16, F16 in, F32 accumulate). A block holds 64 query rows =
+//          (token, head) pairs of one KV head, so K/V tiles staged in shared memory serve the whole GQA
+//          group; 4 warps x 16 rows. For decode (<= 16 rows per KV head) the 4 warps instead share 16
+//          rows and split each 64-cell tile, merging their softmax states at the end.
+// Both can split the cell range over blocks (flash-decoding) so a single decode token still fills the
+// GPU; partial (m, l, O) go to scratch and a combine kernel merges them.
+#include <climits>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace ferry::kernels::cuda {
+namespace {
+
+constexpr int kBC = 64;            // cells per KV tile (mma kernel)
+constexpr int kInvalidRowSeq = -7; // sequence id of padding rows: matches no cell
+constexpr int kInvalidCellSeq = -9;
+
+__device__ __forceinline__ bool visible(int p, int s, int cp, int cs, int window) {
+  return cs == s && cp >= 0 && cp <= p && (window == 0 || p - cp < window);
+}
+
+__device__ __forceinline__ float cap_logit(float s, float scale, float softcap) {
+  s *= scale;
+  return softcap > 0.f ? softcap * tanhf(s / softcap) : s;
+}
+
+struct Partials {
+  float* o;    // [splits][rows][D]
+  float2* ml;  // [splits][rows] {m, l}
+};
+
+__host__ __device__ inline int64_t partial_o_bytes(int64_t rows, int D, int splits) {
+  return static_cast<int64_t>(splits) * rows * D * 4;
+}
+
+// ---- plain kernel ------------------------------------------------------------------------------------
+
+constexpr int kPlainWarps = 4;
+
+__global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArgs a, int splits, Partials part) {
+  __shared__ float qs[kPlainWarps][256];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kPlainWarps + warp;  // token * n_head + head
+  const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
+  if (row >= n_rows) return;  // whole warps; no block-level sync below
+  const int D = a.head_dim;
+  const int t = static_cast<int>(row / a.n_head), h = static_cast<int>(row % a.n_head);
+  const int kvh = h / (a.n_head / a.n_kv_head);
+  const int p = a.pos[t], sq = a.seq[t];
+  const float* q = reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.q) + t * a.q_nb2 + h * a.q_nb1);
+  for (int d = lane; d < D; d += kWarp) qs[warp][d] = q[d];
+  __syncwarp();
+
+  const int per_split = (a.n_cells + splits - 1) / splits;
+  const int c_begin = blockIdx.y * per_split;
+  const int c_end = min(a.n_cells, c_begin + per_split);
+  const bool vec = (D % 8) == 0;
+  float m = -INFINITY, l = 0.f;
+  float o[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) o[j] = 0.f;
+
+  for (int c0 = c_begin; c0 < c_end; c0 += kWarp) {
+    const int c = c0 + lane;
+    float s = -INFINITY;
+    if (c < c_end && visible(p, sq, a.cell_pos[c], a.cell_seq[c], a.window)) {
+      const __half* kr =
+          reinterpret_cast<const __half*>(reinterpret_cast<const char*>(a.k) + c * a.k_stride) + kvh * D;
+      float dot = 0.f;
+      if (vec) {
+        for (int d = 0; d < D; d += 8) {
+          const uint4 u = *reinterpret_cast<const uint4*>(kr + d);
+          const __half2* h2 = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 f = __half22float2(h2[i]);
+            dot = fmaf(f.x, qs[warp][d + 2 * i], dot);
+            dot = fmaf(f.y, qs[warp][d + 2 * i + 1], dot);
+          }
+        }
+      } else {
+        for (int d = 0; d < D; ++d) dot = fmaf(__half2float(kr[d]), qs[warp][d], dot);
+      }
+      s = cap_logit(dot, a.scale, a.softcap);
+    }
+    const float tile_max = warp_max(s);
+    if (tile_max == -INFINITY) continue;  // nothing visible in these 32 cells
+    const float m_new = fmaxf(m, tile_max);
+    const float alpha = __expf(m - m_new);
+    const float pr = __expf(s - m_new);
+    l = l * alpha + warp_sum(pr);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] *= alpha;
+    m = m_new;
+    const int n_here = min(kWarp, c_end - c0);
+    for (int jj = 0; jj < n_here; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, pr, jj);
+      if (pj == 0.f) continue;  // warp-uniform
+      const __half* vr =
+          reinterpret_cast<const __half*>(reinterpret_cast<const char*>(a.v) + (c0 + jj) * a.v_stride) + kvh * D;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int d = lane + kWarp * j;
+        if (d < D) o[j] = fmaf(pj, __half2float(vr[d]), o[j]);
+      }
+    }
+  }
+
+  if (splits == 1) {
+    float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < D) out[d] = o[j] * inv;
+    }
+  } else {
+    float* po = part.o + (static_cast<int64_t>(blockIdx.y) * n_rows + row) * D;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < D) po[d] = o[j];
+    }
+    if (lane == 0) part.ml[static_cast<int64_t>(blockIdx.y) * n_rows + row] = make_float2(m, l);
+  }
+}
+
+// ---- split combine ---------------------------------------------------------------------------------
+
+__global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
+  const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
+  if (row >= n_rows) return;
+  const int D = a.head_dim;
+  const int t = static_cast<int>(row / a.n_head), h = static_cast<int>(row % a.n_head);
+  float M = -INFINITY;
+  for (int s = 0; s < splits; ++s) M = fmaxf(M, part.ml[static_cast<int64_t>(s) * n_rows + row].x);
+  const float ref = M == -INFINITY ? 0.f : M;
+  float L = 0.f;
+  for (int s = 0; s < splits; ++s) {
+    const float2 ml = part.ml[static_cast<int64_t>(s) * n_rows + row];
+    L += __expf(ml.x - ref) * ml.y;
+  }
+  const float inv = L > 0.f ? 1.f / L : 0.f;
+  float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
+  for (int d = lane; d < D; d += kWarp) {
+    float acc = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      const float w = __expf(part.ml[static_cast<int64_t>(s) * n_rows + row].x - ref);
+      acc = fmaf(w, part.o[(static_cast<int64_t>(s) * n_rows + row) * D + d], acc);
+    }
+    out[d] = acc * inv;
+  }
+}
+
+// ---- tensor-core kernel ------------------------------------------------------------------------------
+
+// D (16x8, F32) += A (16x16, F16, row-major fragment a[4]) * B (16x8, F16, "col" fragment b0, b1).
+// Fragment layouts (PTX ISA, mma.m16n8k16): with g = lane / 4, q = lane % 4,
+//   a0: A[g][2q..2q+1]  a1: A[g+8][2q..]  a2: A[g][2q+8..]  a3: A[g+8][2q+8..]
+//   b0: B[2q..2q+1][g]  b1: B[2q+8..2q+9][g]
+//   c0,c1: C[g][2q..2q+1]  c2,c3: C[g+8][2q..2q+1]
+// Before sm_80 the same product is two m16n8k8 (sm_75 has those, with the matching halves of a and b).
+__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b0));
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[2]), "r"(a[3]), "r"(b1));
+#endif
+}
+
+// Four 8x8 b16 matrices, transposed: lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ uint32_t lds32(const __half* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+template <int D, bool SPLITW>
+struct MmaCfg {
+  static constexpr int kRows = SPLITW ? 16 : 64;    // query rows per block
+  static constexpr int kCellsW = SPLITW ? 16 : kBC; // cells per warp per tile
+  static constexpr int kSK = D + 8;                 // smem row pitch (halves): 16-byte rows, no bank conflicts
+  static constexpr int kSmem = (kRows + 2 * kBC) * kSK * 2 + 2 * kBC * 4 + 2 * kRows * 4;
+  // The split-warp merge reuses the K/V tiles for 4 x 16 x D floats of O plus m, l.
+  static_assert(!SPLITW || 2 * kBC * kSK * 2 >= 4 * 16 * D * 4, "merge buffer");
+};
+
+template <int D, bool SPLITW>
+__global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, Partials part) {
+  using Cfg = MmaCfg<D, SPLITW>;
+  constexpr int R = Cfg::kRows, SK = Cfg::kSK, NCW = Cfg::kCellsW;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __half* Qs = reinterpret_cast<__half*>(smem_raw);
+  __half* Ks = Qs + R * SK;
+  __half* Vs = Ks + kBC * SK;
+  int* cpos = reinterpret_cast<int*>(Vs + kBC * SK);
+  int* cseq = cpos + kBC;
+  int* rpos = cseq + kBC;
+  int* rseq = rpos + R;
+
+  const int tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
+  const int g = lane >> 2, tq = lane & 3;
+  const int G = a.n_head / a.n_kv_head;
+  const int kvh = blockIdx.y;
+  const int64_t rows_kvh = static_cast<int64_t>(a.n_tokens) * G;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+
+  // Q tile (F16) and the rows' positions / sequences.
+  for (int i = tid; i < R * D; i += blockDim.x) {
+    const int r = i / D, d = i % D;
+    const int64_t gr = row0 + r;
+    float v = 0.f;
+    if (gr < rows_kvh) {
+      const int t = static_cast<int>(gr / G), h = kvh * G + static_cast<int>(gr % G);
+      v = reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.q) + t * a.q_nb2 + h * a.q_nb1)[d];
+    }
+    Qs[r * SK + d] = __float2half_rn(v);
+  }
+  for (int r = tid; r < R; r += blockDim.x) {
+    const int64_t gr = row0 + r;
+    const bool ok = gr < rows_kvh;
+    rpos[r] = ok ? a.pos[gr / G] : 0;
+    rseq[r] = ok ? a.seq[gr / G] : kInvalidRowSeq;
+  }
+  __syncthreads();
+
+  const int wr0 = SPLITW ? 0 : 16 * warp;  // first row of this warp in the block
+  const int rA = wr0 + g, rB = rA + 8;
+  const int posA = rpos[rA], seqA = rseq[rA], posB = rpos[rB], seqB = rseq[rB];
+  // Warp-wide bounds for skipping tiles nobody in the warp can see.
+  int pmax = INT_MIN, pmin = INT_MAX;
+  bool seq_uniform = true;
+  const int seq0 = rseq[wr0];
+  {
+    const int r = wr0 + (lane & 15);
+    const bool ok = rseq[r] != kInvalidRowSeq;
+    int lo = ok ? rpos[r] : INT_MAX, hi = ok ? rpos[r] : INT_MIN;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+      hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+    }
+    pmin = lo;
+    pmax = hi;
+    seq_uniform = __all_sync(0xffffffffu, !ok || rseq[r] == seq0);
+  }
+
+  const int per_split = ((a.n_cells + splits - 1) / splits + kBC - 1) / kBC * kBC;
+  const int c_begin = blockIdx.z * per_split;
+  const int c_end = min(a.n_cells, c_begin + per_split);
+  const int cw0 = SPLITW ? 16 * warp : 0;  // this warp's cells inside a tile
+
+  float mA = -INFINITY, mB = -INFINITY, lA = 0.f, lB = 0.f;
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+
+  for (int c0 = c_begin; c0 < c_end; c0 += kBC) {
+    __syncthreads();  // everyone is done with the previous tile
+    constexpr int kChunks = D / 8;  // 16-byte chunks per cell row
+    for (int i = tid; i < kBC * kChunks; i += blockDim.x) {
+      const int r = i / kChunks, ch = i % kChunks;
+      const int c = c0 + r;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+      if (c < c_end) {
+        kv = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.k) + c * a.k_stride +
+                                             (static_cast<int64_t>(kvh) * D + ch * 8) * 2);
+        vv = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.v) + c * a.v_stride +
+                                             (static_cast<int64_t>(kvh) * D + ch * 8) * 2);
+      }
+      *reinterpret_cast<uint4*>(Ks + r * SK + ch * 8) = kv;
+      *reinterpret_cast<uint4*>(Vs + r * SK + ch * 8) = vv;
+    }
+    for (int r = tid; r < kBC; r += blockDim.x) {
+      const int c = c0 + r;
+      cpos[r] = c < c_end ? a.cell_pos[c] : INT_MAX;
+      cseq[r] = c < c_end ? a.cell_seq[c] : kInvalidCellSeq;
+    }
+    __syncthreads();
+
+    bool any = false;
+    for (int j = lane; j < NCW; j += kWarp) {
+      const int cp = cpos[cw0 + j], cs = cseq[cw0 + j];
+      const bool seq_ok = seq_uniform ? cs == seq0 : cs >= 0;
+      any |= seq_ok && cp <= pmax && (a.window == 0 || cp > pmin - a.window);
+    }
+    if (!__any_sync(0xffffffffu, any)) continue;  // warp-uniform; no block sync until the loop top
+
+    // S = Q K^T for the warp's 16 rows x NCW cells.
+    float s[NCW / 8][4];
+#pragma unroll
+    for (int nb = 0; nb < NCW / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t af[4];
+      af[0] = lds32(Qs + rA * SK + ks * 16 + 2 * tq);
+      af[1] = lds32(Qs + rB * SK + ks * 16 + 2 * tq);
+      af[2] = lds32(Qs + rA * SK + ks * 16 + 2 * tq + 8);
+      af[3] = lds32(Qs + rB * SK + ks * 16 + 2 * tq + 8);
+#pragma unroll
+      for (int nb = 0; nb < NCW / 8; ++nb) {
+        const __half* kr = Ks + (cw0 + nb * 8 + g) * SK + ks * 16 + 2 * tq;
+        mma16816(s[nb], af, lds32(kr), lds32(kr + 8));
+      }
+    }
+
+    // Scale, cap, mask; row maxima (the 4 lanes of a row group hold its 2 * NCW / 8 values each).
+    float mxA = -INFINITY, mxB = -INFINITY;
+#pragma unroll
+    for (int nb = 0; nb < NCW / 8; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = cw0 + nb * 8 + 2 * tq + (e & 1);
+        const bool rowA = e < 2;
+        const bool vis = visible(rowA ? posA : posB, rowA ? seqA : seqB, cpos[col], cseq[col], a.window);
+        const float v = vis ? cap_logit(s[nb][e], a.scale, a.softcap) : -INFINITY;
+        s[nb][e] = v;
+        if (rowA) {
+          mxA = fmaxf(mxA, v);
+        } else {
+          mxB = fmaxf(mxB, v);
+        }
+      }
+    }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, off));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, off));
+    }
+    const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
+    const float refA = mnA == -INFINITY ? 0.f : mnA, refB = mnB == -INFINITY ? 0.f : mnB;
+    const float alphaA = __expf(mA - refA), alphaB = __expf(mB - refB);
+    mA = mnA;
+    mB = mnB;
+    float sumA = 0.f, sumB = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < NCW / 8; ++nb) {
+      s[nb][0] = __expf(s[nb][0] - refA);
+      s[nb][1] = __expf(s[nb][1] - refA);
+      s[nb][2] = __expf(s[nb][2] - refB);
+      s[nb][3] = __expf(s[nb][3] - refB);
+      sumA += s[nb][0] + s[nb][1];
+      sumB += s[nb][2] + s[nb][3];
+    }
+    lA = lA * alphaA + sumA;  // per-lane partial sums; reduced across the row group at the end
+    lB = lB * alphaB + sumB;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      o[nd][0] *= alphaA;
+      o[nd][1] *= alphaA;
+      o[nd][2] *= alphaB;
+      o[nd][3] *= alphaB;
+    }
+
+    // O += P V: P's C fragments are exactly the A fragments of the next mma (FA2's register reuse).
+#pragma unroll
+    for (int kk = 0; kk < NCW / 16; ++kk) {
+      uint32_t pf[4];
+      pf[0] = pack_half2(s[2 * kk][0], s[2 * kk][1]);
+      pf[1] = pack_half2(s[2 * kk][2], s[2 * kk][3]);
+      pf[2] = pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pf[3] = pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      const int vrow = cw0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+      for (int nd = 0; nd < D / 8; nd += 2) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, Vs + vrow * SK + nd * 8 + (lane >> 4) * 8);
+        mma16816(o[nd], pf, vb[0], vb[1]);
+        mma16816(o[nd + 1], pf, vb[2], vb[3]);
+      }
+    }
+  }
+
+  lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+  lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+
+  const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
+  // Writes row r (block-local) of the result: final (normalized) or a partial of this split.
+  auto row_target = [&](int r, int64_t* row_index, int* token, int* head) {
+    const int64_t gr = row0 + r;
+    if (gr >= rows_kvh) return false;
+    *token = static_cast<int>(gr / G);
+    *head = kvh * G + static_cast<int>(gr % G);
+    *row_index = static_cast<int64_t>(*token) * a.n_head + *head;
+    return true;
+  };
+
+  if constexpr (SPLITW) {
+    // Merge the 4 warps' states for the same 16 rows through shared memory (the K/V tiles are free now).
+    __syncthreads();
+    float* red_o = reinterpret_cast<float*>(Ks);  // [4][16][D]
+    __shared__ float red_m[4][16], red_l[4][16];
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      const int d = nd * 8 + 2 * tq;
+      red_o[(warp * 16 + g) * D + d] = o[nd][0];
+      red_o[(warp * 16 + g) * D + d + 1] = o[nd][1];
+      red_o[(warp * 16 + g + 8) * D + d] = o[nd][2];
+      red_o[(warp * 16 + g + 8) * D + d + 1] = o[nd][3];
+    }
+    if (tq == 0) {
+      red_m[warp][g] = mA;
+      red_l[warp][g] = lA;
+      red_m[warp][g + 8] = mB;
+      red_l[warp][g + 8] = lB;
+    }
+    __syncthreads();
+    for (int i = tid; i < 16 * D; i += blockDim.x) {
+      const int r = i / D, d = i % D;
+      int64_t ri;
+      int t, h;
+      if (!row_target(r, &ri, &t, &h)) continue;
+      float M = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) M = fmaxf(M, red_m[w][r]);
+      const float ref = M == -INFINITY ? 0.f : M;
+      float L = 0.f, acc = 0.f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float f = __expf(red_m[w][r] - ref);
+        L += f * red_l[w][r];
+        acc += f * red_o[(w * 16 + r) * D + d];
+      }
+      if (splits == 1) {
+        float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
+        out[d] = L > 0.f ? acc / L : 0.f;
+      } else {
+        part.o[(static_cast<int64_t>(blockIdx.z) * n_rows + ri) * D + d] = acc;
+        if (d == 0) part.ml[static_cast<int64_t>(blockIdx.z) * n_rows + ri] = make_float2(M, L);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = half == 0 ? rA : rB;
+      const float m = half == 0 ? mA : mB;
+      const float l = half == 0 ? lA : lB;
+      int64_t ri;
+      int t, h;
+      if (!row_target(r, &ri, &t, &h)) continue;
+      if (splits == 1) {
+        float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+        for (int nd = 0; nd < D / 8; ++nd) {
+          const int d = nd * 8 + 2 * tq;
+          out[d] = o[nd][2 * half] * inv;
+          out[d + 1] = o[nd][2 * half + 1] * inv;
+        }
+      } else {
+        float* po = part.o + (static_cast<int64_t>(blockIdx.z) * n_rows + ri) * D;
+#pragma unroll
+        for (int nd = 0; nd < D / 8; ++nd) {
+          const int d = nd * 8 + 2 * tq;
+          po[d] = o[nd][2 * half];
+          po[d + 1] = o[nd][2 * half + 1];
+        }
+        if (tq == 0) part.ml[static_cast<int64_t>(blockIdx.z) * n_rows + ri] = make_float2(m, l);
+      }
+    }
+  }
+}
+
+// ---- launch helpers ----------------------------------------------------------------------------------
+
+int pick_splits(int64_t base_blocks, int n_cells, int cells_per_step, int sm_count) {
+  const int64_t want = 2LL * (sm_count > 0 ? sm_count : 100);
+  if (base_blocks >= want) return 1;
+  int64_t s = (want + base_blocks - 1) / base_blocks;
+  const int64_t max_by_cells = (n_cells + 2LL * cells_per_step - 1) / (2LL * cells_per_step);
+  if (s > max_by_cells) s = max_by_cells;
+  if (s > 64) s = 64;
+  return s < 1 ? 1 : static_cast<int>(s);
+}
+
+Partials carve(void* scratch, int64_t rows, int D, int splits) {
+  Partials p;
+  p.o = static_cast<float*>(scratch);
+  const int64_t off = (partial_o_bytes(rows, D, splits) + 255) / 256 * 256;
+  p.ml = reinterpret_cast<float2*>(static_cast<char*>(scratch) + off);
+  return p;
+}
+
+template <int D, bool SPLITW>
+cudaError_t launch_mma(const AttnArgs& a, int splits, Partials part, cudaStream_t stream) {
+  using Cfg = MmaCfg<D, SPLITW>;
+  const auto kernel = attn_mma_kernel<D, SPLITW>;
+  if (Cfg::kSmem > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+    if (e != cudaSuccess) return e;
+  }
+  const int64_t rows_kvh = static_cast<int64_t>(a.n_tokens) * (a.n_head / a.n_kv_head);
+  const dim3 grid(ceil_div(rows_kvh, Cfg::kRows), static_cast<unsigned>(a.n_kv_head), static_cast<unsigned>(splits));
+  kernel<<<grid, 128, Cfg::kSmem, stream>>>(a, splits, part);
+  return cudaGetLastError();
+}
+
+template <int D>
+int mma_smem(bool splitw) {
+  return splitw ? MmaCfg<D, true>::kSmem : MmaCfg<D, false>::kSmem;
+}
+
+}  // namespace
+
+bool attention_mma_supported(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
+
+int64_t attention_scratch_bytes(int n_tokens, int n_head, int head_dim, int splits) {
+  const int64_t rows = static_cast<int64_t>(n_tokens) * n_head;
+  return (partial_o_bytes(rows, head_dim, splits) + 255) / 256 * 256 + static_cast<int64_t>(splits) * rows * 8;
+}
+
+cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, void* scratch, int64_t scratch_bytes,
+                      cudaStream_t stream) {
+  if (a.n_tokens <= 0) return cudaSuccess;
+  if (a.head_dim > 256 || a.n_kv_head <= 0 || a.n_head % a.n_kv_head != 0) return cudaErrorInvalidValue;
+  const int D = a.head_dim;
+  const int G = a.n_head / a.n_kv_head;
+  const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
+  const bool splitw = static_cast<int64_t>(a.n_tokens) * G <= 16;
+
+  if (kernel == 1 && attention_mma_supported(D)) {
+    int dev = 0, max_smem = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    const int need = D == 64 ? mma_smem<64>(splitw) : (D == 128 ? mma_smem<128>(splitw) : mma_smem<256>(splitw));
+    if (need > max_smem) kernel = 0;  // e.g. head_dim 256 on a 64 KiB-smem card: plain kernel
+  } else {
+    kernel = 0;
+  }
+
+  const int64_t rows_per_block = kernel == 1 ? (splitw ? 16 : 64) : kPlainWarps;
+  const int64_t base = kernel == 1 ? static_cast<int64_t>(ceil_div(static_cast<int64_t>(a.n_tokens) * G, rows_per_block)) * a.n_kv_head
+                                   : static_cast<int64_t>(ceil_div(n_rows, kPlainWarps));
+  if (splits <= 0) splits = pick_splits(base, a.n_cells, kernel == 1 ? kBC : kWarp, sm_count);
+  while (splits > 1 && attention_scratch_bytes(a.n_tokens, a.n_head, D, splits) > scratch_bytes) --splits;
+  if (a.n_cells <= 0) splits = 1;
+  const Partials part = carve(scratch, n_rows, D, splits);
+
+  cudaError_t e;
+  if (kernel == 1) {
+    if (D == 64) {
+      e = splitw ? launch_mma<64, true>(a, splits, part, stream) : launch_mma<64, false>(a, splits, part, stream);
+    } else if (D == 128) {
+      e = splitw ? launch_mma<128, true>(a, splits, part, stream) : launch_mma<128, false>(a, splits, part, stream);
+    } else {
+      e = splitw ? launch_mma<256, true>(a, splits, part, stream) : launch_mma<256, false>(a, splits, part, stream);
+    }
+  } else {
+    const dim3 grid(ceil_div(n_rows, kPlainWarps), static_cast<unsigned>(splits));
+    attn_plain_kernel<<<grid, kPlainWarps * kWarp, 0, stream>>>(a, splits, part);
+    e = cudaGetLastError();
+  }
+  if (e != cudaSuccess || splits == 1) return e;
+  attn_combine_kernel<<<ceil_div(n_rows, 4), 4 * kWarp, 0, stream>>>(a, splits, part);
+  return cudaGetLastError();
+}
+
+}  // namespace ferry::kernels::cuda

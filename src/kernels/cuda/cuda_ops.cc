@@ -1,0 +1,374 @@
+// CudaContext (cuBLAS handle, stream, scratch) and CudaOps: shape checks, then the launchers of
+// launch.h or cuBLAS. Matmul picks its path by token count: the matvec kernels (weights read once,
+// decode) up to options.matvec_max_tokens, else dequantize-to-F16 + cublasGemmEx (F16 in, F32 accumulate
+// and out), W dequantized in row chunks that fit the scratch so the F16 copy stays small (and mostly in
+// L2 while cuBLAS reads it).
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/launch.h"
+
+namespace ferry::kernels {
+
+namespace cu = ferry::kernels::cuda;
+
+namespace {
+
+Status cuda_error(cudaError_t e, const char* what) {
+  return make_error(ErrorCode::kDevice, "CUDA error in %s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+Status cublas_error(cublasStatus_t s, const char* what) {
+  return make_error(ErrorCode::kDevice, "cuBLAS error in %s: %s", what, cublasGetStatusString(s));
+}
+
+cu::RowView row_view(const TensorView& t) {
+  FERRY_ASSERT_MSG(t.nb[0] == static_cast<size_t>(traits(t.dtype).block_bytes), "rows must be contiguous");
+  cu::RowView v;
+  v.data = static_cast<char*>(t.data);
+  v.ne0 = t.ne[0];
+  v.ne1 = t.ne[1];
+  v.ne2 = t.ne[2];
+  v.ne3 = t.ne[3];
+  v.nb1 = static_cast<int64_t>(t.nb[1]);
+  v.nb2 = static_cast<int64_t>(t.nb[2]);
+  v.nb3 = static_cast<int64_t>(t.nb[3]);
+  return v;
+}
+
+bool same_shape(const TensorView& a, const TensorView& b) {
+  return a.ne[0] == b.ne[0] && a.ne[1] == b.ne[1] && a.ne[2] == b.ne[2] && a.ne[3] == b.ne[3];
+}
+
+bool is_2d(const TensorView& t) { return t.ne[2] == 1 && t.ne[3] == 1; }
+
+uint64_t align256(uint64_t x) { return (x + 255) / 256 * 256; }
+
+// Bump allocation inside the context's scratch for the duration of one op (ops on one stream run in
+// order, so the next op may reuse the same bytes).
+class Scratch {
+ public:
+  Scratch(void* base, uint64_t bytes) : base_(static_cast<char*>(base)), bytes_(bytes) {}
+  void* take(uint64_t n) {
+    const uint64_t off = used_;
+    used_ = align256(used_ + n);
+    FERRY_ASSERT_MSG(used_ <= bytes_, "CudaOps scratch too small (see CudaOps::scratch_bytes)");
+    return base_ + off;
+  }
+  uint64_t left() const { return bytes_ > used_ ? bytes_ - used_ : 0; }
+
+ private:
+  char* base_;
+  uint64_t bytes_;
+  uint64_t used_ = 0;
+};
+
+constexpr int64_t kDefaultChunkRows = 16384;
+
+}  // namespace
+
+// ---- CudaContext -----------------------------------------------------------------------------------
+
+Expected<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextDesc& desc) {
+  std::unique_ptr<CudaContext> ctx(new CudaContext());
+  ctx->desc_ = desc;
+  cudaError_t e = cudaSetDevice(desc.device);
+  if (e != cudaSuccess) return cuda_error(e, "cudaSetDevice");
+  int major = 0, minor = 0, sms = 0;
+  if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, desc.device)) != cudaSuccess ||
+      (e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, desc.device)) != cudaSuccess ||
+      (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, desc.device)) != cudaSuccess) {
+    return cuda_error(e, "cudaDeviceGetAttribute");
+  }
+  ctx->cc_ = major * 10 + minor;
+  ctx->sm_count_ = sms;
+  cublasHandle_t h = nullptr;
+  cublasStatus_t s = cublasCreate(&h);
+  if (s != CUBLAS_STATUS_SUCCESS) return cublas_error(s, "cublasCreate");
+  ctx->cublas_ = h;
+  if ((s = cublasSetStream(h, desc.stream)) != CUBLAS_STATUS_SUCCESS) return cublas_error(s, "cublasSetStream");
+  if (desc.cublas_workspace != nullptr && desc.cublas_workspace_bytes > 0) {
+    s = cublasSetWorkspace(h, desc.cublas_workspace, desc.cublas_workspace_bytes);
+    if (s != CUBLAS_STATUS_SUCCESS) return cublas_error(s, "cublasSetWorkspace");
+  }
+  return ctx;
+}
+
+CudaContext::~CudaContext() {
+  if (cublas_) cublasDestroy(cublas_);
+}
+
+void CudaContext::set_stream(CUstream_st* stream) {
+  desc_.stream = stream;
+  const cublasStatus_t s = cublasSetStream(cublas_, stream);
+  if (s != CUBLAS_STATUS_SUCCESS) set_error(cublas_error(s, "cublasSetStream"));
+}
+
+// ---- CudaOps ---------------------------------------------------------------------------------------
+
+CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(options) {
+  opt_.matvec_max_tokens = std::clamp(opt_.matvec_max_tokens, 0, 8);
+}
+
+uint64_t CudaOps::scratch_bytes(const CudaScratchShape& s) {
+  const uint64_t k = static_cast<uint64_t>(s.max_k);
+  const uint64_t q8 = align256(8 * k) + align256(8 * (k / 32) * 8);
+  const uint64_t chunk_rows = std::min<uint64_t>(static_cast<uint64_t>(s.max_n),
+                                                 std::max<uint64_t>(4096, (64ull << 20) / (2 * k)));
+  const uint64_t gemm = align256(static_cast<uint64_t>(s.max_tokens) * k * 2) + align256(chunk_rows * k * 2);
+  const uint64_t attn = static_cast<uint64_t>(cu::attention_scratch_bytes(16, s.n_head, s.head_dim, 64));
+  return std::max({q8, gemm, attn}) + 4096;
+}
+
+void CudaOps::check(int err, const char* what) {
+  if (err != cudaSuccess) ctx_.set_error(cuda_error(static_cast<cudaError_t>(err), what));
+}
+
+void CudaOps::embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) {
+  if (!ctx_.ok()) return;
+  const int64_t n = tokens.ne[0];
+  FERRY_ASSERT(tokens.dtype == DType::I32 && out.dtype == DType::F32 && is_2d(table) && is_2d(out));
+  FERRY_ASSERT(out.ne[0] == table.ne[0] && out.ne[1] == n && out.nb[0] == 4);
+  FERRY_ASSERT(table.dtype == DType::F32 || table.dtype == DType::F16 || table.dtype == DType::BF16 ||
+               table.ne[0] % 32 == 0);
+  check(cu::embed_rows(table.dtype, table.data, static_cast<int64_t>(table.nb[1]), table.ne[0], table.ne[1],
+                       tokens.ptr<const int32_t>(), n, scale, out.ptr<float>(), static_cast<int64_t>(out.nb[1] / 4),
+                       ctx_.stream()),
+        "embed");
+}
+
+void CudaOps::rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) {
+  if (!ctx_.ok()) return;
+  FERRY_ASSERT(x.dtype == DType::F32 && w.dtype == DType::F32 && out.dtype == DType::F32);
+  FERRY_ASSERT(same_shape(x, out) && w.ne[0] == x.ne[0]);
+  check(cu::rms_norm(row_view(x), w.ptr<const float>(), eps, row_view(out), ctx_.stream()), "rms_norm");
+}
+
+void CudaOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
+  if (!ctx_.ok()) return;
+  if (x.ne[1] <= opt_.matvec_max_tokens) {
+    matmul_vec(w, x, out);
+  } else {
+    matmul_gemm(w, x, out);
+  }
+}
+
+void CudaOps::matmul_path(const TensorView& w, const TensorView& x, TensorView out, int path) {
+  if (!ctx_.ok()) return;
+  if (path == 0) {
+    matmul_vec(w, x, out);
+  } else {
+    matmul_gemm(w, x, out);
+  }
+}
+
+void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView out) {
+  const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
+  FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32 && is_2d(w) && is_2d(x) && is_2d(out));
+  FERRY_ASSERT(x.ne[0] == K && out.ne[0] == N && out.ne[1] == T && x.nb[0] == 4 && out.nb[0] == 4);
+  const int64_t x_stride = static_cast<int64_t>(x.nb[1] / 4), out_stride = static_cast<int64_t>(out.nb[1] / 4);
+  const bool quant = traits(w.dtype).quantized;
+  for (int64_t t0 = 0; t0 < T; t0 += 8) {
+    const int nt = static_cast<int>(std::min<int64_t>(8, T - t0));
+    const float* xt = x.ptr<const float>() + t0 * x_stride;
+    float* ot = out.ptr<float>() + t0 * out_stride;
+    if (quant) {
+      FERRY_ASSERT(K % traits(w.dtype).block_elems == 0);
+      Scratch sc(ctx_.scratch(), ctx_.scratch_bytes());
+      auto* xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(nt) * K));
+      auto* xds = static_cast<float2*>(sc.take(static_cast<uint64_t>(nt) * (K / 32) * sizeof(float2)));
+      check(cu::quantize_q8(xt, x_stride, K, nt, xq, xds, ctx_.stream()), "matmul: quantize_q8");
+      check(cu::matvec_quant(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xq, xds, nt, ot, out_stride,
+                             ctx_.stream()),
+            "matmul: matvec_quant");
+    } else {
+      check(cu::matvec_float(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xt, x_stride, nt, ot,
+                             out_stride, ctx_.stream()),
+            "matmul: matvec_float");
+    }
+  }
+}
+
+void CudaOps::matmul_gemm(const TensorView& w, const TensorView& x, TensorView out) {
+  const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
+  FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32 && is_2d(w) && is_2d(x) && is_2d(out));
+  FERRY_ASSERT(x.ne[0] == K && out.ne[0] == N && out.ne[1] == T && x.nb[0] == 4 && out.nb[0] == 4);
+  cublasHandle_t h = ctx_.cublas();
+  const float one = 1.f, zero = 0.f;
+  const int ldc = static_cast<int>(out.nb[1] / 4);
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+
+  if (w.dtype == DType::F32) {
+    st = cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(T), static_cast<int>(K), &one,
+                     w.ptr<const float>(), static_cast<int>(w.nb[1] / 4), x.ptr<const float>(),
+                     static_cast<int>(x.nb[1] / 4), &zero, out.ptr<float>(), ldc);
+    if (st != CUBLAS_STATUS_SUCCESS) ctx_.set_error(cublas_error(st, "matmul: cublasSgemm"));
+    return;
+  }
+  if (w.dtype == DType::BF16 && ctx_.compute_capability() < 80) {
+    matmul_vec(w, x, out);  // no BF16 tensor cores before Ampere
+    return;
+  }
+  const bool bf16 = w.dtype == DType::BF16;
+  const bool quant = traits(w.dtype).quantized;
+  FERRY_ASSERT(w.dtype == DType::F16 || bf16 || quant);
+  const cudaDataType_t ab_type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+
+  // Token chunks: the activations in F16 take at most half the scratch.
+  const uint64_t row16 = static_cast<uint64_t>(K) * 2;
+  int64_t t_chunk = T;
+  if (align256(static_cast<uint64_t>(T) * row16) > ctx_.scratch_bytes() / 2) {
+    t_chunk = std::max<int64_t>(1, static_cast<int64_t>((ctx_.scratch_bytes() / 2) / row16) - 1);
+  }
+  for (int64_t t0 = 0; t0 < T; t0 += t_chunk) {
+    const int64_t nt = std::min(t_chunk, T - t0);
+    Scratch sc(ctx_.scratch(), ctx_.scratch_bytes());
+    void* x16 = sc.take(static_cast<uint64_t>(nt) * row16);
+    check(cu::convert_activations(x.ptr<const float>() + t0 * (x.nb[1] / 4), static_cast<int64_t>(x.nb[1] / 4), K, nt,
+                                  x16, bf16, ctx_.stream()),
+          "matmul: convert_activations");
+    float* out_t = out.ptr<float>() + t0 * ldc;
+    if (!quant) {
+      st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(nt), static_cast<int>(K),
+                        &one, w.data, ab_type, static_cast<int>(w.nb[1] / 2), x16, ab_type, static_cast<int>(K), &zero,
+                        out_t, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS) ctx_.set_error(cublas_error(st, "matmul: cublasGemmEx"));
+      continue;
+    }
+    int64_t chunk = static_cast<int64_t>(sc.left() / row16) / 128 * 128;
+    chunk = std::min<int64_t>(chunk, opt_.gemm_chunk_rows > 0 ? opt_.gemm_chunk_rows : kDefaultChunkRows);
+    FERRY_ASSERT_MSG(chunk >= 128 || chunk >= N, "CudaOps scratch too small for one chunk of 128 weight rows");
+    chunk = std::min<int64_t>(std::max<int64_t>(chunk, 1), N);
+    auto* w16 = static_cast<__half*>(sc.take(static_cast<uint64_t>(chunk) * row16));
+    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+      const int64_t nr = std::min(chunk, N - n0);
+      check(cu::dequant_rows_f16(w.dtype, static_cast<const char*>(w.data) + n0 * static_cast<int64_t>(w.nb[1]),
+                                 static_cast<int64_t>(w.nb[1]), K, nr, w16, ctx_.stream()),
+            "matmul: dequant_rows_f16");
+      st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nr), static_cast<int>(nt), static_cast<int>(K),
+                        &one, w16, CUDA_R_16F, static_cast<int>(K), x16, CUDA_R_16F, static_cast<int>(K), &zero,
+                        out_t + n0, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        ctx_.set_error(cublas_error(st, "matmul: cublasGemmEx"));
+        return;
+      }
+    }
+  }
+}
+
+void CudaOps::add(const TensorView& a, const TensorView& b, TensorView out) {
+  if (!ctx_.ok()) return;
+  FERRY_ASSERT(a.dtype == DType::F32 && b.dtype == DType::F32 && out.dtype == DType::F32 && same_shape(a, out));
+  const bool bcast = b.ne[1] == 1 && b.ne[2] == 1 && b.ne[3] == 1 && a.nrows() > 1;
+  FERRY_ASSERT(b.ne[0] == a.ne[0] && (bcast || same_shape(a, b)));
+  check(cu::add(row_view(a), row_view(b), bcast, row_view(out), ctx_.stream()), "add");
+}
+
+void CudaOps::scale(const TensorView& x, float s, TensorView out) {
+  if (!ctx_.ok()) return;
+  FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32 && same_shape(x, out));
+  check(cu::scale(row_view(x), s, row_view(out), ctx_.stream()), "scale");
+}
+
+void CudaOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
+  if (!ctx_.ok()) return;
+  FERRY_ASSERT(x.dtype == DType::F32 && x.nb[0] == 4 && x.ne[3] == 1);
+  FERRY_ASSERT(x.ne[2] == batch.n_tokens && batch.pos.dtype == DType::I32);
+  FERRY_ASSERT(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= x.ne[0]);
+  cu::RopeArgs a;
+  a.x = static_cast<char*>(x.data);
+  a.nb1 = static_cast<int64_t>(x.nb[1]);
+  a.nb2 = static_cast<int64_t>(x.nb[2]);
+  a.head_dim = static_cast<int32_t>(x.ne[0]);
+  a.n_head = static_cast<int32_t>(x.ne[1]);
+  a.n_tokens = static_cast<int32_t>(x.ne[2]);
+  a.n_rot = p.n_rot;
+  a.freq_base = p.freq_base;
+  a.freq_scale = p.freq_scale;
+  a.neox = p.neox;
+  a.freq_factors = p.freq_factors.data ? p.freq_factors.ptr<const float>() : nullptr;
+  a.pos = batch.pos.ptr<const int32_t>();
+  check(cu::rope(a, ctx_.stream()), "rope");
+}
+
+void CudaOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) {
+  if (!ctx_.ok()) return;
+  FERRY_ASSERT(k.dtype == DType::F32 && v.dtype == DType::F32 && same_shape(k, v) && is_2d(k));
+  FERRY_ASSERT(kv.k.dtype == DType::F16 && kv.v.dtype == DType::F16 && kv.k.ne[0] == k.ne[0] && kv.v.ne[0] == k.ne[0]);
+  FERRY_ASSERT(k.ne[1] == batch.n_tokens && batch.cell.dtype == DType::I32 && kv.k.ne[1] == kv.v.ne[1]);
+  check(cu::kv_store(row_view(k), row_view(v), batch.cell.ptr<const int32_t>(), k.ne[1], kv.k.ptr<__half>(),
+                     kv.v.ptr<__half>(), static_cast<int64_t>(kv.k.nb[1]), static_cast<int64_t>(kv.v.nb[1]),
+                     kv.k.ne[1], ctx_.stream()),
+        "kv_store");
+}
+
+void CudaOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
+                        TensorView out) {
+  attention_path(q, kv, batch, p, out, opt_.attention_mma ? 1 : 0, 0);
+}
+
+void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
+                             TensorView out, int kernel, int splits) {
+  if (!ctx_.ok()) return;
+  FERRY_ASSERT(q.dtype == DType::F32 && q.nb[0] == 4 && q.ne[0] == p.head_dim && q.ne[1] == p.n_head);
+  FERRY_ASSERT(q.ne[2] == batch.n_tokens && out.dtype == DType::F32 && out.nb[0] == 4);
+  FERRY_ASSERT(out.ne[0] == static_cast<int64_t>(p.head_dim) * p.n_head && out.ne[1] == batch.n_tokens);
+  FERRY_ASSERT(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0 && p.head_dim <= 256);
+  FERRY_ASSERT(kv.k.dtype == DType::F16 && kv.v.dtype == DType::F16);
+  FERRY_ASSERT(kv.k.ne[0] == static_cast<int64_t>(p.head_dim) * p.n_kv_head && kv.n_cells <= kv.k.ne[1]);
+  FERRY_ASSERT(kv.k.nb[1] % 16 == 0 && kv.v.nb[1] % 16 == 0);
+  cu::AttnArgs a;
+  a.q = q.ptr<const float>();
+  a.q_nb1 = static_cast<int64_t>(q.nb[1]);
+  a.q_nb2 = static_cast<int64_t>(q.nb[2]);
+  a.k = kv.k.ptr<const __half>();
+  a.v = kv.v.ptr<const __half>();
+  a.k_stride = static_cast<int64_t>(kv.k.nb[1]);
+  a.v_stride = static_cast<int64_t>(kv.v.nb[1]);
+  a.cell_pos = kv.cell_pos.ptr<const int32_t>();
+  a.cell_seq = kv.cell_seq.ptr<const int32_t>();
+  a.pos = batch.pos.ptr<const int32_t>();
+  a.seq = batch.seq.ptr<const int32_t>();
+  a.n_cells = kv.n_cells;
+  a.n_tokens = batch.n_tokens;
+  a.n_head = p.n_head;
+  a.n_kv_head = p.n_kv_head;
+  a.head_dim = p.head_dim;
+  a.scale = p.scale;
+  a.softcap = p.softcap;
+  a.window = p.window;
+  a.out = out.ptr<float>();
+  a.out_nb1 = static_cast<int64_t>(out.nb[1]);
+  check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.scratch(), static_cast<int64_t>(ctx_.scratch_bytes()),
+                      ctx_.stream()),
+        "attention");
+}
+
+void CudaOps::glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) {
+  if (!ctx_.ok()) return;
+  FERRY_ASSERT(gate.dtype == DType::F32 && up.dtype == DType::F32 && out.dtype == DType::F32);
+  FERRY_ASSERT(same_shape(gate, up) && same_shape(gate, out));
+  check(cu::glu(row_view(gate), row_view(up), act == Activation::kSilu ? 0 : 1, row_view(out), ctx_.stream()), "glu");
+}
+
+void CudaOps::gather_rows(const TensorView& x, const int32_t* rows, TensorView out) {
+  if (!ctx_.ok()) return;
+  FERRY_ASSERT(x.dtype == out.dtype && x.ne[0] == out.ne[0] && is_2d(x) && is_2d(out));
+  for (int64_t i = 0; i < out.ne[1]; ++i) FERRY_ASSERT(rows[i] >= 0 && rows[i] < x.ne[1]);
+  check(cu::gather_rows(x.data, static_cast<int64_t>(x.nb[1]), static_cast<int64_t>(x.row_size()), rows, out.ne[1],
+                        out.data, static_cast<int64_t>(out.nb[1]), ctx_.stream()),
+        "gather_rows");
+}
+
+void CudaOps::argmax_rows(const TensorView& x, TensorView out) {
+  if (!ctx_.ok()) return;
+  FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::I32 && is_2d(x) && out.ne[0] == x.ne[1]);
+  check(cu::argmax_rows(x.ptr<const float>(), static_cast<int64_t>(x.nb[1] / 4), x.ne[0], x.ne[1], out.ptr<int32_t>(),
+                        ctx_.stream()),
+        "argmax_rows");
+}
+
+}  // namespace ferry::kernels

@@ -1,0 +1,128 @@
+// CudaOps: the Ops vocabulary on an NVIDIA GPU. Every op is enqueued on the context's stream and returns
+// at once; nothing here synchronizes or allocates (scratch and the cuBLAS workspace are arena blocks the
+// owner passes in), so a step can be captured in a CUDA graph. All views must be device memory, the
+// BatchMeta / KvView metadata included (the caller uploads them); gather_rows takes host row indices.
+// A CUDA error sets the context's sticky status (later ops become no-ops); shape errors assert.
+// This header includes no CUDA header, so engine code can hold a CudaOps without nvcc.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "kernels/ops.h"
+
+struct CUstream_st;    // cudaStream_t is CUstream_st*
+struct cublasContext;  // cublasHandle_t is cublasContext*
+
+namespace ferry::kernels {
+
+// What the owner gives a CudaContext: the device, the stream ops run on, and device memory.
+struct CudaContextDesc {
+  int device = 0;
+  CUstream_st* stream = nullptr;           // not owned; nullptr = the legacy default stream
+  void* scratch = nullptr;                 // device memory for temporaries (see CudaOps::scratch_bytes)
+  uint64_t scratch_bytes = 0;
+  void* cublas_workspace = nullptr;        // device memory for cuBLAS (kCublasWorkspaceBytes recommended)
+  uint64_t cublas_workspace_bytes = 0;
+};
+
+// cuBLAS asks for 32 MiB of workspace on Hopper; less works (slower algorithms).
+inline constexpr uint64_t kCublasWorkspaceBytes = 32ull << 20;
+
+// Owns the cuBLAS handle; borrows the stream and the memory. One context per stream.
+class CudaContext {
+ public:
+  static Expected<std::unique_ptr<CudaContext>> create(const CudaContextDesc& desc);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  int device() const { return desc_.device; }
+  CUstream_st* stream() const { return desc_.stream; }
+  void set_stream(CUstream_st* stream);  // later ops (and cuBLAS) run on this stream
+  cublasContext* cublas() const { return cublas_; }
+  void* scratch() const { return desc_.scratch; }
+  uint64_t scratch_bytes() const { return desc_.scratch_bytes; }
+  int compute_capability() const { return cc_; }  // 90 for sm_90
+  int sm_count() const { return sm_count_; }
+
+  // First CUDA error an op hit (ok if none). Ops do nothing while it is set; clear_status() re-arms.
+  const Status& status() const { return status_; }
+  bool ok() const { return status_.is_ok(); }
+  void set_error(Status st) {
+    if (status_.is_ok()) status_ = std::move(st);
+  }
+  void clear_status() { status_ = Status::ok(); }
+
+ private:
+  CudaContext() = default;
+  CudaContextDesc desc_;
+  cublasContext* cublas_ = nullptr;
+  int cc_ = 0;
+  int sm_count_ = 0;
+  Status status_;
+};
+
+struct CudaOpsOptions {
+  // matmul with n_tokens <= this reads the weights once with the dp4a / vector kernels (decode); more
+  // tokens go to dequantize-to-F16 + cuBLAS (prefill). Max 8.
+  int32_t matvec_max_tokens = 8;
+  // Tensor-core (mma.sync) flash attention for head_dim 64/128/256; false = the plain kernel.
+  bool attention_mma = true;
+  // Rows of W dequantized per cuBLAS call (0 = as many as fit in the scratch, at most 16384).
+  int32_t gemm_chunk_rows = 0;
+};
+
+// Largest shapes a CudaOps will see, for sizing its scratch.
+struct CudaScratchShape {
+  int64_t max_tokens = 512;   // tokens per step
+  int64_t max_k = 4096;       // largest matmul input width
+  int64_t max_n = 14336;      // largest matmul output rows (the vocab for the head is chunked anyway)
+  int32_t n_head = 32;
+  int32_t head_dim = 128;
+};
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(CudaContext& ctx, CudaOpsOptions options = {});
+  // Scratch bytes CudaOps wants for shapes up to `s` (a smaller scratch works: GEMMs are chunked, but
+  // it must hold at least one chunk of 128 weight rows and the activations).
+  static uint64_t scratch_bytes(const CudaScratchShape& s);
+
+  const char* name() const override { return "cuda"; }
+  CudaContext& context() { return ctx_; }
+  const CudaOpsOptions& options() const { return opt_; }
+
+  void embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) override;
+  void rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) override;
+  void matmul(const TensorView& w, const TensorView& x, TensorView out) override;
+  void add(const TensorView& a, const TensorView& b, TensorView out) override;
+  void scale(const TensorView& x, float s, TensorView out) override;
+  void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) override;
+  void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) override;
+  void attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
+                 TensorView out) override;
+  void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) override;
+  void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) override;
+
+  // ---- beyond Ops (tests, benchmarks, sampling) ----------------------------------------------------
+  // matmul forced through one path: 0 = matvec kernels, 1 = dequantize + cuBLAS.
+  void matmul_path(const TensorView& w, const TensorView& x, TensorView out, int path);
+  // attention forced through one kernel: 0 = plain, 1 = tensor cores; splits 0 = automatic.
+  void attention_path(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
+                      TensorView out, int kernel, int splits);
+  // Greedy sampling on the device: out[t] = argmax_i x[i, t] (I32 [n_tokens], lowest index on ties).
+  void argmax_rows(const TensorView& x, TensorView out);
+
+ private:
+  void check(int cuda_error, const char* what);  // cudaError_t as int
+  void matmul_vec(const TensorView& w, const TensorView& x, TensorView out);
+  void matmul_gemm(const TensorView& w, const TensorView& x, TensorView out);
+
+  CudaContext& ctx_;
+  CudaOpsOptions opt_;
+};
+
+}  // namespace ferry::kernels

@@ -1,0 +1,172 @@
+// Row-wise and elementwise kernels: rms_norm, add (with bias broadcast), scale, glu (silu / gelu-tanh),
+// rope (normal and NeoX, optional frequency factors) and kv_store (F32 -> F16 cache cells). All are
+// memory-bound and tiny next to the matmuls; they favour simple indexing over cleverness. In-place use
+// (out == input) is safe: each element is read and written by the same thread.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace ferry::kernels::cuda {
+namespace {
+
+// ---- kernels -----------------------------------------------------------------------------------------
+
+// Long rows (>= 1024): one block of 256 threads per row.
+__global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
+  const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
+  float* yr = reinterpret_cast<float*>(out.row(blockIdx.x));
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+  ss = warp_sum(ss);
+  __shared__ float part[256 / kWarp];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) part[warp] = ss;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < 256 / kWarp; ++i) total += part[i];
+  const float inv = rsqrtf(total / static_cast<float>(x.ne0) + eps);
+  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
+}
+
+// Short rows (heads for q/k norms): one warp per row, 4 rows per block.
+__global__ void rms_norm_warp_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / kWarp;
+  if (r >= x.nrows()) return;
+  const int lane = threadIdx.x % kWarp;
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  float* yr = reinterpret_cast<float*>(out.row(r));
+  float ss = 0.f;
+  for (int64_t i = lane; i < x.ne0; i += kWarp) ss = fmaf(xr[i], xr[i], ss);
+  ss = warp_sum(ss);
+  const float inv = rsqrtf(ss / static_cast<float>(x.ne0) + eps);
+  for (int64_t i = lane; i < x.ne0; i += kWarp) yr[i] = xr[i] * inv * w[i];
+}
+
+__global__ void add_kernel(RowView a, RowView b, bool b_broadcast, RowView out, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t r = i / out.ne0, k = i % out.ne0;
+  const float av = reinterpret_cast<const float*>(a.row(r))[k];
+  const float bv = reinterpret_cast<const float*>(b.row(b_broadcast ? 0 : r))[k];
+  reinterpret_cast<float*>(out.row(r))[k] = av + bv;
+}
+
+__global__ void scale_kernel(RowView x, float s, RowView out, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t r = i / out.ne0, k = i % out.ne0;
+  reinterpret_cast<float*>(out.row(r))[k] = reinterpret_cast<const float*>(x.row(r))[k] * s;
+}
+
+__global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t r = i / out.ne0, k = i % out.ne0;
+  const float g = reinterpret_cast<const float*>(gate.row(r))[k];
+  const float u = reinterpret_cast<const float*>(up.row(r))[k];
+  float a;
+  if (act == 0) {
+    a = g / (1.f + expf(-g));
+  } else {
+    const float kSqrt2OverPi = 0.7978845608028654f;
+    a = 0.5f * g * (1.f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+  }
+  reinterpret_cast<float*>(out.row(r))[k] = a * u;
+}
+
+// One block per token. The angles are computed once per token in double (theta reaches 1e4-1e5 rad at
+// long positions, where float would be off by ~1e-3 rad; RefOps is double too), then every head
+// rotates with them: theta_i = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i].
+__global__ void rope_kernel(RopeArgs a) {
+  extern __shared__ float2 cs[];  // [n_rot / 2] {cos, sin}
+  const int half = a.n_rot / 2;
+  const int t = blockIdx.x;
+  const double p = static_cast<double>(a.pos[t]);
+  const double log2_base = log2(static_cast<double>(a.freq_base));
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
+    if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
+    double sn, cn;
+    sincos(theta, &sn, &cn);
+    cs[i] = make_float2(static_cast<float>(cn), static_cast<float>(sn));
+  }
+  __syncthreads();
+  char* xt = a.x + static_cast<int64_t>(t) * a.nb2;
+  for (int j = threadIdx.x; j < half * a.n_head; j += blockDim.x) {
+    const int h = j / half, i = j % half;
+    float* x = reinterpret_cast<float*>(xt + h * a.nb1);
+    const int i0 = a.neox ? i : 2 * i;
+    const int i1 = a.neox ? i + half : 2 * i + 1;
+    const float x0 = x[i0], x1 = x[i1];
+    const float c = cs[i].x, s = cs[i].y;
+    x[i0] = x0 * c - x1 * s;
+    x[i1] = x0 * s + x1 * c;
+  }
+}
+
+__global__ void kv_store_kernel(RowView k, RowView v, const int32_t* __restrict__ cell, int64_t n_tokens,
+                                __half* __restrict__ k_cache, __half* __restrict__ v_cache, int64_t k_stride,
+                                int64_t v_stride, int64_t n_cells, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t t = i / k.ne0, e = i % k.ne0;
+  const int32_t c = cell[t];
+  if (c < 0 || c >= n_cells) return;
+  reinterpret_cast<__half*>(reinterpret_cast<char*>(k_cache) + c * k_stride)[e] =
+      __float2half_rn(reinterpret_cast<const float*>(k.row(t))[e]);
+  reinterpret_cast<__half*>(reinterpret_cast<char*>(v_cache) + c * v_stride)[e] =
+      __float2half_rn(reinterpret_cast<const float*>(v.row(t))[e]);
+}
+
+}  // namespace
+
+// ---- launchers -------------------------------------------------------------------------------------
+
+cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView& out, cudaStream_t stream) {
+  const int64_t rows = x.nrows();
+  if (rows <= 0) return cudaSuccess;
+  if (x.ne0 >= 1024) {
+    rms_norm_block_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, eps, out);
+  } else {
+    rms_norm_warp_kernel<<<ceil_div(rows, 4), 4 * kWarp, 0, stream>>>(x, w, eps, out);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t add(const RowView& a, const RowView& b, bool b_broadcast, const RowView& out, cudaStream_t stream) {
+  const int64_t total = out.ne0 * out.nrows();
+  if (total <= 0) return cudaSuccess;
+  add_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(a, b, b_broadcast, out, total);
+  return cudaGetLastError();
+}
+
+cudaError_t scale(const RowView& x, float s, const RowView& out, cudaStream_t stream) {
+  const int64_t total = out.ne0 * out.nrows();
+  if (total <= 0) return cudaSuccess;
+  scale_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(x, s, out, total);
+  return cudaGetLastError();
+}
+
+cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& out, cudaStream_t stream) {
+  const int64_t total = out.ne0 * out.nrows();
+  if (total <= 0) return cudaSuccess;
+  glu_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(gate, up, act, out, total);
+  return cudaGetLastError();
+}
+
+cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
+  if (a.n_tokens <= 0 || a.n_rot <= 0) return cudaSuccess;
+  rope_kernel<<<static_cast<unsigned>(a.n_tokens), 128, (a.n_rot / 2) * sizeof(float2), stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t kv_store(const RowView& k, const RowView& v, const int32_t* cell, int64_t n_tokens, __half* k_cache,
+                     __half* v_cache, int64_t k_stride, int64_t v_stride, int64_t n_cells, cudaStream_t stream) {
+  const int64_t total = k.ne0 * n_tokens;
+  if (total <= 0) return cudaSuccess;
+  kv_store_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(k, v, cell, n_tokens, k_cache, v_cache, k_stride,
+                                                            v_stride, n_cells, total);
+  return cudaGetLastError();
+}
+
+}  // namespace ferry::kernels::cuda

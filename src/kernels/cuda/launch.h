@@ -1,0 +1,108 @@
+// Launchers of the CUDA kernels (internal to kernels_cuda; includes CUDA headers). Each launcher takes an
+// explicit stream, checks its arguments' invariants, launches, and returns cudaGetLastError() so the
+// caller can record a failure. Shapes follow ops.h (ggml order, ne[0] innermost); row strides in bytes.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace ferry::kernels::cuda {
+
+// Rows of a tensor whose ne[0] elements are contiguous; rows are indexed by (i1, i2, i3).
+struct RowView {
+  char* data = nullptr;
+  int64_t ne0 = 0, ne1 = 1, ne2 = 1, ne3 = 1;
+  int64_t nb1 = 0, nb2 = 0, nb3 = 0;
+  __host__ __device__ int64_t nrows() const { return ne1 * ne2 * ne3; }
+  __host__ __device__ char* row(int64_t r) const {
+    const int64_t i1 = r % ne1;
+    const int64_t rest = r / ne1;
+    const int64_t i2 = rest % ne2;
+    const int64_t i3 = rest / ne2;
+    return data + i1 * nb1 + i2 * nb2 + i3 * nb3;
+  }
+};
+
+// ---- matmul ----------------------------------------------------------------------------------------
+// Activations x [K, T] F32 (row stride x_stride floats) -> Q8: xq int8 [T][K], xds float2 [T][K / 32].
+cudaError_t quantize_q8(const float* x, int64_t x_stride, int64_t K, int T, int8_t* xq, float2* xds,
+                        cudaStream_t stream);
+// out[n, t] = sum_k W[k, n] x[k, t] for a quantized W (rows of w_stride bytes), T <= 8, x given as Q8.
+cudaError_t matvec_quant(DType type, const void* w, int64_t w_stride, int64_t K, int64_t N, const int8_t* xq,
+                         const float2* xds, int T, float* out, int64_t out_stride, cudaStream_t stream);
+// Same for W in F32 / F16 / BF16 with x in F32.
+cudaError_t matvec_float(DType type, const void* w, int64_t w_stride, int64_t K, int64_t N, const float* x,
+                         int64_t x_stride, int T, float* out, int64_t out_stride, cudaStream_t stream);
+// Rows [0, rows) of W (any quantized type) -> F16 [rows][K] (contiguous).
+cudaError_t dequant_rows_f16(DType type, const void* w, int64_t w_stride, int64_t K, int64_t rows, __half* out,
+                             cudaStream_t stream);
+// x [K, T] F32 -> [T][K] F16 (bf16 = false) or BF16 (bf16 = true), contiguous.
+cudaError_t convert_activations(const float* x, int64_t x_stride, int64_t K, int64_t T, void* out, bool bf16,
+                                cudaStream_t stream);
+
+// ---- rows ------------------------------------------------------------------------------------------
+// out[:, t] = dequant(table row tokens[t]) * scale; tokens device I32 [n]; ids outside [0, vocab) -> zeros.
+cudaError_t embed_rows(DType type, const void* table, int64_t table_stride, int64_t d, int64_t vocab,
+                       const int32_t* tokens, int64_t n, float scale, float* out, int64_t out_stride,
+                       cudaStream_t stream);
+// out row i = x row rows[i] (bytes of a row), rows given on the host.
+cudaError_t gather_rows(const void* x, int64_t x_stride, int64_t row_bytes, const int32_t* rows_host, int64_t n,
+                        void* out, int64_t out_stride, cudaStream_t stream);
+// out[t] = argmax_i x[i, t].
+cudaError_t argmax_rows(const float* x, int64_t x_stride, int64_t n, int64_t T, int32_t* out,
+                        cudaStream_t stream);
+
+// ---- elementwise -----------------------------------------------------------------------------------
+cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView& out, cudaStream_t stream);
+// out = a + b; b_broadcast: b has one row, added to every row.
+cudaError_t add(const RowView& a, const RowView& b, bool b_broadcast, const RowView& out, cudaStream_t stream);
+cudaError_t scale(const RowView& x, float s, const RowView& out, cudaStream_t stream);
+// act: 0 = silu, 1 = gelu (tanh approximation).
+cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& out, cudaStream_t stream);
+
+struct RopeArgs {
+  char* x = nullptr;          // [head_dim, n_head, n_tokens]
+  int64_t nb1 = 0, nb2 = 0;   // bytes between heads, between tokens
+  int32_t head_dim = 0, n_head = 0, n_tokens = 0;
+  int32_t n_rot = 0;
+  float freq_base = 10000.f, freq_scale = 1.f;
+  bool neox = false;
+  const float* freq_factors = nullptr;  // [n_rot / 2] or null
+  const int32_t* pos = nullptr;         // [n_tokens]
+};
+cudaError_t rope(const RopeArgs& a, cudaStream_t stream);
+
+// K/V [kv_dim, n_tokens] F32 -> cache columns cell[t] (F16, row stride cache_stride bytes).
+cudaError_t kv_store(const RowView& k, const RowView& v, const int32_t* cell, int64_t n_tokens, __half* k_cache,
+                     __half* v_cache, int64_t k_stride, int64_t v_stride, int64_t n_cells, cudaStream_t stream);
+
+// ---- attention -------------------------------------------------------------------------------------
+struct AttnArgs {
+  const float* q = nullptr;         // [head_dim, n_head, n_tokens]
+  int64_t q_nb1 = 0, q_nb2 = 0;     // bytes between heads / tokens
+  const __half* k = nullptr;        // [kv_dim, n_cells], row stride k_stride bytes
+  const __half* v = nullptr;
+  int64_t k_stride = 0, v_stride = 0;
+  const int32_t* cell_pos = nullptr;  // [n_cells]
+  const int32_t* cell_seq = nullptr;
+  const int32_t* pos = nullptr;       // [n_tokens]
+  const int32_t* seq = nullptr;
+  int32_t n_cells = 0, n_tokens = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
+  float scale = 1.f, softcap = 0.f;
+  int32_t window = 0;
+  float* out = nullptr;             // [head_dim * n_head, n_tokens]
+  int64_t out_nb1 = 0;
+};
+// Scratch bytes attention needs for `splits` > 1 (partial results).
+int64_t attention_scratch_bytes(int n_tokens, int n_head, int head_dim, int splits);
+// kernel: 0 = plain (any head_dim <= 256), 1 = tensor cores (head_dim 64, 128, 256; sm_75+).
+// splits: KV ranges done by different blocks then combined; 0 = pick from the SM count.
+cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, void* scratch,
+                      int64_t scratch_bytes, cudaStream_t stream);
+bool attention_mma_supported(int head_dim);
+
+}  // namespace ferry::kernels::cuda

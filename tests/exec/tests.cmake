@@ -1,0 +1,26 @@
+# test_exec: devices (arena, emulated device) and the host checks of the CUDA quant decoders; runs in CI.
+set(FERRY_TEST_SOURCES
+  device_emulated_test.cc
+  ../kernels/cuda/quant_units_test.cc
+)
+set(FERRY_TEST_DEPS exec tensor base)
+
+# GPU-only binaries (built with CUDA, run on the GPU host by bench/device/check_cuda.sh).
+if(FERRY_HAVE_CUDA)
+  add_executable(test_cuda_ops
+    ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_ops_test.cc
+    ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_test_util.cc
+  )
+  target_include_directories(test_cuda_ops PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(test_cuda_ops PRIVATE ferry_exec ferry_kernels_cuda ferry_kernels_ref ferry_tensor ferry_base
+                        GTest::gtest GTest::gtest_main)
+  set_target_properties(test_cuda_ops PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+
+  add_executable(bench_cuda_ops
+    ${CMAKE_SOURCE_DIR}/bench/device/bench_cuda_ops.cc
+    ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_test_util.cc
+  )
+  target_include_directories(bench_cuda_ops PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(bench_cuda_ops PRIVATE ferry_exec ferry_kernels_cuda ferry_tensor ferry_base)
+  set_target_properties(bench_cuda_ops PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+endif()

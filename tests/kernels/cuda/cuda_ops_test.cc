@@ -1,0 +1,471 @@
+// test_cuda_ops: every CudaOps op (every weight type for matmul and embed, both matmul paths, both
+// attention kernels, split and unsplit) against RefOps on random inputs of awkward sizes (token counts
+// 1, 3, 17, 100; row counts not multiples of the block's rows). Outputs are poisoned (NaN) before each
+// run. Also the CudaDevice: budget refusal, copies, events. Skips when no usable GPU is present.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "kernels/cuda/cuda_test_util.h"
+#include "exec/device.h"
+#include "kernels/ref/ref_ops.h"
+#include "tensor/quant.h"
+#include "tensor/quant_blocks.h"
+
+namespace ferry::cudatest {
+namespace {
+
+using kernels::Activation;
+using kernels::AttnParams;
+using kernels::BatchMeta;
+using kernels::KvView;
+using kernels::RefOps;
+using kernels::RopeParams;
+
+Env* get_env() {
+  std::string why;
+  Env* e = env(&why);
+  if (!e) std::fprintf(stderr, "no GPU: %s\n", why.c_str());
+  return e;
+}
+
+#define REQUIRE_GPU()                                   \
+  Env* E = get_env();                                   \
+  if (E == nullptr) GTEST_SKIP() << "no usable CUDA GPU"
+
+HostTensor random_f32(std::mt19937& rng, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, float lo = -1.f,
+                      float hi = 1.f) {
+  HostTensor t(DType::F32, ne0, ne1, ne2);
+  fill_uniform(rng, t.data<float>(), t.n(), lo, hi);
+  return t;
+}
+
+HostTensor i32(const std::vector<int32_t>& v) {
+  HostTensor t(DType::I32, static_cast<int64_t>(v.size()));
+  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
+  return t;
+}
+
+void expect_close(const HostTensor& got, const HostTensor& ref, double tol, const std::string& what) {
+  ASSERT_EQ(got.n(), ref.n());
+  const ErrStats s = compare(got.data<float>(), ref.data<float>(), got.n());
+  EXPECT_EQ(s.non_finite, 0) << what << ": " << describe(s);
+  EXPECT_LE(s.nrmse, tol) << what << ": " << describe(s);
+  EXPECT_LE(s.max_abs, 8 * tol * std::max(s.ref_max, 1e-3)) << what << ": " << describe(s);
+}
+
+// ---- matmul ----------------------------------------------------------------------------------------
+
+// Normalized RMS error allowed per path. Decode path, quantized W: x is quantized to int8 (~0.7% rms
+// noise, the same scheme llama.cpp uses); float W: exact products in F32. GEMM path: x rounded to F16
+// (BF16 for BF16 weights) and W dequantized to F16.
+double matmul_tol(DType t, int path) {
+  if (path == 0) return traits(t).quantized ? 3e-2 : 1e-5;
+  if (t == DType::F32) return 1e-5;
+  if (t == DType::BF16) return 1e-2;
+  return 3e-3;
+}
+
+struct MatmulCase {
+  DType type;
+  int64_t K, N, T;
+};
+
+class CudaMatmul : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaMatmul, BothPathsMatchRef) {
+  REQUIRE_GPU();
+  const DType t = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(t) * 31 + 5);
+  const bool quant = traits(t).quantized;
+  // K: a multiple of 256 for the k-quants; odd widths for the float types to hit the scalar tails.
+  const std::vector<std::pair<int64_t, int64_t>> shapes = quant ? std::vector<std::pair<int64_t, int64_t>>{{768, 37}, {256, 1}, {2048, 130}}
+                                                                : std::vector<std::pair<int64_t, int64_t>>{{100, 37}, {768, 130}, {1032, 5}};
+  RefOps ref;
+  for (const auto& [K, N] : shapes) {
+    HostTensor w = random_weights(rng, t, K, N);
+    DevTensor dw(*E, w);
+    for (int64_t T : {1, 3, 8, 17, 100}) {
+      HostTensor x = random_f32(rng, K, T);
+      HostTensor want(DType::F32, N, T);
+      ref.matmul(w.view, x.view, want.view);
+      DevTensor dx(*E, x);
+      DevTensor dout(*E, DType::F32, N, T);
+      for (int path : {0, 1}) {
+        dout.poison();
+        E->ops->matmul_path(dw.view, dx.view, dout.view, path);
+        E->sync();
+        expect_close(dout.download(), want, matmul_tol(t, path),
+                     std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                         " T=" + std::to_string(T) + " path=" + std::to_string(path));
+      }
+      // The automatic choice.
+      dout.poison();
+      E->ops->matmul(dw.view, dx.view, dout.view);
+      E->sync();
+      expect_close(dout.download(), want, matmul_tol(t, T <= 8 ? 0 : 1), std::string(dtype_name(t)) + " auto");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CudaMatmul, ::testing::ValuesIn(kWeightTypes),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+// ---- embed -----------------------------------------------------------------------------------------
+
+class CudaEmbed : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaEmbed, MatchesRef) {
+  REQUIRE_GPU();
+  const DType t = GetParam();
+  std::mt19937 rng(99 + static_cast<unsigned>(t));
+  const int64_t d = traits(t).quantized ? 512 : 100, vocab = 37;
+  HostTensor table = random_weights(rng, t, d, vocab);
+  HostTensor tokens = i32({5, 0, 36, 5, 17});
+  HostTensor want(DType::F32, d, 5);
+  RefOps().embed(table.view, tokens.view, 0.5f, want.view);
+  DevTensor dt(*E, table), dtok(*E, tokens), dout(*E, DType::F32, d, 5);
+  dout.poison();
+  E->ops->embed(dt.view, dtok.view, 0.5f, dout.view);
+  E->sync();
+  expect_close(dout.download(), want, 1e-7, dtype_name(t));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CudaEmbed, ::testing::ValuesIn(kWeightTypes),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+// ---- elementwise -----------------------------------------------------------------------------------
+
+TEST(CudaOps, RmsNormRowsAndHeads) {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  RefOps ref;
+  struct Shape {
+    int64_t a, b, c;
+  };
+  for (Shape s : {Shape{4096, 3, 1}, Shape{128, 8, 17}, Shape{576, 100, 1}, Shape{64, 5, 3}}) {
+    HostTensor x = random_f32(rng, s.a, s.b, s.c, -2.f, 2.f);
+    HostTensor w = random_f32(rng, s.a);
+    HostTensor want(DType::F32, s.a, s.b, s.c);
+    ref.rms_norm(x.view, w.view, 1e-6f, want.view);
+    DevTensor dx(*E, x), dw(*E, w), dout(*E, DType::F32, s.a, s.b, s.c);
+    dout.poison();
+    E->ops->rms_norm(dx.view, dw.view, 1e-6f, dout.view);
+    E->sync();
+    expect_close(dout.download(), want, 1e-6, "rms_norm " + std::to_string(s.a));
+    E->ops->rms_norm(dx.view, dw.view, 1e-6f, dx.view);  // in place
+    E->sync();
+    expect_close(dx.download(), want, 1e-6, "rms_norm in place");
+  }
+}
+
+TEST(CudaOps, AddScaleGlu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(4);
+  RefOps ref;
+  const int64_t d = 1000, T = 17;
+  HostTensor a = random_f32(rng, d, T, 1, -4.f, 4.f), b = random_f32(rng, d, T), bias = random_f32(rng, d, 1);
+  DevTensor da(*E, a), db(*E, b), dbias(*E, bias), dout(*E, DType::F32, d, T);
+  HostTensor want(DType::F32, d, T);
+
+  ref.add(a.view, b.view, want.view);
+  dout.poison();
+  E->ops->add(da.view, db.view, dout.view);
+  E->sync();
+  expect_close(dout.download(), want, 1e-7, "add");
+
+  ref.add(a.view, bias.view, want.view);
+  dout.poison();
+  E->ops->add(da.view, dbias.view, dout.view);
+  E->sync();
+  expect_close(dout.download(), want, 1e-7, "add bias");
+
+  ref.scale(a.view, 0.125f, want.view);
+  dout.poison();
+  E->ops->scale(da.view, 0.125f, dout.view);
+  E->sync();
+  expect_close(dout.download(), want, 1e-7, "scale");
+
+  for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+    ref.glu(a.view, b.view, act, want.view);
+    dout.poison();
+    E->ops->glu(da.view, db.view, act, dout.view);
+    E->sync();
+    expect_close(dout.download(), want, 2e-6, act == Activation::kSilu ? "silu" : "gelu");
+  }
+  // In place: out == a.
+  ref.add(a.view, bias.view, want.view);
+  E->ops->add(da.view, dbias.view, da.view);
+  E->sync();
+  expect_close(da.download(), want, 1e-7, "add in place");
+}
+
+TEST(CudaOps, Rope) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  RefOps ref;
+  const int64_t hd = 128, nh = 8;
+  for (int64_t T : {1, 17, 100}) {
+    std::vector<int32_t> pos(T);
+    for (int64_t i = 0; i < T; ++i) pos[i] = static_cast<int32_t>(i % 2 ? 30000 + i : i);
+    HostTensor hpos = i32(pos);
+    HostTensor ff = random_f32(rng, hd / 2, 1, 1, 1.f, 8.f);
+    DevTensor dpos(*E, hpos), dff(*E, ff);
+    for (int variant = 0; variant < 4; ++variant) {
+      RopeParams p;
+      p.n_rot = variant == 3 ? 64 : 128;
+      p.freq_base = variant == 1 ? 500000.f : 10000.f;
+      p.freq_scale = variant == 2 ? 0.25f : 1.f;
+      p.neox = variant % 2 == 1;
+      HostTensor x = random_f32(rng, hd, nh, T);
+      HostTensor want = x;
+      want.view.data = want.bytes.data();
+      BatchMeta hb;
+      hb.n_tokens = static_cast<int32_t>(T);
+      hb.pos = hpos.view;
+      BatchMeta db = hb;
+      db.pos = dpos.view;
+      RopeParams hp = p, dp = p;
+      if (variant == 2 || variant == 3) {
+        hp.freq_factors = TensorView::make(DType::F32, ff.bytes.data(), p.n_rot / 2);
+        dp.freq_factors = dff.view;
+        dp.freq_factors.ne[0] = p.n_rot / 2;
+      }
+      ref.rope(want.view, hb, hp);
+      DevTensor dx(*E, x);
+      E->ops->rope(dx.view, db, dp);
+      E->sync();
+      expect_close(dx.download(), want, 1e-6, "rope variant " + std::to_string(variant) + " T=" + std::to_string(T));
+    }
+  }
+}
+
+TEST(CudaOps, KvStoreGatherArgmax) {
+  REQUIRE_GPU();
+  std::mt19937 rng(6);
+  RefOps ref;
+  const int64_t kvd = 256, T = 5, cells = 40;
+  HostTensor k = random_f32(rng, kvd, T, 1, -3.f, 3.f), v = random_f32(rng, kvd, T);
+  HostTensor cell = i32({7, 0, 39, 12, 13});
+  HostTensor kc(DType::F16, kvd, cells), vc(DType::F16, kvd, cells);
+  DevTensor dk(*E, k), dv(*E, v), dcell(*E, cell), dkc(*E, kc), dvc(*E, vc);
+  BatchMeta hb;
+  hb.n_tokens = T;
+  hb.cell = cell.view;
+  BatchMeta db = hb;
+  db.cell = dcell.view;
+  KvView hkv, dkv;
+  hkv.k = kc.view;
+  hkv.v = vc.view;
+  dkv.k = dkc.view;
+  dkv.v = dvc.view;
+  ref.kv_store(k.view, v.view, hb, hkv);
+  E->ops->kv_store(dk.view, dv.view, db, dkv);
+  E->sync();
+  EXPECT_EQ(dkc.download().bytes, kc.bytes);
+  EXPECT_EQ(dvc.download().bytes, vc.bytes);
+
+  HostTensor x = random_f32(rng, 100, 50);
+  const std::vector<int32_t> rows = {49, 0, 7, 7, 13};
+  HostTensor want(DType::F32, 100, 5);
+  ref.gather_rows(x.view, rows.data(), want.view);
+  DevTensor dx(*E, x), dout(*E, DType::F32, 100, 5);
+  dout.poison();
+  E->ops->gather_rows(dx.view, rows.data(), dout.view);
+  E->sync();
+  EXPECT_EQ(dout.download().bytes, want.bytes);
+
+  HostTensor logits = random_f32(rng, 1000, 3);
+  logits.data<float>()[123] = 5.f;
+  logits.data<float>()[1000 + 999] = 5.f;
+  logits.data<float>()[2000 + 10] = 7.f;
+  logits.data<float>()[2000 + 11] = 7.f;  // tie: lowest index wins
+  DevTensor dl(*E, logits), dam(*E, DType::I32, 3);
+  E->ops->argmax_rows(dl.view, dam.view);
+  E->sync();
+  HostTensor am = dam.download();
+  EXPECT_EQ(am.data<int32_t>()[0], 123);
+  EXPECT_EQ(am.data<int32_t>()[1], 999);
+  EXPECT_EQ(am.data<int32_t>()[2], 10);
+}
+
+// ---- attention -------------------------------------------------------------------------------------
+
+struct AttnCase {
+  const char* name;
+  int n_head, n_kv_head, head_dim;
+  int n_past;      // cells already holding the sequence before this batch
+  int n_tokens;    // new tokens (stored in the cache before attention, as the model does)
+  int n_seq;       // tokens spread round-robin over this many sequences
+  int window = 0;
+  float softcap = 0.f;
+};
+
+void run_attention_case(Env* E, const AttnCase& c) {
+  std::mt19937 rng(1234 + c.n_past + c.n_tokens * 7 + c.head_dim);
+  const int D = c.head_dim, kvd = D * c.n_kv_head;
+  // Cell layout: per sequence, n_past cells then its new tokens; a few empty cells and a foreign
+  // sequence (id 9) mixed in; cells shuffled so attention must not assume order.
+  std::vector<int32_t> cpos, cseq, pos, seq, cell;
+  for (int s = 0; s < c.n_seq; ++s)
+    for (int p = 0; p < c.n_past; ++p) {
+      cpos.push_back(p);
+      cseq.push_back(s);
+    }
+  for (int i = 0; i < 5; ++i) {
+    cpos.push_back(-1);
+    cseq.push_back(-1);
+    cpos.push_back(i);
+    cseq.push_back(9);
+  }
+  std::vector<int> next(c.n_seq, c.n_past);
+  for (int t = 0; t < c.n_tokens; ++t) {
+    const int s = t % c.n_seq;
+    pos.push_back(next[s]++);
+    seq.push_back(s);
+    cpos.push_back(pos.back());
+    cseq.push_back(s);
+  }
+  const int n_cells = static_cast<int>(cpos.size());
+  std::vector<int> perm(n_cells);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> cpos2(n_cells), cseq2(n_cells);
+  for (int i = 0; i < n_cells; ++i) {
+    cpos2[perm[i]] = cpos[i];
+    cseq2[perm[i]] = cseq[i];
+  }
+  for (int t = 0; t < c.n_tokens; ++t) cell.push_back(perm[n_cells - c.n_tokens + t]);
+  // The cache: random K/V everywhere (what earlier steps stored), then this batch's K/V via kv_store.
+  HostTensor kc(DType::F16, kvd, n_cells + 3), vc(DType::F16, kvd, n_cells + 3);
+  {
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (int64_t i = 0; i < kc.n(); ++i) {
+      kc.data<uint16_t>()[i] = fp32_to_fp16(u(rng));
+      vc.data<uint16_t>()[i] = fp32_to_fp16(u(rng));
+    }
+  }
+  HostTensor knew = random_f32(rng, kvd, c.n_tokens), vnew = random_f32(rng, kvd, c.n_tokens);
+  HostTensor q = random_f32(rng, D, c.n_head, c.n_tokens, -2.f, 2.f);
+  HostTensor hpos = i32(pos), hseq = i32(seq), hcell = i32(cell), hcpos = i32(cpos2), hcseq = i32(cseq2);
+
+  BatchMeta hb;
+  hb.n_tokens = c.n_tokens;
+  hb.pos = hpos.view;
+  hb.seq = hseq.view;
+  hb.cell = hcell.view;
+  KvView hkv;
+  hkv.k = kc.view;
+  hkv.v = vc.view;
+  hkv.cell_pos = hcpos.view;
+  hkv.cell_seq = hcseq.view;
+  hkv.n_cells = n_cells;
+  AttnParams p;
+  p.n_head = c.n_head;
+  p.n_kv_head = c.n_kv_head;
+  p.head_dim = D;
+  p.scale = 1.f / std::sqrt(static_cast<float>(D));
+  p.window = c.window;
+  p.softcap = c.softcap;
+
+  DevTensor dkc(*E, kc), dvc(*E, vc), dknew(*E, knew), dvnew(*E, vnew), dq(*E, q);
+  DevTensor dpos(*E, hpos), dseq(*E, hseq), dcell(*E, hcell), dcpos(*E, hcpos), dcseq(*E, hcseq);
+  BatchMeta db = hb;
+  db.pos = dpos.view;
+  db.seq = dseq.view;
+  db.cell = dcell.view;
+  KvView dkv = hkv;
+  dkv.k = dkc.view;
+  dkv.v = dvc.view;
+  dkv.cell_pos = dcpos.view;
+  dkv.cell_seq = dcseq.view;
+
+  RefOps ref;
+  ref.kv_store(knew.view, vnew.view, hb, hkv);
+  HostTensor want(DType::F32, static_cast<int64_t>(D) * c.n_head, c.n_tokens);
+  ref.attention(q.view, hkv, hb, p, want.view);
+
+  E->ops->kv_store(dknew.view, dvnew.view, db, dkv);
+  DevTensor dout(*E, DType::F32, static_cast<int64_t>(D) * c.n_head, c.n_tokens);
+  for (int kernel : {0, 1}) {
+    for (int splits : {0, 1, 3}) {
+      dout.poison();
+      E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, splits);
+      E->sync();
+      // The tensor-core kernel rounds q and the probabilities to F16.
+      const bool mma = kernel == 1 && (D == 64 || D == 128 || D == 256);
+      const double tol = mma ? 4e-3 : 2e-5;
+      expect_close(dout.download(), want, tol,
+                   std::string(c.name) + " kernel=" + std::to_string(kernel) + " splits=" + std::to_string(splits));
+    }
+  }
+}
+
+TEST(CudaAttention, Cases) {
+  REQUIRE_GPU();
+  const AttnCase cases[] = {
+      {"decode gqa4 d128", 32, 8, 128, 3000, 1, 1},
+      {"prefill gqa4 d128", 32, 8, 128, 0, 100, 1},
+      {"chunk gqa4 d128", 8, 2, 128, 77, 17, 1},
+      {"three tokens three seqs", 8, 2, 128, 40, 3, 3},
+      {"d256 mqa", 4, 1, 256, 50, 17, 1},
+      {"d64 gqa3", 9, 3, 64, 20, 100, 2},
+      {"d80 plain only", 6, 6, 80, 10, 3, 1},
+      {"window + softcap", 8, 4, 128, 200, 17, 1, 32, 30.f},
+      {"single token no past", 4, 2, 64, 0, 1, 1},
+  };
+  for (const AttnCase& c : cases) run_attention_case(E, c);
+}
+
+// ---- device ----------------------------------------------------------------------------------------
+
+TEST(CudaDevice, BudgetCopiesEvents) {
+  REQUIRE_GPU();
+  exec::Device& dev = *E->dev;
+  auto info = dev.memory_info();
+  ASSERT_TRUE(info.has_value());
+  EXPECT_GT(info->device_total, info->arena_capacity);
+  auto too_big = dev.allocate(info->arena_capacity + 1, "too big");
+  ASSERT_FALSE(too_big.has_value());
+  EXPECT_EQ(too_big.status().code(), ErrorCode::kOutOfMemory);
+  EXPECT_NE(too_big.status().message().find("budget"), std::string::npos);
+
+  auto huge = exec::make_cuda_device(0, 1ull << 50);
+  ASSERT_FALSE(huge.has_value());
+  EXPECT_EQ(huge.status().code(), ErrorCode::kOutOfMemory);
+
+  const size_t n = 64 << 20;
+  auto pinned = std::move(dev.allocate_pinned(n)).value();
+  auto a = std::move(dev.allocate(n, "a")).value();
+  auto b = std::move(dev.allocate(n, "b")).value();
+  std::memset(pinned.ptr, 0x5a, n);
+  auto s2 = std::move(dev.create_stream()).value();
+  auto e0 = std::move(dev.create_event()).value();
+  auto e1 = std::move(dev.create_event()).value();
+  ASSERT_TRUE(dev.record(*e0, *E->stream).is_ok());
+  ASSERT_TRUE(dev.copy_h2d(a.ptr, pinned.ptr, n, *E->stream).is_ok());
+  ASSERT_TRUE(dev.record(*e1, *E->stream).is_ok());
+  ASSERT_TRUE(dev.wait(*s2, *e1).is_ok());
+  ASSERT_TRUE(dev.copy_d2d(b.ptr, a.ptr, n, *s2).is_ok());
+  ASSERT_TRUE(dev.memset(a.ptr, 0, n, *s2).is_ok());
+  ASSERT_TRUE(dev.copy_d2h(pinned.ptr, b.ptr, n, *s2).is_ok());
+  bool ran = false;
+  ASSERT_TRUE(dev.host_fn(*s2, [&] { ran = true; }).is_ok());
+  ASSERT_TRUE(dev.sync(*s2).is_ok());
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(static_cast<uint8_t*>(pinned.ptr)[n - 1], 0x5a);
+  auto ms = dev.elapsed_ms(*e0, *e1);
+  ASSERT_TRUE(ms.has_value());
+  std::printf("h2d %zu MiB pinned: %.3f ms = %.1f GB/s\n", n >> 20, *ms, n / (*ms * 1e6));
+  EXPECT_TRUE(*dev.query(*e1));
+  dev.release(&a);
+  dev.release(&b);
+  dev.release_pinned(&pinned);
+}
+
+}  // namespace
+}  // namespace ferry::cudatest
