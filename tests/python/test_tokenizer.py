@@ -1,0 +1,231 @@
+"""Differential test of ferry's tokenizers against llama.cpp (through llama-cpp-python).
+
+Vocabularies: the two real models (SmolLM2: byte-level BPE, pre=smollm; Gemma 3: SentencePiece-style),
+SmolLM2's vocabulary and merges re-labelled with each other pre-tokenizer we support (llama-bpe, qwen2,
+gpt-2, default; written with gguf-py, no tensors), and `ferry synth` tiny models (llama-bpe, qwen2 and
+SentencePiece vocabularies). For each, every string of tokenizer_corpus.CORPUS (and the raw byte
+strings of BYTE_CASES) is tokenized by `ferry tokenize --lines` (one process per vocabulary and mode)
+and by llama.cpp with vocab_only=True; the ids must be identical, with (BOS, parse special) and without
+(no BOS, special text as plain text). The same holds for the text of every token (token_to_piece, with
+and without special rendering), the special ids and the end-of-generation set, through
+`ferry tokenize --dump-vocab`.
+
+Skips cleanly when llama-cpp-python, a model file or the ferry binary is missing.
+Env: FERRY_BUILD (dir holding `ferry`, default /work/main/build), FERRY_MODELS (default <repo>/models).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tokenizer_corpus import BYTE_CASES, CORPUS  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+REAL = {
+    "smollm2": "smollm2-135m-instruct-q4_1.gguf",
+    "gemma3": "gemma-3-270m-q4_k_m.gguf",
+}
+VARIANT_PRES = ["llama-bpe", "qwen2", "gpt-2", "default"]
+SYNTH = ["tiny-llama", "tiny-qwen2", "tiny-gemma3"]
+MODELS = list(REAL) + [f"smollm2-vocab-pre-{p}" for p in VARIANT_PRES] + [f"synth-{p}" for p in SYNTH]
+MODES = {"bos+special": (True, True), "plain": (False, False)}
+
+
+def _ferry() -> Path:
+    path = Path(os.environ.get("FERRY_BUILD", "/work/main/build")) / "ferry"
+    if not path.is_file():
+        pytest.skip(f"ferry binary not built at {path} (set FERRY_BUILD)")
+    return path
+
+
+def _models_dir() -> Path:
+    return Path(os.environ.get("FERRY_MODELS", REPO / "models"))
+
+
+_PATHS: dict[str, Path] = {}
+_SCRATCH: list = []
+
+
+def _scratch() -> Path:
+    if not _SCRATCH:
+        import tempfile
+
+        _SCRATCH.append(tempfile.TemporaryDirectory(prefix="ferry_tok_"))
+    return Path(_SCRATCH[0].name)
+
+
+def _write_variant(src: Path, dst: Path, pre: str) -> None:
+    """SmolLM2's tokenizer (tokens, types, merges) under another tokenizer.ggml.pre, no tensors."""
+    gguf = pytest.importorskip("gguf", reason="gguf-py is not installed")
+    r = gguf.GGUFReader(str(src))
+
+    def strings(name):
+        f = r.fields[name]
+        return [bytes(f.parts[i]).decode("utf-8", "surrogateescape") for i in f.data]
+
+    types = [int(r.fields["tokenizer.ggml.token_type"].parts[i][0]) for i in r.fields["tokenizer.ggml.token_type"].data]
+    w = gguf.GGUFWriter(str(dst), "llama")
+    for key, val in (("context_length", 2048), ("embedding_length", 64), ("block_count", 1),
+                     ("feed_forward_length", 128), ("attention.head_count", 4)):
+        w.add_uint32(f"llama.{key}", val)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    w.add_string("tokenizer.ggml.model", "gpt2")
+    w.add_string("tokenizer.ggml.pre", pre)
+    w.add_array("tokenizer.ggml.tokens", strings("tokenizer.ggml.tokens"))
+    w.add_array("tokenizer.ggml.token_type", types)
+    w.add_array("tokenizer.ggml.merges", strings("tokenizer.ggml.merges"))
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def _model(key: str) -> Path:
+    if key in _PATHS:
+        return _PATHS[key]
+    if key in REAL:
+        path = _models_dir() / REAL[key]
+        if not path.is_file():
+            pytest.skip(f"model {path} not present")
+    elif key.startswith("smollm2-vocab-pre-"):
+        path = _scratch() / f"{key}.gguf"
+        _write_variant(_model("smollm2"), path, key[len("smollm2-vocab-pre-"):])
+    else:
+        path = _scratch() / f"{key}.gguf"
+        res = subprocess.run([str(_ferry()), "synth", "--preset", key[len("synth-"):], "--type", "F16",
+                              "-o", str(path)], capture_output=True, text=True, timeout=300)
+        if res.returncode != 0:
+            pytest.skip(f"ferry synth {key} failed: {res.stderr.strip()}")
+    _PATHS[key] = path
+    return path
+
+
+_LLAMAS: dict[str, object] = {}
+
+
+def _llama(key: str):
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    if key not in _LLAMAS:
+        _LLAMAS[key] = llama_cpp.Llama(model_path=str(_model(key)), vocab_only=True, verbose=False)
+    return _LLAMAS[key]
+
+
+def escape_line(data: bytes) -> str:
+    """One line of a --lines file: \\ \\n \\t \\r escaped, other control bytes (and, when the data is
+    not valid UTF-8, every non-ASCII byte) as \\xNN."""
+    try:
+        data.decode("utf-8")
+        raw_high = True
+    except UnicodeDecodeError:
+        raw_high = False
+    out = bytearray()
+    for b in data:
+        if b == 0x5C:
+            out += b"\\\\"
+        elif b == 0x0A:
+            out += b"\\n"
+        elif b == 0x09:
+            out += b"\\t"
+        elif b == 0x0D:
+            out += b"\\r"
+        elif b < 0x20 or b == 0x7F or (b >= 0x80 and not raw_high):
+            out += b"\\x%02X" % b
+        else:
+            out.append(b)
+    return out.decode("utf-8")
+
+
+def ferry_tokenize_lines(model: Path, items: list[bytes], tmp_path: Path, add_special: bool,
+                         parse_special: bool) -> list[list[int]]:
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(escape_line(b) + "\n" for b in items), encoding="utf-8")
+    args = [str(_ferry()), "tokenize", "-m", str(model), "--lines", str(lines)]
+    if not add_special:
+        args.append("--no-bos")
+    if not parse_special:
+        args.append("--no-parse-special")
+    res = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, f"ferry tokenize failed ({res.returncode}): {res.stderr.strip()}"
+    out = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(out) == len(items), f"{len(out)} result lines for {len(items)} inputs"
+    return out
+
+
+def test_corpus_size():
+    assert len(CORPUS) >= 200
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("key", list(MODELS))
+def test_ids_match_llama_cpp(key: str, mode: str, tmp_path: Path):
+    add_special, parse_special = MODES[mode]
+    llm = _llama(key)
+    items = [s.encode("utf-8") for s in CORPUS] + list(BYTE_CASES)
+    ours = ferry_tokenize_lines(_model(key), items, tmp_path, add_special, parse_special)
+    mismatches = []
+    for data, got in zip(items, ours):
+        want = llm.tokenize(data, add_bos=add_special, special=parse_special)
+        if got != want:
+            mismatches.append((data, got, want))
+    detail = "\n".join(f"  {d!r}\n    ferry: {g}\n    llama: {w}" for d, g, w in mismatches[:10])
+    assert not mismatches, f"{key} [{mode}]: {len(mismatches)}/{len(items)} strings differ:\n{detail}"
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+def test_vocab_matches_llama_cpp(key: str):
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    llm = _llama(key)
+    res = subprocess.run([str(_ferry()), "tokenize", "-m", str(_model(key)), "--dump-vocab"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    ours = json.loads(res.stdout)
+    vocab = llm._model.vocab
+    n = llama_cpp.llama_vocab_n_tokens(vocab)
+    assert ours["n_vocab"] == n
+    assert ours["bos"] == llama_cpp.llama_vocab_bos(vocab)
+    assert ours["eos"] == llama_cpp.llama_vocab_eos(vocab)
+    assert ours["eot"] == llama_cpp.llama_vocab_eot(vocab)
+    assert ours["eog"] == [i for i in range(n) if llama_cpp.llama_vocab_is_eog(vocab, i)]
+
+    import ctypes
+
+    buf = ctypes.create_string_buffer(4096)
+
+    def piece(i: int, special: bool) -> str:
+        k = llama_cpp.llama_token_to_piece(vocab, i, buf, len(buf), 0, special)
+        assert k >= 0
+        return buf.raw[:k].hex()
+
+    bad = []
+    for special, field in ((False, "pieces"), (True, "pieces_special")):
+        for i in range(n):
+            if ours[field][i] != piece(i, special):
+                bad.append((i, special, ours[field][i], piece(i, special)))
+    detail = "\n".join(f"  id {i} special={s}: ferry {a} llama {b}" for i, s, a, b in bad[:10])
+    assert not bad, f"{key}: {len(bad)} token pieces differ:\n{detail}"
+
+
+def test_cli_errors(tmp_path: Path):
+    ferry = _ferry()
+    res = subprocess.run([str(ferry), "tokenize", "-m", str(tmp_path / "missing.gguf"), "-p", "x"],
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and res.stderr.startswith("error:"), res.stderr
+    res = subprocess.run([str(ferry), "tokenize", "-m", "x.gguf"], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.startswith("error:"), res.stderr
+    bad = tmp_path / "bad.txt"
+    bad.write_text("ok\\q\n")
+    model = _models_dir() / REAL["smollm2"]
+    if not model.is_file():
+        pytest.skip("no model present")
+    res = subprocess.run([str(ferry), "tokenize", "-m", str(model), "--lines", str(bad)],
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and "unknown escape" in res.stderr, res.stderr
