@@ -14,9 +14,10 @@ jobs=${FUZZ_JOBS:-2}
 
 command -v clang++ >/dev/null || { echo "fuzz_smoke: clang++ not found (apt-get install clang)" >&2; exit 1; }
 
+mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DFERRY_FUZZ=ON -DFERRY_TESTS=OFF -DFERRY_CUDA=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build.configure.log" 2>&1 \
-  || { cat "$build.configure.log" >&2; exit 1; }
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/configure.log" 2>&1 \
+  || { cat "$build/configure.log" >&2; exit 1; }
 ninja -C "$build" -j"$jobs" fuzz_gguf
 
 # The corpus persists in the build folder, so repeated runs go deeper; seeds are rewritten each time.
