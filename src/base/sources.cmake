@@ -1,4 +1,6 @@
 ferry_module(base SOURCES
   base/status.cc
   base/mmap_file.cc
+  base/cpu_info.cc
+  base/thread_pool.cc
 )

@@ -2,3 +2,6 @@
 # (CPU-kernel helper). Append, keep the others' lines.
 list(APPEND FERRY_TEST_SOURCES ref_ops_test.cc)
 list(APPEND FERRY_TEST_DEPS kernels_ref tensor base)
+# CPU kernels (CPU-kernel helper): CpuOps at every dispatch level vs RefOps / quant references.
+list(APPEND FERRY_TEST_SOURCES test_cpu_matmul.cc test_cpu_ops.cc test_cpu_thread_pool.cc)
+list(APPEND FERRY_TEST_DEPS kernels_cpu)

@@ -1,0 +1,189 @@
+// CpuOps: construction, factories and the row-wise ops (embed, norms, add/scale, RoPE, GLU, KV store,
+// gather). Each op checks shapes with FERRY_ASSERT like RefOps (a mismatch is a caller bug), walks
+// rows through the views' byte strides, and splits rows over the pool when the op is big enough to
+// pay for a wake-up (~a few microseconds).
+#include "kernels/cpu/cpu_ops_impl.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/status.h"
+#include "tensor/quant.h"
+
+namespace ferry::kernels {
+
+namespace cpu {
+
+namespace {
+
+// Below this many elements an element-wise op runs on the calling thread.
+constexpr int64_t kParallelElems = 1 << 15;
+
+float* frow(const TensorView& t, int64_t i1, int64_t i2 = 0, int64_t i3 = 0) {
+  return static_cast<float*>(t.row(i1, i2, i3));
+}
+
+bool same_shape(const TensorView& a, const TensorView& b) {
+  return a.ne[0] == b.ne[0] && a.ne[1] == b.ne[1] && a.ne[2] == b.ne[2] && a.ne[3] == b.ne[3];
+}
+
+const int32_t* ivec(const TensorView& t) {
+  FERRY_ASSERT(t.dtype == DType::I32 && t.where == Where::kHost);
+  return t.ptr<const int32_t>();
+}
+
+}  // namespace
+
+CpuOps::CpuOps(int n_threads, CpuIsa isa) : tab_(&kernel_table(isa)), pool_(n_threads) {
+  name_ = std::string("cpu-") + cpu_isa_name(isa);
+}
+
+template <typename F>
+void CpuOps::for_rows(const TensorView& t, F&& fn) {
+  const int64_t n1 = t.ne[1], n12 = t.ne[1] * t.ne[2], nrows = t.nrows();
+  auto body = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) fn(r % n1, (r / n1) % t.ne[2], r / n12);
+  };
+  if (nrows * t.ne[0] < kParallelElems || pool_.size() == 1) {
+    body(0, nrows);
+    return;
+  }
+  const int64_t grain = kParallelElems / 4 / (t.ne[0] > 0 ? t.ne[0] : 1) + 1;
+  pool_.parallel_for(nrows, grain, body);
+}
+
+void CpuOps::embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) {
+  const int64_t d = table.ne[0], n = tokens.ne[0];
+  FERRY_ASSERT(out.dtype == DType::F32 && out.ne[0] == d && out.ne[1] == n);
+  const int32_t* ids = ivec(tokens);
+  for (int64_t t = 0; t < n; ++t) FERRY_ASSERT(ids[t] >= 0 && ids[t] < table.ne[1]);
+  auto body = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* y = frow(out, t);
+      dequantize_row(table.dtype, table.row(ids[t]), y, d);
+      if (scale != 1.f) tab_->scale(y, scale, y, d);
+    }
+  };
+  if (n * d < kParallelElems) {
+    body(0, n);
+  } else {
+    pool_.parallel_for(n, body);
+  }
+}
+
+void CpuOps::rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) {
+  const int64_t d = x.ne[0];
+  FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32 && same_shape(x, out));
+  FERRY_ASSERT(w.dtype == DType::F32 && w.ne[0] == d);
+  const float* wv = w.ptr<const float>();
+  for_rows(x, [&](int64_t i1, int64_t i2, int64_t i3) {
+    const float* xr = frow(x, i1, i2, i3);
+    const double ss = tab_->sum_sq(xr, d);
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+    tab_->mul_scale(xr, inv, wv, frow(out, i1, i2, i3), d);
+  });
+}
+
+void CpuOps::add(const TensorView& a, const TensorView& b, TensorView out) {
+  FERRY_ASSERT(a.dtype == DType::F32 && b.dtype == DType::F32 && out.dtype == DType::F32 && same_shape(a, out));
+  const bool bcast = b.ne[1] == 1 && b.ne[2] == 1 && b.ne[3] == 1;
+  FERRY_ASSERT(b.ne[0] == a.ne[0] && (bcast || same_shape(a, b)));
+  for_rows(a, [&](int64_t i1, int64_t i2, int64_t i3) {
+    const float* br = bcast ? frow(b, 0) : frow(b, i1, i2, i3);
+    tab_->add(frow(a, i1, i2, i3), br, frow(out, i1, i2, i3), a.ne[0]);
+  });
+}
+
+void CpuOps::scale(const TensorView& x, float s, TensorView out) {
+  FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32 && same_shape(x, out));
+  for_rows(x, [&](int64_t i1, int64_t i2, int64_t i3) {
+    tab_->scale(frow(x, i1, i2, i3), s, frow(out, i1, i2, i3), x.ne[0]);
+  });
+}
+
+void CpuOps::glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) {
+  FERRY_ASSERT(gate.dtype == DType::F32 && up.dtype == DType::F32 && out.dtype == DType::F32);
+  FERRY_ASSERT(same_shape(gate, up) && same_shape(gate, out));
+  for_rows(gate, [&](int64_t i1, int64_t i2, int64_t i3) {
+    tab_->glu(frow(gate, i1, i2, i3), frow(up, i1, i2, i3), frow(out, i1, i2, i3), gate.ne[0], act);
+  });
+}
+
+// theta(pos, i) = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i] (as RefOps, in double), then
+// the rotation of every head of the token in float.
+void CpuOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
+  const int64_t hd = x.ne[0], n_head = x.ne[1], n_tok = x.ne[2];
+  FERRY_ASSERT(x.dtype == DType::F32 && n_tok == batch.n_tokens && x.ne[3] == 1);
+  FERRY_ASSERT(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= hd);
+  const int32_t* pos = ivec(batch.pos);
+  const int64_t half = p.n_rot / 2;
+  const float* ff = nullptr;
+  if (p.freq_factors.data != nullptr) {
+    FERRY_ASSERT(p.freq_factors.dtype == DType::F32 && p.freq_factors.ne[0] >= half);
+    ff = p.freq_factors.ptr<const float>();
+  }
+  // Per-thread slice: inv_freq (double) + cos + sin (float).
+  const size_t slice = static_cast<size_t>(half) * (sizeof(double) + 2 * sizeof(float)) + 64;
+  uint8_t* base = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
+  auto body = [&](int64_t t0, int64_t t1, int ith) {
+    auto* inv_freq = reinterpret_cast<double*>(base + slice * static_cast<size_t>(ith));
+    auto* cs = reinterpret_cast<float*>(inv_freq + half);
+    float* sn = cs + half;
+    for (int64_t i = 0; i < half; ++i) {
+      inv_freq[i] = std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(i) / p.n_rot);
+    }
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        double theta = static_cast<double>(pos[t]) * p.freq_scale * inv_freq[i];
+        if (ff != nullptr) theta /= ff[i];
+        cs[i] = static_cast<float>(std::cos(theta));
+        sn[i] = static_cast<float>(std::sin(theta));
+      }
+      for (int64_t h = 0; h < n_head; ++h) tab_->rope(frow(x, h, t), cs, sn, half, p.neox);
+    }
+  };
+  if (n_tok * n_head * hd < kParallelElems || n_tok < 2) {
+    body(0, n_tok, 0);
+  } else {
+    pool_.parallel_for(n_tok, 1, body);
+  }
+}
+
+void CpuOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) {
+  const int64_t kvd = k.ne[0];
+  FERRY_ASSERT(k.dtype == DType::F32 && v.dtype == DType::F32 && same_shape(k, v) && k.ne[1] == batch.n_tokens);
+  FERRY_ASSERT(kv.k.dtype == DType::F16 && kv.v.dtype == DType::F16 && kv.k.ne[0] == kvd && kv.v.ne[0] == kvd);
+  const int32_t* cell = ivec(batch.cell);
+  for (int64_t t = 0; t < batch.n_tokens; ++t) FERRY_ASSERT(cell[t] >= 0 && cell[t] < kv.k.ne[1]);
+  auto body = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      tab_->f32_to_f16(frow(k, t), static_cast<uint16_t*>(kv.k.row(cell[t])), kvd);
+      tab_->f32_to_f16(frow(v, t), static_cast<uint16_t*>(kv.v.row(cell[t])), kvd);
+    }
+  };
+  if (batch.n_tokens * kvd < kParallelElems) {
+    body(0, batch.n_tokens);
+  } else {
+    pool_.parallel_for(batch.n_tokens, body);
+  }
+}
+
+void CpuOps::gather_rows(const TensorView& x, const int32_t* rows, TensorView out) {
+  FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32 && out.ne[0] == x.ne[0]);
+  FERRY_ASSERT(out.data != x.data);
+  for (int64_t i = 0; i < out.ne[1]; ++i) {
+    FERRY_ASSERT(rows[i] >= 0 && rows[i] < x.ne[1]);
+    std::memcpy(frow(out, i), frow(x, rows[i]), static_cast<size_t>(x.ne[0]) * sizeof(float));
+  }
+}
+
+}  // namespace cpu
+
+std::unique_ptr<Ops> make_cpu_ops(int n_threads, CpuIsa isa) {
+  FERRY_ASSERT_MSG(cpu_isa_supported(isa), "make_cpu_ops: dispatch level not supported by this CPU");
+  return std::make_unique<cpu::CpuOps>(n_threads, isa);
+}
+
+std::unique_ptr<Ops> make_cpu_ops(int n_threads) { return make_cpu_ops(n_threads, default_cpu_isa()); }
+
+}  // namespace ferry::kernels

@@ -1,0 +1,69 @@
+// CpuOps class (private to kernels/cpu): the Ops methods run the kernel table's functions over rows,
+// split across the thread pool. Scratch buffers only grow, so after the first step of the largest
+// size nothing allocates.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/kernels.h"
+
+namespace ferry::kernels::cpu {
+
+// A grow-only, 64-byte aligned byte buffer.
+class Scratch {
+ public:
+  uint8_t* get(size_t bytes) {
+    if (bytes > cap_) {
+      cap_ = bytes + bytes / 4 + 4096;
+      p_.reset(static_cast<uint8_t*>(::operator new[](cap_, std::align_val_t(64))));
+    }
+    return p_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<uint8_t[], Free> p_;
+  size_t cap_ = 0;
+};
+
+class CpuOps final : public Ops {
+ public:
+  CpuOps(int n_threads, CpuIsa isa);
+  const char* name() const override { return name_.c_str(); }
+
+  void embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) override;
+  void rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) override;
+  void matmul(const TensorView& w, const TensorView& x, TensorView out) override;
+  void add(const TensorView& a, const TensorView& b, TensorView out) override;
+  void scale(const TensorView& x, float s, TensorView out) override;
+  void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) override;
+  void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) override;
+  void attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
+                 TensorView out) override;
+  void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) override;
+  void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) override;
+
+  ThreadPool& pool() { return pool_; }
+  const KernelTable& table() const { return *tab_; }
+
+ private:
+  // Runs fn(i1, i2, i3) for every row of t (dims 1..3), in parallel when there is enough work.
+  template <typename F>
+  void for_rows(const TensorView& t, F&& fn);
+
+  const KernelTable* tab_;
+  ThreadPool pool_;
+  std::string name_;
+  Scratch act_;        // matmul: converted activations
+  Scratch per_thread_; // matmul panels, attention scores, RoPE tables (one slice per thread)
+};
+
+}  // namespace ferry::kernels::cpu

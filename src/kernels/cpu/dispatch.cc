@@ -1,0 +1,98 @@
+// Dispatch: which levels this CPU supports (base/cpu_info), the FERRY_CPU_ISA override, and the
+// kernel tables. A table is built once per level by layering the fillers from the lowest level up
+// (scalar, then AVX2, then AVX-512), so a level only overrides what it does better.
+#include <cstdlib>
+#include <cstring>
+
+#include "base/cpu_info.h"
+#include "base/status.h"
+#include "kernels/cpu/kernels.h"
+
+namespace ferry::kernels {
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar: return "scalar";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+std::optional<CpuIsa> cpu_isa_from_name(std::string_view s) {
+  if (s == "scalar") return CpuIsa::kScalar;
+  if (s == "avx2") return CpuIsa::kAvx2;
+  if (s == "avx512") return CpuIsa::kAvx512;
+  return std::nullopt;
+}
+
+bool cpu_isa_supported(CpuIsa isa) {
+#if defined(__x86_64__)
+  const CpuInfo& ci = cpu_info();
+  const bool avx2 = ci.avx2 && ci.fma && ci.f16c;
+  switch (isa) {
+    case CpuIsa::kScalar: return true;
+    case CpuIsa::kAvx2: return avx2;
+    case CpuIsa::kAvx512: return avx2 && ci.avx512f && ci.avx512bw && ci.avx512vl && ci.avx512dq && ci.avx512vnni;
+  }
+  return false;
+#else
+  return isa == CpuIsa::kScalar;
+#endif
+}
+
+CpuIsa best_cpu_isa() {
+  if (cpu_isa_supported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
+  if (cpu_isa_supported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
+  return CpuIsa::kScalar;
+}
+
+CpuIsa default_cpu_isa() {
+  CpuIsa isa = best_cpu_isa();
+  if (const char* env = std::getenv("FERRY_CPU_ISA"); env != nullptr && *env != '\0') {
+    const std::optional<CpuIsa> want = cpu_isa_from_name(env);
+    if (want && cpu_isa_supported(*want) && *want < isa) isa = *want;
+  }
+  return isa;
+}
+
+namespace cpu {
+
+namespace {
+
+KernelTable build(CpuIsa isa) {
+  KernelTable t;
+  fill_scalar(&t);
+#if defined(__x86_64__)
+  if (isa >= CpuIsa::kAvx2) fill_avx2(&t);
+  if (isa >= CpuIsa::kAvx512) {
+    fill_avx512(&t);
+    fill_avx512_panel(&t);
+    if (cpu_info().avx512bf16) fill_avx512_bf16(&t);
+  }
+#endif
+  t.isa = isa;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& kernel_table(CpuIsa isa) {
+  FERRY_ASSERT_MSG(cpu_isa_supported(isa), "kernel_table: dispatch level not supported by this CPU");
+  static const KernelTable scalar = build(CpuIsa::kScalar);
+  switch (isa) {
+    case CpuIsa::kScalar: return scalar;
+    case CpuIsa::kAvx2: {
+      static const KernelTable avx2 = build(CpuIsa::kAvx2);
+      return avx2;
+    }
+    case CpuIsa::kAvx512: {
+      static const KernelTable avx512 = build(CpuIsa::kAvx512);
+      return avx512;
+    }
+  }
+  return scalar;
+}
+
+}  // namespace cpu
+}  // namespace ferry::kernels

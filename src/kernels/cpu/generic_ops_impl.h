@@ -1,0 +1,118 @@
+// Portable element-wise and attention kernels, compiled once per ISA file like generic_impl.h (same
+// rules: internal linkage, builtins only). The scalar level uses all of them; the SIMD levels keep the
+// ones the compiler vectorizes well (add, scale, norms, RoPE) and replace the rest.
+#pragma once
+
+#include "kernels/cpu/generic_impl.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+inline double g_sum_sq(const float* x, int64_t n) {
+  // Eight float lanes, summed in double at the end: vectorizes, and the error stays far below the
+  // tolerance of a norm (each lane sums n/8 squares).
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * x[i + l];
+  double s = 0.0;
+  for (int l = 0; l < 8; ++l) s += acc[l];
+  for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+inline void g_mul_scale(const float* x, float s, const float* w, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * s) * w[i];
+}
+inline void g_add(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+inline void g_scale(const float* x, float s, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+}
+inline float g_silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
+inline float g_gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + __builtin_tanhf(k * (x + 0.044715f * x * x * x)));
+}
+inline void g_glu(const float* g, const float* u, float* y, int64_t n, Activation act) {
+  if (act == Activation::kSilu) {
+    for (int64_t i = 0; i < n; ++i) y[i] = g_silu(g[i]) * u[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = g_gelu_tanh(g[i]) * u[i];
+  }
+}
+inline void g_f32_to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f2h(x[i]);
+}
+inline void g_rope(float* x, const float* cs, const float* sn, int64_t half, bool neox) {
+  if (neox) {
+    float* x0 = x;
+    float* x1 = x + half;
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = x0[i], b = x1[i];
+      x0[i] = a * cs[i] - b * sn[i];
+      x1[i] = a * sn[i] + b * cs[i];
+    }
+  } else {
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = x[2 * i], b = x[2 * i + 1];
+      x[2 * i] = a * cs[i] - b * sn[i];
+      x[2 * i + 1] = a * sn[i] + b * cs[i];
+    }
+  }
+}
+
+inline float softcap_score(float s, float cap) { return cap > 0.f ? cap * __builtin_tanhf(s / cap) : s; }
+
+inline void g_attn_scores(const float* q, int64_t q_stride, int ng, const uint8_t* k, size_t k_stride,
+                          const int32_t* cells, int n, int hd, float scale, float softcap, float* s) {
+  for (int j = 0; j < n; ++j) {
+    const auto* kr = reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(cells[j]) * k_stride);
+    for (int g = 0; g < ng; ++g) {
+      const float* qg = q + g * q_stride;
+      float acc = 0.f;
+      for (int i = 0; i < hd; ++i) acc += qg[i] * h2f(kr[i]);
+      s[g * n + j] = softcap_score(acc * scale, softcap);
+    }
+  }
+}
+inline void g_softmax(float* s, int n) {
+  float mx = -__builtin_inff();
+  for (int j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+  double sum = 0.0;
+  for (int j = 0; j < n; ++j) {
+    s[j] = __builtin_expf(s[j] - mx);
+    sum += s[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int j = 0; j < n; ++j) s[j] *= inv;
+}
+inline void g_attn_values(const float* p, int ng, const uint8_t* v, size_t v_stride, const int32_t* cells, int n,
+                          int hd, float* out) {
+  for (int i = 0; i < ng * hd; ++i) out[i] = 0.f;
+  for (int j = 0; j < n; ++j) {
+    const auto* vr = reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(cells[j]) * v_stride);
+    for (int g = 0; g < ng; ++g) {
+      const float w = p[g * n + j];
+      float* o = out + g * hd;
+      for (int i = 0; i < hd; ++i) o[i] += w * h2f(vr[i]);
+    }
+  }
+}
+
+// Installs the portable element-wise and attention kernels.
+inline void set_generic_ops(KernelTable* t) {
+  t->sum_sq = g_sum_sq;
+  t->mul_scale = g_mul_scale;
+  t->add = g_add;
+  t->scale = g_scale;
+  t->glu = g_glu;
+  t->f32_to_f16 = g_f32_to_f16;
+  t->rope = g_rope;
+  t->attn_scores = g_attn_scores;
+  t->softmax = g_softmax;
+  t->attn_values = g_attn_values;
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu

@@ -1,0 +1,96 @@
+// The CPU kernel table: one set of function pointers per dispatch level (scalar, AVX2, AVX-512),
+// filled by per-ISA translation units compiled with their own -m flags (sources.cmake). CpuOps picks
+// a table once from cpuid and never branches on the ISA again.
+//
+// Matmul: out[n, t] = sum_k W[k, n] x[k, t]. The activations are first converted once per call into
+// the weight type's activation form ("act"); then either
+//   direct: one weight row at a time against up to `direct_cols` act columns, decoding the weights in
+//           registers (decode / small batches: memory-bound), or
+//   panel:  kPanelRows weight rows are unpacked once into a lane-per-row panel (uint8 quads or floats)
+//           and multiplied with kPanelCols act columns at a time (prefill: compute-bound).
+// Quantized act layout (group size G = 32 for legacy types, 32 or 16 for k-quants):
+//   [int8 q[K] | pad to 64][f32 dx[K/G] | pad][f32 sy[K/G] | pad]  with x[i] ~= dx[g] * q[i] and
+//   sy[g] = dx[g] * sum(q of group g) (Q8_1: rounded to fp16, as ggml stores it).
+// Every weight group is unpacked as value[i] = scale[g] * u[i] + min[g] with u[i] unsigned 8-bit, so a
+// group's dot is scale * dx * sum(u * q) + min * sy: one integer dot product and two float terms.
+//
+// ODR rule for the per-ISA files: everything they define lives in an anonymous namespace and they call
+// no external inline function (std templates, quant_blocks.h helpers): the linker could otherwise keep
+// an AVX-512 copy of such a function for the whole program. Only fill_<isa>() is exported.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/ops.h"
+
+namespace ferry::kernels::cpu {
+
+inline constexpr int kPanelRows = 16;  // AVX-512 panel: one zmm lane per weight row
+inline constexpr int kPanelCols = 8;   // act columns per panel-kernel call
+inline constexpr int kMaxDirectCols = 4;
+
+struct MatArgs {
+  int64_t K = 0;
+  const uint8_t* w = nullptr;    // first weight row (direct) or the packed panel (panel_mul)
+  size_t w_stride = 0;           // bytes between weight rows (direct)
+  int64_t n_rows = 0;            // direct: any; panel_mul: <= kPanelRows
+  const uint8_t* act = nullptr;  // first act column
+  size_t act_stride = 0;         // bytes between act columns
+  int n_cols = 0;                // <= direct_cols (direct) or kPanelCols (panel_mul)
+  float* out = nullptr;          // out[c * out_stride + r]
+  size_t out_stride = 0;         // in floats
+};
+
+struct MatKernel {
+  int group = 0;  // act group size; 0: float act (F32 values, or BF16 pairs when act_bf16)
+  size_t (*act_bytes)(int64_t K) = nullptr;
+  void (*quantize)(const float* x, int64_t K, void* act) = nullptr;
+  void (*direct)(const MatArgs& a) = nullptr;
+  int direct_cols = 1;
+  // Panel path; pack == nullptr when this level has none for the type.
+  size_t (*panel_bytes)(int64_t K) = nullptr;
+  // Packs n_rows (<= kPanelRows) weight rows; rows past n_rows are zero. tmp: pack_tmp_bytes(K).
+  void (*pack)(int64_t K, const uint8_t* w, size_t w_stride, int n_rows, uint8_t* panel, uint8_t* tmp) = nullptr;
+  size_t (*pack_tmp_bytes)(int64_t K) = nullptr;
+  void (*panel_mul)(const MatArgs& a) = nullptr;
+  int panel_min_tokens = 1 << 30;  // use the panel path from this many act columns on
+};
+
+struct KernelTable {
+  CpuIsa isa = CpuIsa::kScalar;
+  MatKernel mat[32];  // indexed by DType id; only weight types are set
+
+  // Rows of n floats.
+  double (*sum_sq)(const float* x, int64_t n) = nullptr;
+  void (*mul_scale)(const float* x, float s, const float* w, float* y, int64_t n) = nullptr;  // y = x*s*w
+  void (*add)(const float* a, const float* b, float* y, int64_t n) = nullptr;
+  void (*scale)(const float* x, float s, float* y, int64_t n) = nullptr;
+  void (*glu)(const float* g, const float* u, float* y, int64_t n, Activation act) = nullptr;
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n) = nullptr;
+  // Rotates pairs (x[i0], x[i1]) by angles with cos cs[i], sin sn[i], i < half; neox: i1 = i + half.
+  void (*rope)(float* x, const float* cs, const float* sn, int64_t half, bool neox) = nullptr;
+
+  // Attention over F16 K/V rows. q: ng heads of hd floats (q_stride apart); cells: n cell indices.
+  // scores: s[g * n + j] = softcap(scale * q_g . k_cell_j).
+  void (*attn_scores)(const float* q, int64_t q_stride, int ng, const uint8_t* k, size_t k_stride,
+                      const int32_t* cells, int n, int hd, float scale, float softcap, float* s) = nullptr;
+  // In place: s[j] = exp(s[j] - max) / sum.
+  void (*softmax)(float* s, int n) = nullptr;
+  // out[g * hd + i] = sum_j p[g * n + j] * v_cell_j[i].
+  void (*attn_values)(const float* p, int ng, const uint8_t* v, size_t v_stride, const int32_t* cells, int n,
+                      int hd, float* out) = nullptr;
+};
+
+// The table of a supported level (built once, immutable).
+const KernelTable& kernel_table(CpuIsa isa);
+
+// Fillers, one per ISA translation unit.
+void fill_scalar(KernelTable* t);
+void fill_avx2(KernelTable* t);
+void fill_avx512(KernelTable* t);
+void fill_avx512_panel(KernelTable* t);
+void fill_avx512_bf16(KernelTable* t);  // called only when the CPU has AVX512_BF16
+
+}  // namespace ferry::kernels::cpu

@@ -1,0 +1,93 @@
+// AVX2 + FMA + F16C kernels (Haswell / Zen 1 and later): direct matmul for every weight type on 256-bit
+// vectors, vector exp / GLU / softmax / F16 attention rows. Compiled with -mavx2 -mfma -mf16c -mbmi2
+// (sources.cmake); see the ODR rule in kernels.h.
+#include <immintrin.h>
+
+namespace ferry::kernels::cpu {
+namespace {
+
+// u (unsigned, <= 127) x s (signed): pmaddubsw cannot saturate for the levels used here (<= 63).
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+// signed x signed: |a| x (b with a's sign); |a| <= 128 and |b| <= 127 keep pmaddubsw exact.
+inline __m256i dot_s8s8(__m256i a, __m256i b) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)),
+                           _mm256_set1_epi16(1));
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
+
+#include "kernels/cpu/simd_math_impl.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+// Float weights, 1 row x C columns; Load converts 8 weights to floats. act: floats.
+template <typename Load, int C>
+void direct_float(const MatArgs& a) {
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    const uint8_t* w = a.w + r * a.w_stride;
+    const float* x[C];
+    for (int c = 0; c < C; ++c) x[c] = reinterpret_cast<const float*>(a.act + c * a.act_stride);
+    __m256 acc0[C], acc1[C];
+    for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= a.K; k += 16) {
+      const __m256 w0 = Load::load8(w, k), w1 = Load::load8(w, k + 8);
+      for (int c = 0; c < C; ++c) {
+        acc0[c] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[c] + k), acc0[c]);
+        acc1[c] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[c] + k + 8), acc1[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      float s = hsum256(_mm256_add_ps(acc0[c], acc1[c]));
+      for (int64_t kk = k; kk < a.K; ++kk) s += Load::get(w, kk) * x[c][kk];
+      a.out[c * a.out_stride + r] = s;
+    }
+  }
+}
+struct LoadF32 {
+  static __m256 load8(const uint8_t* w, int64_t k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + k); }
+  static float get(const uint8_t* w, int64_t k) { return reinterpret_cast<const float*>(w)[k]; }
+};
+struct LoadF16 {
+  static __m256 load8(const uint8_t* w, int64_t k) { return load_h8(reinterpret_cast<const uint16_t*>(w) + k); }
+  static float get(const uint8_t* w, int64_t k) { return h2f(reinterpret_cast<const uint16_t*>(w)[k]); }
+};
+struct LoadBF16 {
+  static __m256 load8(const uint8_t* w, int64_t k) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(w) + k));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float get(const uint8_t* w, int64_t k) { return bf2f(reinterpret_cast<const uint16_t*>(w)[k]); }
+};
+template <typename Load>
+struct FloatK {
+  template <int C>
+  static void run(const MatArgs& a) { direct_float<Load, C>(a); }
+};
+
+// F16 weights: the act is x rounded to fp16, held as floats (F16C conversion both ways).
+void act_f16_avx2(const float* x, int64_t K, void* act) {
+  float* y = static_cast<float*>(act);
+  int64_t i = 0;
+  for (; i + 8 <= K; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < K; ++i) y[i] = h2f(f2h(x[i]));
+}
+
+}  // namespace
+
+void fill_avx2(KernelTable* t) {
+  t->isa = CpuIsa::kAvx2;
+  set_direct_quant(t);
+  t->mat[static_cast<uint32_t>(DType::F32)].direct = direct_by_cols<FloatK<LoadF32>>;
+  t->mat[static_cast<uint32_t>(DType::F16)].direct = direct_by_cols<FloatK<LoadF16>>;
+  t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_avx2;
+  t->mat[static_cast<uint32_t>(DType::BF16)].direct = direct_by_cols<FloatK<LoadBF16>>;
+  set_simd_math(t);
+}
+
+}  // namespace ferry::kernels::cpu

@@ -1,0 +1,164 @@
+// AVX-512 (F/BW/VL/DQ + VNNI) kernels, Ice Lake / Zen 4 and later: the direct quantized matmul with
+// vpdpbusd on 256-bit vectors (decode is memory-bound; ymm keeps the decoders shared with AVX2), float
+// matmul rows on 512-bit vectors with masked tails, and 512-bit exp / GLU / softmax / conversions.
+// Compiled with the AVX-512 flags of sources.cmake; see the ODR rule in kernels.h.
+#include <immintrin.h>
+
+namespace ferry::kernels::cpu {
+namespace {
+
+inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+inline __m256i dot_s8s8(__m256i a, __m256i b) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
+
+#include "kernels/cpu/simd_math_impl.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
+
+// exp on 16 lanes; scalef handles the 2^n scaling (no overflow games).
+inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.f));
+  x = _mm512_min_ps(x, _mm512_set1_ps(88.7f));
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_scalef_ps(p, fx);
+}
+
+void glu512(const float* g, const float* u, float* y, int64_t n, Activation act) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  const __m512 k2 = _mm512_set1_ps(-2.f * 0.7978845608028654f), c = _mm512_set1_ps(0.044715f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+    __m512 e;
+    if (act == Activation::kSilu) {
+      e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    } else {
+      const __m512 inner = _mm512_mul_ps(x, _mm512_fmadd_ps(_mm512_mul_ps(c, x), x, one));
+      e = exp512(_mm512_mul_ps(k2, inner));
+    }
+    const __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
+  }
+}
+
+void softmax512(float* s, int n) {
+  __m512 mv = _mm512_set1_ps(-__builtin_inff());
+  for (int j = 0; j < n; j += 16) {
+    const __mmask16 m = tail_mask(n - j);
+    mv = _mm512_mask_max_ps(mv, m, mv, _mm512_maskz_loadu_ps(m, s + j));
+  }
+  const float mx = _mm512_reduce_max_ps(mv);
+  const __m512 mb = _mm512_set1_ps(mx);
+  __m512 sv = _mm512_setzero_ps();
+  for (int j = 0; j < n; j += 16) {
+    const __mmask16 m = tail_mask(n - j);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), mb));
+    _mm512_mask_storeu_ps(s + j, m, e);
+    sv = _mm512_mask_add_ps(sv, m, sv, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(sv));
+  for (int j = 0; j < n; j += 16) {
+    const __mmask16 m = tail_mask(n - j);
+    _mm512_mask_storeu_ps(s + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv));
+  }
+}
+
+void f32_to_f16_512(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_mask_storeu_epi16(y + i, m, h);
+  }
+}
+
+// ---- float weights: 1 row x C columns, 32 elements per step, masked tail ---------------------------
+struct Z32 {
+  static __m512 load(const uint8_t* w, int64_t k, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(w) + k);
+  }
+};
+struct Z16 {
+  static __m512 load(const uint8_t* w, int64_t k, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(w) + k));
+  }
+};
+struct ZB16 {
+  static __m512 load(const uint8_t* w, int64_t k, __mmask16 m) {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(w) + k);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
+
+template <typename Load, int C>
+void direct_float512(const MatArgs& a) {
+  const float* x[C];
+  for (int c = 0; c < C; ++c) x[c] = reinterpret_cast<const float*>(a.act + c * a.act_stride);
+  const __mmask16 full = 0xFFFF;
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    const uint8_t* w = a.w + r * a.w_stride;
+    __m512 acc0[C], acc1[C];
+    for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 32 <= a.K; k += 32) {
+      const __m512 w0 = Load::load(w, k, full), w1 = Load::load(w, k + 16, full);
+      for (int c = 0; c < C; ++c) {
+        acc0[c] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[c] + k), acc0[c]);
+        acc1[c] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[c] + k + 16), acc1[c]);
+      }
+    }
+    for (; k < a.K; k += 16) {
+      const __mmask16 m = tail_mask(a.K - k);
+      const __m512 w0 = Load::load(w, k, m);
+      for (int c = 0; c < C; ++c) acc0[c] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, x[c] + k), acc0[c]);
+    }
+    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[c], acc1[c]));
+  }
+}
+template <typename Load>
+struct Float512K {
+  template <int C>
+  static void run(const MatArgs& a) { direct_float512<Load, C>(a); }
+};
+
+void act_f16_512(const float* x, int64_t K, void* act) {
+  float* y = static_cast<float*>(act);
+  for (int64_t i = 0; i < K; i += 16) {
+    const __mmask16 m = tail_mask(K - i);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(h));
+  }
+}
+
+}  // namespace
+
+void fill_avx512(KernelTable* t) {
+  t->isa = CpuIsa::kAvx512;
+  set_direct_quant(t);  // the shared 256-bit decoders, now with vpdpbusd
+  t->mat[static_cast<uint32_t>(DType::F32)].direct = direct_by_cols<Float512K<Z32>>;
+  t->mat[static_cast<uint32_t>(DType::F16)].direct = direct_by_cols<Float512K<Z16>>;
+  t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_512;
+  t->mat[static_cast<uint32_t>(DType::BF16)].direct = direct_by_cols<Float512K<ZB16>>;
+  set_simd_math(t);
+  t->glu = glu512;
+  t->softmax = softmax512;
+  t->f32_to_f16 = f32_to_f16_512;
+}
+
+}  // namespace ferry::kernels::cpu

@@ -1,0 +1,113 @@
+// CpuOps::matmul: convert the activations once (Q8_0/Q8_1/Q8_K/F16/BF16 form by weight type, split
+// over tokens), then split the weight rows over the pool:
+//   - few tokens (decode): each thread streams its share of rows once through the direct kernel,
+//     up to direct_cols tokens per weight read;
+//   - many tokens (prefill, when the level has a panel kernel): each thread unpacks kPanelRows rows
+//     into a panel (decoded once) and multiplies it with all tokens, kPanelCols at a time.
+#include <cstring>
+
+#include "base/status.h"
+#include "kernels/cpu/cpu_ops_impl.h"
+
+namespace ferry::kernels::cpu {
+
+namespace {
+
+// Direct path with several token groups: rows are walked in sub-chunks that stay in L2 while every
+// token group passes over them.
+constexpr size_t kDirectL2Bytes = 256 * 1024;
+
+}  // namespace
+
+void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
+  const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
+  FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32);
+  FERRY_ASSERT(x.ne[0] == K && out.ne[0] == N && out.ne[1] == T && x.ne[2] == 1 && out.ne[2] == 1);
+  FERRY_ASSERT(w.ne[2] == 1 && w.ne[3] == 1 && w.where == Where::kHost);
+  FERRY_ASSERT(x.data != out.data);
+  FERRY_ASSERT(static_cast<uint32_t>(w.dtype) < 32);
+  const MatKernel& mk = tab_->mat[static_cast<uint32_t>(w.dtype)];
+  FERRY_ASSERT_MSG(mk.direct != nullptr, "CpuOps::matmul: weight type not supported");
+  FERRY_ASSERT_MSG(K % traits(w.dtype).block_elems == 0, "CpuOps::matmul: K not a multiple of the block size");
+  if (T == 0 || N == 0) return;
+
+  // 1. Activations -> act form, [T] columns of act_stride bytes.
+  const size_t act_stride = mk.act_bytes(K);
+  uint8_t* act = act_.get(act_stride * static_cast<size_t>(T));
+  auto quantize = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      mk.quantize(static_cast<const float*>(x.row(t)), K, act + static_cast<size_t>(t) * act_stride);
+  };
+  if (T * K < (1 << 16)) {
+    quantize(0, T);
+  } else {
+    pool_.parallel_for(T, quantize);
+  }
+
+  float* out0 = static_cast<float*>(out.data);
+  const size_t out_stride = out.nb[1] / sizeof(float);
+  const auto* w0 = static_cast<const uint8_t*>(w.data);
+  const size_t w_stride = w.nb[1];
+
+  // 2a. Panel path.
+  if (mk.pack != nullptr && T >= mk.panel_min_tokens) {
+    const size_t panel_bytes = mk.panel_bytes(K), tmp_bytes = mk.pack_tmp_bytes(K);
+    const size_t slice = panel_bytes + tmp_bytes;
+    uint8_t* scratch = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
+    const int64_t n_panels = (N + kPanelRows - 1) / kPanelRows;
+    pool_.parallel_for(n_panels, 1, [&](int64_t p0, int64_t p1, int ith) {
+      uint8_t* panel = scratch + slice * static_cast<size_t>(ith);
+      uint8_t* tmp = panel + panel_bytes;
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t r0 = p * kPanelRows;
+        const int nr = static_cast<int>(N - r0 < kPanelRows ? N - r0 : kPanelRows);
+        mk.pack(K, w0 + static_cast<size_t>(r0) * w_stride, w_stride, nr, panel, tmp);
+        MatArgs a;
+        a.K = K;
+        a.w = panel;
+        a.n_rows = nr;
+        a.act_stride = act_stride;
+        a.out_stride = out_stride;
+        for (int64_t c0 = 0; c0 < T; c0 += kPanelCols) {
+          a.act = act + static_cast<size_t>(c0) * act_stride;
+          a.n_cols = static_cast<int>(T - c0 < kPanelCols ? T - c0 : kPanelCols);
+          a.out = out0 + static_cast<size_t>(c0) * out_stride + r0;
+          mk.panel_mul(a);
+        }
+      }
+    });
+    return;
+  }
+
+  // 2b. Direct path.
+  const int dc = mk.direct_cols;
+  const int64_t sub_rows = T <= dc ? N : static_cast<int64_t>(kDirectL2Bytes / (w_stride + 1)) + 1;
+  auto rows_body = [&](int64_t r0, int64_t r1) {
+    MatArgs a;
+    a.K = K;
+    a.w_stride = w_stride;
+    a.act_stride = act_stride;
+    a.out_stride = out_stride;
+    for (int64_t s0 = r0; s0 < r1; s0 += sub_rows) {
+      const int64_t s1 = s0 + sub_rows < r1 ? s0 + sub_rows : r1;
+      a.w = w0 + static_cast<size_t>(s0) * w_stride;
+      a.n_rows = s1 - s0;
+      for (int64_t c0 = 0; c0 < T; c0 += dc) {
+        a.act = act + static_cast<size_t>(c0) * act_stride;
+        a.n_cols = static_cast<int>(T - c0 < dc ? T - c0 : dc);
+        a.out = out0 + static_cast<size_t>(c0) * out_stride + s0;
+        mk.direct(a);
+      }
+    }
+  };
+  // Tiny matmuls stay on the calling thread; otherwise chunks of >= 4 rows (and >= ~16 KB of weights).
+  const int64_t work = N * K * (T < dc ? T : dc);
+  if (work < (1 << 17) || pool_.size() == 1) {
+    rows_body(0, N);
+  } else {
+    const int64_t grain = static_cast<int64_t>(16384 / (w_stride + 1)) + 4;
+    pool_.parallel_for(N, grain, rows_body);
+  }
+}
+
+}  // namespace ferry::kernels::cpu

@@ -1,0 +1,33 @@
+# kernels_cpu: CpuOps (SIMD + thread pool). The module is built for baseline x86-64; only the per-ISA
+# kernel files get -m flags, and dispatch.cc picks among them at run time from cpuid. Never add
+# -march=native here: the binary must run on any x86-64 machine.
+set(FERRY_KCPU_ISA_SOURCES)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
+  set(FERRY_KCPU_ISA_SOURCES
+    kernels/cpu/kernels_avx2.cc
+    kernels/cpu/kernels_avx512.cc
+    kernels/cpu/kernels_avx512_panel.cc
+    kernels/cpu/kernels_avx512_bf16.cc
+  )
+endif()
+ferry_module(kernels_cpu DEPS tensor base SOURCES
+  kernels/cpu/cpu_ops.cc
+  kernels/cpu/matmul.cc
+  kernels/cpu/attention.cc
+  kernels/cpu/dispatch.cc
+  kernels/cpu/kernels_scalar.cc
+  ${FERRY_KCPU_ISA_SOURCES}
+)
+# The activation quantizers must match ferry::quantize_row bit for bit: no contraction into FMAs.
+target_compile_options(ferry_kernels_cpu PRIVATE -ffp-contract=off)
+set(FERRY_KCPU_AVX2 -mavx2 -mfma -mf16c -mbmi2)
+# -Wno-maybe-uninitialized: GCC 12 false positives inside avx512fintrin.h (_mm512_undefined_*).
+set(FERRY_KCPU_AVX512 ${FERRY_KCPU_AVX2} -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+  -Wno-maybe-uninitialized)
+set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx2.cc
+  PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX2}")
+set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512.cc
+  ${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_panel.cc
+  PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512}")
+set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_bf16.cc
+  PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512};-mavx512bf16")

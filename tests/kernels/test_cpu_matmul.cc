@@ -1,0 +1,227 @@
+// CpuOps::matmul at every dispatch level this machine supports, every weight type, odd shapes (rows,
+// block counts, token counts 1, 3, 17, 64+5): (1) against an exact emulation — the activations
+// quantized by ferry::quantize_row (Q8_0 / Q8_1 / Q8_K / F16 / BF16 by weight type), dequantized,
+// and dotted in double with dequantize_row weights — to float rounding; (2) against RefOps (unquantized
+// activations) to the activation-quantization error; (3) levels against each other.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/ref/ref_ops.h"
+#include "tensor/quant.h"
+#include "tensor/quant_blocks.h"
+
+namespace ferry::kernels {
+namespace {
+
+std::vector<CpuIsa> levels() {
+  std::vector<CpuIsa> v;
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (cpu_isa_supported(isa)) v.push_back(isa);
+  return v;
+}
+
+// The activation type ggml pairs with a weight type.
+DType act_type(DType w) {
+  switch (w) {
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0: return DType::Q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1: return DType::Q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return DType::Q8_K;
+    default: return w;  // F32, F16, BF16: x rounded to the weight's float type
+  }
+}
+
+// x as the kernels see it: quantized to the activation type and back.
+std::vector<float> act_roundtrip(DType w, const float* x, int64_t K) {
+  const DType a = act_type(w);
+  std::vector<float> y(static_cast<size_t>(K));
+  std::vector<uint8_t> q(row_bytes(a, K));
+  quantize_row(a, x, q.data(), K);
+  dequantize_row(a, q.data(), y.data(), K);
+  return y;
+}
+
+struct Problem {
+  DType type;
+  int64_t K, N, T;
+  std::vector<uint8_t> w;  // [N] rows of row_bytes(type, K)
+  std::vector<float> x;    // [T][K]
+};
+
+Problem make_problem(DType type, int64_t K, int64_t N, int64_t T, uint32_t seed) {
+  Problem p{type, K, N, T, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> wf(static_cast<size_t>(K * N));
+  for (int64_t n = 0; n < N; ++n) {
+    const float row_scale = 0.02f * (1.f + static_cast<float>(n % 5));  // rows of different magnitude
+    for (int64_t k = 0; k < K; ++k) wf[n * K + k] = nd(rng) * row_scale;
+  }
+  const size_t rb = row_bytes(type, K);
+  p.w.resize(rb * static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) quantize_row(type, wf.data() + n * K, p.w.data() + rb * n, K);
+  p.x.resize(static_cast<size_t>(K * T));
+  for (float& v : p.x) v = nd(rng);
+  for (int64_t t = 0; t < T; ++t) p.x[t * K + (t % K)] = 8.f;  // an outlier per token
+  return p;
+}
+
+std::vector<float> run_matmul(Ops& ops, const Problem& p) {
+  std::vector<float> out(static_cast<size_t>(p.N * p.T), NAN);
+  auto* wd = const_cast<uint8_t*>(p.w.data());
+  auto* xd = const_cast<float*>(p.x.data());
+  ops.matmul(TensorView::make(p.type, wd, p.K, p.N), TensorView::make(DType::F32, xd, p.K, p.T),
+             TensorView::make(DType::F32, out.data(), p.N, p.T));
+  return out;
+}
+
+struct Expect {
+  std::vector<double> exact;  // emulation with quantized activations
+  std::vector<double> mag;    // sum |w * x'| per output (error scale)
+  std::vector<double> qerr;   // sum |w| * |x - x'|: bounds the effect of the activation rounding
+};
+
+Expect emulate(const Problem& p) {
+  Expect e;
+  e.exact.resize(static_cast<size_t>(p.N * p.T));
+  e.mag.resize(e.exact.size());
+  e.qerr.resize(e.exact.size());
+  std::vector<float> wrow(static_cast<size_t>(p.K));
+  const size_t rb = row_bytes(p.type, p.K);
+  std::vector<std::vector<float>> xq(static_cast<size_t>(p.T));
+  for (int64_t t = 0; t < p.T; ++t) xq[t] = act_roundtrip(p.type, p.x.data() + t * p.K, p.K);
+  // Q4_1 / Q5_1 x Q8_1: ggml takes the min term as m * s with s = fp16(d * sum(q)) stored in the
+  // Q8_1 block, not m * dx * sum(q); emulate that too.
+  const bool q8_1 = act_type(p.type) == DType::Q8_1;
+  std::vector<std::vector<BlockQ8_1>> xb(static_cast<size_t>(p.T));
+  if (q8_1) {
+    for (int64_t t = 0; t < p.T; ++t) {
+      xb[t].resize(static_cast<size_t>(p.K / 32));
+      quantize_row(DType::Q8_1, p.x.data() + t * p.K, xb[t].data(), p.K);
+    }
+  }
+  for (int64_t n = 0; n < p.N; ++n) {
+    dequantize_row(p.type, p.w.data() + rb * n, wrow.data(), p.K);
+    for (int64_t t = 0; t < p.T; ++t) {
+      double s = 0, m = 0, qe = 0;
+      for (int64_t k = 0; k < p.K; ++k) {
+        const double v = static_cast<double>(wrow[k]) * xq[t][k];
+        s += v;
+        m += std::fabs(v);
+        qe += std::fabs(static_cast<double>(wrow[k])) * std::fabs(static_cast<double>(p.x[t * p.K + k]) - xq[t][k]);
+      }
+      e.qerr[t * p.N + n] = qe;
+      if (q8_1) {
+        const uint8_t* wr = p.w.data() + rb * n;
+        const size_t bb = traits(p.type).block_bytes;
+        for (int64_t b = 0; b < p.K / 32; ++b) {
+          uint16_t mh;  // the min sits right after d in both Q4_1 and Q5_1 blocks
+          std::memcpy(&mh, wr + bb * b + 2, 2);
+          int qsum = 0;
+          for (int i = 0; i < 32; ++i) qsum += xb[t][b].qs[i];
+          const double dx = fp16_to_fp32(xb[t][b].d);
+          s += fp16_to_fp32(mh) * (fp16_to_fp32(xb[t][b].s) - dx * qsum);
+        }
+      }
+      e.exact[t * p.N + n] = s;
+      e.mag[t * p.N + n] = m;
+    }
+  }
+  return e;
+}
+
+struct Shape {
+  int64_t K, N;
+};
+
+// K: whole blocks only; several odd block counts. N: odd row counts around the panel size (16).
+std::vector<Shape> shapes_for(DType t) {
+  const int64_t B = traits(t).block_elems;
+  if (B == 256) return {{256, 7}, {768, 33}, {1280, 17}};
+  if (B == 32) return {{32, 5}, {96, 19}, {416, 33}, {1056, 16}};
+  return {{7, 3}, {67, 21}, {333, 17}, {1024, 16}};
+}
+
+class CpuMatmul : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CpuMatmul, MatchesEmulationAndRef) {
+  const DType type = GetParam();
+  RefOps ref;
+  uint32_t seed = 1;
+  for (const Shape& s : shapes_for(type)) {
+    for (int64_t T : {1, 3, 17, 69}) {
+      const Problem p = make_problem(type, s.K, s.N, T, seed++);
+      const Expect e = emulate(p);
+      const std::vector<float> want_ref = run_matmul(ref, p);
+      std::vector<std::vector<float>> got_by_level;
+      for (CpuIsa isa : levels()) {
+        auto ops = make_cpu_ops(2, isa);
+        const std::vector<float> got = run_matmul(*ops, p);
+        SCOPED_TRACE(std::string(dtype_name(type)) + " " + cpu_isa_name(isa) + " K=" + std::to_string(s.K) +
+                     " N=" + std::to_string(s.N) + " T=" + std::to_string(T));
+        int bad = 0;
+        for (size_t i = 0; i < got.size() && bad < 5; ++i) {
+          const double tol = 1e-5 * e.mag[i] + 1e-6;
+          if (!(std::fabs(got[i] - e.exact[i]) <= tol)) {
+            ++bad;
+            ADD_FAILURE() << "exact emulation: out[" << i << "] = " << got[i] << ", want " << e.exact[i]
+                          << " (tol " << tol << ")";
+          }
+          // Against unquantized activations: the activation rounding bounds the difference.
+          const double qtol = e.qerr[i] + 1e-5 * e.mag[i] + 1e-5;
+          if (!(std::fabs(got[i] - want_ref[i]) <= qtol)) {
+            ++bad;
+            ADD_FAILURE() << "vs RefOps: out[" << i << "] = " << got[i] << ", ref " << want_ref[i];
+          }
+        }
+        got_by_level.push_back(got);
+      }
+      for (size_t l = 1; l < got_by_level.size(); ++l)
+        for (size_t i = 0; i < got_by_level[l].size(); ++i)
+          ASSERT_NEAR(got_by_level[l][i], got_by_level[0][i], 2e-5 * e.mag[i] + 1e-6)
+              << dtype_name(type) << " level " << l << " vs scalar at " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CpuMatmul, ::testing::ValuesIn(kWeightTypes),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+// Strided output and activations (views into wider buffers), as the model code passes rows(0, n).
+TEST(CpuMatmul, StridedViews) {
+  const int64_t K = 256, N = 9, T = 5, ld_x = 300, ld_o = 13;
+  const Problem p = make_problem(DType::Q4_K, K, N, T, 77);
+  std::vector<float> xb(static_cast<size_t>(ld_x * T), 0.f);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k) xb[t * ld_x + k] = p.x[t * K + k];
+  TensorView xv = TensorView::make(DType::F32, xb.data(), K, T);
+  xv.nb[1] = ld_x * sizeof(float);
+  const Expect e = emulate(p);
+  for (CpuIsa isa : levels()) {
+    auto ops = make_cpu_ops(2, isa);
+    std::vector<float> ob(static_cast<size_t>(ld_o * T), -1.f);
+    TensorView ov = TensorView::make(DType::F32, ob.data(), N, T);
+    ov.nb[1] = ld_o * sizeof(float);
+    ops->matmul(TensorView::make(DType::Q4_K, const_cast<uint8_t*>(p.w.data()), K, N), xv, ov);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t n = 0; n < N; ++n)
+        EXPECT_NEAR(ob[t * ld_o + n], e.exact[t * N + n], 1e-5 * e.mag[t * N + n] + 1e-6) << cpu_isa_name(isa);
+      for (int64_t n = N; n < ld_o; ++n) EXPECT_EQ(ob[t * ld_o + n], -1.f) << "wrote past the row";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry::kernels

@@ -1,0 +1,312 @@
+// CpuOps element-wise, RoPE, KV store and attention ops against RefOps on random inputs of odd sizes,
+// at every dispatch level this machine supports (token counts 1, 3, 17, 69; GQA; several sequences;
+// sliding window; soft-cap), plus the activation quantizers bit for bit against ferry::quantize_row.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/generic_impl.h"
+#include "kernels/ref/ref_ops.h"
+#include "tensor/quant.h"
+#include "tensor/quant_blocks.h"
+
+namespace ferry::kernels {
+namespace {
+
+std::vector<CpuIsa> levels() {
+  std::vector<CpuIsa> v;
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512})
+    if (cpu_isa_supported(isa)) v.push_back(isa);
+  return v;
+}
+
+std::vector<float> randn(size_t n, uint32_t seed, float sigma = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+TensorView f32(std::vector<float>& v, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+  return TensorView::make(DType::F32, v.data(), ne0, ne1, ne2);
+}
+TensorView i32(std::vector<int32_t>& v) {
+  return TensorView::make(DType::I32, v.data(), static_cast<int64_t>(v.size()));
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, double abs,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= abs + rel * std::fabs(want[i]))) {
+      ++bad;
+      ADD_FAILURE() << what << ": [" << i << "] got " << got[i] << " want " << want[i];
+    }
+  }
+}
+
+const int64_t kTokens[] = {1, 3, 17, 69};
+
+TEST(CpuOps, RmsNormAddScaleGlu) {
+  RefOps ref;
+  for (CpuIsa isa : levels()) {
+    auto ops = make_cpu_ops(2, isa);
+    const std::string tag = cpu_isa_name(isa);
+    for (int64_t d : {5, 64, 577}) {
+      for (int64_t T : kTokens) {
+        std::vector<float> x = randn(d * T, 1), w = randn(d, 2), y0(d * T), y1(d * T);
+        ref.rms_norm(f32(x, d, T), f32(w, d), 1e-5f, f32(y0, d, T));
+        ops->rms_norm(f32(x, d, T), f32(w, d), 1e-5f, f32(y1, d, T));
+        expect_close(y1, y0, 1e-5, 1e-6, tag + " rms_norm");
+        // In place, per head ([d, 3, T] rows).
+        std::vector<float> xh = randn(d * 3 * T, 3), zh = xh;
+        TensorView vr = TensorView::make(DType::F32, xh.data(), d, 3, T);
+        TensorView vc = TensorView::make(DType::F32, zh.data(), d, 3, T);
+        ref.rms_norm(vr, f32(w, d), 1e-6f, vr);
+        ops->rms_norm(vc, f32(w, d), 1e-6f, vc);
+        expect_close(zh, xh, 1e-5, 1e-6, tag + " rms_norm per head");
+
+        std::vector<float> b = randn(d * T, 4), bias = randn(d, 5), s0(d * T), s1(d * T);
+        ref.add(f32(x, d, T), f32(b, d, T), f32(s0, d, T));
+        ops->add(f32(x, d, T), f32(b, d, T), f32(s1, d, T));
+        expect_close(s1, s0, 0, 0, tag + " add");
+        std::vector<float> xb = x, xc = x;
+        ref.add(f32(xb, d, T), f32(bias, d), f32(xb, d, T));
+        ops->add(f32(xc, d, T), f32(bias, d), f32(xc, d, T));
+        expect_close(xc, xb, 0, 0, tag + " add bias in place");
+        ref.scale(f32(x, d, T), 0.37f, f32(s0, d, T));
+        ops->scale(f32(x, d, T), 0.37f, f32(s1, d, T));
+        expect_close(s1, s0, 0, 0, tag + " scale");
+
+        std::vector<float> g = randn(d * T, 6, 3.f), u = randn(d * T, 7);
+        for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+          ref.glu(f32(g, d, T), f32(u, d, T), act, f32(s0, d, T));
+          std::vector<float> gc = g;
+          ops->glu(f32(gc, d, T), f32(u, d, T), act, f32(gc, d, T));  // in place
+          expect_close(gc, s0, 2e-6, 1e-6, tag + " glu");
+        }
+      }
+    }
+    // Extreme activation inputs: no NaN, the right limits.
+    std::vector<float> g = {-1000.f, -90.f, -20.f, 0.f, 20.f, 90.f, 1000.f, -1e-8f, 3.f}, u(g.size(), 1.f);
+    std::vector<float> r0(g.size()), r1(g.size());
+    for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+      ref.glu(f32(g, 9), f32(u, 9), act, f32(r0, 9));
+      ops->glu(f32(g, 9), f32(u, 9), act, f32(r1, 9));
+      expect_close(r1, r0, 2e-6, 1e-6, tag + " glu extremes");
+    }
+  }
+}
+
+TEST(CpuOps, Embed) {
+  RefOps ref;
+  const int64_t vocab = 37;
+  for (DType t : kWeightTypes) {
+    const int64_t d = traits(t).block_elems == 256 ? 512 : 96;
+    std::vector<float> tf = randn(d * vocab, 11);
+    std::vector<uint8_t> table(row_bytes(t, d) * vocab);
+    for (int64_t r = 0; r < vocab; ++r) quantize_row(t, tf.data() + r * d, table.data() + row_bytes(t, d) * r, d);
+    std::vector<int32_t> ids = {0, 36, 5, 5, 17};
+    std::vector<float> y0(d * 5), y1(d * 5);
+    TensorView tv = TensorView::make(t, table.data(), d, vocab);
+    ref.embed(tv, i32(ids), 1.5f, f32(y0, d, 5));
+    for (CpuIsa isa : levels()) {
+      auto ops = make_cpu_ops(2, isa);
+      ops->embed(tv, i32(ids), 1.5f, f32(y1, d, 5));
+      expect_close(y1, y0, 0, 0, std::string(dtype_name(t)) + " embed");
+    }
+  }
+}
+
+TEST(CpuOps, Rope) {
+  RefOps ref;
+  const int64_t hd = 64, n_head = 3;
+  std::vector<float> ff = randn(hd / 2, 21);
+  for (float& f : ff) f = 1.f + std::fabs(f);
+  for (CpuIsa isa : levels()) {
+    auto ops = make_cpu_ops(2, isa);
+    for (int64_t T : kTokens) {
+      std::vector<int32_t> pos(T);
+      for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>((t * 37) % 4099);
+      BatchMeta batch;
+      batch.n_tokens = static_cast<int32_t>(T);
+      batch.pos = i32(pos);
+      for (int variant = 0; variant < 4; ++variant) {
+        RopeParams p;
+        p.n_rot = variant == 3 ? 32 : static_cast<int32_t>(hd);  // partial rotary
+        p.freq_base = variant == 2 ? 500000.f : 10000.f;
+        p.freq_scale = variant == 2 ? 0.25f : 1.f;
+        p.neox = variant % 2 == 1;
+        if (variant == 2) p.freq_factors = f32(ff, hd / 2);
+        std::vector<float> x0 = randn(hd * n_head * T, 22 + variant), x1 = x0;
+        ref.rope(f32(x0, hd, n_head, T), batch, p);
+        ops->rope(f32(x1, hd, n_head, T), batch, p);
+        expect_close(x1, x0, 2e-5, 2e-5, std::string(cpu_isa_name(isa)) + " rope " + std::to_string(variant));
+      }
+    }
+  }
+}
+
+// A cache of n_cells cells holding several sequences; a batch of T new tokens stored with kv_store,
+// then attention. Cells are shuffled (a token's history is not contiguous).
+struct AttnCase {
+  int64_t hd, n_head, n_kv_head, T, n_prev;
+  int window;
+  float softcap;
+};
+
+void run_attention_case(const AttnCase& c, uint32_t seed) {
+  RefOps ref;
+  const int64_t kvd = c.hd * c.n_kv_head, n_cells = c.n_prev + c.T + 5;
+  std::mt19937 rng(seed);
+  // Cell assignment: a random permutation.
+  std::vector<int32_t> perm(n_cells);
+  for (int64_t i = 0; i < n_cells; ++i) perm[i] = static_cast<int32_t>(i);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> cell_pos(n_cells, -1), cell_seq(n_cells, -1);
+  // Previous tokens: two sequences (0 and 1) interleaved.
+  std::vector<uint16_t> kc(kvd * n_cells, 0), vc(kvd * n_cells, 0);
+  std::vector<float> prevk = randn(kvd * c.n_prev, seed + 1), prevv = randn(kvd * c.n_prev, seed + 2);
+  int32_t next_pos[2] = {0, 0};
+  for (int64_t i = 0; i < c.n_prev; ++i) {
+    const int s = static_cast<int>(i % 2);
+    const int32_t cell = perm[i];
+    cell_pos[cell] = next_pos[s]++;
+    cell_seq[cell] = s;
+    for (int64_t j = 0; j < kvd; ++j) {
+      kc[cell * kvd + j] = fp32_to_fp16(prevk[i * kvd + j]);
+      vc[cell * kvd + j] = fp32_to_fp16(prevv[i * kvd + j]);
+    }
+  }
+  // New tokens: alternate sequences too.
+  std::vector<int32_t> pos(c.T), seq(c.T), cell(c.T);
+  for (int64_t t = 0; t < c.T; ++t) {
+    const int s = static_cast<int>(t % 2);
+    seq[t] = s;
+    pos[t] = next_pos[s]++;
+    cell[t] = perm[c.n_prev + t];
+    cell_pos[cell[t]] = pos[t];
+    cell_seq[cell[t]] = s;
+  }
+  BatchMeta batch;
+  batch.n_tokens = static_cast<int32_t>(c.T);
+  batch.pos = i32(pos);
+  batch.seq = i32(seq);
+  batch.cell = i32(cell);
+  std::vector<float> k = randn(kvd * c.T, seed + 3), v = randn(kvd * c.T, seed + 4);
+  std::vector<float> q = randn(c.hd * c.n_head * c.T, seed + 5, 0.5f);
+  AttnParams ap;
+  ap.n_head = static_cast<int32_t>(c.n_head);
+  ap.n_kv_head = static_cast<int32_t>(c.n_kv_head);
+  ap.head_dim = static_cast<int32_t>(c.hd);
+  ap.scale = 1.f / std::sqrt(static_cast<float>(c.hd));
+  ap.window = c.window;
+  ap.softcap = c.softcap;
+
+  auto kv_of = [&](std::vector<uint16_t>& kb, std::vector<uint16_t>& vb) {
+    KvView kv;
+    kv.k = TensorView::make(DType::F16, kb.data(), kvd, n_cells);
+    kv.v = TensorView::make(DType::F16, vb.data(), kvd, n_cells);
+    kv.cell_pos = i32(cell_pos);
+    kv.cell_seq = i32(cell_seq);
+    kv.n_cells = static_cast<int32_t>(n_cells);
+    return kv;
+  };
+  std::vector<uint16_t> k0 = kc, v0 = vc;
+  std::vector<float> out0(c.hd * c.n_head * c.T);
+  ref.kv_store(f32(k, kvd, c.T), f32(v, kvd, c.T), batch, kv_of(k0, v0));
+  ref.attention(f32(q, c.hd, c.n_head, c.T), kv_of(k0, v0), batch, ap, f32(out0, c.hd * c.n_head, c.T));
+  for (CpuIsa isa : levels()) {
+    auto ops = make_cpu_ops(2, isa);
+    std::vector<uint16_t> k1 = kc, v1 = vc;
+    std::vector<float> out1(out0.size());
+    ops->kv_store(f32(k, kvd, c.T), f32(v, kvd, c.T), batch, kv_of(k1, v1));
+    ASSERT_EQ(k1, k0) << "kv_store K";
+    ASSERT_EQ(v1, v0) << "kv_store V";
+    ops->attention(f32(q, c.hd, c.n_head, c.T), kv_of(k1, v1), batch, ap, f32(out1, c.hd * c.n_head, c.T));
+    expect_close(out1, out0, 1e-4, 2e-5,
+                 std::string(cpu_isa_name(isa)) + " attention hd=" + std::to_string(c.hd) + " T=" +
+                     std::to_string(c.T) + " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_kv_head));
+  }
+}
+
+TEST(CpuOps, Attention) {
+  uint32_t seed = 100;
+  for (int64_t T : kTokens) {
+    run_attention_case({64, 4, 4, T, 10, 0, 0.f}, seed++);    // MHA
+    run_attention_case({128, 8, 2, T, 33, 0, 0.f}, seed++);   // GQA 4
+    run_attention_case({64, 6, 1, T, 7, 5, 0.f}, seed++);     // MQA + sliding window
+    run_attention_case({72, 4, 2, T, 20, 0, 30.f}, seed++);   // head_dim not a multiple of 16, soft-cap
+    run_attention_case({40, 2, 2, T, 0, 0, 0.f}, seed++);     // head_dim % 16 != 0, empty history
+  }
+}
+
+TEST(CpuOps, GatherRows) {
+  std::vector<float> x = randn(13 * 6, 5), y(13 * 3);
+  std::vector<int32_t> rows = {5, 0, 5};
+  for (CpuIsa isa : levels()) {
+    auto ops = make_cpu_ops(2, isa);
+    ops->gather_rows(f32(x, 13, 6), rows.data(), f32(y, 13, 3));
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 13; ++j) ASSERT_EQ(y[i * 13 + j], x[rows[i] * 13 + j]);
+  }
+}
+
+// The act quantizers reproduce ferry::quantize_row's levels and scales exactly.
+TEST(CpuOps, ActQuantizersBitExact) {
+  using namespace ferry::kernels::cpu;
+  for (int64_t K : {256, 768}) {
+    std::vector<float> x = randn(K, 9, 2.f);
+    x[3] = 0.f;
+    x[100] = -7.5f;  // ties and an outlier
+    for (int64_t i = 0; i < 32; ++i) x[64 + i] = 0.f;  // an all-zero block
+    std::vector<uint8_t> act(q_act_bytes(K, 16) + q_act_bytes(K, 32));
+    // Q8_0 / Q8_1.
+    for (bool q81 : {false, true}) {
+      quantize_act_q8_legacy(x.data(), K, act.data(), q81);
+      const ActView a = act_view(act.data(), K, 32);
+      std::vector<BlockQ8_1> r1(K / 32);
+      std::vector<BlockQ8_0> r0(K / 32);
+      if (q81) quantize_row(DType::Q8_1, x.data(), r1.data(), K);
+      else quantize_row(DType::Q8_0, x.data(), r0.data(), K);
+      for (int64_t b = 0; b < K / 32; ++b) {
+        const int8_t* qs = q81 ? r1[b].qs : r0[b].qs;
+        const uint16_t d = q81 ? r1[b].d : r0[b].d;
+        int sum = 0;
+        for (int i = 0; i < 32; ++i) {
+          ASSERT_EQ(a.q[32 * b + i], qs[i]) << "block " << b;
+          sum += qs[i];
+        }
+        ASSERT_EQ(a.dx[b], fp16_to_fp32(d));
+        if (q81) ASSERT_EQ(a.sy[b], fp16_to_fp32(r1[b].s));
+        else ASSERT_EQ(a.sy[b], fp16_to_fp32(d) * static_cast<float>(sum));
+      }
+    }
+    // Q8_K, groups of 16 and 32.
+    std::vector<BlockQ8_K> rk(K / 256);
+    quantize_row(DType::Q8_K, x.data(), rk.data(), K);
+    for (int G : {16, 32}) {
+      quantize_act_q8_k(x.data(), K, act.data(), G);
+      const ActView a = act_view(act.data(), K, G);
+      for (int64_t b = 0; b < K / 256; ++b) {
+        for (int i = 0; i < 256; ++i) ASSERT_EQ(a.q[256 * b + i], rk[b].qs[i]);
+        for (int g = 0; g < 256 / G; ++g) {
+          ASSERT_EQ(a.dx[b * (256 / G) + g], rk[b].d);
+          int bs = 0;
+          for (int j = 0; j < G / 16; ++j) bs += rk[b].bsums[g * (G / 16) + j];
+          ASSERT_EQ(a.sy[b * (256 / G) + g], rk[b].d * static_cast<float>(bs));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry::kernels

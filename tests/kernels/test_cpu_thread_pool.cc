@@ -1,0 +1,92 @@
+// ThreadPool: every index of parallel_for runs exactly once, for many sizes and grains and many
+// back-to-back jobs (the spin/sleep hand-off); run() gives each thread its index; nested and
+// single-thread pools run inline; cpu_info reports something sane.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "base/cpu_info.h"
+#include "base/thread_pool.h"
+
+namespace ferry {
+namespace {
+
+TEST(ThreadPool, ParallelForCoversEachIndexOnce) {
+  for (int nt : {1, 2, 3, 5}) {
+    ThreadPool pool(nt);
+    EXPECT_EQ(pool.size(), nt);
+    for (int64_t n : {0, 1, 2, 7, 64, 1000, 4097}) {
+      for (int64_t grain : {1, 3, 100}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        for (auto& h : hits) h = 0;
+        pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          ASSERT_LE(b, e);
+          for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i << " nt=" << nt;
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ManyShortJobsAndSleepWake) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  for (int rep = 0; rep < 2000; ++rep)
+    pool.parallel_for(6, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
+  EXPECT_EQ(total.load(), 2000 * 6);
+  // Let the workers fall asleep, then wake them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  total = 0;
+  pool.parallel_for(100, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
+  EXPECT_EQ(total.load(), 100);
+}
+
+TEST(ThreadPool, RunGivesThreadIndices) {
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> seen(4);
+  for (auto& s : seen) s = 0;
+  pool.run([&](int ith, int nth) {
+    ASSERT_EQ(nth, 4);
+    seen[ith].fetch_add(1);
+  });
+  for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
+TEST(ThreadPool, ThreadIndexInParallelFor) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> per_thread(3);
+  for (auto& s : per_thread) s = 0;
+  pool.parallel_for(300, 1, [&](int64_t b, int64_t e, int ith) {
+    ASSERT_GE(ith, 0);
+    ASSERT_LT(ith, 3);
+    per_thread[ith].fetch_add(static_cast<int>(e - b));
+  });
+  EXPECT_EQ(per_thread[0] + per_thread[1] + per_thread[2], 300);
+}
+
+TEST(ThreadPool, NestedCallRunsInline) {
+  ThreadPool pool(2);
+  std::atomic<int> inner{0};
+  pool.parallel_for(4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) pool.parallel_for(10, [&](int64_t b2, int64_t e2) { inner.fetch_add(e2 - b2); });
+  });
+  EXPECT_EQ(inner.load(), 40);
+}
+
+TEST(ThreadPool, DefaultIsPhysicalCores) {
+  ThreadPool pool;
+  EXPECT_EQ(pool.size(), cpu_info().physical_cores);
+  EXPECT_GE(cpu_info().physical_cores, 1);
+  EXPECT_LE(cpu_info().physical_cores, cpu_info().logical_cpus);
+#if defined(__x86_64__)
+  EXPECT_TRUE(cpu_info().sse42);
+  EXPECT_FALSE(cpu_info().vendor.empty());
+#endif
+}
+
+}  // namespace
+}  // namespace ferry
