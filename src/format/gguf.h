@@ -93,8 +93,8 @@ class ModelFile {
   // Metadata, in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
   const Value* find(std::string_view key) const;
-  // Typed getters: a present key of the wrong type is an error; a missing key gives `fallback` when
-  // the *_or form is used and kNotFound otherwise.
+  // Typed getters: a present key of the wrong type is an error (the *_or forms return `fallback`
+  // for it too); a missing key gives `fallback` when the *_or form is used and kNotFound otherwise.
   Expected<int64_t> get_int(std::string_view key) const;
   int64_t get_int_or(std::string_view key, int64_t fallback) const;
   Expected<double> get_float(std::string_view key) const;
@@ -124,7 +124,9 @@ class ModelFile {
 // Streams a GGUF v3 file: metadata and tensor infos first, then tensor data in order, written as it is
 // produced (a 16 GB model needs no 16 GB of RAM). Usage: add_* for metadata, add_tensor_info for every
 // tensor (name, type, shape), then begin_data(), then write_tensor_data() once per tensor in the same
-// order, then finish().
+// order, then finish(). The add_* metadata calls return nothing: their first error (duplicate key,
+// malformed Value) is returned by begin_data()/finish(). `general.alignment` (also set by create()'s
+// alignment argument) decides the padding. A Writer destroyed before finish() deletes its file.
 class Writer {
  public:
   static Expected<std::unique_ptr<Writer>> create(const std::string& path, size_t alignment = 32);
