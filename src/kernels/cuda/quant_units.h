@@ -86,6 +86,35 @@ FERRY_HD uint16_t ld_u16(const uint8_t* p) {
 #endif
 }
 
+// The 8 words (32 int8 activations) at p, 16-byte aligned on the device (two 16-byte loads).
+FERRY_HD void load_x8(const int* p, int* v) {
+#if defined(__CUDA_ARCH__)
+  const int4 a = reinterpret_cast<const int4*>(p)[0];
+  const int4 b = reinterpret_cast<const int4*>(p)[1];
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+  v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+#else
+  memcpy(v, p, 32);
+#endif
+}
+
+// 8 weight words at a 4-byte aligned p: two 16-byte loads when p happens to be 16-byte aligned (Q4_K and
+// Q5_K quants are, in rows that start 16-byte aligned), else eight 4-byte loads.
+FERRY_HD void load_w8(const uint8_t* p, int* v) {
+#if defined(__CUDA_ARCH__)
+  if ((reinterpret_cast<uintptr_t>(p) & 15u) == 0) {
+    const int4 a = reinterpret_cast<const int4*>(p)[0];
+    const int4 b = reinterpret_cast<const int4*>(p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  } else {
+    for (int i = 0; i < 8; ++i) v[i] = reinterpret_cast<const int*>(p)[i];
+  }
+#else
+  memcpy(v, p, 32);
+#endif
+}
+
 // Low 4 bits of b spread to bit 4 of each byte (the 5th bit of Q5 quants).
 FERRY_HD int spread_bit4(uint32_t b) {
   return static_cast<int>(((b & 1u) << 4) | ((b & 2u) << 11) | ((b & 4u) << 18) | ((b & 8u) << 25));
@@ -139,9 +168,10 @@ FERRY_HD float dot_unit(const uint8_t* row, int u, const int* xq, const XDs* xds
 template <>
 FERRY_HD float dot_unit<DType::Q4_0>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
   const uint8_t* b = block_ptr<DType::Q4_0>(row, u);
-  const int* x = xq + 8 * u;
+  int x[8];
+  load_x8(xq + 8 * u, x);
   int sumi = 0;
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 4; ++i) {
     const int v = ld_a2(b + 2 + 4 * i);
     sumi = dp4a(v & 0x0F0F0F0F, x[i], sumi);
@@ -154,9 +184,10 @@ FERRY_UNROLL
 template <>
 FERRY_HD float dot_unit<DType::Q4_1>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
   const uint8_t* b = block_ptr<DType::Q4_1>(row, u);
-  const int* x = xq + 8 * u;
+  int x[8];
+  load_x8(xq + 8 * u, x);
   int sumi = 0;
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 4; ++i) {
     const int v = ld_a4(b + 4 + 4 * i);
     sumi = dp4a(v & 0x0F0F0F0F, x[i], sumi);
@@ -169,10 +200,11 @@ FERRY_UNROLL
 template <>
 FERRY_HD float dot_unit<DType::Q5_0>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
   const uint8_t* b = block_ptr<DType::Q5_0>(row, u);
-  const int* x = xq + 8 * u;
+  int x[8];
+  load_x8(xq + 8 * u, x);
   const uint32_t qh = static_cast<uint32_t>(ld_a2(b + 2));
   int sumi = 0;
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 4; ++i) {
     const int v = ld_a2(b + 6 + 4 * i);
     const int lo = (v & 0x0F0F0F0F) | spread_bit4(qh >> (4 * i));
@@ -187,10 +219,11 @@ FERRY_UNROLL
 template <>
 FERRY_HD float dot_unit<DType::Q5_1>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
   const uint8_t* b = block_ptr<DType::Q5_1>(row, u);
-  const int* x = xq + 8 * u;
+  int x[8];
+  load_x8(xq + 8 * u, x);
   const uint32_t qh = static_cast<uint32_t>(ld_a4(b + 4));
   int sumi = 0;
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 4; ++i) {
     const int v = ld_a4(b + 8 + 4 * i);
     const int lo = (v & 0x0F0F0F0F) | spread_bit4(qh >> (4 * i));
@@ -205,9 +238,10 @@ FERRY_UNROLL
 template <>
 FERRY_HD float dot_unit<DType::Q8_0>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
   const uint8_t* b = block_ptr<DType::Q8_0>(row, u);
-  const int* x = xq + 8 * u;
+  int x[8];
+  load_x8(xq + 8 * u, x);
   int sumi = 0;
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 8; ++i) sumi = dp4a(ld_a2(b + 2 + 4 * i), x[i], sumi);
   return half_to_float(ld_u16(b)) * xds[u].x * static_cast<float>(sumi);
 }
@@ -219,12 +253,15 @@ FERRY_HD float dot_unit<DType::Q4_K>(const uint8_t* row, int u, const int* xq, c
   const int sb = u >> 2, c = u & 3;
   const uint8_t* b = block_ptr<DType::Q4_K>(row, sb);
   const uint8_t* qs = b + 16 + 32 * c;
-  const int* x0 = xq + 16 * u;  // elements 64u .. 64u + 31
-  const int* x1 = x0 + 8;
+  int x0[8], x1[8];  // elements 64u .. 64u + 31, 64u + 32 .. 64u + 63
+  load_x8(xq + 16 * u, x0);
+  load_x8(xq + 16 * u + 8, x1);
+  int q[8];
+  load_w8(qs, q);
   int s0 = 0, s1 = 0;
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 8; ++i) {
-    const int v = ld_a4(qs + 4 * i);
+    const int v = q[i];
     s0 = dp4a(v & 0x0F0F0F0F, x0[i], s0);
     s1 = dp4a((v >> 4) & 0x0F0F0F0F, x1[i], s1);
   }
@@ -245,13 +282,17 @@ FERRY_HD float dot_unit<DType::Q5_K>(const uint8_t* row, int u, const int* xq, c
   const uint8_t* b = block_ptr<DType::Q5_K>(row, sb);
   const uint8_t* qh = b + 16;
   const uint8_t* qs = b + 48 + 32 * c;
-  const int* x0 = xq + 16 * u;
-  const int* x1 = x0 + 8;
+  int x0[8], x1[8];
+  load_x8(xq + 16 * u, x0);
+  load_x8(xq + 16 * u + 8, x1);
+  int q[8], hv[8];
+  load_w8(qs, q);
+  load_w8(qh, hv);
   int s0 = 0, s1 = 0;
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 8; ++i) {
-    const int v = ld_a4(qs + 4 * i);
-    const int h = ld_a4(qh + 4 * i);
+    const int v = q[i];
+    const int h = hv[i];
     const int lo = (v & 0x0F0F0F0F) | (((h >> (2 * c)) & 0x01010101) << 4);
     const int hi = ((v >> 4) & 0x0F0F0F0F) | (((h >> (2 * c + 1)) & 0x01010101) << 4);
     s0 = dp4a(lo, x0[i], s0);
@@ -278,10 +319,11 @@ FERRY_HD float dot_unit<DType::Q6_K>(const uint8_t* row, int u, const int* xq, c
   const uint8_t* qh = b + 128 + 32 * h;
   const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * h);
   const int xa = sb * 8 + 4 * h + k;  // 32-block index of part A; part B is xa + 2
-  const int* x0 = xq + 8 * xa;
-  const int* x1 = xq + 8 * (xa + 2);
+  int x0[8], x1[8];
+  load_x8(xq + 8 * xa, x0);
+  load_x8(xq + 8 * (xa + 2), x1);
   int sa[2] = {0, 0}, sbb[2] = {0, 0};
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 8; ++i) {
     const int v = ld_a2(ql + 4 * i);
     const int hb = ld_a2(qh + 4 * i);
@@ -307,18 +349,19 @@ FERRY_HD float dot_unit<DType::Q2_K>(const uint8_t* row, int u, const int* xq, c
   const uint8_t* qs = b + 16 + 32 * h;
   const uint8_t* scales = b + 8 * h;
   int q[8];
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 8; ++i) q[i] = ld_a4(qs + 4 * i);
   float acc_d = 0.f, acc_m = 0.f;
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int j = 0; j < 4; ++j) {
     const int xb = sb * 8 + 4 * h + j;
-    const int* x = xq + 8 * xb;
+    int x[8];
+    load_x8(xq + 8 * xb, x);
     const float dx = xds[xb].x;
-FERRY_UNROLL
+    FERRY_UNROLL
     for (int g = 0; g < 2; ++g) {
       int sq = 0, sx = 0;
-FERRY_UNROLL
+      FERRY_UNROLL
       for (int i = 4 * g; i < 4 * g + 4; ++i) {
         sq = dp4a((q[i] >> (2 * j)) & 0x03030303, x[i], sq);
         sx = dp4a(0x01010101, x[i], sx);
@@ -341,19 +384,20 @@ FERRY_HD float dot_unit<DType::Q3_K>(const uint8_t* row, int u, const int* xq, c
   const uint8_t* qs = b + 32 + 32 * h;
   const uint8_t* scales = b + 96;
   int q[8], m[8];
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < 8; ++i) {
     q[i] = ld_a2(qs + 4 * i);
     m[i] = ld_a2(hm + 4 * i);
   }
   float acc = 0.f;
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int j = 0; j < 4; ++j) {
     const int xb = sb * 8 + 4 * h + j;
-    const int* x = xq + 8 * xb;
+    int x[8];
+    load_x8(xq + 8 * xb, x);
     const int hbit = 4 * h + j;
     int s[2] = {0, 0};
-FERRY_UNROLL
+    FERRY_UNROLL
     for (int i = 0; i < 8; ++i) {
       const int v = ((q[i] >> (2 * j)) & 0x03030303) | (((m[i] >> hbit) & 0x01010101) << 2);
       s[i >> 2] = dp4a(sub4_bytes(v), x[i], s[i >> 2]);

@@ -29,7 +29,11 @@ using kernels::RopeParams;
 Env* get_env() {
   std::string why;
   Env* e = env(&why);
-  if (!e) std::fprintf(stderr, "no GPU: %s\n", why.c_str());
+  static bool told = false;
+  if (!e && !told) {
+    std::fprintf(stderr, "no GPU: %s\n", why.c_str());
+    told = true;
+  }
   return e;
 }
 
