@@ -1,0 +1,8 @@
+# Tokenizer unit tests: UTF-8 helpers and the streamer, pre-tokenizer splits, tiny hand-built BPE and
+# SentencePiece vocabularies, special tokens / EOG, errors, and loading from a GGUF written by the Writer.
+set(FERRY_TEST_SOURCES
+  unicode_test.cc
+  pretokenizer_test.cc
+  tokenizer_test.cc
+)
+set(FERRY_TEST_DEPS text format tensor base)
