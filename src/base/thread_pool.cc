@@ -1,11 +1,13 @@
-// ThreadPool: see thread_pool.h. Protocol: the caller stores the job, sets pending_ = nth - 1 and bumps
-// gen_ (release); a worker that sees a new gen_ (acquire) runs the job and decrements pending_; the
-// caller runs its own share, then waits for pending_ == 0. Waiting = spin_ polls, then a futex sleep
-// (std::atomic::wait); notify is a cheap no-op in libstdc++ when nobody sleeps.
+// ThreadPool: see thread_pool.h. Protocol per job (generation g):
+//   caller: store job; slots_ = 1; open_ = g; gen_ = g (release) + notify; run its own call (slot 0),
+//           which claims work until none is left; open_ = 0; wait until active_ == 0.
+//   worker: on seeing gen_ == g: active_++; if open_ == g, take a slot and run the call; active_--.
+// active_ is raised before open_ is read and open_ is cleared before active_ is read (both seq_cst), so
+// either the caller waits for the worker or the worker sees the job closed and never touches it.
+// Waiting = spin_ polls, then a futex sleep (std::atomic::wait); notify is cheap when nobody sleeps.
 #include "base/thread_pool.h"
 
 #include "base/cpu_info.h"
-#include "base/status.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -18,18 +20,18 @@ namespace ferry {
 
 namespace {
 
-// Waits until a.load() != old: spins `spin` times, then sleeps. Returns the new value.
-template <typename T>
-T wait_change(const std::atomic<T>& a, T old, int spin) {
+// Waits until pred(a.load()) holds: spins `spin` times, then sleeps. Returns the value seen.
+template <typename T, typename Pred>
+T wait_until(const std::atomic<T>& a, Pred pred, int spin) {
   for (int i = 0; i < spin; ++i) {
     const T v = a.load(std::memory_order_acquire);
-    if (v != old) return v;
+    if (pred(v)) return v;
     FERRY_PAUSE();
   }
   for (;;) {
     const T v = a.load(std::memory_order_acquire);
-    if (v != old) return v;
-    a.wait(old, std::memory_order_acquire);
+    if (pred(v)) return v;
+    a.wait(v, std::memory_order_acquire);
   }
 }
 
@@ -49,30 +51,36 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::worker(int ith) {
+void ThreadPool::worker(int) {
   uint32_t seen = 0;
   for (;;) {
-    seen = wait_change(gen_, seen, spin_);
+    seen = wait_until(gen_, [seen](uint32_t v) { return v != seen; }, spin_);
     if (stop_) return;
-    call_(ctx_, ith, n_threads_);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    active_.fetch_add(1, std::memory_order_seq_cst);
+    if (open_.load(std::memory_order_seq_cst) == seen) {
+      const int slot = slots_.fetch_add(1, std::memory_order_relaxed);
+      if (slot < n_threads_) call_(ctx_, slot, n_threads_);
+    }
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) active_.notify_all();
   }
 }
 
 void ThreadPool::dispatch(Call call, void* ctx) {
   if (n_threads_ == 1 || busy_.exchange(true, std::memory_order_acquire)) {
-    // Single thread, or a nested / concurrent call: run every share here, in order.
-    for (int i = 0; i < n_threads_; ++i) call(ctx, i, n_threads_);
+    call(ctx, 0, 1);  // single thread, or a nested / concurrent call: everything here
     return;
   }
   call_ = call;
   ctx_ = ctx;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  gen_.fetch_add(1, std::memory_order_release);
+  slots_.store(1, std::memory_order_relaxed);
+  uint32_t g = gen_.load(std::memory_order_relaxed) + 1;
+  if (g == 0) g = 1;  // 0 means "closed" in open_
+  open_.store(g, std::memory_order_seq_cst);
+  gen_.store(g, std::memory_order_release);
   gen_.notify_all();
   call(ctx, 0, n_threads_);
-  for (int32_t left = pending_.load(std::memory_order_acquire); left != 0;)
-    left = wait_change(pending_, left, spin_);
+  open_.store(0, std::memory_order_seq_cst);
+  wait_until(active_, [](int32_t v) { return v == 0; }, spin_);
   busy_.store(false, std::memory_order_release);
 }
 

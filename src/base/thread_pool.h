@@ -1,8 +1,11 @@
 // ThreadPool: a fixed set of workers for data-parallel kernels, built for low wake-up latency (a decode
 // step is hundreds of ~10-100 us ops back to back). Workers spin briefly on a generation counter after
-// each job, then sleep on it (futex via std::atomic::wait); the calling thread works as thread 0.
-// Nothing allocates per job: the job is a function pointer plus a pointer to the caller's closure.
-// One job at a time: a call made while a job runs (from a worker, or a second thread) runs inline.
+// each job, then sleep on it (futex via std::atomic::wait); the calling thread always takes part.
+// Work is claimed dynamically (chunks, or run()'s shares), and a worker that has not joined a job by
+// the time its work is all claimed is not waited for: on a busy machine a descheduled worker delays
+// nothing it has not started. Nothing allocates per job: the job is a function pointer plus a pointer
+// to the caller's closure. One job at a time: a call made while a job runs (from a worker, or a second
+// thread) runs inline.
 #pragma once
 
 #include <atomic>
@@ -23,12 +26,20 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Calls fn(ith, nth) once on each of the nth = size() threads (the caller is ith 0); returns when
-  // every call has returned.
+  // Calls fn(ith, nth) once for each ith in [0, nth = size()), spread over the threads that join (a
+  // thread may run several shares one after the other, so fn must not wait for another share);
+  // returns when every call has returned.
   template <typename F>
   void run(F&& fn) {
-    auto call = [](void* ctx, int ith, int nth) { (*static_cast<std::remove_reference_t<F>*>(ctx))(ith, nth); };
-    dispatch(call, &fn);
+    using Fn = std::remove_reference_t<F>;
+    struct Ctx {
+      Fn* fn;
+      alignas(64) std::atomic<int> next{0};
+    } ctx{&fn};
+    const int nth = n_threads_;
+    run_slots([&ctx, nth](int, int) {
+      for (int s; (s = ctx.next.fetch_add(1, std::memory_order_relaxed)) < nth;) (*ctx.fn)(s, nth);
+    });
   }
 
   // Splits [0, n) into chunks of at least `grain` items handed out dynamically (a thread that was
@@ -50,7 +61,7 @@ class ThreadPool {
       int64_t n, chunk;
       alignas(64) std::atomic<int64_t> next{0};
     } ctx{&fn, n, chunk};
-    run([&ctx](int ith, int) {
+    run_slots([&ctx](int ith, int) {
       for (;;) {
         const int64_t b = ctx.next.fetch_add(ctx.chunk, std::memory_order_relaxed);
         if (b >= ctx.n) break;
@@ -67,7 +78,15 @@ class ThreadPool {
   void set_spin(int iterations) { spin_ = iterations; }
 
  private:
-  using Call = void (*)(void* ctx, int ith, int nth);
+  using Call = void (*)(void* ctx, int slot, int nth);
+
+  // Calls fn(slot, nth) on the caller (slot 0) and on every worker that joins before the caller's own
+  // call returns (distinct slots < nth). fn must claim its work from shared state.
+  template <typename F>
+  void run_slots(F&& fn) {
+    auto call = [](void* ctx, int slot, int nth) { (*static_cast<std::remove_reference_t<F>*>(ctx))(slot, nth); };
+    dispatch(call, &fn);
+  }
 
   template <typename G>
   static void invoke(G& fn, int64_t b, int64_t e, int ith) {
@@ -87,7 +106,9 @@ class ThreadPool {
   void* ctx_ = nullptr;
   bool stop_ = false;
   alignas(64) std::atomic<uint32_t> gen_{0};      // bumped once per job (and at shutdown)
-  alignas(64) std::atomic<int32_t> pending_{0};   // workers still inside the current job
+  alignas(64) std::atomic<uint32_t> open_{0};     // generation of the job workers may still join; 0 = none
+  alignas(64) std::atomic<int32_t> active_{0};    // workers between "join attempt" and "done"
+  alignas(64) std::atomic<int32_t> slots_{0};     // next free slot of the current job
   alignas(64) std::atomic<bool> busy_{false};     // a job is being dispatched
 };
 

@@ -15,6 +15,7 @@ ferry_module(kernels_cpu DEPS tensor base SOURCES
   kernels/cpu/matmul.cc
   kernels/cpu/attention.cc
   kernels/cpu/dispatch.cc
+  kernels/cpu/membw.cc
   kernels/cpu/kernels_scalar.cc
   ${FERRY_KCPU_ISA_SOURCES}
 )

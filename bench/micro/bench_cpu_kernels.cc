@@ -1,0 +1,120 @@
+// Microbenchmarks of CpuOps at llama3-8b shapes, per weight type and dispatch level:
+//   matvec/<type>/<isa>        decode: one token, K=4096 x N=14336 (ffn_up); GB/s of weights read.
+//                              The weights cycle through >= 1 GiB so they come from DRAM, not the LLC.
+//   matmul/<type>/<isa>/<T>    prefill: T tokens, 4096 x 4096; GFLOP/s (2 K N T per call).
+//   membw                      the host's streaming read bandwidth (kernels/cpu/membw.h).
+//   pool_dispatch/<threads>    an empty parallel_for: wake-up + join latency of the thread pool.
+// Threads: FERRY_BENCH_THREADS (default: physical cores).
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/membw.h"
+#include "tensor/quant.h"
+
+namespace {
+
+using ferry::DType;
+using ferry::TensorView;
+using namespace ferry::kernels;
+
+int bench_threads() {
+  const char* e = std::getenv("FERRY_BENCH_THREADS");
+  return e != nullptr ? std::atoi(e) : 0;
+}
+
+// Random rows of `type`, built from one quantized block row repeated (quantizing 1 GiB is slow).
+std::vector<uint8_t> make_weights(DType type, int64_t K, int64_t rows) {
+  std::mt19937 rng(42);
+  std::normal_distribution<float> nd(0.f, 0.02f);
+  const int64_t distinct = 64;
+  const size_t rb = ferry::row_bytes(type, K);
+  std::vector<uint8_t> base(rb * distinct);
+  std::vector<float> f(static_cast<size_t>(K));
+  for (int64_t r = 0; r < distinct; ++r) {
+    for (float& v : f) v = nd(rng);
+    ferry::quantize_row(type, f.data(), base.data() + rb * r, K);
+  }
+  std::vector<uint8_t> w(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(w.data() + rb * r, base.data() + rb * (r % distinct), rb);
+  return w;
+}
+
+std::vector<float> make_x(int64_t K, int64_t T) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(static_cast<size_t>(K * T));
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
+void bm_matvec(benchmark::State& st, DType type, CpuIsa isa) {
+  const int64_t K = 4096, N = 14336;
+  const size_t rb = ferry::row_bytes(type, K), mat_bytes = rb * N;
+  const int64_t n_mats = static_cast<int64_t>((size_t{1} << 30) / mat_bytes) + 1;
+  std::vector<uint8_t> w = make_weights(type, K, N * n_mats);
+  std::vector<float> x = make_x(K, 1), y(static_cast<size_t>(N));
+  auto ops = make_cpu_ops(bench_threads(), isa);
+  int64_t i = 0;
+  for (auto _ : st) {
+    TensorView wv = TensorView::make(type, w.data() + mat_bytes * static_cast<size_t>(i++ % n_mats), K, N);
+    ops->matmul(wv, TensorView::make(DType::F32, x.data(), K, 1), TensorView::make(DType::F32, y.data(), N, 1));
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["GB/s"] = benchmark::Counter(static_cast<double>(mat_bytes) * st.iterations(), benchmark::Counter::kIsRate);
+}
+
+void bm_matmul(benchmark::State& st, DType type, CpuIsa isa, int64_t T) {
+  const int64_t K = 4096, N = 4096;
+  std::vector<uint8_t> w = make_weights(type, K, N);
+  std::vector<float> x = make_x(K, T), y(static_cast<size_t>(N * T));
+  auto ops = make_cpu_ops(bench_threads(), isa);
+  for (auto _ : st) {
+    ops->matmul(TensorView::make(type, w.data(), K, N), TensorView::make(DType::F32, x.data(), K, T),
+                TensorView::make(DType::F32, y.data(), N, T));
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * K * N * T * st.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+  st.counters["tok/s"] = benchmark::Counter(static_cast<double>(T) * st.iterations(), benchmark::Counter::kIsRate);
+}
+
+void bm_membw(benchmark::State& st) {
+  double gbs = 0;
+  for (auto _ : st) gbs = measure_read_gbs(bench_threads());
+  st.counters["GB/s"] = gbs;
+}
+
+void bm_pool(benchmark::State& st) {
+  ferry::ThreadPool pool(static_cast<int>(st.range(0)));
+  int64_t sink = 0;
+  for (auto _ : st) pool.parallel_for(pool.size(), [&](int64_t b, int64_t e) { benchmark::DoNotOptimize(sink += e - b); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (DType t : ferry::kWeightTypes) {
+    for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+      if (!cpu_isa_supported(isa)) continue;
+      const std::string tag = std::string(ferry::dtype_name(t)) + "/" + cpu_isa_name(isa);
+      benchmark::RegisterBenchmark(("matvec/" + tag).c_str(), bm_matvec, t, isa)->Unit(benchmark::kMillisecond)->UseRealTime();
+      for (int64_t T : {4, 16, 64, 512})
+        benchmark::RegisterBenchmark(("matmul/" + tag + "/" + std::to_string(T)).c_str(), bm_matmul, t, isa, T)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+    }
+  }
+  benchmark::RegisterBenchmark("membw", bm_membw)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("pool_dispatch", bm_pool)->Arg(1)->Arg(2)->Arg(4)->UseRealTime();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
