@@ -241,11 +241,23 @@ std::vector<std::string> CostModel::notes_for(const std::vector<SubLayer>& subs)
                         dtype_name(g) + " by bits per weight");
     }
   }
-  bool measured_threads = false;
-  for (const auto& c : profile_.cpu.matmul)
-    if (c.threads == threads_) measured_threads = true;
-  if (!measured_threads)
-    notes.push_back("profile has no CPU curves at " + std::to_string(threads_) + " threads: interpolated");
+  int32_t lo = 0, hi = 0;
+  bool exact = false;
+  for (const auto& c : profile_.cpu.matmul) {
+    exact |= c.threads == threads_;
+    lo = lo == 0 ? c.threads : std::min(lo, c.threads);
+    hi = std::max(hi, c.threads);
+  }
+  if (!exact) {
+    if (threads_ > hi)
+      notes.push_back("CPU curves measured up to " + std::to_string(hi) + " threads; " + std::to_string(threads_) +
+                      " threads predicted as " + std::to_string(hi));
+    else if (threads_ < lo)
+      notes.push_back("CPU curves start at " + std::to_string(lo) + " threads; " + std::to_string(threads_) +
+                      " threads scaled down linearly");
+    else
+      notes.push_back("no CPU curves at " + std::to_string(threads_) + " threads: interpolated between measured counts");
+  }
   return notes;
 }
 

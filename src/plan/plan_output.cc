@@ -82,13 +82,15 @@ std::string plan_to_json(const PlanSet& ps) {
   j["context"] = ps.options.context;
   j["batch"] = ps.options.batch;
   j["eval_context"] = ps.eval_context;
-  j["cpu_threads"] = ps.options.cpu_threads;
+  j["cpu_threads"] = ps.cpu_threads;
   j["cuda_context_headroom"] = ps.cuda_context_bytes;
   j["ring"] = json{{"slots", ps.ring_slots}, {"slot_bytes", ps.ring_slot_bytes}};
   j["arena"] = vram_json(ps.arena);
   j["predicted"] = json{{"prompt_tokens", std::min(ps.options.prompt_tokens, ps.options.context)},
                         {"ttft_ms", ms(ps.ttft_ms)},
-                        {"decode_tok_s", std::round(ps.decode_tok_s * 1000.0) / 1000.0}};
+                        {"decode_tok_s", std::round(ps.decode_tok_s * 1000.0) / 1000.0},
+                        {"gen_tokens", ps.options.gen_tokens},
+                        {"scenario_ms", ms(ps.scenario_ms)}};
   j["limits"] = json{{"weights_total", ps.weights_total},
                      {"weights_resident", ps.weights_resident},
                      {"decode_ms_w_minus_r_over_h", ms(ps.limit_h_ms)},

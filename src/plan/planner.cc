@@ -116,16 +116,22 @@ class Builder {
 
   int64_t out_rows(int64_t n) const { return std::min<int64_t>(n, std::max(1, o_.max_sequences)); }
 
-  Costs costs(size_t i, int64_t n, int64_t c) const {
-    const SubLayer& s = subs_[i];
-    const int64_t rows = is_head(i) ? out_rows(n) : n;
-    Costs k;
-    k.cpu_s = cm_.cpu_sublayer_s(s, spec_, rows, c);
-    if (cm_.has_gpu()) {
-      k.gpu_s = cm_.gpu_sublayer_s(s, spec_, rows, c);
-      k.copy_s = cm_.h2d_s(static_cast<double>(mat_bytes_[i]));
+  // Costs of sub-layer i at (n, c), computed once per (n, c): planning simulates thousands of steps.
+  const Costs& costs(size_t i, int64_t n, int64_t c) const {
+    std::vector<Costs>& row = cache_[{n, c}];
+    if (row.empty()) {
+      row.resize(subs_.size());
+      for (size_t j = 0; j < subs_.size(); ++j) {
+        const int64_t rows = is_head(j) ? out_rows(n) : n;
+        Costs& k = row[j];
+        k.cpu_s = cm_.cpu_sublayer_s(subs_[j], spec_, rows, c);
+        if (cm_.has_gpu()) {
+          k.gpu_s = cm_.gpu_sublayer_s(subs_[j], spec_, rows, c);
+          k.copy_s = cm_.h2d_s(static_cast<double>(mat_bytes_[j]));
+        }
+      }
     }
-    return k;
+    return row[i];
   }
 
   // KV + scratch + workspace + all vectors: what every plan with a GPU needs.
@@ -171,7 +177,7 @@ class Builder {
     v.fixed = kv_bytes() + scratch_bytes() + o_.workspace_bytes + vectors_total() +
               (slot > 0 ? static_cast<uint64_t>(o_.ring_slots) * slot : 0);
     for (size_t i = 0; i < subs_.size(); ++i)
-      if (is_attn(i) && mat_bytes_[i] > slot) v.must += mat_bytes_[i];
+      if (is_attn(i) && mat_bytes_[i] > slot) v.must += mat_bytes_[i];  // == must_resident
     v.feasible = v.fixed + v.must <= o_.vram_budget;
     return v;
   }
@@ -187,7 +193,7 @@ class Builder {
     double saved = 0;
     for (auto [n, w] : {std::pair<int32_t, double>{1, static_cast<double>(o_.gen_tokens)},
                         std::pair<int32_t, double>{chunk_tier, chunks}}) {
-      const Costs k = costs(i, n, eval_context());
+      const Costs& k = costs(i, n, eval_context());
       const double hop = 2 * cm_.activation_h2d_s(4.0 * spec_.n_embd * n);
       // Time the sub-layer costs when not resident. Attention: its copy. A sub-layer that can go
       // either way: the CPU and the link share it in a balanced step (each at its contended rate),
@@ -218,14 +224,11 @@ class Builder {
     return o_.eval_context > 0 ? std::min(o_.eval_context, o_.context) : prompt_tokens();
   }
 
-  // Greedy knapsack: attention first, then by time saved per byte; equally good candidates spread
-  // over the layers.
-  std::vector<bool> choose_resident(const Variant& v) const {
-    const size_t n = subs_.size();
-    std::vector<bool> res(n, false);
-    uint64_t left = o_.vram_budget - v.fixed - v.must;
-    for (size_t i = 0; i < n; ++i)
-      if (is_attn(i) && mat_bytes_[i] > v.slot) res[i] = true;
+  // Priority of the sub-layers for residency in variant v (budget-independent): attention first
+  // (it runs next to its KV cache on the GPU in every strategy, so non-resident attention always
+  // streams: DESIGN.md §4's VRAM priority), then by predicted time saved per byte; equally good
+  // candidates are spread over the layers instead of taking layer 0 first.
+  std::vector<size_t> priority_order(const Variant& v) const {
     struct Cand {
       size_t i;
       int64_t bucket;
@@ -234,9 +237,9 @@ class Builder {
     std::map<SubLayerKind, uint32_t> count, seen;
     for (const auto& s : subs_) ++count[s.kind];
     std::vector<Cand> cands;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < subs_.size(); ++i) {
       const uint32_t rank = seen[subs_[i].kind]++;
-      if (res[i] || is_embed(i) || mat_bytes_[i] == 0) continue;
+      if (must_resident(v, i) || is_embed(i) || mat_bytes_[i] == 0) continue;
       const double r = saving_per_byte(i, v.slot);
       if (r <= 0) continue;
       // 0.1 % buckets: candidates within a bucket count as equally good.
@@ -244,19 +247,60 @@ class Builder {
       cands.push_back({i, bucket, spread_key(rank, count[subs_[i].kind])});
     }
     std::sort(cands.begin(), cands.end(), [this](const Cand& a, const Cand& b) {
-      // Attention first: it runs next to its KV cache on the GPU in every strategy, so a
-      // non-resident attention sub-layer is always streamed (DESIGN.md §4's VRAM priority).
       if (is_attn(a.i) != is_attn(b.i)) return is_attn(a.i);
       if (a.bucket != b.bucket) return a.bucket > b.bucket;
       if (a.spread != b.spread) return a.spread < b.spread;
       return a.i < b.i;
     });
-    for (const Cand& c : cands)
-      if (mat_bytes_[c.i] <= left) {
-        res[c.i] = true;
-        left -= mat_bytes_[c.i];
+    std::vector<size_t> order;
+    for (const Cand& c : cands) order.push_back(c.i);
+    return order;
+  }
+
+  bool must_resident(const Variant& v, size_t i) const { return is_attn(i) && mat_bytes_[i] > v.slot; }
+
+  // Greedy knapsack over `order` with `weights_room` bytes for optional matrices: take what fits.
+  std::vector<bool> greedy(const Variant& v, const std::vector<size_t>& order, uint64_t weights_room) const {
+    std::vector<bool> res(subs_.size(), false);
+    for (size_t i = 0; i < subs_.size(); ++i) res[i] = must_resident(v, i);
+    uint64_t left = weights_room;
+    for (size_t i : order)
+      if (mat_bytes_[i] <= left) {
+        res[i] = true;
+        left -= mat_bytes_[i];
       }
     return res;
+  }
+
+  // Every distinct greedy resident set for budgets from the variant's minimum up to `budget`, each
+  // with the budget it needs. The greedy set only changes where a skipped sub-layer starts to fit at
+  // its turn, so walking those points enumerates them all.
+  struct Breakpoint {
+    uint64_t need = 0;
+    std::vector<bool> resident;
+  };
+  std::vector<Breakpoint> breakpoints(const Variant& v, const std::vector<size_t>& order, uint64_t budget) const {
+    std::vector<Breakpoint> out;
+    const uint64_t base = v.fixed + v.must;
+    uint64_t room = 0;
+    for (int guard = 0; guard < 4096 && base + room <= budget; ++guard) {
+      Breakpoint bp;
+      bp.resident = greedy(v, order, room);
+      uint64_t used = 0, next = UINT64_MAX, before = 0;
+      for (size_t i : order) {
+        if (bp.resident[i]) {
+          used += mat_bytes_[i];
+          before += mat_bytes_[i];
+        } else {
+          next = std::min(next, before + mat_bytes_[i]);  // > room: it did not fit
+        }
+      }
+      bp.need = base + used;
+      out.push_back(std::move(bp));
+      if (next == UINT64_MAX) break;
+      room = next;
+    }
+    return out;
   }
 
   std::vector<SimItem> items(const std::vector<Placement>& pl, int64_t n, int64_t c) const {
@@ -265,7 +309,7 @@ class Builder {
     bool prev_gpu = false;  // a step starts on the host (token ids)
     const double act = 4.0 * spec_.n_embd * static_cast<double>(n);
     for (size_t i = 0; i < subs_.size(); ++i) {
-      const Costs k = costs(i, n, c);
+      const Costs& k = costs(i, n, c);
       SimItem it;
       it.on_gpu = pl[i] != Placement::kCpu;
       it.streamed = pl[i] == Placement::kStreamed;
@@ -406,6 +450,7 @@ class Builder {
   const PlannerOptions& o_;
   std::vector<uint64_t> mat_bytes_, vec_bytes_;
   std::vector<int32_t> tiers_;
+  mutable std::map<std::pair<int64_t, int64_t>, std::vector<Costs>> cache_;
 };
 
 std::string pct(double x) {
@@ -469,16 +514,45 @@ void choose(Plan& plan) {
   }
 }
 
+// One resident set of one ring variant, evaluated lazily: a tier's plan is computed when asked for.
 struct Candidate {
-  PlanSet ps;
-  double objective = 0;
+  const Variant* variant = nullptr;
+  uint64_t need = 0;                    // budget this set needs
+  std::vector<bool> resident;
+  std::map<int32_t, Plan> tiers;        // computed tiers by token count
+  double ttft_ms = 0;
+  double objective = 0;                 // ttft + gen_tokens * tier-1 step (ms)
 };
 
-// A full PlanSet for one ring variant.
-Candidate plan_variant(const Builder& b, const Variant& v, const PlannerOptions& o) {
-  Candidate cand;
-  PlanSet& ps = cand.ps;
-  ps.resident = b.choose_resident(v);
+const Plan& tier_plan(const Builder& b, Candidate& cand, int32_t n) {
+  auto it = cand.tiers.find(n);
+  if (it != cand.tiers.end()) return it->second;
+  Plan p;
+  p.tokens = n;
+  p.candidates = b.strategies(cand.resident, cand.variant->slot, n, b.eval_context());
+  choose(p);
+  return cand.tiers.emplace(n, std::move(p)).first->second;
+}
+
+// The scenario the resident set is chosen for: TTFT of the prompt (chunks of the largest tier, each
+// at its own context, from a cold ring) plus gen_tokens decode steps.
+void evaluate(const Builder& b, Candidate& cand, const PlannerOptions& o) {
+  std::vector<std::vector<SimItem>> steps;
+  const int32_t P = b.prompt_tokens();
+  for (int32_t done = 0; done < P;) {
+    const int32_t n = std::min(P - done, b.tiers().back());
+    steps.push_back(b.items(tier_plan(b, cand, b.tier_for(n)).placement, n, done));
+    done += n;
+  }
+  cand.ttft_ms = simulate(steps, b.sim_params()).step_end.back() * 1e3;
+  cand.objective = cand.ttft_ms + o.gen_tokens * tier_plan(b, cand, 1).predicted_ms;
+}
+
+// The full PlanSet of the chosen candidate.
+PlanSet finish(const Builder& b, Candidate& cand, const PlannerOptions& o) {
+  PlanSet ps;
+  const Variant& v = *cand.variant;
+  ps.resident = cand.resident;
   ps.ring_slots = v.slot > 0 ? o.ring_slots : 0;
   ps.ring_slot_bytes = v.slot;
   VramBreakdown a;
@@ -490,31 +564,17 @@ Candidate plan_variant(const Builder& b, const Variant& v, const PlannerOptions&
   for (size_t i = 0; i < ps.resident.size(); ++i)
     if (ps.resident[i]) a.weights += b.mat_bytes()[i];
   a.total = a.weights + a.kv + a.ring + a.scratch + a.workspace;
-  FERRY_ASSERT(a.total <= o.vram_budget);
+  FERRY_ASSERT(a.total == cand.need && a.total <= o.vram_budget);
   ps.arena = a;
-  const int64_t c = b.eval_context();
   for (int32_t n : b.tiers()) {
-    Plan p;
-    p.tokens = n;
+    Plan p = tier_plan(b, cand, n);
     p.vram = a;
-    p.candidates = b.strategies(ps.resident, v.slot, n, c);
-    choose(p);
     ps.tiers.push_back(std::move(p));
   }
-  // TTFT: the prompt in chunks of the largest tier, each chunk at its own context, from a cold ring.
-  std::vector<std::vector<SimItem>> steps;
-  int32_t done = 0;
-  const int32_t P = b.prompt_tokens();
-  while (done < P) {
-    const int32_t n = std::min(P - done, b.tiers().back());
-    steps.push_back(b.items(ps.plan_for(n).placement, n, done));
-    done += n;
-  }
-  const SimResult r = simulate(steps, b.sim_params());
-  ps.ttft_ms = r.step_end.back() * 1e3;
+  ps.ttft_ms = cand.ttft_ms;
   ps.decode_tok_s = 1e3 / ps.tiers.front().predicted_ms;
-  cand.objective = ps.ttft_ms + o.gen_tokens * ps.tiers.front().predicted_ms;
-  return cand;
+  ps.scenario_ms = cand.objective;
+  return ps;
 }
 
 }  // namespace
@@ -566,6 +626,7 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
     }
     ps.ttft_ms = ttft;
     ps.decode_tok_s = 1e3 / ps.tiers.front().predicted_ms;
+    ps.scenario_ms = ttft + o.gen_tokens * ps.tiers.front().predicted_ms;
     ps.notes.push_back("no GPU in the profile: every sub-layer runs on the CPU (the VRAM budget does not apply)");
   } else {
     // Ring slot candidates: none, the largest attention, the largest layer sub-layer.
@@ -587,12 +648,31 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
         min_budget = v.fixed + v.must;
         smallest = &v;
       }
-    std::optional<Candidate> best;
+    // Candidates: for every ring variant, the greedy resident set at every budget where it changes,
+    // up to the budget. The best scenario objective wins. A larger budget sees a superset of these
+    // candidates, so its predicted scenario time is never worse (the monotonicity guarantee).
+    std::vector<Candidate> cands;
     for (const Variant& v : variants) {
       if (!v.feasible) continue;
-      Candidate c = plan_variant(b, v, o);
-      if (!best || c.objective < best->objective * (1 - 1e-9)) best = std::move(c);
+      const std::vector<size_t> order = b.priority_order(v);
+      for (Builder::Breakpoint& bp : b.breakpoints(v, order, o.vram_budget)) {
+        Candidate c;
+        c.variant = &v;
+        c.need = bp.need;
+        c.resident = std::move(bp.resident);
+        cands.push_back(std::move(c));
+      }
     }
+    Candidate* best_c = nullptr;
+    for (Candidate& c : cands) {
+      evaluate(b, c, o);
+      // Ties: the smaller arena, then the earlier variant (deterministic).
+      if (!best_c || c.objective < best_c->objective * (1 - 1e-12) ||
+          (c.objective <= best_c->objective * (1 + 1e-12) && c.need < best_c->need))
+        best_c = &c;
+    }
+    std::optional<PlanSet> best;
+    if (best_c) best = finish(b, *best_c, o);
     if (!best) {
       const Variant& v = *smallest;
       return make_error(ErrorCode::kOutOfMemory,
@@ -605,7 +685,7 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
                         v.slot > 0 ? ("ring " + std::to_string(o.ring_slots) + " x " + format_bytes(v.slot)).c_str()
                                    : ("resident attention " + format_bytes(v.must)).c_str());
     }
-    ps = std::move(best->ps);
+    ps = std::move(*best);
     ps.min_budget = min_budget;
     ps.gpu = true;
     ps.gpu_name = profile_.gpu->name;
@@ -615,6 +695,7 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
   ps.n_layer = spec.n_layer;
   ps.options = o;
   ps.eval_context = b.eval_context();
+  ps.cpu_threads = cm.cpu_threads();
   ps.profile_source = profile_.source;
   ps.profile_fingerprint = profile_.machine.fingerprint();
   ps.cuda_context_bytes = ps.gpu ? o.cuda_context_bytes : 0;

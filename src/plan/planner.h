@@ -85,6 +85,7 @@ struct PlanSet {
   std::vector<SubLayerSummary> sublayers;
   PlannerOptions options;
   int32_t eval_context = 0;
+  int32_t cpu_threads = 0;           // threads the CPU estimates assume
   bool gpu = false;                  // false: the profile has no GPU, everything runs on the CPU
   std::string gpu_name;
   std::string profile_source;        // "measured" | "estimated"
@@ -98,6 +99,10 @@ struct PlanSet {
   std::vector<Plan> tiers;           // increasing tokens: 1, 2, 4, ... batch
   double ttft_ms = 0;                // prompt_tokens processed in chunks of the largest fitting tier
   double decode_tok_s = 0;           // 1000 / tier-1 step time
+  // ttft_ms + gen_tokens * tier-1 step: what the shared resident set minimises. Never larger for a
+  // larger budget (the candidates of a smaller budget are a subset of a larger one's); single tiers
+  // may trade a few percent against it.
+  double scenario_ms = 0;
   uint64_t weights_total = 0;        // W: matrix bytes read per decode step (embed excluded)
   uint64_t weights_resident = 0;     // R
   double limit_h_ms = 0;             // (W - R) / H: the decode ceiling of DESIGN.md §4

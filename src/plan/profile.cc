@@ -268,7 +268,7 @@ Expected<HardwareProfile> parse_profile(std::string_view text, std::string_view 
     MachineInfo& m = p.machine;
     FERRY_RETURN_IF_ERROR(o.string("cpu_model", &m.cpu_model));
     FERRY_RETURN_IF_ERROR(o.integer("cores", &m.cores, 1, 1 << 16));
-    FERRY_RETURN_IF_ERROR(o.integer("logical_cpus", &m.logical_cpus, 1, 1 << 16, false));
+    FERRY_RETURN_IF_ERROR(o.integer("logical_cpus", &m.logical_cpus, 0, 1 << 16, false));
     FERRY_RETURN_IF_ERROR(o.string("simd", &m.simd));
     FERRY_RETURN_IF_ERROR(o.integer("host_memory_bytes", &m.host_memory_bytes, 0, 1.8e19, false));
     FERRY_RETURN_IF_ERROR(o.integer("llc_bytes", &m.llc_bytes, 0, 1.8e19, false));

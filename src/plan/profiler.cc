@@ -219,13 +219,14 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
   }
   const int32_t cores = opt.max_threads > 0 ? opt.max_threads : std::max(1, p.machine.cores);
   p.cpu.kernels = cpu.name;
-  p.cpu.threads = cores;
+  p.cpu.threads = cpu.multithreaded ? cores : 1;  // what plans should assume these kernels use
 
   // Buffer: twice the LLC, at least 64 MiB, at most 512 MiB (quick) / 1 GiB, at most 1/8 of RAM.
   uint64_t pool_bytes = std::max<uint64_t>(64ull << 20, 2 * p.machine.llc_bytes);
   pool_bytes = std::min<uint64_t>(pool_bytes, opt.quick ? (512ull << 20) : (1024ull << 20));
   if (p.machine.host_memory_bytes > 0) pool_bytes = std::min<uint64_t>(pool_bytes, p.machine.host_memory_bytes / 8);
   pool_bytes = std::max<uint64_t>(pool_bytes, 16ull << 20);
+  if (opt.buffer_bytes > 0) pool_bytes = std::max<uint64_t>(opt.buffer_bytes, 1ull << 20);
   AlignedBuf buf(pool_bytes);
   if (!buf.p) return make_error(ErrorCode::kOutOfMemory, "cannot allocate %llu bytes for the profile buffers",
                                 static_cast<unsigned long long>(pool_bytes));

@@ -28,6 +28,7 @@ struct ProfileOptions {
   bool quick = true;
   int32_t max_threads = 0;      // 0 = physical cores
   double time_budget_s = 0;     // 0 = 25 s quick / 600 s full; later points are skipped past it
+  uint64_t buffer_bytes = 0;    // weight pool / bandwidth buffer; 0 = 2x LLC within [64 MiB, 512 MiB or 1 GiB]
   // Progress: fraction done in [0, 1] and what is being measured. Called from the measuring thread.
   std::function<void(double fraction, const std::string& what)> progress;
 };

@@ -1,4 +1,68 @@
-// ferry profile: not built yet (placeholder so the binary links while the command is written).
-#include "cli.h"
+// ferry profile: measures this machine for the planner (host memory bandwidth, CPU kernels per weight
+// type x threads x tokens, and with a GPU the link alone / under load, H, device bandwidth, GPU
+// kernels) and writes the JSON profile to -o FILE or to the per-machine cache that `ferry plan` reads.
+#include <cstdio>
+#include <string>
 
-int cmd_profile(int, char**) { return ferry::cli::fail("ferry profile is not implemented yet"); }
+#include "cli.h"
+#include "plan/profile.h"
+#include "plan/profiler.h"
+#include "profile_support.h"
+
+int cmd_profile(int argc, char** argv) {
+  using namespace ferry;
+  CLI::App app{"Measure this machine for the planner (writes a JSON hardware profile)", "ferry profile"};
+  bool quick = false;
+  std::string out;
+  int threads = 0;
+  bool print_json = false;
+  app.add_flag("--quick", quick, "quick mode (<= 30 s; what `ferry plan` runs on first use)");
+  app.add_option("-o,--output", out, "write the profile here (default: the per-machine cache)");
+  app.add_option("-t,--threads", threads, "most CPU threads to measure (default: physical cores)")->check(CLI::Range(1, 4096));
+  app.add_flag("--json", print_json, "also print the profile JSON on stdout");
+  int rc = 0;
+  if (!cli::parse(app, argc, argv, &rc)) return rc;
+
+  std::unique_ptr<plan::GpuProber> gpu = cli::make_gpu_prober();
+  plan::ProfileOptions opt;
+  opt.quick = quick;
+  opt.max_threads = threads;
+  opt.progress = cli::progress_bar(quick ? "profile (quick)" : "profile");
+  const plan::CpuKernels kernels = cli::host_kernels();
+  Expected<plan::HardwareProfile> p = plan::measure_profile(kernels, gpu.get(), opt);
+  if (!p) return cli::report(p.status());
+
+  std::string path = out;
+  if (path.empty()) {
+    path = plan::cached_profile_path(p->machine);
+    if (path.empty()) return cli::fail("no cache directory (set HOME or XDG_CACHE_HOME) and no -o FILE given");
+  }
+  const Status s = plan::save_profile(*p, path);
+  if (!s) return cli::report(s);
+
+  const plan::HardwareProfile& h = *p;
+  std::printf("profile: %s (%s, %.1f s)\n", path.c_str(), h.mode.c_str(), h.seconds);
+  std::printf("machine: %s, %d cores, %s; kernels '%s'%s\n", h.machine.cpu_model.c_str(), h.machine.cores,
+              h.machine.simd.c_str(), h.cpu.kernels.c_str(),
+              kernels.multithreaded ? "" : " (single-threaded: measured at 1 thread)");
+  std::printf("host memory read:");
+  for (const auto& b : h.cpu.mem_bw) std::printf("  %d thr %.1f GB/s", b.threads, b.gbs);
+  std::printf("\nCPU matmul GFLOP/s (threads: tokens=rate):\n");
+  for (const auto& c : h.cpu.matmul) {
+    std::printf("  %-5s %3d thr:", dtype_name(c.dtype), c.threads);
+    for (size_t i = 0; i < c.tokens.size(); ++i) std::printf(" %d=%.1f", c.tokens[i], c.gflops[i]);
+    std::printf("\n");
+  }
+  std::printf("CPU call overhead: %.1f us\n", h.cpu.call_overhead_us);
+  if (h.has_gpu()) {
+    std::printf("GPU %s: device %.0f GB/s, launch %.1f us\n", h.gpu->name.c_str(), h.gpu->mem_bw_gbs, h.gpu->launch_us);
+    std::printf("link: H2D %.1f GB/s (%.1f while CPU runs), D2H %.1f GB/s (%.1f), pageable H2D %.1f GB/s\n",
+                h.link->h2d_gbs, h.link->h2d_busy_gbs, h.link->d2h_gbs, h.link->d2h_busy_gbs, h.link->h2d_pageable_gbs);
+    std::printf("CPU keeps %.0f%% of its speed while copies run; H = %.1f GB/s\n", h.link->cpu_share_while_copying * 100,
+                h.link->host_combined_gbs);
+  } else {
+    std::printf("no GPU: plans run every sub-layer on the CPU\n");
+  }
+  if (print_json) std::printf("%s", plan::profile_to_json(h).c_str());
+  return 0;
+}

@@ -8,4 +8,5 @@ set(FERRY_TOOL_SOURCES
   cmd_bench.cc
   cmd_plan.cc
   cmd_profile.cc
+  profile_support.cc
 )

@@ -1,0 +1,325 @@
+// Planner behaviour pinned with synthetic profiles (issue 5): slow link + fast CPU -> static at
+// tier 1; fast link + large tier -> gpu-stream; balanced -> dynamic with both pipelines loaded; more
+// budget never predicts slower; accounting never exceeds the budget; one resident set for all
+// tiers; deterministic output; budget below the minimum -> error naming it. Shapes: minitron-8b
+// F16 and qwen3-8b Q4_K, planned from their specs (no file).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "plan/planner.h"
+#include "plan_fixtures.h"
+
+namespace ferry::plan {
+namespace {
+
+using model::SubLayerKind;
+constexpr uint64_t GiB = 1ull << 30;
+
+struct Case {
+  model::ModelSpec spec;
+  std::vector<model::SubLayer> subs;
+};
+
+Case minitron_f16() {
+  Case c{fixtures::minitron_8b(), {}};
+  c.subs = *model::build_sublayers(c.spec, model::uniform_tensor_types(DType::F16));
+  return c;
+}
+Case qwen3_q4k() {
+  Case c{fixtures::qwen3_8b(), {}};
+  c.subs = *model::build_sublayers(c.spec, model::uniform_tensor_types(DType::Q4_K));
+  return c;
+}
+
+PlanSet must_plan(const HardwareProfile& hw, const Case& c, uint64_t budget, int32_t ctx = 4096) {
+  PlannerOptions o;
+  o.vram_budget = budget;
+  o.context = ctx;
+  auto r = Planner(hw, o).plan(c.spec, c.subs);
+  EXPECT_TRUE(r.has_value()) << r.status().message();
+  return r.has_value() ? *r : PlanSet{};
+}
+
+const StrategyEstimate& est(const Plan& p, Strategy s) {
+  for (const auto& c : p.candidates)
+    if (c.strategy == s) return c;
+  ADD_FAILURE() << "no estimate";
+  return p.candidates.front();
+}
+
+HardwareProfile gpu_host() {
+  auto p = load_profile(fixtures::source_dir() + "/tests/data/profiles/h200-host.json");
+  EXPECT_TRUE(p.has_value()) << p.status().message();
+  return *p;
+}
+
+TEST(Planner, TiersArePowersOfTwoUpToTheBatch) {
+  EXPECT_EQ(token_tiers(1024), (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
+  EXPECT_EQ(token_tiers(1), (std::vector<int32_t>{1}));
+  EXPECT_EQ(token_tiers(48), (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 48}));
+  const PlanSet ps = must_plan(gpu_host(), qwen3_q4k(), 2 * GiB);
+  EXPECT_EQ(ps.plan_for(1).tokens, 1);
+  EXPECT_EQ(ps.plan_for(3).tokens, 4);
+  EXPECT_EQ(ps.plan_for(5000).tokens, 1024);
+}
+
+TEST(Planner, SlowLinkFastCpuIsStaticAtTierOne) {
+  fixtures::SynthHw hw;
+  hw.cpu_bw = 200;
+  hw.link = 2;
+  for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
+    const PlanSet ps = must_plan(fixtures::synth_profile(hw), c, 4 * GiB);
+    EXPECT_EQ(ps.tiers.front().strategy, Strategy::kStatic) << c.spec.name << "\n" << plan_to_text(ps);
+  }
+}
+
+TEST(Planner, FastLinkLargeTierIsGpuStream) {
+  fixtures::SynthHw hw;
+  hw.cpu_bw = 40;
+  hw.link = 200;
+  for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
+    const PlanSet ps = must_plan(fixtures::synth_profile(hw), c, 2 * GiB);
+    EXPECT_EQ(ps.tiers.back().strategy, Strategy::kGpuStream) << c.spec.name << "\n" << plan_to_text(ps);
+    EXPECT_GT(est(ps.tiers.back(), Strategy::kGpuStream).n_streamed, 0);
+  }
+  // On the GPU host too: prefill chunks stream.
+  const PlanSet ps = must_plan(gpu_host(), minitron_f16(), 2 * GiB);
+  EXPECT_EQ(ps.tiers.back().strategy, Strategy::kGpuStream);
+}
+
+TEST(Planner, BalancedIsDynamicWithBothPipelinesLoaded) {
+  fixtures::SynthHw hw;
+  hw.cpu_bw = 60;  // CPU kernels at 48 GB/s
+  hw.link = 50;
+  for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
+    const PlanSet ps = must_plan(fixtures::synth_profile(hw), c, 2 * GiB);
+    const Plan& t1 = ps.tiers.front();
+    ASSERT_EQ(t1.strategy, Strategy::kDynamic) << c.spec.name << "\n" << plan_to_text(ps);
+    const StrategyEstimate& d = est(t1, Strategy::kDynamic);
+    int cpu_ffn = 0, streamed_ffn = 0;
+    for (size_t i = 0; i < ps.sublayers.size(); ++i) {
+      if (ps.sublayers[i].kind != SubLayerKind::kFfn) continue;
+      cpu_ffn += t1.placement[i] == Placement::kCpu;
+      streamed_ffn += t1.placement[i] == Placement::kStreamed;
+    }
+    EXPECT_GT(cpu_ffn, 0);
+    EXPECT_GT(streamed_ffn, 0);
+    // Both pipelines carry a real share of the step, and the step beats their sum (they overlap).
+    EXPECT_GT(d.cpu_ms, 0.3 * d.step_ms);
+    EXPECT_GT(d.copy_ms, 0.3 * d.step_ms);
+    EXPECT_LT(d.step_ms, 0.9 * (d.cpu_ms + d.copy_ms));
+    EXPECT_LT(d.step_ms, est(t1, Strategy::kStatic).step_ms);
+    EXPECT_LT(d.step_ms, est(t1, Strategy::kGpuStream).step_ms);
+  }
+}
+
+TEST(Planner, MoreBudgetNeverPredictsSlower) {
+  // Guaranteed: the scenario the resident set is chosen for (TTFT + gen_tokens decode steps).
+  // Pinned on these shapes and profiles: the decode step (tier 1) too.
+  for (const HardwareProfile& hw : {gpu_host(), fixtures::synth_profile({})}) {
+    for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
+      std::vector<PlanSet> sets;
+      for (uint64_t mib : {1536, 2048, 2560, 3072, 4096, 5120, 5632, 6144, 8192, 12288, 16384})
+        sets.push_back(must_plan(hw, c, mib << 20));
+      for (size_t k = 1; k < sets.size(); ++k) {
+        const std::string at = c.spec.name + " at " + std::to_string(sets[k].options.vram_budget >> 20) + " MiB";
+        EXPECT_LE(sets[k].scenario_ms, sets[k - 1].scenario_ms * (1 + 1e-9)) << at;
+        EXPECT_LE(sets[k].tiers.front().predicted_ms, sets[k - 1].tiers.front().predicted_ms * (1 + 1e-9)) << at;
+        EXPECT_NEAR(sets[k].scenario_ms, sets[k].ttft_ms + 128 * sets[k].tiers.front().predicted_ms, 1e-6);
+      }
+    }
+  }
+}
+
+TEST(Planner, AccountingNeverExceedsBudgetAndAddsUp) {
+  for (const HardwareProfile& hw : {gpu_host(), fixtures::synth_profile({})}) {
+    for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
+      for (uint64_t mib : {1536ull, 2048ull, 3000ull, 4096ull, 8192ull, 16384ull, 40000ull}) {
+        const PlanSet ps = must_plan(hw, c, mib << 20);
+        const VramBreakdown& a = ps.arena;
+        EXPECT_LE(a.total, ps.options.vram_budget);
+        EXPECT_EQ(a.total, a.weights + a.kv + a.ring + a.scratch + a.workspace);
+        EXPECT_GT(a.kv, 0u);
+        EXPECT_GT(a.scratch, 0u);
+        EXPECT_EQ(a.workspace, ps.options.workspace_bytes);
+        EXPECT_EQ(a.ring, static_cast<uint64_t>(ps.ring_slots) * ps.ring_slot_bytes);
+        EXPECT_GT(ps.cuda_context_bytes, 0u);
+        // Resident weights = the resident matrices + every vector.
+        uint64_t w = 0;
+        for (size_t i = 0; i < ps.sublayers.size(); ++i)
+          w += ps.sublayers[i].vector_bytes + (ps.resident[i] ? ps.sublayers[i].bytes : 0);
+        EXPECT_EQ(a.weights, w);
+        for (const Plan& p : ps.tiers) {
+          EXPECT_EQ(p.vram.total, a.total);
+          // A streamed sub-layer fits a ring slot.
+          for (size_t i = 0; i < ps.sublayers.size(); ++i)
+            if (p.placement[i] == Placement::kStreamed) EXPECT_LE(ps.sublayers[i].bytes, ps.ring_slot_bytes);
+        }
+      }
+    }
+  }
+}
+
+TEST(Planner, EveryTierSharesOneResidentSet) {
+  for (uint64_t gb : {2, 4, 8}) {
+    for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
+      const PlanSet ps = must_plan(gpu_host(), c, gb * GiB);
+      for (const Plan& p : ps.tiers)
+        for (size_t i = 0; i < ps.sublayers.size(); ++i)
+          EXPECT_EQ(p.placement[i] == Placement::kResident, ps.resident[i] || ps.sublayers[i].bytes == 0 &&
+                                                                                   ps.sublayers[i].kind != SubLayerKind::kEmbed)
+              << ps.sublayers[i].label << " tier " << p.tokens;
+    }
+  }
+}
+
+TEST(Planner, AttentionFirstThenSpreadNotLayerZeroFirst) {
+  const Case c = minitron_f16();
+  const PlanSet ps = must_plan(gpu_host(), c, 2 * GiB);
+  // Some attention resident, not all, and not a prefix of the layers.
+  std::vector<int32_t> res_attn;
+  bool any_ffn = false;
+  for (size_t i = 0; i < ps.sublayers.size(); ++i) {
+    if (ps.sublayers[i].kind == SubLayerKind::kAttention && ps.resident[i]) res_attn.push_back(ps.sublayers[i].layer);
+    if (ps.sublayers[i].kind == SubLayerKind::kFfn && ps.resident[i]) any_ffn = true;
+  }
+  ASSERT_GT(res_attn.size(), 1u);
+  ASSERT_LT(res_attn.size(), 40u);
+  EXPECT_FALSE(any_ffn);  // attention comes first
+  EXPECT_GT(res_attn.back(), static_cast<int32_t>(res_attn.size()) - 1);  // spread, not 0..k-1
+  // With more budget: all attention, then FFNs.
+  const PlanSet big = must_plan(gpu_host(), c, 8 * GiB);
+  for (size_t i = 0; i < big.sublayers.size(); ++i)
+    if (big.sublayers[i].kind == SubLayerKind::kAttention) EXPECT_TRUE(big.resident[i]);
+}
+
+TEST(Planner, Deterministic) {
+  for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
+    const PlanSet a = must_plan(gpu_host(), c, 3 * GiB);
+    const PlanSet b = must_plan(gpu_host(), c, 3 * GiB);
+    EXPECT_EQ(plan_to_json(a), plan_to_json(b));
+    EXPECT_EQ(plan_to_text(a), plan_to_text(b));
+  }
+}
+
+TEST(Planner, BudgetBelowMinimumNamesTheMinimum) {
+  const Case c = qwen3_q4k();
+  const PlanSet ok = must_plan(gpu_host(), c, 4 * GiB);
+  ASSERT_GT(ok.min_budget, 0u);
+  // Exactly the minimum plans; one byte less does not.
+  const PlanSet at_min = must_plan(gpu_host(), c, ok.min_budget);
+  EXPECT_LE(at_min.arena.total, ok.min_budget);
+  PlannerOptions o;
+  o.vram_budget = ok.min_budget - 1;
+  auto r = Planner(gpu_host(), o).plan(c.spec, c.subs);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().code(), ErrorCode::kOutOfMemory);
+  EXPECT_NE(r.status().message().find("below the minimum " + format_bytes(ok.min_budget)), std::string::npos)
+      << r.status().message();
+  // A smaller context lowers the minimum (KV is part of it).
+  const PlanSet small_ctx = must_plan(gpu_host(), c, 4 * GiB, 512);
+  EXPECT_LT(small_ctx.min_budget, ok.min_budget);
+}
+
+TEST(Planner, JsonHasTheContractKeys) {
+  const PlanSet ps = must_plan(gpu_host(), minitron_f16(), 2 * GiB);
+  const auto j = nlohmann::json::parse(plan_to_json(ps));
+  ASSERT_TRUE(j["tiers"].is_array());
+  ASSERT_EQ(j["tiers"].size(), 11u);
+  const std::set<std::string> strategies = {"gpu-stream", "static", "dynamic"};
+  const std::set<std::string> wheres = {"resident", "streamed", "cpu"};
+  for (const auto& t : j["tiers"]) {
+    EXPECT_TRUE(t["tokens"].is_number_integer());
+    EXPECT_TRUE(strategies.count(t["strategy"].get<std::string>()));
+    EXPECT_GT(t["predicted_ms"].get<double>(), 0);
+    for (const char* k : {"weights", "kv", "ring", "scratch", "total"}) EXPECT_TRUE(t["vram"][k].is_number_unsigned()) << k;
+    ASSERT_EQ(t["placement"].size(), ps.sublayers.size());
+    for (const auto& p : t["placement"]) EXPECT_TRUE(wheres.count(p["where"].get<std::string>()));
+  }
+  EXPECT_EQ(j["tiers"][0]["placement"][0]["sublayer"], "embed");
+  EXPECT_EQ(j["tiers"][0]["placement"][0]["where"], "cpu");
+}
+
+TEST(Planner, TextFitsOneScreen) {
+  for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
+    const std::string text = plan_to_text(must_plan(gpu_host(), c, 2 * GiB));
+    std::istringstream in(text);
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) {
+      ++lines;
+      EXPECT_LE(line.size(), 160u) << line;
+    }
+    EXPECT_LE(lines, 45) << text;
+    EXPECT_NE(text.find("runner-up"), std::string::npos);
+    EXPECT_NE(text.find("TTFT"), std::string::npos);
+  }
+}
+
+TEST(Planner, NoGpuRunsEverythingOnTheCpu) {
+  fixtures::SynthHw hw;
+  hw.gpu = false;
+  const PlanSet ps = must_plan(fixtures::synth_profile(hw), qwen3_q4k(), 0);
+  EXPECT_FALSE(ps.gpu);
+  EXPECT_EQ(ps.arena.total, 0u);
+  for (const Plan& p : ps.tiers) {
+    EXPECT_EQ(p.strategy, Strategy::kStatic);
+    for (Placement pl : p.placement) EXPECT_EQ(pl, Placement::kCpu);
+  }
+  EXPECT_NE(plan_to_text(ps).find("no GPU"), std::string::npos);
+  EXPECT_TRUE(nlohmann::json::parse(plan_to_json(ps))["gpu"].is_null());
+}
+
+TEST(Planner, WholeModelFitsIsAllResident) {
+  const PlanSet ps = must_plan(gpu_host(), qwen3_q4k(), 16 * GiB);
+  EXPECT_EQ(ps.ring_slots, 0);
+  for (const Plan& p : ps.tiers)
+    for (size_t i = 1; i < p.placement.size(); ++i) EXPECT_EQ(p.placement[i], Placement::kResident);
+  EXPECT_GT(ps.decode_tok_s, 100);
+}
+
+TEST(Planner, GpuHostPredictionsAreInTheExpectedRange) {
+  // Sanity against the issue's figures: streaming minitron-8b F16 once over 55 GB/s is ~0.3 s, so a
+  // 1K-token prefill at 2 GB is around that; decode cannot beat (W - R) / H.
+  const PlanSet ps = must_plan(gpu_host(), minitron_f16(), 2 * GiB);
+  EXPECT_GT(ps.ttft_ms, 150);
+  EXPECT_LT(ps.ttft_ms, 600);
+  EXPECT_GE(ps.tiers.front().predicted_ms, ps.limit_h_ms * 0.95);
+  EXPECT_GT(ps.limit_h_ms, ps.limit_cp_ms);
+}
+
+TEST(Planner, MoeModelPlans) {
+  model::ModelSpec s = fixtures::qwen3_8b();
+  s.arch = model::Arch::kQwen3Moe;
+  s.name = "moe";
+  s.n_layer = 8;
+  s.n_ff = 0;
+  s.n_expert = 32;
+  s.n_expert_used = 4;
+  s.n_ff_expert = 1024;
+  auto subs = model::build_sublayers(s, model::uniform_tensor_types(DType::Q4_K));
+  ASSERT_TRUE(subs.has_value()) << subs.status().message();
+  const PlanSet ps = must_plan(gpu_host(), Case{s, *subs}, 1536ull << 20);
+  EXPECT_LE(ps.arena.total, 1536ull << 20);
+  EXPECT_NE(plan_to_text(ps).find("moe"), std::string::npos);
+}
+
+TEST(Planner, RejectsBadOptions) {
+  const Case c = qwen3_q4k();
+  PlannerOptions o;
+  o.vram_budget = 4 * GiB;
+  o.ring_slots = 1;
+  auto r = Planner(gpu_host(), o).plan(c.spec, c.subs);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  o.ring_slots = 2;
+  o.context = 0;
+  EXPECT_FALSE(Planner(gpu_host(), o).plan(c.spec, c.subs).has_value());
+}
+
+}  // namespace
+}  // namespace ferry::plan

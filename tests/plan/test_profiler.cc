@@ -1,0 +1,124 @@
+// Profiler: measures through an Ops factory (here a tiny counting Ops: the profiler's bookkeeping
+// is what is tested, not the kernels) and a fake GpuProber with known speeds, within its budget.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "plan/profiler.h"
+
+namespace ferry::plan {
+namespace {
+
+// Ops whose matmul just sleeps in proportion to the weight bytes (a 20 GB/s "CPU").
+class SleepyOps final : public kernels::Ops {
+ public:
+  const char* name() const override { return "sleepy"; }
+  void matmul(const TensorView& w, const TensorView&, TensorView) override {
+    std::this_thread::sleep_for(std::chrono::duration<double>(static_cast<double>(w.nbytes()) / 20e9));
+  }
+  void embed(const TensorView&, const TensorView&, float, TensorView) override {}
+  void rms_norm(const TensorView&, const TensorView&, float, TensorView) override {}
+  void add(const TensorView&, const TensorView&, TensorView) override {}
+  void scale(const TensorView&, float, TensorView) override {}
+  void rope(TensorView, const kernels::BatchMeta&, const kernels::RopeParams&) override {}
+  void kv_store(const TensorView&, const TensorView&, const kernels::BatchMeta&, kernels::KvView) override {}
+  void attention(const TensorView&, const kernels::KvView&, const kernels::BatchMeta&, const kernels::AttnParams&,
+                 TensorView) override {}
+  void glu(const TensorView&, const TensorView&, kernels::Activation, TensorView) override {}
+  void gather_rows(const TensorView&, const int32_t*, TensorView) override {}
+};
+
+// A GPU with a 40 GB/s link, 30 GB/s while the CPU runs, 1000 GB/s device copies.
+class FakeGpu final : public GpuProber {
+ public:
+  std::string name() const override { return "Fake GPU"; }
+  std::string driver() const override { return "1.0"; }
+  uint64_t memory_bytes() const override { return 24ull << 30; }
+  Expected<double> time_h2d(uint64_t b, int r) override { return b * r / 40e9; }
+  Expected<double> time_d2h(uint64_t b, int r) override { return b * r / 40e9; }
+  Expected<double> time_h2d_pageable(uint64_t b, int r) override { return b * r / 10e9; }
+  Expected<double> time_d2d(uint64_t b, int r) override { return b * r / 500e9; }
+  Expected<double> time_matmul(DType, int64_t rows, int64_t cols, int64_t n, int r) override {
+    return 2.0 * rows * cols * n * r / 100e12 + r * 5e-6;
+  }
+  Expected<double> launch_overhead_us() override { return 5.0; }
+  Status start_background_copies(bool, uint64_t) override {
+    t0_ = std::chrono::steady_clock::now();
+    return Status::ok();
+  }
+  Expected<CopyStats> stop_background_copies() override {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    return CopyStats{30e9 * s, s};
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+};
+
+CpuKernels sleepy() {
+  CpuKernels k;
+  k.name = "sleepy";
+  k.multithreaded = false;
+  k.make_ops = [](int32_t) -> std::unique_ptr<kernels::Ops> { return std::make_unique<SleepyOps>(); };
+  return k;
+}
+
+TEST(Profiler, QuickCpuOnlyWithinBudget) {
+  ProfileOptions o;
+  o.quick = true;
+  o.time_budget_s = 3;
+  o.buffer_bytes = 32ull << 20;
+  int calls = 0;
+  double last = -1;
+  bool monotone = true;
+  o.progress = [&](double f, const std::string&) {
+    ++calls;
+    monotone &= f >= last;
+    last = f;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto p = measure_profile(sleepy(), nullptr, o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(p.has_value()) << p.status().message();
+  EXPECT_LT(s, 15.0);
+  EXPECT_GT(calls, 5);
+  EXPECT_TRUE(monotone);
+  EXPECT_DOUBLE_EQ(last, 1.0);
+  EXPECT_EQ(p->cpu.kernels, "sleepy");
+  EXPECT_EQ(p->cpu.threads, 1);
+  EXPECT_FALSE(p->has_gpu());
+  EXPECT_EQ(p->mode, "quick");
+  ASSERT_FALSE(p->cpu.matmul.empty());
+  for (const auto& c : p->cpu.matmul) {
+    EXPECT_EQ(c.threads, 1);
+    ASSERT_FALSE(c.gflops.empty());
+    // At n = 1 the "kernel" moves 20 GB/s of weights: 2 flops per weight.
+    const double bytes_per_weight = static_cast<double>(traits(c.dtype).block_bytes) / traits(c.dtype).block_elems;
+    EXPECT_NEAR(c.gflops[0], 20.0 * 2 / bytes_per_weight, 20.0 * 2 / bytes_per_weight * 0.5) << dtype_name(c.dtype);
+  }
+  EXPECT_FALSE(p->cpu.mem_bw.empty());
+  EXPECT_TRUE(parse_profile(profile_to_json(*p)).has_value());
+}
+
+TEST(Profiler, GpuPartThroughTheProber) {
+  ProfileOptions o;
+  o.quick = true;
+  o.time_budget_s = 4;
+  o.buffer_bytes = 32ull << 20;
+  FakeGpu gpu;
+  auto p = measure_profile(sleepy(), &gpu, o);
+  ASSERT_TRUE(p.has_value()) << p.status().message();
+  ASSERT_TRUE(p->has_gpu());
+  EXPECT_EQ(p->machine.gpu_name, "Fake GPU");
+  EXPECT_NEAR(p->link->h2d_gbs, 40, 1e-6);
+  EXPECT_NEAR(p->link->h2d_pageable_gbs, 10, 1e-6);
+  EXPECT_NEAR(p->gpu->mem_bw_gbs, 1000, 1e-6);  // a device copy reads and writes
+  EXPECT_GT(p->link->host_combined_gbs, 30);
+  EXPECT_FALSE(p->gpu->matmul.empty());
+  EXPECT_EQ(p->gpu->matmul[0].tokens.back(), 1024);
+  EXPECT_TRUE(parse_profile(profile_to_json(*p)).has_value());
+}
+
+}  // namespace
+}  // namespace ferry::plan

@@ -1,0 +1,86 @@
+// Profile plumbing of the CLI. The one place that picks the host kernels the profiler measures and
+// the GPU prober: when CpuOps lands, host_kernels() returns it; when the CUDA device is wired,
+// make_gpu_prober() returns its prober. Everything else (plan, profile) goes through these two.
+#include "profile_support.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <sys/stat.h>
+
+#include "kernels/ref/ref_ops.h"
+
+namespace ferry::cli {
+
+plan::CpuKernels host_kernels() {
+  plan::CpuKernels k;
+  // RefOps is single-threaded and scalar: the profile says so ("kernels": "ref") and plans made from
+  // it are CPU-pessimistic until CpuOps replaces it here.
+  k.name = "ref";
+  k.multithreaded = false;
+  k.make_ops = [](int32_t) -> std::unique_ptr<kernels::Ops> { return kernels::make_ref_ops(); };
+  return k;
+}
+
+std::unique_ptr<plan::GpuProber> make_gpu_prober() { return nullptr; }
+
+std::function<void(double, const std::string&)> progress_bar(const std::string& title) {
+  const bool tty = isatty(STDERR_FILENO);
+  auto last_decile = std::make_shared<int>(-1);
+  return [tty, title, last_decile](double f, const std::string& what) {
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(f * kWidth + 0.5);
+    if (tty) {
+      std::string bar(static_cast<size_t>(filled), '#');
+      bar.resize(kWidth, '.');
+      std::string label = what.size() > 48 ? what.substr(0, 48) : what;
+      std::fprintf(stderr, "\r%s [%s] %3d%% %-48s", title.c_str(), bar.c_str(), static_cast<int>(f * 100 + 0.5),
+                   label.c_str());
+      if (f >= 1.0) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    } else {
+      const int decile = static_cast<int>(f * 10);
+      if (decile != *last_decile) {
+        *last_decile = decile;
+        std::fprintf(stderr, "%s %3d%% %s\n", title.c_str(), decile * 10, what.c_str());
+      }
+    }
+  };
+}
+
+Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin) {
+  if (!path.empty()) {
+    if (origin) *origin = path;
+    return plan::load_profile(path);
+  }
+  plan::MachineInfo m = plan::detect_machine();
+  std::unique_ptr<plan::GpuProber> gpu = make_gpu_prober();
+  if (gpu) {
+    m.gpu_name = gpu->name();
+    m.gpu_driver = gpu->driver();
+  }
+  const std::string cached = plan::cached_profile_path(m);
+  struct stat st;
+  if (!cached.empty() && ::stat(cached.c_str(), &st) == 0) {
+    Expected<plan::HardwareProfile> p = plan::load_profile(cached);
+    if (p) {
+      if (origin) *origin = cached;
+      return p;
+    }
+    std::fprintf(stderr, "ferry: cached profile unusable (%s); measuring again\n", p.status().message().c_str());
+  }
+  std::fprintf(stderr, "ferry: no hardware profile for this machine yet; running the quick profile (~30 s, once)\n");
+  plan::ProfileOptions opt;
+  opt.quick = true;
+  opt.progress = progress_bar("profile");
+  FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile p, plan::measure_profile(host_kernels(), gpu.get(), opt));
+  if (!cached.empty()) {
+    const Status s = plan::save_profile(p, cached);
+    if (s) std::fprintf(stderr, "ferry: profile saved to %s (`ferry profile` measures the full one)\n", cached.c_str());
+    else std::fprintf(stderr, "ferry: warning: %s\n", s.message().c_str());
+  }
+  if (origin) *origin = cached.empty() ? "quick profile (not saved)" : cached;
+  return p;
+}
+
+}  // namespace ferry::cli

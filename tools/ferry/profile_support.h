@@ -1,0 +1,29 @@
+// What `ferry profile` and `ferry plan` share: which host kernels are measured, the GPU prober hook,
+// a progress bar, and "load the cached profile of this machine or measure a quick one".
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "plan/gpu_prober.h"
+#include "plan/profile.h"
+#include "plan/profiler.h"
+
+namespace ferry::cli {
+
+// The host kernels ferry runs (CpuOps when built, RefOps until then), as an Ops factory.
+plan::CpuKernels host_kernels();
+
+// The GPU to measure, or nullptr when there is none (or no GPU backend is wired yet).
+std::unique_ptr<plan::GpuProber> make_gpu_prober();
+
+// A progress callback drawing a bar on stderr ("\r" updates on a terminal, a line per 10 % when not).
+std::function<void(double, const std::string&)> progress_bar(const std::string& title);
+
+// The profile for planning: `path` when given; else this machine's cached profile; else a quick
+// profile measured now (announced on stderr, with a progress bar) and saved to the cache.
+Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin);
+
+}  // namespace ferry::cli
