@@ -1,7 +1,6 @@
 // Byte-level BPE ("gpt2" tokenizer model): special-token partition, regex pre-tokenization, GPT-2 byte
 // mapping, then merges by rank (lowest rank first, leftmost first among equals), as llama.cpp's
 // llm_tokenizer_bpe_session. A final symbol that is not a token falls back to its single bytes.
-#include <cstdlib>
 #include <queue>
 
 #include "text/string_index.h"
@@ -48,7 +47,7 @@ class BpeTokenizer final : public Tokenizer {
     if (attr & (kAttrUnknown | kAttrControl)) return render_special ? t : std::string();
     if (attr & kAttrUserDefined) return t;
     if (attr & kAttrNormal) return decode_bytes(t);
-    if (attr & kAttrByte) return t.size() >= 5 ? std::string(1, static_cast<char>(std::strtol(t.substr(3, 2).c_str(), nullptr, 16))) : std::string();
+    if (attr & kAttrByte) return byte_piece(t);
     return {};  // unused / undefined tokens render as nothing
   }
 
@@ -131,7 +130,8 @@ class BpeTokenizer final : public Tokenizer {
       if (l < 0 || r < 0) return;
       const Symbol& a = sym[l];
       const Symbol& b = sym[r];
-      const int32_t rk = rank(std::string_view(w).substr(a.start, a.len), std::string_view(w).substr(b.start, b.len), key);
+      const std::string_view sw(w);
+      const int32_t rk = rank(sw.substr(a.start, a.len), sw.substr(b.start, b.len), key);
       if (rk >= 0) queue.push({l, r, rk, a.len + b.len});
     };
     for (int32_t i = 1; i < static_cast<int32_t>(sym.size()); ++i) try_add(i - 1, i);

@@ -3,7 +3,6 @@
 // merged token (highest first, leftmost among equals); symbols that are not tokens fall back to byte
 // tokens <0xXX>. With add_space_prefix, text that starts the input or follows a special token gets a
 // leading space.
-#include <cstdlib>
 #include <queue>
 
 #include "text/tokenizer_impl.h"
@@ -64,9 +63,7 @@ class SpmTokenizer final : public Tokenizer {
       }
       return out;
     }
-    if (attr & kAttrByte)
-      return t.size() >= 5 ? std::string(1, static_cast<char>(std::strtol(t.substr(3, 2).c_str(), nullptr, 16)))
-                           : std::string();
+    if (attr & kAttrByte) return byte_piece(t);
     return {};  // unused / undefined tokens render as nothing
   }
 

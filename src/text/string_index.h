@@ -31,7 +31,7 @@ class StringIndex {
         slots_[i] = (h & kTagMask) | static_cast<uint64_t>(id + 1);
         return -1;
       }
-      if ((s & kTagMask) == (h & kTagMask) && keys[(s & kIdMask) - 1] == key) return static_cast<int32_t>((s & kIdMask) - 1);
+      if (matches(keys, s, h, key)) return static_cast<int32_t>((s & kIdMask) - 1);
     }
   }
 
@@ -41,7 +41,7 @@ class StringIndex {
     for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
       const uint64_t s = slots_[i];
       if (s == 0) return -1;
-      if ((s & kTagMask) == (h & kTagMask) && keys[(s & kIdMask) - 1] == key) return static_cast<int32_t>((s & kIdMask) - 1);
+      if (matches(keys, s, h, key)) return static_cast<int32_t>((s & kIdMask) - 1);
     }
   }
 
@@ -49,6 +49,9 @@ class StringIndex {
   static constexpr uint64_t kTagMask = 0xFFFFFFFF00000000ull;  // high hash bits, checked before the string
   static constexpr uint64_t kIdMask = 0x00000000FFFFFFFFull;   // id + 1 (0 = empty slot)
   static uint64_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
+  static bool matches(const std::vector<std::string>& keys, uint64_t slot, uint64_t h, std::string_view key) {
+    return (slot & kTagMask) == (h & kTagMask) && keys[(slot & kIdMask) - 1] == key;
+  }
 
   std::vector<uint64_t> slots_;
   uint64_t mask_ = 0;

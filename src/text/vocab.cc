@@ -138,10 +138,14 @@ void Vocab::detect_specials_by_text(Ids& ids) {
     std::vector<Token> found;  // candidates present in the vocabulary
   };
   Role roles[] = {
-      {&ids.eot, kEotTexts, std::size(kEotTexts), {}},           {&ids.eom, kEomTexts, std::size(kEomTexts), {}},
-      {&ids.fim_pre, kFimPreTexts, std::size(kFimPreTexts), {}}, {&ids.fim_suf, kFimSufTexts, std::size(kFimSufTexts), {}},
-      {&ids.fim_mid, kFimMidTexts, std::size(kFimMidTexts), {}}, {&ids.fim_pad, kFimPadTexts, std::size(kFimPadTexts), {}},
-      {&ids.fim_rep, kFimRepTexts, std::size(kFimRepTexts), {}}, {&ids.fim_sep, kFimSepTexts, std::size(kFimSepTexts), {}},
+      {&ids.eot, kEotTexts, std::size(kEotTexts), {}},
+      {&ids.eom, kEomTexts, std::size(kEomTexts), {}},
+      {&ids.fim_pre, kFimPreTexts, std::size(kFimPreTexts), {}},
+      {&ids.fim_suf, kFimSufTexts, std::size(kFimSufTexts), {}},
+      {&ids.fim_mid, kFimMidTexts, std::size(kFimMidTexts), {}},
+      {&ids.fim_pad, kFimPadTexts, std::size(kFimPadTexts), {}},
+      {&ids.fim_rep, kFimRepTexts, std::size(kFimRepTexts), {}},
+      {&ids.fim_sep, kFimSepTexts, std::size(kFimSepTexts), {}},
   };
   bool ambiguous = false;
   for (Role& role : roles) {

@@ -69,7 +69,8 @@ TEST(PreTokenizer, WhitespaceIsLlamaCppsSet) {
 TEST(PreTokenizer, Unicode15Classes) {
   // U+11F04 KAWI LETTER A (Lo) and U+11F50 KAWI DIGIT ZERO (Nd) are Unicode 15.0.
   EXPECT_EQ(split(PreKind::kGpt2, "x\xF0\x91\xBC\x84y"), (Words{"x\xF0\x91\xBC\x84y"}));
-  EXPECT_EQ(split(PreKind::kQwen2, "\xF0\x91\xBD\x90\xF0\x91\xBD\x91"), (Words{"\xF0\x91\xBD\x90", "\xF0\x91\xBD\x91"}));
+  EXPECT_EQ(split(PreKind::kQwen2, "\xF0\x91\xBD\x90\xF0\x91\xBD\x91"),
+            (Words{"\xF0\x91\xBD\x90", "\xF0\x91\xBD\x91"}));
 }
 
 TEST(PreTokenizer, InvalidUtf8BecomesReplacementCharacter) {

@@ -139,7 +139,8 @@ int cmd_tokenize(int argc, char** argv) {
   app.add_option("-m,--model", model, "GGUF model file")->required();
   app.add_option("-p,--prompt", prompt, "text to tokenize");
   app.add_option("-f,--file", file, "file whose whole content is tokenized");
-  app.add_option("--lines", lines, "tokenize each line of this file (escapes \\n \\t \\r \\\\ \\xNN); one JSON array per line");
+  app.add_option("--lines", lines,
+                 "tokenize each line of this file (escapes \\n \\t \\r \\\\ \\xNN); one JSON array per line");
   app.add_flag("--json", json, "print the ids as one JSON array");
   app.add_flag("--no-bos", no_bos, "do not add BOS/EOS even when the vocabulary asks for them");
   app.add_flag("--no-parse-special", no_parse_special, "treat special-token text (e.g. <|im_start|>) as plain text");
