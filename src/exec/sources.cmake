@@ -10,3 +10,9 @@ ferry_module(exec DEPS ${FERRY_EXEC_DEPS} SOURCES
 CUDA_SOURCES
   exec/device_cuda.cc
 )
+
+# exec_hybrid: the pipelined-sharding executor (HybridRunner, WeightRing) over the devices above.
+ferry_module(exec_hybrid DEPS exec plan model kernels_cpu tensor base SOURCES
+  exec/weight_ring.cc
+  exec/hybrid_runner.cc
+)

@@ -1,0 +1,798 @@
+// HybridRunner implementation. Load: allocate every arena block up front (KV, vectors, resident
+// weights, ring, activations, metadata, CudaOps scratch) so a budget problem shows at load, not mid
+// step; upload resident weights once through pinned staging; copy streamed sub-layers' weights once
+// into pinned host memory in the exact slot layout (one copy per sub-layer per step). Step: metadata
+// up, then sub-layers in order; device work is enqueued on the compute stream (CUDA: kernels;
+// emulated: host functions on its worker, so stream order and event waits are real), the copy stream
+// stays up to K sub-layers ahead, and the host only blocks where data must cross to the CPU.
+#include "exec/hybrid_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+#include "exec/device_cuda.h"
+#include "exec/weight_ring.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace ferry::exec {
+
+namespace {
+
+using model::SubLayerKind;
+using plan::Placement;
+
+uint64_t align256(uint64_t x) { return (x + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Head rows per host chunk (as the all-on-one runner): bounded logits scratch for any vocabulary.
+constexpr int32_t kHostHeadChunk = 32;
+// Pinned staging for uploads at load (two halves alternate so memcpy and copy overlap).
+constexpr uint64_t kStageBytes = 32ull << 20;
+
+// The weight matrices of a sub-layer (what residency and streaming move), in a fixed order.
+std::vector<TensorView*> matrices_of(model::ModelWeights& w, const model::SubLayer& s) {
+  switch (s.kind) {
+    case SubLayerKind::kEmbed: return {&w.token_embd};
+    case SubLayerKind::kHead: return {&w.output};
+    case SubLayerKind::kAttention: {
+      model::LayerWeights& l = w.layers[s.layer];
+      return {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output};
+    }
+    case SubLayerKind::kFfn: {
+      model::LayerWeights& l = w.layers[s.layer];
+      return {&l.ffn_gate, &l.ffn_up, &l.ffn_down};
+    }
+    default: return {};
+  }
+}
+
+// Norms, biases and rope factors: always on the device when a GPU is planned (the planner counts
+// every vector as resident).
+std::vector<TensorView*> vectors_of(model::ModelWeights& w) {
+  std::vector<TensorView*> v = {&w.output_norm, &w.rope_freqs};
+  for (model::LayerWeights& l : w.layers)
+    for (TensorView* t : {&l.attn_norm, &l.attn_q_bias, &l.attn_k_bias, &l.attn_v_bias, &l.attn_output_bias,
+                          &l.attn_q_norm, &l.attn_k_norm, &l.post_attention_norm, &l.ffn_norm, &l.post_ffw_norm})
+      v.push_back(t);
+  std::vector<TensorView*> out;
+  for (TensorView* t : v)
+    if (model::present(*t)) out.push_back(t);
+  return out;
+}
+
+// Offsets of a sub-layer's matrices inside a slot / pinned copy / resident block (256-aligned each,
+// as the planner counts them).
+struct Layout {
+  std::vector<uint64_t> offset;
+  uint64_t bytes = 0;
+};
+Layout layout_of(const std::vector<TensorView*>& mats) {
+  Layout l;
+  for (const TensorView* t : mats) {
+    l.offset.push_back(l.bytes);
+    l.bytes += align256(t->nbytes());
+  }
+  return l;
+}
+
+struct Sizes {
+  int32_t n_out_dev = 1;      // head rows per device chunk
+  uint64_t scratch = 0;       // device activations
+  uint64_t meta = 0;          // device batch metadata
+  uint64_t cuda_ops = 0;      // CudaOps scratch + cuBLAS workspace (CUDA only)
+  kernels::CudaScratchShape shape;
+};
+
+Sizes sizes_for(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs, const HybridOptions& o,
+                DeviceKind kind) {
+  Sizes z;
+  z.n_out_dev = std::max(1, std::min(o.n_batch, std::max(1, o.max_sequences)));
+  z.scratch = align256(model::scratch_floats(spec, o.n_batch, z.n_out_dev) * sizeof(float));
+  z.meta = align256(sizeof(int32_t) * (4ull * o.n_batch + 2ull * o.n_cells));
+  int64_t max_k = 1, max_n = 1;
+  for (const model::SubLayer& s : subs) {
+    if (s.kind == SubLayerKind::kEmbed) continue;
+    for (const model::WeightRef& w : s.weights)
+      if (w.rows > 1) {
+        max_k = std::max(max_k, w.cols);
+        if (s.kind != SubLayerKind::kHead) max_n = std::max(max_n, w.rows);
+      }
+  }
+  z.shape.max_tokens = o.n_batch;
+  z.shape.max_k = max_k;
+  z.shape.max_n = max_n;
+  z.shape.n_head = spec.n_head;
+  z.shape.head_dim = spec.head_dim;
+#if defined(FERRY_HAVE_CUDA)
+  if (kind == DeviceKind::kCuda)
+    z.cuda_ops = align256(kernels::CudaOps::scratch_bytes(z.shape)) + align256(kernels::kCublasWorkspaceBytes);
+#else
+  (void)kind;
+#endif
+  return z;
+}
+
+class Runner final : public HybridRunner {
+ public:
+  Runner(const model::ModelSpec& spec, const model::ModelWeights& weights, const std::vector<model::SubLayer>& subs,
+         const plan::PlanSet& plan, std::unique_ptr<Device> device, const HybridOptions& o)
+      : spec_(spec), host_w_(weights), subs_(subs), ps_(plan), dev_(std::move(device)), o_(o) {}
+
+  ~Runner() override {
+    if (dev_) (void)dev_->synchronize();
+    ring_.reset();
+    bundle_.reset();
+    dev_cpu_ops_.reset();
+    ev_t0_.clear();
+    ev_t1_.clear();
+    ev_c0_.clear();
+    ev_c1_.clear();
+    ev_x_.reset();
+    ev_stage_[0].reset();
+    ev_stage_[1].reset();
+    cs_.reset();
+    xs_.reset();
+    for (DeviceBuffer& b : blocks_) dev_->release(&b);
+    for (HostBuffer& h : pinned_) dev_->release_pinned(&h);
+  }
+
+  Status init();
+  Status run(const StepIo& in, float* logits) override;
+  void set_debug_hook(model::DebugHook hook) override { hook_ = std::move(hook); }
+  const char* name() const override { return cuda_ ? "hybrid-cuda" : "hybrid-emulated"; }
+  const plan::PlanSet& plan() const override { return ps_; }
+  Device& device() override { return *dev_; }
+  const std::vector<std::vector<Placement>>& placements() const override { return placements_; }
+  const std::vector<TierStats>& stats() const override { return stats_; }
+  void reset_stats() override {
+    for (TierStats& t : stats_) {
+      const TierStats fresh = blank_stats(t.tokens, t.strategy, t.predicted_ms);
+      t = fresh;
+    }
+  }
+  const std::vector<std::pair<std::string, uint64_t>>& arena_blocks() const override { return block_tags_; }
+  uint64_t pinned_weight_bytes() const override { return pinned_weight_bytes_; }
+  double load_seconds() const override { return load_s_; }
+
+ private:
+  TierStats blank_stats(int32_t tokens, plan::Strategy s, double pred) const {
+    TierStats t;
+    t.tokens = tokens;
+    t.strategy = s;
+    t.predicted_ms = pred;
+    t.sub_ms.assign(subs_.size(), 0.0);
+    return t;
+  }
+  Expected<DeviceBuffer> take(uint64_t bytes, const char* tag) {
+    FERRY_ASSIGN_OR_RETURN(DeviceBuffer b, dev_->allocate(std::max<uint64_t>(bytes, 1), tag));
+    blocks_.push_back(b);
+    block_tags_.emplace_back(tag, align256(b.bytes));
+    return b;
+  }
+  Expected<HostBuffer> take_pinned(uint64_t bytes) {
+    FERRY_ASSIGN_OR_RETURN(HostBuffer h, dev_->allocate_pinned(std::max<uint64_t>(bytes, 1)));
+    pinned_.push_back(h);
+    return h;
+  }
+  Status choose_placements();
+  Status upload(void* dst, const void* src, uint64_t bytes);
+  // Runs fn with the device Ops in compute-stream order (CUDA: enqueues its kernels now).
+  Status on_device(std::function<void(kernels::Ops&)> fn) {
+    if (cuda_) {
+      fn(bundle_->ops());
+      return Status::ok();
+    }
+    kernels::Ops* ops = dev_cpu_ops_.get();
+    return dev_->host_fn(*cs_, [ops, fn = std::move(fn)] { fn(*ops); });
+  }
+  // Points dev_w_'s matrices of sub-layer i at base (+ layout offsets); base == nullptr: leaves them.
+  void bind(size_t i, char* base) {
+    std::vector<TensorView*> mats = matrices_of(dev_w_, subs_[i]);
+    for (size_t k = 0; k < mats.size(); ++k) {
+      mats[k]->data = base + layout_[i].offset[k];
+      mats[k]->where = dev_where_;
+    }
+  }
+  Status fill(size_t tier, size_t j, bool timed, TierStats* st);
+  Status device_sublayer(size_t i, const kernels::BatchMeta& db, const kernels::KvView& dkv, int32_t n,
+                         const StepIo& in, float* logits);
+  Status cpu_sublayer(size_t i, const kernels::BatchMeta& hb, const TensorView& htok, int32_t n, const StepIo& in,
+                      float* logits);
+
+  const model::ModelSpec& spec_;
+  const model::ModelWeights& host_w_;
+  std::vector<model::SubLayer> subs_;
+  plan::PlanSet ps_;
+  std::unique_ptr<Device> dev_;
+  HybridOptions o_;
+  bool cuda_ = false;
+  Where dev_where_ = Where::kDevice;  // views of device memory (emulated: host-addressable, kHost for CpuOps)
+  Sizes sz_;
+
+  std::vector<std::vector<Placement>> placements_;  // per tier
+  std::vector<std::vector<size_t>> streamed_;       // per tier: streamed sub-layers in order
+  std::vector<Layout> layout_;                      // per sub-layer
+  std::vector<char*> pinned_src_;                   // per sub-layer: pinned copy (streamed ones) or null
+  std::vector<TierStats> stats_;
+
+  std::unique_ptr<Stream> cs_, xs_;                 // compute, copy
+  std::unique_ptr<Event> ev_x_;                     // host waits for activations / logits
+  std::vector<std::unique_ptr<Event>> ev_t0_, ev_t1_;  // per sub-layer timing (measure)
+  std::vector<std::unique_ptr<Event>> ev_c0_, ev_c1_;  // per in-step copy timing (measure)
+  std::unique_ptr<WeightRing> ring_;
+  std::unique_ptr<CudaOpsBundle> bundle_;
+  std::unique_ptr<kernels::Ops> dev_cpu_ops_;       // the emulated device's "kernels"
+  std::unique_ptr<kernels::Ops> cpu_ops_;           // CPU sub-layers
+
+  std::vector<DeviceBuffer> blocks_;
+  std::vector<std::pair<std::string, uint64_t>> block_tags_;
+  std::vector<HostBuffer> pinned_;
+  uint64_t pinned_weight_bytes_ = 0;
+  double load_s_ = 0;
+
+  model::ModelWeights dev_w_;      // device views (streamed ones rebound per use, in stream order)
+  model::Scratch d_s_, h_s_;       // device / pinned host activations
+  int32_t* d_meta_ = nullptr;      // device: tokens, pos, seq, cell [n] then cell_pos, cell_seq [n_scan]
+  int32_t* h_meta_ = nullptr;      // pinned host mirror
+  std::vector<TensorView> d_k_, d_v_;  // per layer [kv_dim, n_cells] F16 on the device
+  HostBuffer stage_;
+  std::unique_ptr<Event> ev_stage_[2];
+  std::vector<uint8_t> copied_;    // per in-step fill index: a copy was issued (measure)
+  model::DebugHook hook_;
+  std::vector<int32_t> host_cells_;
+};
+
+Status Runner::choose_placements() {
+  const size_t m = subs_.size();
+  if (ps_.sublayers.size() != m)
+    return make_error(ErrorCode::kInvalidArgument, "plan has %zu sub-layers but the model has %zu",
+                      ps_.sublayers.size(), m);
+  if (!ps_.gpu) return make_error(ErrorCode::kUnsupported, "the plan has no GPU: use the CPU runner");
+  for (const plan::Plan& p : ps_.tiers) {
+    std::vector<Placement> pl = p.placement;
+    plan::Strategy s = p.strategy;
+    if (o_.force_strategy) {
+      for (const plan::StrategyEstimate& c : p.candidates)
+        if (c.strategy == *o_.force_strategy && c.feasible && c.placement.size() == m) {
+          pl = c.placement;
+          s = c.strategy;
+        }
+    }
+    std::vector<size_t> streamed;
+    for (size_t i = 0; i < m; ++i) {
+      const SubLayerKind k = subs_[i].kind;
+      if (k != SubLayerKind::kEmbed && k != SubLayerKind::kAttention && k != SubLayerKind::kFfn &&
+          k != SubLayerKind::kHead)
+        return make_error(ErrorCode::kUnsupported, "the hybrid executor does not run %s sub-layers yet",
+                          model::sublayer_kind_name(k));
+      if (k == SubLayerKind::kEmbed && pl[i] != Placement::kCpu)
+        return make_error(ErrorCode::kUnsupported, "embed placed on the device: not supported");
+      if (k == SubLayerKind::kAttention && pl[i] == Placement::kCpu)
+        return make_error(ErrorCode::kUnsupported, "%s placed on the CPU: the KV cache lives on the device",
+                          subs_[i].label().c_str());
+      if (pl[i] == Placement::kResident && !ps_.resident[i] && layout_[i].bytes > 0)
+        return make_error(ErrorCode::kInternal, "%s is resident in tier %d but not in the shared resident set",
+                          subs_[i].label().c_str(), p.tokens);
+      if (pl[i] == Placement::kStreamed) {
+        if (layout_[i].bytes > ps_.ring_slot_bytes || ps_.ring_slots < 2)
+          return make_error(ErrorCode::kInternal, "%s (%llu bytes) is streamed but the ring slot holds %llu",
+                            subs_[i].label().c_str(), static_cast<unsigned long long>(layout_[i].bytes),
+                            static_cast<unsigned long long>(ps_.ring_slot_bytes));
+        streamed.push_back(i);
+      }
+    }
+    placements_.push_back(std::move(pl));
+    streamed_.push_back(std::move(streamed));
+    stats_.push_back(blank_stats(p.tokens, s, p.predicted_ms));
+    if (s != p.strategy) {
+      for (const plan::StrategyEstimate& c : p.candidates)
+        if (c.strategy == s) stats_.back().predicted_ms = c.step_ms;
+    }
+  }
+  return Status::ok();
+}
+
+// Host memory (pageable, e.g. the mmap) -> device, through two pinned staging halves: the host
+// fills one half while the copy engine drains the other.
+Status Runner::upload(void* dst, const void* src, uint64_t bytes) {
+  const uint64_t half = stage_.bytes / 2;
+  char* stage = static_cast<char*>(stage_.ptr);
+  for (uint64_t off = 0, c = 0; off < bytes; off += half, ++c) {
+    const uint64_t n = std::min(half, bytes - off);
+    const size_t part = c % 2;
+    FERRY_RETURN_IF_ERROR(dev_->sync(*ev_stage_[part]));  // the copy that last read this half is done
+    std::memcpy(stage + part * half, static_cast<const char*>(src) + off, n);
+    FERRY_RETURN_IF_ERROR(dev_->copy_h2d(static_cast<char*>(dst) + off, stage + part * half, n, *xs_));
+    FERRY_RETURN_IF_ERROR(dev_->record(*ev_stage_[part], *xs_));
+  }
+  return dev_->sync(*xs_);
+}
+
+Status Runner::init() {
+  const double t_load = now_ms();
+  cuda_ = dev_->kind() == DeviceKind::kCuda;
+  dev_where_ = cuda_ ? Where::kDevice : Where::kHost;
+  sz_ = sizes_for(spec_, subs_, o_, dev_->kind());
+  const size_t m = subs_.size();
+
+  // Layouts from the bound host views (one source of truth for shapes and bytes).
+  model::ModelWeights probe = host_w_;
+  layout_.resize(m);
+  for (size_t i = 0; i < m; ++i) layout_[i] = layout_of(matrices_of(probe, subs_[i]));
+  FERRY_RETURN_IF_ERROR(choose_placements());
+
+  FERRY_ASSIGN_OR_RETURN(cs_, dev_->create_stream());
+  FERRY_ASSIGN_OR_RETURN(xs_, dev_->create_stream());
+  FERRY_ASSIGN_OR_RETURN(ev_x_, dev_->create_event(false));
+  if (o_.measure) {
+    for (size_t i = 0; i < m; ++i) {
+      FERRY_ASSIGN_OR_RETURN(auto a, dev_->create_event(true));
+      FERRY_ASSIGN_OR_RETURN(auto b, dev_->create_event(true));
+      ev_t0_.push_back(std::move(a));
+      ev_t1_.push_back(std::move(b));
+    }
+  }
+  cpu_ops_ = kernels::make_cpu_ops(o_.cpu_threads);
+
+  // ---- arena blocks, largest-lived first --------------------------------------------------------
+  const uint64_t kvd = static_cast<uint64_t>(spec_.kv_dim()), cells = static_cast<uint64_t>(o_.n_cells);
+  FERRY_ASSIGN_OR_RETURN(DeviceBuffer kv, take(2 * kvd * cells * 2 * spec_.n_layer, "kv"));
+  for (int32_t il = 0; il < spec_.n_layer; ++il) {
+    char* base = static_cast<char*>(kv.ptr) + 2 * kvd * cells * 2 * il;
+    d_k_.push_back(TensorView::make(DType::F16, base, spec_.kv_dim(), o_.n_cells, 1, 1, dev_where_));
+    d_v_.push_back(TensorView::make(DType::F16, base + kvd * cells * 2, spec_.kv_dim(), o_.n_cells, 1, 1, dev_where_));
+  }
+  dev_w_ = host_w_;
+  std::vector<TensorView*> vecs = vectors_of(dev_w_);
+  uint64_t vec_bytes = 0;
+  for (TensorView* t : vecs) vec_bytes += align256(t->nbytes());
+  FERRY_ASSIGN_OR_RETURN(DeviceBuffer vb, take(vec_bytes, "vectors"));
+  std::vector<std::pair<TensorView*, char*>> uploads;  // (host view in dev_w_, device address)
+  {
+    uint64_t off = 0;
+    for (TensorView* t : vecs) {
+      uploads.emplace_back(t, static_cast<char*>(vb.ptr) + off);
+      off += align256(t->nbytes());
+    }
+  }
+  std::vector<char*> resident_base(m, nullptr);
+  for (size_t i = 0; i < m; ++i) {
+    if (!ps_.resident[i] || layout_[i].bytes == 0) continue;
+    const std::string tag = subs_[i].label();
+    FERRY_ASSIGN_OR_RETURN(DeviceBuffer rb, take(layout_[i].bytes, tag.c_str()));
+    resident_base[i] = static_cast<char*>(rb.ptr);
+  }
+  if (ps_.ring_slots >= 2 && ps_.ring_slot_bytes > 0) {
+    bool any = false;
+    for (const auto& s : streamed_) any |= !s.empty();
+    if (any) {
+      FERRY_ASSIGN_OR_RETURN(ring_, WeightRing::create(*dev_, ps_.ring_slots, ps_.ring_slot_bytes));
+      block_tags_.emplace_back("ring", align256(static_cast<uint64_t>(ps_.ring_slots) * ps_.ring_slot_bytes));
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(DeviceBuffer sb, take(sz_.scratch, "activations"));
+  d_s_ = model::make_scratch(spec_, o_.n_batch, sz_.n_out_dev, static_cast<float*>(sb.ptr), dev_where_);
+  FERRY_ASSIGN_OR_RETURN(DeviceBuffer mb, take(sz_.meta, "batch meta"));
+  d_meta_ = static_cast<int32_t*>(mb.ptr);
+  if (cuda_) {
+    FERRY_ASSIGN_OR_RETURN(bundle_, CudaOpsBundle::create(*dev_, *cs_, sz_.shape));
+    block_tags_.emplace_back("cuda ops scratch + cuBLAS workspace", sz_.cuda_ops);
+  } else {
+    dev_cpu_ops_ = kernels::make_cpu_ops(o_.cpu_threads);
+  }
+
+  // ---- pinned host memory -------------------------------------------------------------------------
+  const int32_t n_out_host = std::min(o_.n_batch, kHostHeadChunk);
+  FERRY_ASSIGN_OR_RETURN(HostBuffer hs, take_pinned(model::scratch_floats(spec_, o_.n_batch, std::max(n_out_host, sz_.n_out_dev)) * sizeof(float)));
+  h_s_ = model::make_scratch(spec_, o_.n_batch, std::max(n_out_host, sz_.n_out_dev), static_cast<float*>(hs.ptr));
+  FERRY_ASSIGN_OR_RETURN(HostBuffer hm, take_pinned(sz_.meta));
+  h_meta_ = static_cast<int32_t*>(hm.ptr);
+  FERRY_ASSIGN_OR_RETURN(stage_, dev_->allocate_pinned(kStageBytes));
+  for (auto& e : ev_stage_) {
+    FERRY_ASSIGN_OR_RETURN(e, dev_->create_event(false));
+  }
+
+  // ---- uploads: vectors, resident matrices; zeroed KV (poisoned memory must never reach a kernel)
+  Status st = dev_->memset(kv.ptr, 0, kv.bytes, *xs_);
+  for (auto& [t, dst] : uploads) {
+    if (st.is_ok()) st = upload(dst, t->data, t->nbytes());
+    t->data = dst;
+    t->where = dev_where_;
+  }
+  for (size_t i = 0; i < m && st.is_ok(); ++i) {
+    if (!resident_base[i]) continue;
+    model::ModelWeights hw = host_w_;
+    std::vector<TensorView*> src = matrices_of(hw, subs_[i]);
+    for (size_t k = 0; k < src.size() && st.is_ok(); ++k)
+      st = upload(resident_base[i] + layout_[i].offset[k], src[k]->data, src[k]->nbytes());
+    bind(i, resident_base[i]);
+  }
+  dev_->release_pinned(&stage_);
+  FERRY_RETURN_IF_ERROR(st);
+
+  // Streamed sub-layers: one pinned copy each, in slot layout, so a step copies each with one call.
+  // (Copy once at load; registering the mmap instead is not measured yet.)
+  pinned_src_.assign(m, nullptr);
+  for (const auto& tier : streamed_)
+    for (size_t i : tier) {
+      if (pinned_src_[i]) continue;
+      FERRY_ASSIGN_OR_RETURN(HostBuffer hb, take_pinned(layout_[i].bytes));
+      model::ModelWeights hw = host_w_;
+      std::vector<TensorView*> src = matrices_of(hw, subs_[i]);
+      for (size_t k = 0; k < src.size(); ++k)
+        std::memcpy(static_cast<char*>(hb.ptr) + layout_[i].offset[k], src[k]->data, src[k]->nbytes());
+      pinned_src_[i] = static_cast<char*>(hb.ptr);
+      pinned_weight_bytes_ += layout_[i].bytes;
+    }
+  FERRY_RETURN_IF_ERROR(dev_->synchronize());
+  load_s_ = (now_ms() - t_load) / 1e3;
+  return Status::ok();
+}
+
+// Issues the copy of the j-th streamed sub-layer of `tier` into slot j % K.
+Status Runner::fill(size_t tier, size_t j, bool timed, TierStats* st) {
+  const std::vector<size_t>& S = streamed_[tier];
+  if (j >= S.size()) return Status::ok();
+  const size_t i = S[j];
+  const int32_t k = static_cast<int32_t>(j % ring_->slots());
+  Event* t0 = nullptr;
+  Event* t1 = nullptr;
+  if (timed) {
+    while (ev_c0_.size() <= j) {
+      FERRY_ASSIGN_OR_RETURN(auto a, dev_->create_event(true));
+      FERRY_ASSIGN_OR_RETURN(auto b, dev_->create_event(true));
+      ev_c0_.push_back(std::move(a));
+      ev_c1_.push_back(std::move(b));
+    }
+    t0 = ev_c0_[j].get();
+    t1 = ev_c1_[j].get();
+  }
+  bool copied = false;
+  FERRY_RETURN_IF_ERROR(ring_->fill(k, static_cast<int32_t>(i), pinned_src_[i], layout_[i].bytes, *xs_, t0, t1, &copied));
+  if (timed) {
+    if (copied_.size() <= j) copied_.resize(j + 1);
+    copied_[j] = copied;
+  }
+  if (st) {
+    if (copied) {
+      ++st->copies;
+      st->copy_bytes += layout_[i].bytes;
+    } else {
+      ++st->prefetch_hits;
+    }
+  }
+  return Status::ok();
+}
+
+Status Runner::device_sublayer(size_t i, const kernels::BatchMeta& db, const kernels::KvView& dkv, int32_t n,
+                               const StepIo& in, float* logits) {
+  const model::SubLayer& s = subs_[i];
+  const model::ModelSpec* spec = &spec_;
+  const model::ModelWeights* w = &dev_w_;
+  const model::Scratch* ds = &d_s_;
+  switch (s.kind) {
+    case SubLayerKind::kAttention: {
+      kernels::KvView kv = dkv;
+      kv.k = d_k_[s.layer];
+      kv.v = d_v_[s.layer];
+      const int32_t il = s.layer;
+      return on_device([=](kernels::Ops& ops) { model::forward_attention(ops, *spec, *w, il, db, kv, *ds, nullptr); });
+    }
+    case SubLayerKind::kFfn: {
+      const int32_t il = s.layer;
+      return on_device([=](kernels::Ops& ops) { model::forward_ffn(ops, *spec, *w, il, n, *ds, nullptr); });
+    }
+    case SubLayerKind::kHead: {
+      const size_t V = static_cast<size_t>(spec_.n_vocab);
+      for (int32_t r0 = 0; r0 < in.n_out; r0 += sz_.n_out_dev) {
+        const int32_t nr = std::min(sz_.n_out_dev, in.n_out - r0);
+        const int32_t* rows = in.out_rows + r0;
+        FERRY_RETURN_IF_ERROR(
+            on_device([=](kernels::Ops& ops) { model::forward_head(ops, *spec, *w, rows, nr, *ds, nullptr); }));
+        FERRY_RETURN_IF_ERROR(dev_->copy_d2h(h_s_.logits.data, d_s_.logits.data, nr * V * sizeof(float), *cs_));
+        FERRY_RETURN_IF_ERROR(dev_->record(*ev_x_, *cs_));
+        FERRY_RETURN_IF_ERROR(dev_->sync(*ev_x_));
+        std::memcpy(logits + r0 * V, h_s_.logits.data, nr * V * sizeof(float));
+      }
+      return Status::ok();
+    }
+    default:
+      return make_error(ErrorCode::kUnsupported, "%s on the device", s.label().c_str());
+  }
+}
+
+Status Runner::cpu_sublayer(size_t i, const kernels::BatchMeta& hb, const TensorView& htok, int32_t n,
+                            const StepIo& in, float* logits) {
+  const model::SubLayer& s = subs_[i];
+  const model::DebugHook* hook = hook_ ? &hook_ : nullptr;
+  switch (s.kind) {
+    case SubLayerKind::kEmbed: model::forward_embed(*cpu_ops_, spec_, host_w_, htok, h_s_, hook); break;
+    case SubLayerKind::kFfn: model::forward_ffn(*cpu_ops_, spec_, host_w_, s.layer, n, h_s_, hook); break;
+    case SubLayerKind::kHead: {
+      const size_t V = static_cast<size_t>(spec_.n_vocab);
+      for (int32_t r0 = 0; r0 < in.n_out; r0 += h_s_.n_out_max) {
+        const int32_t nr = std::min(h_s_.n_out_max, in.n_out - r0);
+        model::forward_head(*cpu_ops_, spec_, host_w_, in.out_rows + r0, nr, h_s_, hook);
+        std::memcpy(logits + r0 * V, h_s_.logits.data, nr * V * sizeof(float));
+      }
+      break;
+    }
+    default:
+      (void)hb;
+      return make_error(ErrorCode::kUnsupported, "%s on the CPU", s.label().c_str());
+  }
+  return Status::ok();
+}
+
+Status Runner::run(const StepIo& in, float* logits) {
+  const double t_start = now_ms();
+  const int32_t n = in.n_tokens;
+  if (n <= 0 || n > o_.n_batch)
+    return make_error(ErrorCode::kInvalidArgument, "step of %d tokens (batch holds %d)", n, o_.n_batch);
+  if (in.n_cells_scan > o_.n_cells)
+    return make_error(ErrorCode::kInvalidArgument, "step scans %d cells, the cache has %d", in.n_cells_scan, o_.n_cells);
+  size_t ti = ps_.tiers.size() - 1;
+  for (size_t t = 0; t < ps_.tiers.size(); ++t)
+    if (ps_.tiers[t].tokens >= n) {
+      ti = t;
+      break;
+    }
+  const std::vector<Placement>& pl = placements_[ti];
+  TierStats& st = stats_[ti];
+  const int32_t scan = in.n_cells_scan;
+
+  // Batch metadata: one pinned mirror, one upload.
+  int32_t* h = h_meta_;
+  std::memcpy(h, in.tokens, n * sizeof(int32_t));
+  std::memcpy(h + n, in.pos, n * sizeof(int32_t));
+  std::memcpy(h + 2 * n, in.seq, n * sizeof(int32_t));
+  std::memcpy(h + 3 * n, in.cell, n * sizeof(int32_t));
+  std::memcpy(h + 4 * n, in.cell_pos, scan * sizeof(int32_t));
+  std::memcpy(h + 4 * n + scan, in.cell_seq, scan * sizeof(int32_t));
+  auto views = [&](int32_t* base, Where where, kernels::BatchMeta* b, kernels::KvView* kv) {
+    b->n_tokens = n;
+    b->pos = TensorView::make(DType::I32, base + n, n, 1, 1, 1, where);
+    b->seq = TensorView::make(DType::I32, base + 2 * n, n, 1, 1, 1, where);
+    b->cell = TensorView::make(DType::I32, base + 3 * n, n, 1, 1, 1, where);
+    kv->cell_pos = TensorView::make(DType::I32, base + 4 * n, std::max(scan, 1), 1, 1, 1, where);
+    kv->cell_seq = TensorView::make(DType::I32, base + 4 * n + scan, std::max(scan, 1), 1, 1, 1, where);
+    kv->n_cells = scan;
+  };
+  kernels::BatchMeta hb, db;
+  kernels::KvView hkv, dkv;
+  views(h, Where::kHost, &hb, &hkv);
+  views(d_meta_, dev_where_, &db, &dkv);
+  const TensorView htok = TensorView::make(DType::I32, h, n);
+
+  Status s = dev_->copy_h2d(d_meta_, h, (4ull * n + 2ull * scan) * sizeof(int32_t), *cs_);
+  const size_t K = ring_ ? static_cast<size_t>(ring_->slots()) : 0;
+  const std::vector<size_t>& S = streamed_[ti];
+  size_t issued = 0;  // fills issued for streamed_[ti][0 .. issued)
+  auto fill_upto = [&](size_t end) -> Status {
+    for (; issued < std::min(end, S.size()); ++issued) FERRY_RETURN_IF_ERROR(fill(ti, issued, o_.measure, &st));
+    return Status::ok();
+  };
+  if (s.is_ok() && ring_) s = fill_upto(K);
+
+  const size_t d_bytes = static_cast<size_t>(spec_.n_embd) * n * sizeof(float);
+  bool x_dev = false;  // the step starts on the host (token ids, embed)
+  size_t j = 0;        // next streamed sub-layer
+  std::vector<double> cpu_ms(subs_.size(), -1.0);
+  for (size_t i = 0; i < subs_.size() && s.is_ok(); ++i) {
+    const bool on_dev = pl[i] != Placement::kCpu;
+    if (on_dev && !x_dev) {
+      s = dev_->copy_h2d(d_s_.x.data, h_s_.x.data, d_bytes, *cs_);
+      x_dev = true;
+    } else if (!on_dev && x_dev) {
+      s = dev_->copy_d2h(h_s_.x.data, d_s_.x.data, d_bytes, *cs_);
+      if (s.is_ok()) s = dev_->record(*ev_x_, *cs_);
+      if (s.is_ok()) s = dev_->sync(*ev_x_);
+      x_dev = false;
+    }
+    if (!s.is_ok()) break;
+    if (!on_dev) {
+      const double t0 = now_ms();
+      s = cpu_sublayer(i, hb, htok, n, in, logits);
+      cpu_ms[i] = now_ms() - t0;
+      continue;
+    }
+    int32_t slot = -1;
+    if (pl[i] == Placement::kStreamed) {
+      FERRY_ASSERT(j < S.size() && S[j] == i);
+      slot = static_cast<int32_t>(j % K);
+      s = ring_->acquire(slot, *cs_);
+      if (!s.is_ok()) break;
+      char* base = static_cast<char*>(ring_->slot_ptr(slot));
+      // Rebinding happens in stream order (emulated: on the compute worker; CUDA: now, before the
+      // kernels that read it are enqueued).
+      s = on_device([this, i, base](kernels::Ops&) { bind(i, base); });
+      if (!s.is_ok()) break;
+    }
+    if (o_.measure) s = dev_->record(*ev_t0_[i], *cs_);
+    if (s.is_ok()) s = device_sublayer(i, db, dkv, n, in, logits);
+    if (s.is_ok() && o_.measure) s = dev_->record(*ev_t1_[i], *cs_);
+    if (s.is_ok() && slot >= 0) {
+      s = ring_->release(slot, *cs_);
+      ++j;
+      if (s.is_ok()) s = fill_upto(j + K);  // the freed slot takes the next streamed sub-layer at once
+    }
+  }
+  if (s.is_ok()) s = dev_->sync(*cs_);
+  if (s.is_ok() && cuda_) s = bundle_->status();
+  if (!s.is_ok()) {
+    (void)dev_->synchronize();
+    if (ring_) ring_->forget();
+    return s;
+  }
+  model::apply_logit_softcap(spec_, logits, static_cast<int64_t>(in.n_out) * spec_.n_vocab);
+
+  // Measurements of this step (the copy stream may still run ahead: only in-step copies are timed).
+  if (o_.measure) {
+    s = dev_->sync(*xs_);
+    for (size_t i = 0; i < subs_.size() && s.is_ok(); ++i) {
+      if (cpu_ms[i] >= 0) {
+        st.sub_ms[i] += cpu_ms[i];
+      } else {
+        auto ms = dev_->elapsed_ms(*ev_t0_[i], *ev_t1_[i]);
+        if (ms) st.sub_ms[i] += *ms;
+      }
+    }
+    for (size_t c = 0; c < issued && c < ev_c0_.size() && c < copied_.size(); ++c) {
+      if (!copied_[c]) continue;
+      auto ms = dev_->elapsed_ms(*ev_c0_[c], *ev_c1_[c]);
+      if (ms) st.copy_ms += *ms;
+    }
+  }
+  // Weights do not depend on data: start the next step's first copies now (assuming the same tier,
+  // the common case in decode); the next step reuses them if its tier agrees.
+  if (s.is_ok() && ring_ && !o_.measure)
+    for (size_t jj = 0; jj < std::min(K, S.size()) && s.is_ok(); ++jj) s = fill(ti, jj, false, nullptr);
+  ++st.steps;
+  st.wall_ms += now_ms() - t_start;
+  return s;
+}
+
+}  // namespace
+
+uint64_t hybrid_extra_bytes(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
+                            const plan::PlanSet& plan, const HybridOptions& options, DeviceKind kind) {
+  const Sizes z = sizes_for(spec, subs, options, kind);
+  const uint64_t mine = z.scratch + z.meta + z.cuda_ops;
+  const uint64_t planned = plan.arena.scratch + plan.arena.workspace;
+  return mine > planned ? mine - planned : 0;
+}
+
+Expected<std::unique_ptr<HybridRunner>> HybridRunner::create(const model::ModelSpec& spec,
+                                                             const model::ModelWeights& weights,
+                                                             const std::vector<model::SubLayer>& subs,
+                                                             const plan::PlanSet& plan, std::unique_ptr<Device> device,
+                                                             const HybridOptions& options) {
+  if (!device) return make_error(ErrorCode::kInvalidArgument, "hybrid runner needs a device");
+  if (options.n_cells <= 0 || options.n_batch <= 0)
+    return make_error(ErrorCode::kInvalidArgument, "hybrid runner needs n_cells > 0 and n_batch > 0 (got %d, %d)",
+                      options.n_cells, options.n_batch);
+  if (plan.options.batch < options.n_batch)
+    return make_error(ErrorCode::kInvalidArgument, "plan covers steps of up to %d tokens, runner needs %d",
+                      plan.options.batch, options.n_batch);
+  auto r = std::make_unique<Runner>(spec, weights, subs, plan, std::move(device), options);
+  FERRY_RETURN_IF_ERROR(r->init());
+  return std::unique_ptr<HybridRunner>(std::move(r));
+}
+
+namespace {
+
+Expected<plan::PlannerOptions> planner_options(const HybridSetup& setup, DeviceKind* kind) {
+  if (setup.device != "cuda" && setup.device != "emulated")
+    return make_error(ErrorCode::kInvalidArgument, "hybrid device must be cuda or emulated (got '%s')",
+                      setup.device.c_str());
+  *kind = setup.device == "cuda" ? DeviceKind::kCuda : DeviceKind::kEmulated;
+  if (!setup.profile.has_gpu())
+    return make_error(ErrorCode::kInvalidArgument, "the profile has no GPU: a VRAM budget needs a GPU profile");
+  plan::PlannerOptions po;
+  po.vram_budget = setup.vram_budget;
+  po.context = setup.options.n_cells;
+  po.batch = setup.options.n_batch;
+  po.cpu_threads = setup.options.cpu_threads;
+  po.ring_slots = setup.ring_slots;
+  po.max_sequences = std::max(1, setup.options.max_sequences);
+  po.prompt_tokens = setup.prompt_tokens;
+  po.gen_tokens = setup.gen_tokens;
+  // The emulated device has no cuBLAS: its plan does not reserve the workspace.
+  if (*kind == DeviceKind::kEmulated) po.workspace_bytes = 0;
+  return po;
+}
+
+}  // namespace
+
+Expected<uint64_t> hybrid_min_budget(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
+                                     const HybridSetup& setup) {
+  DeviceKind kind;
+  FERRY_ASSIGN_OR_RETURN(plan::PlannerOptions po, planner_options(setup, &kind));
+  po.vram_budget = UINT64_MAX / 4;
+  FERRY_ASSIGN_OR_RETURN(plan::PlanSet any, plan::Planner(setup.profile, po).plan(spec, subs));
+  // Every variant's arena needs the same scratch + workspace, so the extra is the same at the minimum.
+  return any.min_budget + hybrid_extra_bytes(spec, subs, any, setup.options, kind);
+}
+
+Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpec& spec,
+                                                           const model::ModelWeights& weights,
+                                                           const std::vector<model::SubLayer>& subs,
+                                                           const HybridSetup& setup) {
+  DeviceKind kind;
+  FERRY_ASSIGN_OR_RETURN(plan::PlannerOptions po, planner_options(setup, &kind));
+  // Plan, then shrink the planner's budget by what the executor takes beyond the plan's accounting
+  // (activation layout, metadata, CudaOps scratch) so every block fits the arena.
+  uint64_t extra = 0;
+  plan::PlanSet ps;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    po.vram_budget = setup.vram_budget > extra ? setup.vram_budget - extra : 0;
+    auto planned = plan::Planner(setup.profile, po).plan(spec, subs);
+    if (!planned) {
+      if (planned.status().code() != ErrorCode::kOutOfMemory) return planned.status();
+      auto min_total = hybrid_min_budget(spec, subs, setup);
+      if (!min_total) return planned.status();
+      return make_error(ErrorCode::kOutOfMemory,
+                        "VRAM budget %s is below the minimum %s (%llu bytes) for %s at context %d and batch %d "
+                        "(KV cache, activations, norms and the ring or resident attention); raise --vram or lower -c",
+                        plan::format_bytes(setup.vram_budget).c_str(), plan::format_bytes(*min_total).c_str(),
+                        static_cast<unsigned long long>(*min_total),
+                        spec.name.empty() ? "this model" : spec.name.c_str(), po.context, po.batch);
+    }
+    ps = std::move(*planned);
+    const uint64_t need = hybrid_extra_bytes(spec, subs, ps, setup.options, kind);
+    if (need <= extra) break;
+    extra = need;
+  }
+  EmulatedOptions eo = setup.emulated;
+  eo.budget = setup.vram_budget;
+  std::unique_ptr<Device> dev;
+  if (kind == DeviceKind::kCuda) {
+    FERRY_ASSIGN_OR_RETURN(dev, make_cuda_device(setup.ordinal, setup.vram_budget));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(dev, make_emulated_device(eo));
+  }
+  return HybridRunner::create(spec, weights, subs, ps, std::move(dev), setup.options);
+}
+
+std::string explain_text(const HybridRunner& r) {
+  std::string out;
+  char line[512];
+  const plan::PlanSet& ps = r.plan();
+  std::snprintf(line, sizeof line, "%-6s %-10s %6s %12s %12s %8s %7s %9s %6s\n", "tier", "strategy", "steps",
+                "predicted ms", "measured ms", "ratio", "copies", "copy MiB", "hits");
+  out += line;
+  for (const TierStats& t : r.stats()) {
+    if (t.steps == 0) continue;
+    const double meas = t.wall_ms / t.steps;
+    std::snprintf(line, sizeof line, "%-6d %-10s %6lld %12.3f %12.3f %8.2f %7lld %9.1f %6lld\n", t.tokens,
+                  plan::strategy_name(t.strategy), static_cast<long long>(t.steps), t.predicted_ms, meas,
+                  t.predicted_ms > 0 ? meas / t.predicted_ms : 0.0, static_cast<long long>(t.copies),
+                  t.copy_bytes / 1048576.0, static_cast<long long>(t.prefetch_hits));
+    out += line;
+  }
+  bool any_sub = false;
+  for (const TierStats& t : r.stats())
+    for (double v : t.sub_ms) any_sub |= v > 0;
+  if (!any_sub) return out;
+  out += "\nper sub-layer, ms per step (device: compute-stream events; cpu: host clock)\n";
+  for (size_t ti = 0; ti < r.stats().size(); ++ti) {
+    const TierStats& t = r.stats()[ti];
+    if (t.steps == 0) continue;
+    std::snprintf(line, sizeof line, "tier %d: copies %.3f ms/step\n", t.tokens, t.copy_ms / t.steps);
+    out += line;
+    for (size_t i = 0; i < t.sub_ms.size(); ++i) {
+      std::snprintf(line, sizeof line, "  %-14s %-9s %10.3f\n", ps.sublayers[i].label.c_str(),
+                    plan::placement_name(r.placements()[ti][i]), t.sub_ms[i] / t.steps);
+      out += line;
+    }
+  }
+  return out;
+}
+
+}  // namespace ferry::exec

@@ -1,0 +1,130 @@
+// HybridRunner: the pipelined-sharding executor (DESIGN.md §1, §3). Runs a PlanSet's per-tier plans
+// under a hard VRAM budget: every device byte comes from the Device's budget-capped arena; resident
+// weights (and every norm / bias vector) are uploaded once and shared by all tiers; streamed sub-layers'
+// weights sit in pinned host memory and flow through a WeightRing on the copy stream, K slots ahead of
+// the compute stream; CPU sub-layers run on CpuOps over host activations; the residual stream crosses
+// through pinned buffers; the KV cache lives on the device (attention always runs there when a GPU is
+// planned) and is never re-uploaded. Each step picks the tier of its token count.
+//
+// This class knows nothing of the Engine (exec sits below engine): StepIo mirrors engine::StepInput,
+// and the app wraps a HybridRunner into an engine::StepRunner (tools/ferry/hybrid_support.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "exec/device.h"
+#include "model/forward.h"
+#include "model/model_spec.h"
+#include "model/sublayer.h"
+#include "model/weights.h"
+#include "plan/planner.h"
+#include "plan/profile.h"
+
+namespace ferry::exec {
+
+// One validated step, all arrays on the host (same meaning as engine::StepInput).
+struct StepIo {
+  int32_t n_tokens = 0;
+  const int32_t* tokens = nullptr;    // [n_tokens]
+  const int32_t* pos = nullptr;       // [n_tokens]
+  const int32_t* seq = nullptr;       // [n_tokens]
+  const int32_t* cell = nullptr;      // [n_tokens] KV cell receiving each token's K/V
+  const int32_t* cell_pos = nullptr;  // [n_cells] position per cell (this step's tokens included)
+  const int32_t* cell_seq = nullptr;  // [n_cells] sequence per cell (-1 empty)
+  int32_t n_cells_scan = 0;
+  const int32_t* out_rows = nullptr;  // [n_out] ascending batch rows that want logits
+  int32_t n_out = 0;
+};
+
+struct HybridOptions {
+  int32_t n_cells = 4096;    // KV cells (the engine's n_ctx); also the planned context
+  int32_t n_batch = 512;     // most tokens per step; the largest tier
+  int32_t cpu_threads = 0;   // CpuOps threads (0 = physical cores)
+  int32_t max_sequences = 1; // logits rows the device head computes per chunk
+  // Use this strategy's placement in every tier where the planner found it feasible (tests, studies).
+  std::optional<plan::Strategy> force_strategy;
+  bool measure = false;      // time every sub-layer and copy (events / host clocks) for explain()
+};
+
+// Measured per tier (accumulated over steps until reset_stats()).
+struct TierStats {
+  int32_t tokens = 0;              // tier
+  plan::Strategy strategy = plan::Strategy::kStatic;
+  double predicted_ms = 0;         // planner's step time at its eval context
+  int64_t steps = 0;
+  double wall_ms = 0;              // host wall time of run(), summed
+  // With measure: per sub-layer time (device: events on the compute stream, CPU: host clock), summed.
+  std::vector<double> sub_ms;
+  double copy_ms = 0;              // weight copies on the copy stream (events), summed
+  int64_t copies = 0;
+  uint64_t copy_bytes = 0;
+  int64_t prefetch_hits = 0;       // slots a previous step had already filled
+};
+
+class HybridRunner {
+ public:
+  // `plan` must come from the same sub-layer list; weights are the host views (mmap) of the model.
+  // The device's arena is the budget. Errors: a block that does not fit (kOutOfMemory with numbers),
+  // a placement this executor cannot run (kUnsupported), device errors.
+  static Expected<std::unique_ptr<HybridRunner>> create(const model::ModelSpec& spec,
+                                                        const model::ModelWeights& weights,
+                                                        const std::vector<model::SubLayer>& subs,
+                                                        const plan::PlanSet& plan, std::unique_ptr<Device> device,
+                                                        const HybridOptions& options);
+  virtual ~HybridRunner() = default;
+
+  // Writes n_out rows of n_vocab logits (host) in out_rows order.
+  virtual Status run(const StepIo& in, float* logits) = 0;
+  // Called with the named intermediates of sub-layers that run on the CPU (empty = off).
+  virtual void set_debug_hook(model::DebugHook hook) = 0;
+  virtual const char* name() const = 0;  // "hybrid-cuda", "hybrid-emulated"
+
+  virtual const plan::PlanSet& plan() const = 0;
+  virtual Device& device() = 0;
+  // Placement actually used per tier (the plan's, or the forced strategy's), PlanSet::tiers order.
+  virtual const std::vector<std::vector<plan::Placement>>& placements() const = 0;
+  virtual const std::vector<TierStats>& stats() const = 0;
+  virtual void reset_stats() = 0;
+  // Arena blocks this runner asked for, bytes by tag ("kv", "ring", "weights", ...), for reports.
+  virtual const std::vector<std::pair<std::string, uint64_t>>& arena_blocks() const = 0;
+  // Pinned host bytes holding streamed weights, and the seconds it took to fill them at load.
+  virtual uint64_t pinned_weight_bytes() const = 0;
+  virtual double load_seconds() const = 0;
+};
+
+// Device bytes a HybridRunner takes for `plan` beyond what the plan's accounting names (activation
+// scratch, batch metadata, CudaOps scratch): used to shrink the budget handed to the planner so the
+// executor's blocks always fit the arena.
+uint64_t hybrid_extra_bytes(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
+                            const plan::PlanSet& plan, const HybridOptions& options, DeviceKind kind);
+
+// Everything from a budget to a running executor: plan with `profile`, make the device (arena = budget),
+// create the runner. Budget below the planner's minimum => kOutOfMemory naming the minimum.
+struct HybridSetup {
+  uint64_t vram_budget = 0;
+  std::string device = "emulated";   // "cuda" | "emulated"
+  int32_t ordinal = 0;
+  plan::HardwareProfile profile;
+  HybridOptions options;
+  int32_t ring_slots = 2;
+  EmulatedOptions emulated;          // budget is overwritten with vram_budget
+  int32_t prompt_tokens = 1024;      // planner scenario
+  int32_t gen_tokens = 128;
+};
+// The smallest budget make_hybrid_runner accepts for this model and setup (vram_budget ignored).
+Expected<uint64_t> hybrid_min_budget(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
+                                     const HybridSetup& setup);
+Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpec& spec,
+                                                           const model::ModelWeights& weights,
+                                                           const std::vector<model::SubLayer>& subs,
+                                                           const HybridSetup& setup);
+
+// One screen: per tier predicted vs measured step time; with measure, the slowest sub-layers and copies.
+std::string explain_text(const HybridRunner& runner);
+
+}  // namespace ferry::exec
