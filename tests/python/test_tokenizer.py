@@ -229,3 +229,8 @@ def test_cli_errors(tmp_path: Path):
     res = subprocess.run([str(ferry), "tokenize", "-m", str(model), "--lines", str(bad)],
                          capture_output=True, text=True)
     assert res.returncode == 1 and "unknown escape" in res.stderr, res.stderr
+    # A vocabulary with a pre-tokenizer we do not know is a clear error, not a guess.
+    odd = tmp_path / "odd-pre.gguf"
+    _write_variant(model, odd, "no-such-pre")
+    res = subprocess.run([str(ferry), "tokenize", "-m", str(odd), "-p", "x"], capture_output=True, text=True)
+    assert res.returncode == 1 and res.stderr.startswith("error:") and "no-such-pre" in res.stderr, res.stderr

@@ -51,7 +51,8 @@ HAND = [
     "fn main() -> Result<(), Box<dyn Error>> { Ok(()) }",
     "$ ls -la | grep \"foo\" > out.txt 2>&1 && echo ok",
     "{\"key\": [1, 2.5, -3e10, true, null], \"nested\": {\"a\": \"b\"}}",
-    # whitespace runs
+    # whitespace runs (and the empty string)
+    "",
     "\n",
     "\n\n",
     "\n\n\n\n\n",
