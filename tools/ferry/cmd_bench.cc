@@ -1,4 +1,223 @@
-// ferry bench: not built yet (placeholder so the binary links while the command is written).
-#include "cli.h"
+// ferry bench: speed of a model through the Engine, measured as llama-bench measures it: a prompt of
+// -p pseudo-random tokens (prefill, in chunks of -b), then -n single-token decode steps, -r times after
+// a warm-up step. Prints prefill tok/s, TTFT, decode tok/s, and decode's achieved memory bandwidth
+// (weight bytes read per token x tok/s) next to the host's measured streaming-read bandwidth.
+// --json prints one object (keys: prefill_tok_s, decode_tok_s, ttft_ms, decode_gb_s, host_gb_s, ...).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
-int cmd_bench(int, char**) { return ferry::cli::fail("ferry bench is not implemented yet"); }
+#include "base/cpu_info.h"
+#include "cli.h"
+#include "engine/engine.h"
+#include "format/gguf.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/membw.h"
+#include "model/model_spec.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  std::string model;
+  int32_t n_prompt = 512;
+  int32_t n_gen = 128;
+  int32_t threads = 0;
+  int32_t batch = 512;
+  int32_t reps = 1;
+  std::string device = "cpu";
+  bool json = false;
+  bool warmup = true;
+  bool membw = true;
+};
+
+struct Sample {
+  double prefill_ms = 0, decode_ms = 0;
+};
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// Mean and sample standard deviation.
+void mean_sd(const std::vector<double>& v, double* mean, double* sd) {
+  *mean = 0;
+  for (double x : v) *mean += x;
+  *mean /= static_cast<double>(v.size());
+  *sd = 0;
+  if (v.size() < 2) return;
+  for (double x : v) *sd += (x - *mean) * (x - *mean);
+  *sd = std::sqrt(*sd / static_cast<double>(v.size() - 1));
+}
+
+// Weight bytes a decode step reads: every tensor except the token embedding (one row of it is read),
+// unless the output head is tied to it.
+uint64_t decode_weight_bytes(const ferry::gguf::ModelFile& f, bool tied_output) {
+  uint64_t total = 0;
+  for (const ferry::gguf::TensorInfo& t : f.tensors())
+    if (t.name != "token_embd.weight" || tied_output) total += t.nbytes;
+  return total;
+}
+
+// Prefill of `tokens` at positions [0, n) of sequence 0 in chunks of n_batch; logits of the last only.
+ferry::Status prefill(ferry::engine::Engine& e, const std::vector<int32_t>& tokens, int32_t n_batch,
+                      std::vector<float>* logits) {
+  ferry::engine::Batch b;
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  for (int32_t i0 = 0; i0 < n; i0 += n_batch) {
+    b.clear();
+    const int32_t i1 = i0 + n_batch < n ? i0 + n_batch : n;
+    for (int32_t i = i0; i < i1; ++i) b.add(tokens[i], i, 0, i == n - 1);
+    logits->clear();
+    FERRY_RETURN_IF_ERROR(e.step(b, logits));
+  }
+  return ferry::Status::ok();
+}
+
+ferry::Status decode(ferry::engine::Engine& e, const std::vector<int32_t>& tokens, int32_t pos0,
+                     std::vector<float>* logits) {
+  ferry::engine::Batch b;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    b.clear();
+    b.add(tokens[i], pos0 + static_cast<int32_t>(i), 0, true);
+    logits->clear();
+    FERRY_RETURN_IF_ERROR(e.step(b, logits));
+  }
+  return ferry::Status::ok();
+}
+
+int run(const BenchArgs& a) {
+  ferry::engine::EngineOptions opt;
+  opt.model_path = a.model;
+  opt.n_ctx = a.n_prompt + a.n_gen + 1;
+  opt.n_threads = a.threads;
+  opt.n_batch = a.batch;
+  opt.device = a.device;
+  const auto t_load = Clock::now();
+  auto loaded = ferry::engine::Engine::load(opt);
+  if (!loaded) return ferry::cli::report(loaded.status());
+  const double load_ms = ms_since(t_load);
+  ferry::engine::Engine& engine = **loaded;
+  const ferry::model::ModelSpec& spec = engine.spec();
+
+  // Pseudo-random token ids (a fixed LCG, so runs are comparable), as llama-bench uses random tokens.
+  uint32_t state = 12345;
+  auto next_token = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<int32_t>((state >> 8) % static_cast<uint32_t>(spec.n_vocab));
+  };
+  std::vector<int32_t> prompt(static_cast<size_t>(a.n_prompt)), gen(static_cast<size_t>(a.n_gen));
+  for (int32_t& t : prompt) t = next_token();
+  for (int32_t& t : gen) t = next_token();
+
+  std::vector<float> logits;
+  if (a.warmup) {  // pages the weights in and grows every scratch buffer once
+    std::vector<int32_t> w(prompt.begin(), prompt.begin() + std::min<int32_t>(a.n_prompt, 16));
+    if (w.empty()) w.push_back(gen.empty() ? 0 : gen[0]);
+    ferry::Status st = prefill(engine, w, a.batch, &logits);
+    if (st.is_ok()) st = decode(engine, {w[0]}, static_cast<int32_t>(w.size()), &logits);
+    if (!st.is_ok()) return ferry::cli::report(st);
+    engine.seq_rm(0);
+  }
+
+  std::vector<Sample> samples;
+  for (int32_t r = 0; r < a.reps; ++r) {
+    engine.seq_rm(0);
+    Sample s;
+    auto t0 = Clock::now();
+    if (a.n_prompt > 0) {
+      ferry::Status st = prefill(engine, prompt, a.batch, &logits);
+      if (!st.is_ok()) return ferry::cli::report(st);
+    }
+    s.prefill_ms = ms_since(t0);
+    t0 = Clock::now();
+    ferry::Status st = decode(engine, gen, a.n_prompt, &logits);
+    if (!st.is_ok()) return ferry::cli::report(st);
+    s.decode_ms = ms_since(t0);
+    samples.push_back(s);
+  }
+  engine.seq_rm(0);
+
+  std::vector<double> pp, tg, ttft;
+  for (const Sample& s : samples) {
+    if (a.n_prompt > 0) pp.push_back(a.n_prompt / (s.prefill_ms / 1e3));
+    if (a.n_gen > 0) tg.push_back(a.n_gen / (s.decode_ms / 1e3));
+    ttft.push_back(s.prefill_ms);  // the first token comes from the prompt's last logits
+  }
+  double pp_mean = 0, pp_sd = 0, tg_mean = 0, tg_sd = 0, ttft_mean = 0, ttft_sd = 0;
+  if (!pp.empty()) mean_sd(pp, &pp_mean, &pp_sd);
+  if (!tg.empty()) mean_sd(tg, &tg_mean, &tg_sd);
+  mean_sd(ttft, &ttft_mean, &ttft_sd);
+
+  const uint64_t wbytes = decode_weight_bytes(engine.file(), spec.tied_output);
+  const double decode_gb_s = static_cast<double>(wbytes) * tg_mean / 1e9;
+  const double host_gb_s = a.membw ? ferry::kernels::measure_read_gbs(a.threads) : 0.0;
+  const ferry::CpuInfo& ci = ferry::cpu_info();
+  const int threads = a.threads > 0 ? a.threads : ci.physical_cores;
+  const char* isa = ferry::kernels::cpu_isa_name(ferry::kernels::default_cpu_isa());
+
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["arch_name"] = spec.name;
+    j["device"] = a.device;
+    j["cpu"] = ci.model_name;
+    j["cpu_isa"] = isa;
+    j["threads"] = threads;
+    j["n_prompt"] = a.n_prompt;
+    j["n_gen"] = a.n_gen;
+    j["n_batch"] = a.batch;
+    j["reps"] = a.reps;
+    j["load_ms"] = load_ms;
+    j["prefill_tok_s"] = pp_mean;
+    j["prefill_tok_s_sd"] = pp_sd;
+    j["decode_tok_s"] = tg_mean;
+    j["decode_tok_s_sd"] = tg_sd;
+    j["ttft_ms"] = ttft_mean;
+    j["weight_bytes_per_token"] = wbytes;
+    j["decode_gb_s"] = decode_gb_s;
+    j["host_gb_s"] = host_gb_s;
+    j["decode_bw_fraction"] = host_gb_s > 0 ? decode_gb_s / host_gb_s : 0.0;
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("model   %s (%s), %.2f GiB of weights read per decoded token\n", a.model.c_str(), spec.name.c_str(),
+              static_cast<double>(wbytes) / (1 << 30));
+  std::printf("device  %s: %s, %d threads, kernels %s\n", a.device.c_str(), ci.model_name.c_str(), threads, isa);
+  if (a.n_prompt > 0)
+    std::printf("prefill %5d tokens: %9.2f tok/s (sd %.2f)   TTFT %.1f ms\n", a.n_prompt, pp_mean, pp_sd, ttft_mean);
+  if (a.n_gen > 0) {
+    std::printf("decode  %5d tokens: %9.2f tok/s (sd %.2f)   %.2f GB/s of weights", a.n_gen, tg_mean, tg_sd,
+                decode_gb_s);
+    if (host_gb_s > 0) std::printf(" = %.0f%% of host %.2f GB/s", 100.0 * decode_gb_s / host_gb_s, host_gb_s);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  BenchArgs a;
+  CLI::App app{"Measure prefill and decode speed of a model.", "ferry bench"};
+  app.add_option("-m,--model", a.model, "GGUF model file")->required();
+  app.add_option("-p,--n-prompt", a.n_prompt, "prompt tokens (prefill)")->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("-n,--n-gen", a.n_gen, "decode steps")->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  app.add_option("-t,--threads", a.threads, "CPU threads (0: physical cores)")->check(CLI::Range(0, 4096));
+  app.add_option("-b,--batch-size", a.batch, "most tokens per prefill step")->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("-r,--repetitions", a.reps, "measured runs (mean and sd reported)")->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--device", a.device, "cpu | ref | cuda | emulated")->capture_default_str();
+  app.add_flag("--json", a.json, "print one JSON object");
+  app.add_flag("!--no-warmup", a.warmup, "skip the warm-up step");
+  app.add_flag("!--no-membw", a.membw, "skip the host bandwidth measurement (host_gb_s = 0)");
+  int code = 0;
+  if (!ferry::cli::parse(app, argc, argv, &code)) return code;
+  if (a.n_prompt == 0 && a.n_gen == 0) return ferry::cli::usage_error("nothing to measure: -p and -n are both 0");
+  return run(a);
+}
