@@ -1,28 +1,18 @@
-// Machine identity for profiles: CPU model, physical cores usable by this process, SIMD level, host
-// memory and last-level cache. Linux sources (/proc/cpuinfo, sched_getaffinity, sysconf, sysfs);
-// anything unreadable degrades to a fallback rather than failing.
-#include <sched.h>
+// Machine identity for profiles: CPU model, physical cores usable by this process, SIMD level (from
+// base/cpu_info), host memory and last-level cache (sysconf, sysfs); anything unreadable degrades to
+// a fallback rather than failing.
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <fstream>
-#include <set>
 #include <string>
-#include <thread>
-#include <utility>
 
+#include "base/cpu_info.h"
 #include "plan/profiler.h"
 
 namespace ferry::plan {
 
 namespace {
-
-std::string trim(std::string s) {
-  const size_t a = s.find_first_not_of(" \t");
-  const size_t b = s.find_last_not_of(" \t\r\n");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
 
 std::string simd_level() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -61,33 +51,17 @@ uint64_t llc_bytes() {
 }  // namespace
 
 MachineInfo detect_machine() {
+  // Cores and SIMD from base's CpuInfo (cpuid + xgetbv + affinity), so the profile counts the same
+  // cores the thread pool uses by default.
+  const CpuInfo& ci = cpu_info();
   MachineInfo m;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int allowed = 0;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) allowed = CPU_COUNT(&set);
-  if (allowed <= 0) allowed = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  m.logical_cpus = allowed;
-
-  // Physical cores: distinct (physical id, core id) among the CPUs this process may use.
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  int processor = -1, phys = 0;
-  std::set<std::pair<int, int>> cores;
-  while (std::getline(f, line)) {
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string key = trim(line.substr(0, colon));
-    const std::string val = trim(line.substr(colon + 1));
-    if (key == "processor") processor = std::atoi(val.c_str());
-    else if (key == "model name" && m.cpu_model.empty()) m.cpu_model = val;
-    else if (key == "physical id") phys = std::atoi(val.c_str());
-    else if (key == "core id" && processor >= 0 && processor < CPU_SETSIZE && CPU_ISSET(processor, &set))
-      cores.insert({phys, std::atoi(val.c_str())});
-  }
-  m.cores = cores.empty() ? allowed : std::min<int>(allowed, static_cast<int>(cores.size()));
-  if (m.cpu_model.empty()) m.cpu_model = "unknown CPU";
-  m.simd = simd_level();
+  m.cpu_model = ci.model_name.empty() ? "unknown CPU" : ci.model_name;
+  m.logical_cpus = std::max(1, ci.logical_cpus);
+  m.cores = std::max(1, ci.physical_cores);
+  if (ci.avx512f && ci.avx512bw) m.simd = "avx512";
+  else if (ci.avx2 && ci.fma) m.simd = "avx2";
+  else if (ci.sse42) m.simd = "sse4.2";
+  else m.simd = simd_level();
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) m.host_memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
   m.llc_bytes = llc_bytes();

@@ -125,10 +125,13 @@ struct Point {
 // Throughput of ops.matmul at `tokens`, rows per call chosen so one call takes ~target/3.
 Point measure_matmul(kernels::Ops& ops, WeightPool& pool, int64_t tokens, double rate_hint_gflops, double target_s,
                      std::vector<float>& xbuf, std::vector<float>& ybuf) {
+  // At least 512 rows: kernels quantize the activations once per call, which a real weight matrix
+  // (thousands of rows) amortizes; a thin slice would measure that overhead instead of the matmul.
+  constexpr int64_t kMinRows = 512;
   int64_t r = kRowsFull;
   if (rate_hint_gflops > 0) {
     const double rows = rate_hint_gflops * 1e9 * (target_s / 3) / (2.0 * kCols * tokens);
-    r = std::clamp<int64_t>(static_cast<int64_t>(rows) / 8 * 8, 8, kRowsFull);
+    r = std::clamp<int64_t>(static_cast<int64_t>(rows) / 64 * 64, kMinRows, kRowsFull);
   }
   r = std::min<int64_t>(r, pool.rows);
   xbuf.resize(static_cast<size_t>(kCols * tokens));

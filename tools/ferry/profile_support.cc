@@ -1,6 +1,6 @@
-// Profile plumbing of the CLI. The one place that picks the host kernels the profiler measures and
-// the GPU prober: when CpuOps lands, host_kernels() returns it; when the CUDA device is wired,
-// make_gpu_prober() returns its prober. Everything else (plan, profile) goes through these two.
+// Profile plumbing of the CLI. The one place that picks the host kernels the profiler measures
+// (CpuOps) and the GPU prober: when the CUDA device is wired, make_gpu_prober() returns its prober.
+// Everything else (plan, profile) goes through these two.
 #include "profile_support.h"
 
 #include <unistd.h>
@@ -8,17 +8,15 @@
 #include <cstdio>
 #include <sys/stat.h>
 
-#include "kernels/ref/ref_ops.h"
+#include "kernels/cpu/cpu_ops.h"
 
 namespace ferry::cli {
 
 plan::CpuKernels host_kernels() {
   plan::CpuKernels k;
-  // RefOps is single-threaded and scalar: the profile says so ("kernels": "ref") and plans made from
-  // it are CPU-pessimistic until CpuOps replaces it here.
-  k.name = "ref";
-  k.multithreaded = false;
-  k.make_ops = [](int32_t) -> std::unique_ptr<kernels::Ops> { return kernels::make_ref_ops(); };
+  k.name = "cpu";  // CpuOps: SIMD dispatch + thread pool, what `ferry run` computes with
+  k.multithreaded = true;
+  k.make_ops = [](int32_t threads) { return kernels::make_cpu_ops(threads); };
   return k;
 }
 
