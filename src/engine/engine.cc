@@ -82,6 +82,11 @@ Expected<std::unique_ptr<Engine>> EngineImpl::load(const EngineOptions& options)
   e->options_.n_ctx = n_ctx;
   e->options_.n_batch = std::min(options.n_batch, n_ctx);
   e->cells_ = std::make_unique<KvCells>(n_ctx);
+  if (options.runner_factory) {
+    FERRY_ASSIGN_OR_RETURN(e->runner_,
+                           options.runner_factory(e->spec_, e->weights_, *e->file_, n_ctx, e->options_.n_batch));
+    return std::unique_ptr<Engine>(std::move(e));
+  }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Ops> ops, make_ops(options.device, options.n_threads));
   FERRY_ASSIGN_OR_RETURN(e->runner_,
                          make_ops_runner(e->spec_, e->weights_, std::move(ops), n_ctx, e->options_.n_batch));

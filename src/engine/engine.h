@@ -21,9 +21,16 @@ class Tokenizer;
 }
 namespace ferry::model {
 struct ModelSpec;
+struct ModelWeights;
 }
 
 namespace ferry::engine {
+
+class StepRunner;
+// Builds the step runner instead of the all-on-one-Ops runner (the app passes the hybrid executor
+// here for --vram; the engine itself does not depend on exec). n_ctx / n_batch as the engine resolved them.
+using RunnerFactory = std::function<Expected<std::unique_ptr<StepRunner>>(
+    const model::ModelSpec&, const model::ModelWeights&, const gguf::ModelFile&, int32_t n_ctx, int32_t n_batch)>;
 
 struct Batch {
   std::vector<int32_t> tokens;  // [n] token ids
@@ -49,6 +56,7 @@ struct EngineOptions {
   int32_t n_batch = 512;       // most tokens per step (larger prompts are cut into chunks)
   std::string device = "cpu";  // cpu | ref | cuda | emulated
   uint64_t vram_budget = 0;    // bytes; 0 = no budget (whole model on the device if it fits)
+  RunnerFactory runner_factory;  // set: builds the runner (device is then the factory's business)
 };
 
 class Engine {

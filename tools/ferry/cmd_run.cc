@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "format/gguf.h"
+#include "hybrid_support.h"
 #include "model/model_spec.h"
 #include "text/tokenizer.h"
 
@@ -65,6 +66,7 @@ struct RunArgs {
   bool chat = false;
   std::string system;
   bool ignore_eos = false;
+  ferry::cli::HybridArgs hybrid;  // --vram / --profile / --ring: the hybrid executor
 };
 
 int run(const RunArgs& a) {
@@ -75,6 +77,10 @@ int run(const RunArgs& a) {
   opt.n_threads = a.threads;
   opt.n_batch = a.batch;
   opt.device = a.device;
+  // --vram: the hybrid CPU/GPU executor under that budget (hybrid_support.h).
+  auto hybrid = std::make_shared<ferry::cli::HybridState>();
+  if (ferry::Status hs = ferry::cli::install_hybrid(a.hybrid, &opt, hybrid); !hs.is_ok())
+    return ferry::cli::report(hs);
   auto loaded = ferry::engine::Engine::load(opt);
   if (!loaded) return ferry::cli::report(loaded.status());
   ferry::engine::Engine& engine = **loaded;
@@ -155,6 +161,7 @@ int run(const RunArgs& a) {
     j["stop"] = stop;
     j["n_vocab"] = engine.spec().n_vocab;
     j["n_ctx"] = engine.n_ctx();
+    if (hybrid->active) j["hybrid"] = ferry::cli::hybrid_report_json(*hybrid);
     if (!a.logits_out.empty()) {
       j["logits_out"] = a.logits_out;
       j["logits_rows"] = logits_rows;
@@ -167,6 +174,7 @@ int run(const RunArgs& a) {
                  "prompt: %d tokens | generated: %d tokens (stop: %s) | TTFT %.1f ms | prefill %.2f tok/s | "
                  "decode %.2f tok/s\n",
                  st.n_prompt, st.n_generated, stop, st.ttft_ms, st.prefill_tok_s, st.decode_tok_s);
+    if (hybrid->active) std::fputs(ferry::cli::hybrid_report_text(*hybrid, false).c_str(), stderr);
   }
   std::fflush(stdout);
   return 0;
@@ -204,6 +212,7 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--chat", a.chat, "wrap the prompt in the model's chat template (ChatML or Gemma)");
   app.add_option("--system", a.system, "system message for --chat");
   app.add_flag("--ignore-eos", a.ignore_eos, "keep generating past end-of-generation tokens");
+  ferry::cli::add_hybrid_options(app, &a.hybrid, false);
 
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;

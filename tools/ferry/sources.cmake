@@ -9,4 +9,5 @@ set(FERRY_TOOL_SOURCES
   cmd_plan.cc
   cmd_profile.cc
   profile_support.cc
+  hybrid_support.cc
 )
