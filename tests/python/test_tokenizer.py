@@ -2,7 +2,7 @@
 
 Vocabularies: the two real models (SmolLM2: byte-level BPE, pre=smollm; Gemma 3: SentencePiece-style),
 SmolLM2's vocabulary and merges re-labelled with each other pre-tokenizer we support (llama-bpe, qwen2,
-gpt-2, default; written with gguf-py, no tensors), and `ferry synth` tiny models (llama-bpe, qwen2 and
+gpt-2, default; a metadata-only GGUF written here), and `ferry synth` tiny models (llama-bpe, qwen2 and
 SentencePiece vocabularies). For each, every string of tokenizer_corpus.CORPUS (and the raw byte
 strings of BYTE_CASES) is tokenized by `ferry tokenize --lines` (one process per vocabulary and mode)
 and by llama.cpp with vocab_only=True; the ids must be identical, with (BOS, parse special) and without
@@ -61,32 +61,100 @@ def _scratch() -> Path:
     return Path(_SCRATCH[0].name)
 
 
+_SMOLLM_VOCAB: dict[str, list] = {}
+
+
+def _gguf_bytes(kvs: list[tuple[str, str, object]]) -> bytes:
+    """A GGUF v3 file with these metadata entries and no tensors. kind: u32, f32, str, str[] or i32[]."""
+    import struct
+
+    def s(x: str | bytes) -> bytes:
+        b = x.encode("utf-8", "surrogateescape") if isinstance(x, str) else x
+        return struct.pack("<Q", len(b)) + b
+
+    out = [b"GGUF", struct.pack("<IQQ", 3, 0, len(kvs))]
+    for key, kind, val in kvs:
+        out.append(s(key))
+        if kind == "u32":
+            out.append(struct.pack("<II", 4, val))
+        elif kind == "f32":
+            out.append(struct.pack("<If", 6, val))
+        elif kind == "str":
+            out.append(struct.pack("<I", 8) + s(val))
+        elif kind == "str[]":
+            out.append(struct.pack("<IIQ", 9, 8, len(val)))
+            out.extend(s(v) for v in val)
+        elif kind == "i32[]":
+            out.append(struct.pack("<IIQ", 9, 5, len(val)) + struct.pack(f"<{len(val)}i", *val))
+    data = b"".join(out)
+    return data + b"\0" * (-len(data) % 32)
+
+
+def _read_gguf_arrays(path: Path, names: tuple[str, ...]) -> dict[str, list]:
+    """The named string / int32 array values of a GGUF's metadata (a minimal reader: gguf-py's takes
+    seconds on 100k strings)."""
+    import struct
+
+    data = path.read_bytes()
+    assert data[:4] == b"GGUF"
+    _, _, n_kv = struct.unpack_from("<IQQ", data, 4)
+    pos = 24
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    out: dict[str, list] = {}
+
+    def string(pos):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        return data[pos + 8:pos + 8 + n], pos + 8 + n
+
+    def skip(t, pos):
+        if t in sizes:
+            return pos + sizes[t]
+        if t == 8:
+            return string(pos)[1]
+        et, n = struct.unpack_from("<IQ", data, pos)
+        pos += 12
+        if et in sizes:
+            return pos + sizes[et] * n
+        for _ in range(n):
+            pos = skip(et, pos)
+        return pos
+
+    for _ in range(n_kv):
+        key, pos = string(pos)
+        (t,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if key.decode() in names and t == 9:
+            et, n = struct.unpack_from("<IQ", data, pos)
+            items, p = [], pos + 12
+            if et == 8:
+                for _ in range(n):
+                    item, p = string(p)
+                    items.append(item)
+            elif et == 5:
+                items = list(struct.unpack_from(f"<{n}i", data, p))
+            out[key.decode()] = items
+        pos = skip(t, pos)
+    return out
+
+
 def _write_variant(src: Path, dst: Path, pre: str) -> None:
     """SmolLM2's tokenizer (tokens, types, merges) under another tokenizer.ggml.pre, no tensors."""
-    gguf = pytest.importorskip("gguf", reason="gguf-py is not installed")
-    r = gguf.GGUFReader(str(src))
-
-    def strings(name):
-        f = r.fields[name]
-        return [bytes(f.parts[i]).decode("utf-8", "surrogateescape") for i in f.data]
-
-    types = [int(r.fields["tokenizer.ggml.token_type"].parts[i][0]) for i in r.fields["tokenizer.ggml.token_type"].data]
-    w = gguf.GGUFWriter(str(dst), "llama")
-    for key, val in (("context_length", 2048), ("embedding_length", 64), ("block_count", 1),
-                     ("feed_forward_length", 128), ("attention.head_count", 4)):
-        w.add_uint32(f"llama.{key}", val)
-    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", pre)
-    w.add_array("tokenizer.ggml.tokens", strings("tokenizer.ggml.tokens"))
-    w.add_array("tokenizer.ggml.token_type", types)
-    w.add_array("tokenizer.ggml.merges", strings("tokenizer.ggml.merges"))
-    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
-    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    if not _SMOLLM_VOCAB:
+        _SMOLLM_VOCAB.update(_read_gguf_arrays(src, ("tokenizer.ggml.tokens", "tokenizer.ggml.merges",
+                                                     "tokenizer.ggml.token_type")))
+    kvs = [("general.architecture", "str", "llama")]
+    kvs += [(f"llama.{k}", "u32", v) for k, v in (("context_length", 2048), ("embedding_length", 64),
+                                                  ("block_count", 1), ("feed_forward_length", 128),
+                                                  ("attention.head_count", 4))]
+    kvs += [("llama.attention.layer_norm_rms_epsilon", "f32", 1e-5),
+            ("tokenizer.ggml.model", "str", "gpt2"),
+            ("tokenizer.ggml.pre", "str", pre),
+            ("tokenizer.ggml.tokens", "str[]", _SMOLLM_VOCAB["tokenizer.ggml.tokens"]),
+            ("tokenizer.ggml.token_type", "i32[]", _SMOLLM_VOCAB["tokenizer.ggml.token_type"]),
+            ("tokenizer.ggml.merges", "str[]", _SMOLLM_VOCAB["tokenizer.ggml.merges"]),
+            ("tokenizer.ggml.bos_token_id", "u32", 1),
+            ("tokenizer.ggml.eos_token_id", "u32", 2)]
+    dst.write_bytes(_gguf_bytes(kvs))
 
 
 def _model(key: str) -> Path:
