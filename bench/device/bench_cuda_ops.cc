@@ -94,7 +94,7 @@ std::unique_ptr<WeightSet> make_weights(DType t, int64_t K, int64_t N, uint64_t 
       check(E->dev->copy_d2d(w->bufs[i].ptr, w->bufs[0].ptr, w->bytes, *E->stream));
     }
   }
-  E->sync();
+  check(E->sync());
   w->view = TensorView::make(t, w->bufs[0].ptr, K, N, 1, 1, Where::kDevice);
   return w;
 }
@@ -134,25 +134,42 @@ double matmul_ms(kernels::CudaOps& ops, const WeightSet& w, int64_t T, int path,
 }
 
 void bench_matvec() {
-  std::printf("\n== decode matvec: GB/s of weights read (T = tokens) ==\n");
-  std::printf("%-6s %-26s %9s %9s %9s %9s %7s\n", "type", "shape [K x N]", "T=1", "T=2", "T=4", "T=8", "%copy");
+  std::printf("\n== decode matvec: GB/s of weights read (T = tokens; rpw = rows per warp at T=1) ==\n");
+  std::printf("%-6s %-26s %9s %9s %9s %9s %9s %9s %7s\n", "type", "shape [K x N]", "T=1", "T=1 rpw2", "T=1 rpw4",
+              "T=2", "T=4", "T=8", "%copy");
+  kernels::CudaOpsOptions o2, o4;
+  o2.matvec_rows_per_warp = 2;
+  o4.matvec_rows_per_warp = 4;
+  kernels::CudaOps ops2(*E->ctx, o2), ops4(*E->ctx, o4);
   for (DType t : kWeightTypes) {
-    double sum1 = 0;
+    double sum[3] = {0, 0, 0};
     for (const Shape& s : kShapes) {
       auto w = make_weights(t, s.K, s.N);
-      double g[4];
-      const int64_t Ts[4] = {1, 2, 4, 8};
-      for (int i = 0; i < 4; ++i) {
-        const double ms = matmul_ms(*E->ops, *w, Ts[i], 0, 50);
-        g[i] = static_cast<double>(w->bytes) / (ms * 1e6);
+      auto gbps = [&](kernels::CudaOps& ops, int64_t T) {
+        return static_cast<double>(w->bytes) / (matmul_ms(ops, *w, T, 0, 50) * 1e6);
+      };
+      const bool quant = traits(t).quantized;
+      const double g1 = gbps(*E->ops, 1);
+      const double g1b = quant ? gbps(ops2, 1) : 0, g1c = quant ? gbps(ops4, 1) : 0;
+      const double g2 = gbps(*E->ops, 2), g4 = gbps(*E->ops, 4), g8 = gbps(*E->ops, 8);
+      sum[0] += g1;
+      sum[1] += g1b;
+      sum[2] += g1c;
+      std::printf("%-6s %-26s %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %6.0f%%\n", dtype_name(t), s.name, g1, g1b, g1c, g2,
+                  g4, g8, 100.0 * std::max({g1, g1b, g1c}) / g_copy_gbps);
+      const std::string key = std::string(dtype_name(t)) + "_" + std::to_string(s.K) + "x" + std::to_string(s.N);
+      result("matvec_gbps_" + key, g1, "GB/s");
+      if (quant) {
+        result("matvec_rpw2_gbps_" + key, g1b, "GB/s");
+        result("matvec_rpw4_gbps_" + key, g1c, "GB/s");
       }
-      sum1 += g[0];
-      std::printf("%-6s %-26s %9.0f %9.0f %9.0f %9.0f %6.0f%%\n", dtype_name(t), s.name, g[0], g[1], g[2], g[3],
-                  100.0 * g[0] / g_copy_gbps);
-      result(std::string("matvec_gbps_") + dtype_name(t) + "_" + std::to_string(s.K) + "x" + std::to_string(s.N),
-             g[0], "GB/s");
+      result("matvec_T8_gbps_" + key, g8, "GB/s");
     }
-    result(std::string("matvec_gbps_") + dtype_name(t) + "_mean", sum1 / 3, "GB/s");
+    result(std::string("matvec_gbps_") + dtype_name(t) + "_mean", sum[0] / 3, "GB/s");
+    if (traits(t).quantized) {
+      result(std::string("matvec_rpw2_gbps_") + dtype_name(t) + "_mean", sum[1] / 3, "GB/s");
+      result(std::string("matvec_rpw4_gbps_") + dtype_name(t) + "_mean", sum[2] / 3, "GB/s");
+    }
   }
 }
 

@@ -78,7 +78,7 @@ fi
         n = split("F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K", ts, " ");
         for (i = 1; i <= n; i++) {
           k = "matvec_gbps_" ts[i] "_mean";
-          if (k in v) printf "%-44s %8.0f GB/s %5.0f%% of copy\n", "matvec T=1 " ts[i] " (mean of 3 shapes)", v[k], 100 * v[k] / copy;
+          if (k in v) printf "%-44s %8.0f GB/s %5.0f%% of copy   rpw2 %5.0f  rpw4 %5.0f\n", "matvec T=1 " ts[i] " (mean of 3 shapes)", v[k], 100 * v[k] / copy, v["matvec_rpw2_gbps_" ts[i] "_mean"], v["matvec_rpw4_gbps_" ts[i] "_mean"];
         }
         split("Q4_0 Q4_K F16", ls, " ");
         for (i = 1; i <= 3; i++) {

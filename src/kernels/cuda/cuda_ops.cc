@@ -111,6 +111,7 @@ void CudaContext::set_stream(CUstream_st* stream) {
 
 CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(options) {
   opt_.matvec_max_tokens = std::clamp(opt_.matvec_max_tokens, 0, 8);
+  if (opt_.matvec_rows_per_warp != 2 && opt_.matvec_rows_per_warp != 4) opt_.matvec_rows_per_warp = 1;
 }
 
 uint64_t CudaOps::scratch_bytes(const CudaScratchShape& s) {
@@ -181,8 +182,8 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
       auto* xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(nt) * K));
       auto* xds = static_cast<float2*>(sc.take(static_cast<uint64_t>(nt) * (K / 32) * sizeof(float2)));
       check(cu::quantize_q8(xt, x_stride, K, nt, xq, xds, ctx_.stream()), "matmul: quantize_q8");
-      check(cu::matvec_quant(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xq, xds, nt, ot, out_stride,
-                             ctx_.stream()),
+      check(cu::matvec_quant(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xq, xds, nt, opt_.matvec_rows_per_warp,
+                             ot, out_stride, ctx_.stream()),
             "matmul: matvec_quant");
     } else {
       check(cu::matvec_float(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xt, x_stride, nt, ot,

@@ -69,6 +69,8 @@ struct CudaOpsOptions {
   // matmul with n_tokens <= this reads the weights once with the dp4a / vector kernels (decode); more
   // tokens go to dequantize-to-F16 + cuBLAS (prefill). Max 8.
   int32_t matvec_max_tokens = 8;
+  // Weight rows per warp of the quantized single-token matvec (1, 2 or 4; bench_cuda_ops compares them).
+  int32_t matvec_rows_per_warp = 1;
   // Tensor-core (mma.sync) flash attention for head_dim 64/128/256; false = the plain kernel.
   bool attention_mma = true;
   // Rows of W dequantized per cuBLAS call (0 = as many as fit in the scratch, at most 16384).

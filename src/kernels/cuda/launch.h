@@ -32,8 +32,10 @@ struct RowView {
 cudaError_t quantize_q8(const float* x, int64_t x_stride, int64_t K, int T, int8_t* xq, float2* xds,
                         cudaStream_t stream);
 // out[n, t] = sum_k W[k, n] x[k, t] for a quantized W (rows of w_stride bytes), T <= 8, x given as Q8.
+// rows_per_warp (1, 2, 4) applies to T == 1.
 cudaError_t matvec_quant(DType type, const void* w, int64_t w_stride, int64_t K, int64_t N, const int8_t* xq,
-                         const float2* xds, int T, float* out, int64_t out_stride, cudaStream_t stream);
+                         const float2* xds, int T, int rows_per_warp, float* out, int64_t out_stride,
+                         cudaStream_t stream);
 // Same for W in F32 / F16 / BF16 with x in F32.
 cudaError_t matvec_float(DType type, const void* w, int64_t w_stride, int64_t K, int64_t N, const float* x,
                          int64_t x_stride, int T, float* out, int64_t out_stride, cudaStream_t stream);

@@ -33,31 +33,43 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t x_stride
   if (lane == 0) xds[t * per_token + b] = make_float2(d, d * static_cast<float>(sum));
 }
 
-template <DType Q, int NT>
+// RPW rows per warp: the activations a lane loads for a unit serve RPW rows (fewer load instructions per
+// weight byte) and each lane has RPW units of weights in flight; fewer warps in total, though.
+template <DType Q, int NT, int RPW>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
     matvec_quant_kernel(const uint8_t* __restrict__ w, int64_t w_stride, int units, int64_t N, int64_t K,
                         const int8_t* __restrict__ xq, const float2* __restrict__ xds, int T,
                         float* __restrict__ out, int64_t out_stride) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp;
-  if (n >= N) return;  // whole warps only: no block-level synchronization below
-  const uint8_t* row = w + n * w_stride;
-  float acc[NT];
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp) * RPW;
+  if (n0 >= N) return;  // whole warps only: no block-level synchronization below
+  const uint8_t* row[RPW];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.f;
+  for (int r = 0; r < RPW; ++r) row[r] = w + min(n0 + r, N - 1) * w_stride;  // clamped rows are not stored
+  float acc[RPW][NT];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
 #pragma unroll 2
   for (int u = lane; u < units; u += kWarp) {
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t < T) {
-        acc[t] += dot_unit<Q>(row, u, reinterpret_cast<const int*>(xq + t * K), xds + t * (K / 32));
+    for (int r = 0; r < RPW; ++r) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t < T) {
+          acc[r][t] += dot_unit<Q>(row[r], u, reinterpret_cast<const int*>(xq + t * K), xds + t * (K / 32));
+        }
       }
     }
   }
 #pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const float s = warp_sum(acc[t]);
-    if (lane == 0 && t < T) out[t * out_stride + n] = s;
+  for (int r = 0; r < RPW; ++r) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float s = warp_sum(acc[r][t]);
+      if (lane == 0 && t < T && n0 + r < N) out[t * out_stride + n0 + r] = s;
+    }
   }
 }
 
@@ -139,18 +151,23 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
 
 template <DType T>
 cudaError_t launch_quant(const void* w, int64_t w_stride, int64_t K, int64_t N, const int8_t* xq,
-                         const float2* xds, int nt, float* out, int64_t out_stride, cudaStream_t stream) {
+                         const float2* xds, int nt, int rpw, float* out, int64_t out_stride, cudaStream_t stream) {
   const int units = static_cast<int>(K / UnitTraits<T>::kUnit);
-  const dim3 grid(ceil_div(N, kRowsPerBlock)), block(kRowsPerBlock * kWarp);
+  if (nt != 1) rpw = 1;
+  const dim3 grid(ceil_div(N, kRowsPerBlock * rpw)), block(kRowsPerBlock * kWarp);
   const auto* wp = static_cast<const uint8_t*>(w);
-  if (nt == 1) {
-    matvec_quant_kernel<T, 1><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+  if (nt == 1 && rpw == 4) {
+    matvec_quant_kernel<T, 1, 4><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+  } else if (nt == 1 && rpw == 2) {
+    matvec_quant_kernel<T, 1, 2><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+  } else if (nt == 1) {
+    matvec_quant_kernel<T, 1, 1><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
   } else if (nt == 2) {
-    matvec_quant_kernel<T, 2><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+    matvec_quant_kernel<T, 2, 1><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
   } else if (nt <= 4) {
-    matvec_quant_kernel<T, 4><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+    matvec_quant_kernel<T, 4, 1><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
   } else {
-    matvec_quant_kernel<T, 8><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+    matvec_quant_kernel<T, 8, 1><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
   }
   return cudaGetLastError();
 }
@@ -186,19 +203,20 @@ cudaError_t quantize_q8(const float* x, int64_t x_stride, int64_t K, int T, int8
 }
 
 cudaError_t matvec_quant(DType type, const void* w, int64_t w_stride, int64_t K, int64_t N, const int8_t* xq,
-                         const float2* xds, int T, float* out, int64_t out_stride, cudaStream_t stream) {
+                         const float2* xds, int T, int rows_per_warp, float* out, int64_t out_stride,
+                         cudaStream_t stream) {
   if (T < 1 || T > 8 || N <= 0) return cudaErrorInvalidValue;
   switch (type) {
-    case DType::Q4_0: return launch_quant<DType::Q4_0>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
-    case DType::Q4_1: return launch_quant<DType::Q4_1>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
-    case DType::Q5_0: return launch_quant<DType::Q5_0>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
-    case DType::Q5_1: return launch_quant<DType::Q5_1>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
-    case DType::Q8_0: return launch_quant<DType::Q8_0>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
-    case DType::Q2_K: return launch_quant<DType::Q2_K>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
-    case DType::Q3_K: return launch_quant<DType::Q3_K>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
-    case DType::Q4_K: return launch_quant<DType::Q4_K>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
-    case DType::Q5_K: return launch_quant<DType::Q5_K>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
-    case DType::Q6_K: return launch_quant<DType::Q6_K>(w, w_stride, K, N, xq, xds, T, out, out_stride, stream);
+    case DType::Q4_0: return launch_quant<DType::Q4_0>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::Q4_1: return launch_quant<DType::Q4_1>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::Q5_0: return launch_quant<DType::Q5_0>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::Q5_1: return launch_quant<DType::Q5_1>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::Q8_0: return launch_quant<DType::Q8_0>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::Q2_K: return launch_quant<DType::Q2_K>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::Q3_K: return launch_quant<DType::Q3_K>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::Q4_K: return launch_quant<DType::Q4_K>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::Q5_K: return launch_quant<DType::Q5_K>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::Q6_K: return launch_quant<DType::Q6_K>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
     default: return cudaErrorInvalidValue;
   }
 }

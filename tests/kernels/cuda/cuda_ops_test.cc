@@ -37,6 +37,13 @@ Env* get_env() {
   return e;
 }
 
+// Waits for the GPU; a CUDA error fails the test (and is cleared so the next checks still run).
+#define SYNC()                                           \
+  do {                                                   \
+    const Status sync_st_ = E->sync();                   \
+    EXPECT_TRUE(sync_st_.is_ok()) << sync_st_.message(); \
+  } while (0)
+
 #define REQUIRE_GPU()                                   \
   Env* E = get_env();                                   \
   if (E == nullptr) GTEST_SKIP() << "no usable CUDA GPU"
@@ -102,15 +109,27 @@ TEST_P(CudaMatmul, BothPathsMatchRef) {
       for (int path : {0, 1}) {
         dout.poison();
         E->ops->matmul_path(dw.view, dx.view, dout.view, path);
-        E->sync();
+        SYNC();
         expect_close(dout.download(), want, matmul_tol(t, path),
                      std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                          " T=" + std::to_string(T) + " path=" + std::to_string(path));
       }
+      if (T == 1 && quant) {  // the single-token variants with 2 and 4 rows per warp
+        for (int rpw : {2, 4}) {
+          kernels::CudaOpsOptions o;
+          o.matvec_rows_per_warp = rpw;
+          kernels::CudaOps ops(*E->ctx, o);
+          dout.poison();
+          ops.matmul_path(dw.view, dx.view, dout.view, 0);
+          SYNC();
+          expect_close(dout.download(), want, matmul_tol(t, 0),
+                       std::string(dtype_name(t)) + " N=" + std::to_string(N) + " rows/warp=" + std::to_string(rpw));
+        }
+      }
       // The automatic choice.
       dout.poison();
       E->ops->matmul(dw.view, dx.view, dout.view);
-      E->sync();
+      SYNC();
       expect_close(dout.download(), want, matmul_tol(t, T <= 8 ? 0 : 1), std::string(dtype_name(t)) + " auto");
     }
   }
@@ -135,7 +154,7 @@ TEST_P(CudaEmbed, MatchesRef) {
   DevTensor dt(*E, table), dtok(*E, tokens), dout(*E, DType::F32, d, 5);
   dout.poison();
   E->ops->embed(dt.view, dtok.view, 0.5f, dout.view);
-  E->sync();
+  SYNC();
   expect_close(dout.download(), want, 1e-7, dtype_name(t));
 }
 
@@ -159,10 +178,10 @@ TEST(CudaOps, RmsNormRowsAndHeads) {
     DevTensor dx(*E, x), dw(*E, w), dout(*E, DType::F32, s.a, s.b, s.c);
     dout.poison();
     E->ops->rms_norm(dx.view, dw.view, 1e-6f, dout.view);
-    E->sync();
+    SYNC();
     expect_close(dout.download(), want, 1e-6, "rms_norm " + std::to_string(s.a));
     E->ops->rms_norm(dx.view, dw.view, 1e-6f, dx.view);  // in place
-    E->sync();
+    SYNC();
     expect_close(dx.download(), want, 1e-6, "rms_norm in place");
   }
 }
@@ -179,32 +198,32 @@ TEST(CudaOps, AddScaleGlu) {
   ref.add(a.view, b.view, want.view);
   dout.poison();
   E->ops->add(da.view, db.view, dout.view);
-  E->sync();
+  SYNC();
   expect_close(dout.download(), want, 1e-7, "add");
 
   ref.add(a.view, bias.view, want.view);
   dout.poison();
   E->ops->add(da.view, dbias.view, dout.view);
-  E->sync();
+  SYNC();
   expect_close(dout.download(), want, 1e-7, "add bias");
 
   ref.scale(a.view, 0.125f, want.view);
   dout.poison();
   E->ops->scale(da.view, 0.125f, dout.view);
-  E->sync();
+  SYNC();
   expect_close(dout.download(), want, 1e-7, "scale");
 
   for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
     ref.glu(a.view, b.view, act, want.view);
     dout.poison();
     E->ops->glu(da.view, db.view, act, dout.view);
-    E->sync();
+    SYNC();
     expect_close(dout.download(), want, 2e-6, act == Activation::kSilu ? "silu" : "gelu");
   }
   // In place: out == a.
   ref.add(a.view, bias.view, want.view);
   E->ops->add(da.view, dbias.view, da.view);
-  E->sync();
+  SYNC();
   expect_close(da.download(), want, 1e-7, "add in place");
 }
 
@@ -242,7 +261,7 @@ TEST(CudaOps, Rope) {
       ref.rope(want.view, hb, hp);
       DevTensor dx(*E, x);
       E->ops->rope(dx.view, db, dp);
-      E->sync();
+      SYNC();
       expect_close(dx.download(), want, 1e-6, "rope variant " + std::to_string(variant) + " T=" + std::to_string(T));
     }
   }
@@ -269,7 +288,7 @@ TEST(CudaOps, KvStoreGatherArgmax) {
   dkv.v = dvc.view;
   ref.kv_store(k.view, v.view, hb, hkv);
   E->ops->kv_store(dk.view, dv.view, db, dkv);
-  E->sync();
+  SYNC();
   EXPECT_EQ(dkc.download().bytes, kc.bytes);
   EXPECT_EQ(dvc.download().bytes, vc.bytes);
 
@@ -280,7 +299,7 @@ TEST(CudaOps, KvStoreGatherArgmax) {
   DevTensor dx(*E, x), dout(*E, DType::F32, 100, 5);
   dout.poison();
   E->ops->gather_rows(dx.view, rows.data(), dout.view);
-  E->sync();
+  SYNC();
   EXPECT_EQ(dout.download().bytes, want.bytes);
 
   HostTensor logits = random_f32(rng, 1000, 3);
@@ -290,7 +309,7 @@ TEST(CudaOps, KvStoreGatherArgmax) {
   logits.data<float>()[2000 + 11] = 7.f;  // tie: lowest index wins
   DevTensor dl(*E, logits), dam(*E, DType::I32, 3);
   E->ops->argmax_rows(dl.view, dam.view);
-  E->sync();
+  SYNC();
   HostTensor am = dam.download();
   EXPECT_EQ(am.data<int32_t>()[0], 123);
   EXPECT_EQ(am.data<int32_t>()[1], 999);
@@ -399,7 +418,7 @@ void run_attention_case(Env* E, const AttnCase& c) {
     for (int splits : {0, 1, 3}) {
       dout.poison();
       E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, splits);
-      E->sync();
+      SYNC();
       // The tensor-core kernel rounds q and the probabilities to F16.
       const bool mma = kernel == 1 && (D == 64 || D == 128 || D == 256);
       const double tol = mma ? 4e-3 : 2e-5;

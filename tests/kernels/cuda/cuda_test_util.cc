@@ -21,12 +21,14 @@ Env::~Env() {
   stream.reset();
 }
 
-void Env::sync() {
-  const Status st = dev->sync(*stream);
-  if (!st.is_ok() || !ctx->ok()) {
-    std::fprintf(stderr, "fatal CUDA error: %s %s\n", st.message().c_str(), ctx->status().message().c_str());
-    std::abort();
+Status Env::sync() {
+  Status st = dev->sync(*stream);
+  if (!ctx->ok()) {
+    st = ctx->status();
+    ctx->clear_status();
   }
+  if (!st.is_ok()) std::fprintf(stderr, "CUDA error: %s\n", st.message().c_str());
+  return st;
 }
 
 Env* env(std::string* why, uint64_t budget, const kernels::CudaScratchShape& shape) {
@@ -94,20 +96,20 @@ DevTensor::DevTensor(Env& e, DType t, int64_t ne0, int64_t ne1, int64_t ne2, int
 }
 
 DevTensor::~DevTensor() {
-  env_.sync();
+  (void)env_.sync();
   env_.dev->release(&buf_);
 }
 
 void DevTensor::upload(const HostTensor& h) {
   FERRY_ASSERT(h.view.nbytes() == view.nbytes());
   FERRY_ASSERT(env_.dev->copy_h2d(view.data, h.bytes.data(), h.view.nbytes(), *env_.stream).is_ok());
-  env_.sync();
+  (void)env_.sync();
 }
 
 void DevTensor::download(HostTensor* h) {
   FERRY_ASSERT(h->view.nbytes() == view.nbytes());
   FERRY_ASSERT(env_.dev->copy_d2h(h->bytes.data(), view.data, view.nbytes(), *env_.stream).is_ok());
-  env_.sync();
+  (void)env_.sync();
 }
 
 HostTensor DevTensor::download() {

@@ -21,7 +21,9 @@ struct Env {
   std::unique_ptr<kernels::CudaContext> ctx;
   std::unique_ptr<kernels::CudaOps> ops;
   ~Env();
-  void sync();  // waits for the stream; aborts the test run on a CUDA error (with the message)
+  // Waits for the stream. Returns the first error (a failed launch recorded by CudaOps, or the stream's),
+  // and re-arms CudaOps so later checks still run.
+  Status sync();
 };
 
 // The process-wide environment (budget in bytes), or nullptr with *why set when no usable GPU.
