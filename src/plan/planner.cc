@@ -629,6 +629,13 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
     ps.scenario_ms = ttft + o.gen_tokens * ps.tiers.front().predicted_ms;
     ps.notes.push_back("no GPU in the profile: every sub-layer runs on the CPU (the VRAM budget does not apply)");
   } else {
+    const uint64_t gpu_mem = profile_.gpu->memory_bytes;
+    if (o.vram_budget > gpu_mem)
+      return make_error(ErrorCode::kInvalidArgument, "VRAM budget %s is more than the %s of %s",
+                        format_bytes(o.vram_budget).c_str(), format_bytes(gpu_mem).c_str(), profile_.gpu->name.c_str());
+    if (o.vram_budget + o.cuda_context_bytes > gpu_mem)
+      ps.notes.push_back("budget + CUDA context (~" + format_bytes(o.cuda_context_bytes) + ") exceed the GPU's " +
+                         format_bytes(gpu_mem) + ": the arena may not get the whole budget");
     // Ring slot candidates: none, the largest attention, the largest layer sub-layer.
     uint64_t max_attn = 0, max_layer = 0;
     for (size_t i = 0; i < subs.size(); ++i) {
@@ -685,7 +692,9 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
                         v.slot > 0 ? ("ring " + std::to_string(o.ring_slots) + " x " + format_bytes(v.slot)).c_str()
                                    : ("resident attention " + format_bytes(v.must)).c_str());
     }
+    std::vector<std::string> notes = std::move(ps.notes);
     ps = std::move(*best);
+    ps.notes = std::move(notes);
     ps.min_budget = min_budget;
     ps.gpu = true;
     ps.gpu_name = profile_.gpu->name;

@@ -319,6 +319,11 @@ TEST(Planner, RejectsBadOptions) {
   o.ring_slots = 2;
   o.context = 0;
   EXPECT_FALSE(Planner(gpu_host(), o).plan(c.spec, c.subs).has_value());
+  o.context = 4096;
+  o.vram_budget = 200 * GiB;  // more than an H200 has
+  auto big = Planner(gpu_host(), o).plan(c.spec, c.subs);
+  ASSERT_FALSE(big.has_value());
+  EXPECT_NE(big.status().message().find("NVIDIA H200"), std::string::npos) << big.status().message();
 }
 
 }  // namespace
