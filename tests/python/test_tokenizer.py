@@ -11,6 +11,9 @@ and without special rendering), the special ids and the end-of-generation set, t
 `ferry tokenize --dump-vocab`.
 
 Skips cleanly when llama-cpp-python, a model file or the ferry binary is missing.
+A random part (tokenizer_corpus.stress_items: the whole codepoint range, every kind of whitespace, raw
+bytes) runs too, FERRY_TOKENIZER_STRESS strings per vocabulary (default 300; thousands pass as well).
+
 Env: FERRY_BUILD (dir holding `ferry`, default /work/main/build), FERRY_MODELS (default <repo>/models).
 """
 
@@ -25,7 +28,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tokenizer_corpus import BYTE_CASES, CORPUS  # noqa: E402
+from tokenizer_corpus import BYTE_CASES, CORPUS, stress_items  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 REAL = {
@@ -246,6 +249,19 @@ def test_ids_match_llama_cpp(key: str, mode: str, tmp_path: Path):
             mismatches.append((data, got, want))
     detail = "\n".join(f"  {d!r}\n    ferry: {g}\n    llama: {w}" for d, g, w in mismatches[:10])
     assert not mismatches, f"{key} [{mode}]: {len(mismatches)}/{len(items)} strings differ:\n{detail}"
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+def test_random_strings_match_llama_cpp(key: str, tmp_path: Path):
+    llm = _llama(key)
+    n = int(os.environ.get("FERRY_TOKENIZER_STRESS", "300"))
+    items = stress_items(n, seed=sum(map(ord, key)))
+    for add_special, parse_special in MODES.values():
+        ours = ferry_tokenize_lines(_model(key), items, tmp_path, add_special, parse_special)
+        bad = [(d, g) for d, g in zip(items, ours)
+               if g != llm.tokenize(d, add_bos=add_special, special=parse_special)]
+        detail = "\n".join(f"  {d!r}\n    ferry: {g}" for d, g in bad[:5])
+        assert not bad, f"{key} (bos/special {add_special}): {len(bad)}/{len(items)} random strings differ:\n{detail}"
 
 
 @pytest.mark.parametrize("key", list(MODELS))

@@ -254,3 +254,37 @@ BYTE_CASES: list[bytes] = [
     b"\xc3",
     b"mixed \xe4\xbd\xa0\xe5\xa5 \xbd ok",
 ]
+
+
+def stress_items(n: int, seed: int) -> list[bytes]:
+    """n random strings over the whole codepoint range (weighted to ASCII, whitespace of every kind and
+    special-token text), plus n // 5 random byte strings (never 0xF4-0xF7 leads: llama.cpp throws on
+    codepoints above U+10FFFF)."""
+    rng = random.Random(seed)
+    glue = ["'s", "'LL", " 123", "4567", "<|im_start|>", "<end_of_turn>", "</s>", "\n\n", "  ", "\t"]
+    spaces = [9, 10, 11, 12, 13, 32, 32, 32, 0x85, 0xA0, 0x180E, 0x2028, 0x3000, 0x200B]
+    out = []
+    for _ in range(n):
+        cps = []
+        for _ in range(rng.randint(1, 30)):
+            r = rng.random()
+            if r < 0.3:
+                c = rng.randint(0x20, 0x7E)
+            elif r < 0.4:
+                c = rng.choice(spaces)
+            elif r < 0.6:
+                c = rng.randint(0x80, 0x3000)
+            elif r < 0.8:
+                c = rng.randint(0x3000, 0x30000)
+            else:
+                c = rng.randint(0, 0x10FFFF)
+            if 0xD800 <= c <= 0xDFFF:
+                c = 0x41
+            cps.append(chr(c))
+            if rng.random() < 0.2:
+                cps.append(rng.choice(glue))
+        out.append("".join(cps).encode("utf-8"))
+    allowed = [b for b in range(256) if not 0xF4 <= b <= 0xF7]
+    for _ in range(n // 5):
+        out.append(bytes(rng.choice(allowed) for _ in range(rng.randint(1, 20))))
+    return out
