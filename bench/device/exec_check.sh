@@ -8,11 +8,12 @@
 #      tok/s, arena peak + CUDA context, predicted vs measured per tier, fraction of the hybrid limit.
 # Run from the repo root with the CUDA build carried (carry: build-cuda/ferry; models/ if it fits):
 #   command: bash bench/device/exec_check.sh
-# Env: BUILD (default build-cuda), OUT (default ./out/exec_check), SKIP_EQ=1, SKIP_BENCH=1,
+# Env: BUILD (default build-cuda), DEVICE (cuda; emulated for a dry run), OUT (default ./out/exec_check), SKIP_EQ=1, SKIP_BENCH=1,
 #      BUDGETS_GB ("2 4 8"), PROFILE=FILE (default: measure a quick profile once, cached in $OUT/cache).
 set -uo pipefail
 
 BUILD=${BUILD:-build-cuda}
+DEVICE=${DEVICE:-cuda}   # emulated: a dry run of this script without a GPU (with PROFILE=...)
 F="$BUILD/ferry"
 OUT=${OUT:-$PWD/out/exec_check}
 mkdir -p "$OUT"
@@ -41,14 +42,16 @@ elapsed() { echo $(( $(date +%s) - start )); }
 # token ids "a,b,c" of length n below vocab v (deterministic)
 ids() { python3 -c "import sys; n,v=int(sys.argv[1]),int(sys.argv[2]); print(','.join(str((37*i+11)%(v-20)+10) for i in range(n)))" "$1" "$2"; }
 
-# compare CPU vs hybrid logits files: max |diff| / max |ref|, top-1 agreement per row
+# compare CPU vs hybrid logits files (note: `--device cpu` may be RefOps while the hybrid runs CudaOps + CpuOps,
+# so small numeric differences are expected; tests/exec checks the emulated hybrid against CpuOps at 1e-3): max |diff| / max |ref|, top-1 agreement per row
 compare() {
   python3 - "$1" "$2" "$3" <<'PY'
 import sys, numpy as np
 a = np.fromfile(sys.argv[1], dtype=np.float32); b = np.fromfile(sys.argv[2], dtype=np.float32); v = int(sys.argv[3])
 if a.size == 0 or a.size != b.size:
     print(f"FAIL sizes {a.size} vs {b.size}"); sys.exit(0)
-a = a.reshape(-1, v); b = b.reshape(-1, v)
+# Prompt rows only: after a greedy near-tie flips, decode rows see different tokens.
+a = a.reshape(-1, v)[:40]; b = b.reshape(-1, v)[:40]
 rel = float(np.max(np.abs(a - b)) / max(1e-6, float(np.max(np.abs(a)))))
 top = float(np.mean(a.argmax(1) == b.argmax(1)))
 ok = np.isfinite(b).all() and rel < 0.05 and top >= 0.9
@@ -67,16 +70,16 @@ if [ "${SKIP_EQ:-0}" != 1 ]; then
   for m in models/*.gguf; do [ -e "$m" ] && models+=("$m"); done
   for m in "${models[@]}"; do
     name=$(basename "$m" .gguf)
-    vocab=$("$F" inspect -m "$m" --json 2>/dev/null | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j.get("spec",j).get("n_vocab", j.get("n_vocab", 512)))' 2>/dev/null || echo 512)
+    vocab=$("$F" inspect "$m" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["n_vocab"])' 2>/dev/null || echo 512)
     toks=$(ids 40 "$vocab")
     common=(-m "$m" --tokens "$toks" -n 8 --temp 0 --ignore-eos -c 256 -b 64 --json)
     timeout 120 "$F" run "${common[@]}" --device cpu --logits-out "$TMP/cpu.bin" > "$OUT/eq_${name}_cpu.json" 2> "$OUT/eq_${name}_cpu.err"
     # budgets: the minimum (from the error message), +50 % of the file, 2x the file
-    min=$("$F" run "${common[@]}" --device cuda --vram 1K "${PROF_ARGS[@]}" 2>&1 | grep -o '([0-9]* bytes)' | tr -dc 0-9)
+    min=$("$F" run "${common[@]}" --device "$DEVICE" --vram 1K "${PROF_ARGS[@]}" 2>&1 | grep -o '([0-9]* bytes)' | tr -dc 0-9)
     size=$(stat -L -c %s "$m")
     [ -n "$min" ] || { echo "$name: no minimum reported (see $OUT/eq_${name}_*.err)" | tee -a "$summary"; continue; }
     for b in "$min" $(( min + size / 2 )) $(( min + 2 * size )); do
-      timeout 120 "$F" run "${common[@]}" --device cuda --vram "$b" "${PROF_ARGS[@]}" --logits-out "$TMP/gpu.bin" \
+      timeout 120 "$F" run "${common[@]}" --device "$DEVICE" --vram "$b" "${PROF_ARGS[@]}" --logits-out "$TMP/gpu.bin" \
         > "$OUT/eq_${name}_$b.json" 2> "$OUT/eq_${name}_$b.err"
       rc=$?
       res=$( [ $rc = 0 ] && compare "$TMP/cpu.bin" "$TMP/gpu.bin" "$vocab" || echo "FAIL exit $rc: $(tail -1 "$OUT/eq_${name}_$b.err")")
@@ -101,7 +104,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     toks=$(ids 1024 150000)
     for gb in ${BUDGETS_GB:-2 4 8}; do
       [ $(elapsed) -gt 420 ] && { echo "time budget reached, skipping the rest" | tee -a "$summary"; break 2; }
-      timeout 150 "$F" run -m "$m" --tokens "$toks" -n 128 --temp 0 --ignore-eos -c 2048 -b 512 --device cuda \
+      timeout 150 "$F" run -m "$m" --tokens "$toks" -n 128 --temp 0 --ignore-eos -c 2048 -b 512 --device "$DEVICE" \
         --vram "${gb}G" "${PROF_ARGS[@]}" --json > "$OUT/bench_${p}_${gb}G.json" 2> "$OUT/bench_${p}_${gb}G.err"
       rc=$?
       if [ $rc != 0 ]; then echo "$p ${gb}G: exit $rc: $(tail -1 "$OUT/bench_${p}_${gb}G.err")" | tee -a "$summary"; continue; fi

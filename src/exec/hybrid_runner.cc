@@ -714,7 +714,8 @@ Expected<uint64_t> hybrid_min_budget(const model::ModelSpec& spec, const std::ve
                                      const HybridSetup& setup) {
   DeviceKind kind;
   FERRY_ASSIGN_OR_RETURN(plan::PlannerOptions po, planner_options(setup, &kind));
-  po.vram_budget = UINT64_MAX / 4;
+  // The largest budget the planner accepts (the device's memory): every candidate is feasible there.
+  po.vram_budget = setup.profile.gpu->memory_bytes > 0 ? setup.profile.gpu->memory_bytes : UINT64_MAX / 4;
   FERRY_ASSIGN_OR_RETURN(plan::PlanSet any, plan::Planner(setup.profile, po).plan(spec, subs));
   // Every variant's arena needs the same scratch + workspace, so the extra is the same at the minimum.
   return any.min_budget + hybrid_extra_bytes(spec, subs, any, setup.options, kind);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -287,6 +288,38 @@ TEST(Executor, DecodeReusesPrefetchedSlots) {
   ASSERT_EQ(t1.tokens, 1);
   EXPECT_EQ(t1.steps, 6);
   if (!(*runner)->placements().front().empty() && t1.copies > 0) EXPECT_GT(t1.prefetch_hits, 0);
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// FERRY_EXEC_MODEL=path.gguf: the same equality on a real model (minimum budget and everything resident).
+TEST(Executor, RealModelFromEnvironment) {
+  const char* path = std::getenv("FERRY_EXEC_MODEL");
+  if (!path) GTEST_SKIP() << "set FERRY_EXEC_MODEL to a GGUF file";
+  auto l = std::make_unique<Loaded>();
+  auto f = gguf::ModelFile::open(path);
+  ASSERT_TRUE(f.has_value()) << f.status().message();
+  l->file = std::move(*f);
+  l->spec = *model::ModelSpec::from_gguf(*l->file);
+  l->weights = *model::bind_weights(l->spec, *l->file);
+  l->subs = *model::build_sublayers(l->spec, *l->file);
+  const Script sc = script(13, 3);
+  const std::vector<float> ref = cpu_logits(*l, sc);
+  auto min = exec::hybrid_min_budget(l->spec, l->subs, setup_for(0, std::nullopt));
+  ASSERT_TRUE(min.has_value()) << min.status().message();
+  uint64_t all = 0;
+  for (const auto& s : l->subs) all += s.weight_bytes;
+  for (uint64_t budget : {*min, *min + all / 2, *min + 2 * all}) {
+    auto runner = exec::make_hybrid_runner(l->spec, l->weights, l->subs, setup_for(budget, std::nullopt));
+    ASSERT_TRUE(runner.has_value()) << runner.status().message();
+    const std::vector<float> got =
+        replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return (*runner)->run(io, out); });
+    expect_close(ref, got, std::string(path) + " budget " + std::to_string(budget));
+  }
 }
 
 }  // namespace
