@@ -52,7 +52,7 @@ unit_tests() { ctest --test-dir "$1" -L unit -j"$jobs" --timeout 900 --output-on
 
 python_tests() {
   local rc=0
-  FERRY_BUILD=$build "$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$root/tests/python" || rc=$?
+  PYTHONUNBUFFERED=1 FERRY_BUILD=$build "$PY" -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} "$root/tests/python" || rc=$?
   if [[ $rc -eq 5 ]]; then echo "pytest: no tests collected"; rc=0; fi
   return $rc
 }
