@@ -513,10 +513,6 @@ template <int D, bool SPLITW>
 cudaError_t launch_mma(const AttnArgs& a, int splits, Partials part, cudaStream_t stream) {
   using Cfg = MmaCfg<D, SPLITW>;
   const auto kernel = attn_mma_kernel<D, SPLITW>;
-  if (Cfg::kSmem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
-    if (e != cudaSuccess) return e;
-  }
   const int64_t rows_kvh = static_cast<int64_t>(a.n_tokens) * (a.n_head / a.n_kv_head);
   const dim3 grid(ceil_div(rows_kvh, Cfg::kRows), static_cast<unsigned>(a.n_kv_head), static_cast<unsigned>(splits));
   kernel<<<grid, 128, Cfg::kSmem, stream>>>(a, splits, part);
@@ -528,6 +524,15 @@ int mma_smem(bool splitw) {
   return splitw ? MmaCfg<D, true>::kSmem : MmaCfg<D, false>::kSmem;
 }
 
+// Raises the dynamic shared memory limit of one mma variant when it needs more than 48 KiB and the
+// device allows it (attention() falls back to the plain kernel otherwise).
+template <int D, bool SPLITW>
+cudaError_t prepare_mma(int max_smem) {
+  using Cfg = MmaCfg<D, SPLITW>;
+  if (Cfg::kSmem <= 48 * 1024 || Cfg::kSmem > max_smem) return cudaSuccess;
+  return cudaFuncSetAttribute(attn_mma_kernel<D, SPLITW>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem);
+}
+
 }  // namespace
 
 bool attention_mma_supported(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
@@ -537,8 +542,21 @@ int64_t attention_scratch_bytes(int n_tokens, int n_head, int head_dim, int spli
   return (partial_o_bytes(rows, head_dim, splits) + 255) / 256 * 256 + static_cast<int64_t>(splits) * rows * 8;
 }
 
-cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, void* scratch, int64_t scratch_bytes,
-                      cudaStream_t stream) {
+cudaError_t attention_prepare(int device, int* max_smem_optin) {
+  int max_smem = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess) return e;
+  *max_smem_optin = max_smem;
+  for (cudaError_t r : {prepare_mma<64, false>(max_smem), prepare_mma<64, true>(max_smem),
+                        prepare_mma<128, false>(max_smem), prepare_mma<128, true>(max_smem),
+                        prepare_mma<256, false>(max_smem), prepare_mma<256, true>(max_smem)}) {
+    if (r != cudaSuccess) return r;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
+                      int64_t scratch_bytes, cudaStream_t stream) {
   if (a.n_tokens <= 0) return cudaSuccess;
   if (a.head_dim > 256 || a.n_kv_head <= 0 || a.n_head % a.n_kv_head != 0) return cudaErrorInvalidValue;
   const int D = a.head_dim;
@@ -547,11 +565,8 @@ cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, v
   const bool splitw = static_cast<int64_t>(a.n_tokens) * G <= 16;
 
   if (kernel == 1 && attention_mma_supported(D)) {
-    int dev = 0, max_smem = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     const int need = D == 64 ? mma_smem<64>(splitw) : (D == 128 ? mma_smem<128>(splitw) : mma_smem<256>(splitw));
-    if (need > max_smem) kernel = 0;  // e.g. head_dim 256 on a 64 KiB-smem card: plain kernel
+    if (need > max_smem_optin) kernel = 0;  // e.g. head_dim 256 on a 64 KiB-smem card: plain kernel
   } else {
     kernel = 0;
   }

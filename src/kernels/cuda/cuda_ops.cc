@@ -85,6 +85,9 @@ Expected<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextDesc
   }
   ctx->cc_ = major * 10 + minor;
   ctx->sm_count_ = sms;
+  if ((e = cu::attention_prepare(desc.device, &ctx->max_smem_optin_)) != cudaSuccess) {
+    return cuda_error(e, "attention_prepare");
+  }
   cublasHandle_t h = nullptr;
   cublasStatus_t s = cublasCreate(&h);
   if (s != CUBLAS_STATUS_SUCCESS) return cublas_error(s, "cublasCreate");
@@ -343,8 +346,8 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
   a.window = p.window;
   a.out = out.ptr<float>();
   a.out_nb1 = static_cast<int64_t>(out.nb[1]);
-  check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.scratch(), static_cast<int64_t>(ctx_.scratch_bytes()),
-                      ctx_.stream()),
+  check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.max_smem_optin(), ctx_.scratch(),
+                      static_cast<int64_t>(ctx_.scratch_bytes()), ctx_.stream()),
         "attention");
 }
 

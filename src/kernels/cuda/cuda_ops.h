@@ -47,6 +47,7 @@ class CudaContext {
   uint64_t scratch_bytes() const { return desc_.scratch_bytes; }
   int compute_capability() const { return cc_; }  // 90 for sm_90
   int sm_count() const { return sm_count_; }
+  int max_smem_optin() const { return max_smem_optin_; }  // shared memory per block, opt-in limit
 
   // First CUDA error an op hit (ok if none). Ops do nothing while it is set; clear_status() re-arms.
   const Status& status() const { return status_; }
@@ -62,6 +63,7 @@ class CudaContext {
   cublasContext* cublas_ = nullptr;
   int cc_ = 0;
   int sm_count_ = 0;
+  int max_smem_optin_ = 0;
   Status status_;
 };
 

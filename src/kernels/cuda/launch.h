@@ -101,9 +101,13 @@ struct AttnArgs {
 };
 // Scratch bytes attention needs for `splits` > 1 (partial results).
 int64_t attention_scratch_bytes(int n_tokens, int n_head, int head_dim, int splits);
-// kernel: 0 = plain (any head_dim <= 256), 1 = tensor cores (head_dim 64, 128, 256; sm_75+).
+// Once per device, before any attention (not capturable): raises the kernels' shared memory limits;
+// returns the device's per-block opt-in limit for attention().
+cudaError_t attention_prepare(int device, int* max_smem_optin);
+// kernel: 0 = plain (any head_dim <= 256), 1 = tensor cores (head_dim 64, 128, 256; sm_75+; falls back to
+// plain when the variant needs more shared memory than max_smem_optin).
 // splits: KV ranges done by different blocks then combined; 0 = pick from the SM count.
-cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, void* scratch,
+cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
                       int64_t scratch_bytes, cudaStream_t stream);
 bool attention_mma_supported(int head_dim);
 
