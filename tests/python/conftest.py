@@ -41,10 +41,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.section("differential vs llama.cpp")
     ties = 0
     for case, s in sorted(DIFF_SUMMARY.items()):
-        line = (f"{case:28s} rows {s.get('rows', 0):3d}  max err/spread {s.get('max_err', float('nan')):.2e}  "
-                f"greedy {s.get('greedy', '?')}")
+        line = (f"{case:24s} rows {s.get('rows', 0):3d}  err/spread max {s.get('max_err', float('nan')):.3f} "
+                f"rms {s.get('rms_err', float('nan')):.4f}  top-1 differs {s.get('top1_differs', '?')} "
+                f"(gap <= {s.get('top1_max_gap', float('nan')):.3f})  greedy {s.get('greedy', '?')}")
         if s.get("near_tie"):
             ties += 1
-            line += f"  (near tie at step {s['near_tie_step']}: llama margin {s['near_tie_margin']:.2e})"
+            line += f"  near tie ({s['near_tie_margin']:.3f} spreads)"
         tr.write_line(line)
     tr.write_line(f"greedy divergences accepted as near ties: {ties}")

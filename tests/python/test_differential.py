@@ -3,26 +3,29 @@
 Models: the two bundled real models (SmolLM2-135M-Instruct Q4_1, Gemma-3-270M Q4_K_M) and tiny synthetic
 models of every architecture (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3) in every weight type
 (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K), written by `ferry synth`.
+The same prompt ids go through both (ferry gets them with `--tokens`, so the tokenizer is not under
+test here), then 32 greedy tokens. "spread" below is max(1, std(llama.cpp's logits row)).
 
-For each model the same prompt ids go through both (ferry gets them with `--tokens`, so the tokenizer is
-not under test here; tests/python has its own tokenizer tests), then 32 greedy tokens.
-
-Contract (also in docs/TESTING.md):
-- Logits: at every prompt position, and at every generated position while the two runs agree,
-      max_i |ferry_i - llama_i|  <=  TOL * max(1, std(llama row))
-  with TOL = 0.02 for the real models and 0.05 for the synthetic ones (random weights give flat,
-  noisy logit distributions whose spread is a poor yardstick, and they amplify rounding more).
-  Both engines round activations to 8-bit blocks before quantized dot products, in different
-  summation orders; the tolerance covers that, while any real math error (a wrong RoPE pairing, norm,
-  mask, scale) is off by a large fraction of the spread.
-- Greedy: the 32 tokens are identical. For the real models, exactly. For synthetic models a divergence
-  is accepted only at a near tie: where llama.cpp's own logit of the token ferry picked is within
-  TOL * max(1, std) of llama.cpp's top logit at that step. Such cases are counted and printed in the
-  session summary ("greedy divergences accepted as near ties").
+Contract (the numbers and their measurements are in docs/TESTING.md):
+1. Logits, at every prompt position and at every generated position while the greedy runs agree:
+       max_i |ferry_i - llama_i| <= TOL_MAX * spread   and   rms_i(ferry_i - llama_i) <= TOL_RMS * spread
+   TOL_MAX / TOL_RMS: F32, F16 weights 0.02 / 0.005; BF16 0.08 / 0.02; block-quantized (Q*) 0.25 / 0.06;
+   the real models 1.0 / 0.3. The yardstick is llama.cpp against itself: flash attention on vs off
+   changes its logits by 0.43 / 0.20 (SmolLM2), 0.70 / 0.18 (Gemma 3), 0.12-0.14 / 0.033 (quantized
+   tiny models); small real models amplify rounding. A real error (RoPE pairing, a norm, a scale,
+   the mask) is off by several spreads.
+2. Top-1, at the same positions: ferry's argmax is llama.cpp's argmax, or a near tie: llama.cpp's
+   logit of ferry's pick is within TIE * spread of llama.cpp's top logit, TIE = 0.1 (llama.cpp with
+   flash attention on vs off flips top-1 at gaps up to 0.084).
+3. Greedy: the 32 tokens are identical, except that the runs may part at a near tie (rule 2's test on
+   the step where they part); such cases are counted and printed in the session summary ("greedy
+   divergences accepted as near ties"). llama.cpp parts from itself the same way (flash attention on
+   vs off: tiny-llama Q4_K at step 8, tiny-qwen3 Q6_K at step 19 with a 0.084 gap).
 
 Skips cleanly when llama-cpp-python, the ferry binary, a real model file, or `ferry synth` for a
 preset/type is missing. Environment: FERRY_BUILD (binary folder, default /work/main/build),
-FERRY_MODELS (real models, default <repo>/models), FERRY_DIFF_DEVICE (default cpu).
+FERRY_MODELS (real models, default <repo>/models), FERRY_DIFF_DEVICE (default cpu),
+FERRY_DIFF_REAL=0 to leave the (slower) real models out.
 """
 
 from __future__ import annotations
@@ -37,14 +40,21 @@ import pytest
 import ferry_ref
 
 N_GEN = 32
-TOL_REAL = 0.02
-TOL_SYNTH = 0.05
+TIE = 0.1
+# (TOL_MAX, TOL_RMS) in units of the spread, by weight class (see the module docstring).
+TOLERANCES = {
+    "float": (0.02, 0.005),   # F32, F16
+    "bf16": (0.08, 0.02),
+    "quant": (0.25, 0.06),    # Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K
+    "real": (1.0, 0.3),
+}
 PROMPT_TEXT = ("The capital of France is Paris. The quick brown fox jumps over the lazy dog, and then "
                "def add(a, b):\n    return a + b  # 12345")
 N_PROMPT_SYNTH = 24
 
 MODELS_DIR = Path(os.environ.get("FERRY_MODELS", str(ferry_ref.REPO / "models")))
 DEVICE = os.environ.get("FERRY_DIFF_DEVICE", "cpu")
+WITH_REAL = os.environ.get("FERRY_DIFF_REAL", "1") != "0"
 REAL_MODELS = {
     "smollm2-135m-q4_1": "smollm2-135m-instruct-q4_1.gguf",
     "gemma3-270m-q4_k_m": "gemma-3-270m-q4_k_m.gguf",
@@ -63,11 +73,15 @@ class Case:
     batch: int = 0      # ferry -b (0: default); small values exercise chunked prefill
 
     @property
-    def tol(self) -> float:
-        return TOL_REAL if self.real else TOL_SYNTH
+    def tol(self) -> tuple[float, float]:
+        if self.real:
+            return TOLERANCES["real"]
+        if self.dtype in ("F32", "F16"):
+            return TOLERANCES["float"]
+        return TOLERANCES["bf16" if self.dtype == "BF16" else "quant"]
 
 
-CASES = [Case(id=k, real=True, file=v) for k, v in REAL_MODELS.items()] + [
+CASES = ([Case(id=k, real=True, file=v) for k, v in REAL_MODELS.items()] if WITH_REAL else []) + [
     Case(id=f"{p}-{t}", real=False, preset=p, dtype=t, batch=7 if i % 2 else 0)
     for p in PRESETS for i, t in enumerate(TYPES)
 ]
@@ -78,10 +92,10 @@ class Result:
     ours: ferry_ref.Run
     ref: ferry_ref.Run
     diverge: int          # first step where greedy tokens differ (N_GEN if none)
-    compared_rows: int    # rows comparable: prompt rows + generated rows before the divergence
+    compared_rows: int    # rows comparable: prompt rows + generated rows before the runs part
 
 
-def _model_path(case: Case, ferry_bin: Path, work: Path) -> Path:
+def _model_path(case: Case, work: Path) -> Path:
     if case.real:
         path = MODELS_DIR / case.file
         if not path.is_file():
@@ -106,8 +120,8 @@ def _prompt(case: Case, llm) -> list[int]:
     return ids
 
 
-def _compute(case: Case, ferry_bin: Path, work: Path) -> Result:
-    model = _model_path(case, ferry_bin, work)
+def _compute(case: Case, work: Path) -> Result:
+    model = _model_path(case, work)
     llm = ferry_ref.llama_load(model, n_ctx=256)
     try:
         prompt = _prompt(case, llm)
@@ -119,6 +133,12 @@ def _compute(case: Case, ferry_bin: Path, work: Path) -> Result:
                                   batch=case.batch or None, device=DEVICE)
     diverge = next((j for j in range(N_GEN) if ours.tokens[j:j + 1] != ref.tokens[j:j + 1]), N_GEN)
     return Result(ours=ours, ref=ref, diverge=diverge, compared_rows=len(prompt) + min(diverge, N_GEN - 1))
+
+
+def _tie_gap(ref_row: np.ndarray, ours_pick: int) -> float:
+    """How far below llama.cpp's top logit its logit of our pick is, in spreads (0: same top)."""
+    row = ref_row.astype(np.float64)
+    return float((row.max() - row[ours_pick]) / ferry_ref.row_scale(row))
 
 
 @pytest.fixture(scope="session")
@@ -134,8 +154,8 @@ def diff_results(llama_cpp, ferry_bin, diff_work):
     def get(case: Case) -> Result:
         if case.id not in cache:
             try:
-                cache[case.id] = _compute(case, ferry_bin, diff_work)
-            except BaseException as e:  # noqa: BLE001 - remembered so the sibling test reports it too
+                cache[case.id] = _compute(case, diff_work)
+            except BaseException as e:  # noqa: BLE001 - remembered so the sibling tests report it too
                 cache[case.id] = e
         value = cache[case.id]
         if isinstance(value, BaseException):
@@ -153,13 +173,32 @@ def test_logits(case: Case, diff_results, diff_summary):
     assert r.ours.logits.shape == r.ref.logits.shape, (r.ours.logits.shape, r.ref.logits.shape)
     assert np.isfinite(r.ours.logits).all(), "ferry produced non-finite logits"
     n = r.compared_rows
-    errs = ferry_ref.row_errors(r.ours.logits[:n], r.ref.logits[:n])
-    worst = int(np.argmax(errs))
+    ours, ref = r.ours.logits[:n].astype(np.float64), r.ref.logits[:n].astype(np.float64)
+    scale = np.maximum(1.0, ref.std(axis=1))
+    err_max = np.abs(ours - ref).max(axis=1) / scale
+    err_rms = np.sqrt(((ours - ref) ** 2).mean(axis=1)) / scale
+    tol_max, tol_rms = case.tol
     s = diff_summary.setdefault(case.id, {})
-    s.update(rows=n, max_err=float(errs.max()), prompt_max_err=float(errs[:n_prompt].max()))
-    assert errs.max() <= case.tol, (
-        f"{case.id}: logits row {worst} ({'prompt' if worst < n_prompt else 'generated'}) off by "
-        f"{errs[worst]:.3e} x spread > tol {case.tol}; rows over tol: {int((errs > case.tol).sum())}/{n}")
+    s.update(rows=n, max_err=float(err_max.max()), rms_err=float(err_rms.max()))
+    worst = int(np.argmax(err_max / tol_max + err_rms / tol_rms))
+    where = "prompt" if worst < n_prompt else "generated"
+    assert err_max.max() <= tol_max and err_rms.max() <= tol_rms, (
+        f"{case.id}: logits row {worst} ({where}): max err {err_max[worst]:.3e}, rms err {err_rms[worst]:.3e} "
+        f"spreads; tolerance {tol_max} / {tol_rms}; rows over: {int(((err_max > tol_max) | (err_rms > tol_rms)).sum())}/{n}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_top1(case: Case, diff_results, diff_summary):
+    r = diff_results(case)
+    n = r.compared_rows
+    picks = r.ours.logits[:n].argmax(axis=1)
+    gaps = np.array([_tie_gap(r.ref.logits[i], int(picks[i])) for i in range(n)])
+    s = diff_summary.setdefault(case.id, {})
+    s.update(top1_differs=int((gaps > 0).sum()), top1_max_gap=float(gaps.max()))
+    bad = np.nonzero(gaps > TIE)[0]
+    assert bad.size == 0, (
+        f"{case.id}: at rows {bad.tolist()[:10]} ferry's top-1 is {gaps[bad].max():.3f} spreads below "
+        f"llama.cpp's top logit (near-tie allowance {TIE})")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -175,13 +214,10 @@ def test_greedy(case: Case, diff_results, diff_summary):
         s["greedy"] = f"{N_GEN}/{N_GEN}"
         return
     j = r.diverge
-    row = r.ref.logits[n_prompt - 1 + j].astype(np.float64)
-    ours_tok, ref_tok = r.ours.tokens[j], r.ref.tokens[j]
-    gap = float(row[ref_tok] - row[ours_tok])  # >= 0: llama.cpp's preference for its own pick
-    allowed = case.tol * ferry_ref.row_scale(row)
+    gap = _tie_gap(r.ref.logits[n_prompt - 1 + j], r.ours.tokens[j])
     s["greedy"] = f"{j}/{N_GEN}"
-    msg = (f"{case.id}: greedy token {j} differs: ferry {ours_tok}, llama.cpp {ref_tok}; llama.cpp's logit gap "
-           f"{gap:.4f} (tolerance {allowed:.4f}); ferry {r.ours.tokens}, llama.cpp {r.ref.tokens}")
-    if case.real or gap > allowed:
-        pytest.fail(msg)
+    if gap > TIE:
+        pytest.fail(f"{case.id}: greedy token {j} differs: ferry {r.ours.tokens[j]}, llama.cpp {r.ref.tokens[j]}, "
+                    f"{gap:.3f} spreads apart in llama.cpp's logits (near-tie allowance {TIE}); "
+                    f"ferry {r.ours.tokens}, llama.cpp {r.ref.tokens}")
     s.update(near_tie=True, near_tie_step=j, near_tie_margin=gap)

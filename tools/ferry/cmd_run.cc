@@ -170,6 +170,7 @@ int run(const RunArgs& a) {
     std::printf("%s\n", out.c_str());
   } else {
     std::printf("\n");
+    std::fflush(stdout);  // the text's last line before the stats line when both go to a terminal
     std::fprintf(stderr,
                  "prompt: %d tokens | generated: %d tokens (stop: %s) | TTFT %.1f ms | prefill %.2f tok/s | "
                  "decode %.2f tok/s\n",
