@@ -20,12 +20,15 @@ namespace ferry::engine {
 namespace {
 
 // The Ops that computes everything on `device`. n_threads goes to CpuOps (RefOps is single-threaded).
+// "ref" is RefOps with llama.cpp's rounding points (the reference the differential tests use),
+// "ref-exact" RefOps with the math as written.
 Expected<std::unique_ptr<kernels::Ops>> make_ops(const std::string& device, int32_t n_threads) {
   (void)n_threads;
-  if (device == "ref" || device == "cpu") return kernels::make_ref_ops();
+  if (device == "ref" || device == "cpu") return kernels::make_ref_ops(kernels::RefNumerics::kLlamaCpp);
+  if (device == "ref-exact") return kernels::make_ref_ops(kernels::RefNumerics::kExact);
   if (device == "cuda" || device == "emulated")
     return make_error(ErrorCode::kUnsupported, "device '%s' is not available in this build yet", device.c_str());
-  return make_error(ErrorCode::kInvalidArgument, "unknown device '%s' (expected cpu, ref, cuda or emulated)",
+  return make_error(ErrorCode::kInvalidArgument, "unknown device '%s' (expected cpu, ref, ref-exact, cuda or emulated)",
                     device.c_str());
 }
 

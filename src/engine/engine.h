@@ -54,7 +54,8 @@ struct EngineOptions {
   int32_t n_threads = 0;       // 0 = physical cores
   int32_t n_seq_max = 1;       // sequences that may be live at once
   int32_t n_batch = 512;       // most tokens per step (larger prompts are cut into chunks)
-  std::string device = "cpu";  // cpu | ref | cuda | emulated
+  std::string device = "cpu";  // cpu | ref | ref-exact | cuda | emulated (ref: RefOps with llama.cpp's
+                               // rounding points; ref-exact: RefOps, math as written)
   uint64_t vram_budget = 0;    // bytes; 0 = no budget (whole model on the device if it fits)
   RunnerFactory runner_factory;  // set: builds the runner (device is then the factory's business)
 };

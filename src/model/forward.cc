@@ -32,6 +32,10 @@ void record(const DebugHook* hook, const TensorView& t, const char* fmt, ...) {
   (*hook)(name, t);
 }
 
+// gemma3's graph multiplies q by the attention scale before attention (and attends with scale 1);
+// the math is the same either way, the rounding is llama.cpp's only this way.
+bool prescale_q(const ModelSpec& spec) { return spec.arch == Arch::kGemma3; }
+
 // View of the first n columns of a [features, n_max] scratch buffer as [a, b, n].
 TensorView heads(const TensorView& buf, int64_t a, int64_t b, int64_t n) {
   FERRY_ASSERT(buf.ne[0] == a * b && n <= buf.ne[1]);
@@ -86,7 +90,7 @@ AttnParams layer_attn(const ModelSpec& spec, int32_t layer) {
   a.n_head = spec.n_head;
   a.n_kv_head = spec.n_kv_head;
   a.head_dim = spec.head_dim;
-  a.scale = spec.kq_scale();
+  a.scale = prescale_q(spec) ? 1.f : spec.kq_scale();
   a.window = spec.is_swa_layer(layer) ? spec.sliding_window : 0;
   a.softcap = 0.f;
   return a;
@@ -137,6 +141,7 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
   ops.rope(k3, batch, rope);
   record(hook, q, "blk.%d.Qcur_rope", il);
   record(hook, k, "blk.%d.Kcur_rope", il);
+  if (prescale_q(spec)) ops.scale(q, spec.kq_scale(), q);
 
   ops.kv_store(k, v, batch, kv);
   ops.attention(q3, kv, batch, layer_attn(spec, il), attn);

@@ -73,6 +73,7 @@ void apply_logit_softcap(const ModelSpec& spec, float* logits, int64_t n);
 
 // RoPE and attention parameters of a layer (base, scaling, window, scale), derived from the spec.
 kernels::RopeParams layer_rope(const ModelSpec& spec, const ModelWeights& w, int32_t layer);
+// (scale is 1 for gemma3, whose forward multiplies q by the attention scale first, as llama.cpp does.)
 kernels::AttnParams layer_attn(const ModelSpec& spec, int32_t layer);
 
 // A DebugHook that copies every host intermediate into a map (for tests and backend diffs).

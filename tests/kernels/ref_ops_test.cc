@@ -329,3 +329,135 @@ TEST(RefOps, AttentionIgnoresCellsPastScanBoundAndEmptyCells) {
 
 }  // namespace
 }  // namespace ferry::kernels
+
+namespace ferry::kernels {
+namespace {
+
+// ---- RefNumerics::kLlamaCpp: llama.cpp's rounding points --------------------------------------
+
+TEST(RefOpsLlama, ActivationTypes) {
+  EXPECT_EQ(activation_type(DType::Q4_0), DType::Q8_0);
+  EXPECT_EQ(activation_type(DType::Q5_0), DType::Q8_0);
+  EXPECT_EQ(activation_type(DType::Q8_0), DType::Q8_0);
+  EXPECT_EQ(activation_type(DType::Q4_1), DType::Q8_1);
+  EXPECT_EQ(activation_type(DType::Q5_1), DType::Q8_1);
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    EXPECT_EQ(activation_type(t), DType::Q8_K);
+  EXPECT_EQ(activation_type(DType::F16), DType::F16);
+  EXPECT_EQ(activation_type(DType::BF16), DType::BF16);
+  EXPECT_EQ(activation_type(DType::F32), DType::F32);
+}
+
+// One Q8_0 weight row of all ones (d = 1): the dot is the sum of the activation's 8-bit levels times
+// the activation scale, so the levels can be read off.
+TEST(RefOpsLlama, Q8ActivationsRoundHalfToEven) {
+  RefOps ops(RefNumerics::kLlamaCpp);
+  BlockQ8_0 w{};
+  w.d = fp32_to_fp16(1.f);
+  for (int j = 0; j < 32; ++j) w.qs[j] = j == 1 ? 1 : 0;  // picks element 1
+  // amax 127 => scale 1: element 1 = 42.5 is an exact tie; ggml's x86 quantizer rounds it to 42
+  // (half to even), the reference quantizer (x / d, ties away) to 43.
+  std::vector<float> x(32, 0.f), y(1);
+  x[0] = 127.f;
+  x[1] = 42.5f;
+  ops.matmul(TensorView::make(DType::Q8_0, &w, 32, 1), f32(x, 32), f32(y, 1));
+  EXPECT_EQ(y[0], 42.f);
+  x[1] = 43.5f;
+  ops.matmul(TensorView::make(DType::Q8_0, &w, 32, 1), f32(x, 32), f32(y, 1));
+  EXPECT_EQ(y[0], 44.f);
+  RefOps exact;
+  exact.matmul(TensorView::make(DType::Q8_0, &w, 32, 1), f32(x, 32), f32(y, 1));
+  EXPECT_EQ(y[0], 43.5f);  // exact numerics: no activation rounding at all
+}
+
+TEST(RefOpsLlama, Q4_1UsesF16SumOfActivations) {
+  // Q4_1 x Q8_1: (d_w d_x) * sum(q_w q_x) + m_w * s_x with s_x = F16(d_x * sum(q_x)).
+  RefOps ops(RefNumerics::kLlamaCpp);
+  BlockQ4_1 w{};
+  w.d = fp32_to_fp16(0.5f);
+  w.m = fp32_to_fp16(0.75f);
+  for (int j = 0; j < 16; ++j) w.qs[j] = static_cast<uint8_t>((j % 16) | ((15 - j % 16) << 4));
+  std::vector<float> x(32), y(1);
+  for (int j = 0; j < 32; ++j) x[j] = 0.37f * static_cast<float>(j) - 3.1f;
+  ops.matmul(TensorView::make(DType::Q4_1, &w, 32, 1), f32(x, 32), f32(y, 1));
+  float amax = 0;
+  for (float v : x) amax = std::max(amax, std::fabs(v));
+  const float d = amax / 127.f, id = 127.f / amax;
+  int qx[32], sum = 0;
+  for (int j = 0; j < 32; ++j) sum += qx[j] = static_cast<int>(std::nearbyint(x[j] * id));
+  int64_t sumi = 0;
+  for (int j = 0; j < 16; ++j) sumi += (j % 16) * qx[j] + (15 - j % 16) * qx[j + 16];
+  const float dx = fp16_to_fp32(fp32_to_fp16(d)), sx = fp16_to_fp32(fp32_to_fp16(d * static_cast<float>(sum)));
+  const double want = static_cast<double>(0.5f * dx) * static_cast<double>(sumi) + static_cast<double>(0.75f * sx);
+  EXPECT_FLOAT_EQ(y[0], static_cast<float>(want));
+}
+
+TEST(RefOpsLlama, F16WeightsSeeF16Activations) {
+  RefOps ops(RefNumerics::kLlamaCpp);
+  const uint16_t one = fp32_to_fp16(1.f);
+  std::vector<uint16_t> w(2, one);
+  std::vector<float> x = {1.f + 1.f / 4096.f, 0.f}, y(1);  // 1 + 2^-12 rounds to 1 in F16
+  ops.matmul(TensorView::make(DType::F16, w.data(), 2, 1), f32(x, 2), f32(y, 1));
+  EXPECT_EQ(y[0], 1.f);
+}
+
+TEST(RefOpsLlama, GeluThroughF16Table) {
+  for (float x : {-12.f, -10.f, -3.3f, -0.5f, 0.f, 0.1234567f, 1.f, 2.71828f, 9.99f, 10.f, 25.f}) {
+    float want;
+    if (x <= -10.f) {
+      want = 0.f;
+    } else if (x >= 10.f) {
+      want = x;
+    } else {
+      const float h = fp16_to_fp32(fp32_to_fp16(x));
+      want = fp16_to_fp32(fp32_to_fp16(0.5f * h * (1.f + std::tanh(0.7978845608f * h * (1.f + 0.044715f * h * h)))));
+    }
+    EXPECT_EQ(gelu_tanh_ggml(x), want) << x;
+    EXPECT_NEAR(gelu_tanh_ggml(x), x >= 10.f ? x : gelu_tanh_ref(x), 2e-3 * std::max(1.f, std::fabs(x))) << x;
+  }
+}
+
+TEST(RefOpsLlama, AttentionRoundsQueryAndProbabilitiesToF16) {
+  RefOps ops(RefNumerics::kLlamaCpp);
+  Cache c;
+  fill(ops, c);
+  RopeCase rc{{1}, {0}, {1}};
+  // q = [1 + 2^-12, 0]: F16 turns it into [1, 0]; scores 1 and 0 (cells 0 and 1).
+  std::vector<float> q = {1.f + 1.f / 4096.f, 0.f}, out(2);
+  AttnParams p;
+  p.n_head = 1;
+  p.n_kv_head = 1;
+  p.head_dim = 2;
+  p.scale = 1.f;
+  ops.attention(TensorView::make(DType::F32, q.data(), 2, 1, 1), c.view(), rc.meta(), p, f32(out, 2, 1));
+  const float e = std::exp(-1.f), inv = static_cast<float>(1.0 / (1.0 + static_cast<double>(e)));
+  const float p0 = fp16_to_fp32(fp32_to_fp16(1.f * inv)), p1 = fp16_to_fp32(fp32_to_fp16(e * inv));
+  EXPECT_FLOAT_EQ(out[0], p0 * 1.f + p1 * 3.f);
+  EXPECT_FLOAT_EQ(out[1], p0 * 2.f + p1 * 4.f);
+}
+
+TEST(RefOpsLlama, CloseToExactElsewhere) {
+  RefOps exact, llama(RefNumerics::kLlamaCpp);
+  // rms_norm and rope differ only by float vs double rounding.
+  std::vector<float> x(64), w(64), a(64), b(64);
+  for (int i = 0; i < 64; ++i) {
+    x[i] = std::sin(1.3f * i);
+    w[i] = 1.f + 0.01f * i;
+  }
+  exact.rms_norm(f32(x, 64), f32(w, 64), 1e-6f, f32(a, 64));
+  llama.rms_norm(f32(x, 64), f32(w, 64), 1e-6f, f32(b, 64));
+  for (int i = 0; i < 64; ++i) EXPECT_NEAR(a[i], b[i], 1e-6);
+  RopeCase rc{{777}, {0}, {0}};
+  RopeParams p;
+  p.n_rot = 64;
+  p.freq_base = 1e6f;
+  p.neox = true;
+  a = x;
+  b = x;
+  exact.rope(TensorView::make(DType::F32, a.data(), 64, 1, 1), rc.meta(), p);
+  llama.rope(TensorView::make(DType::F32, b.data(), 64, 1, 1), rc.meta(), p);
+  for (int i = 0; i < 64; ++i) EXPECT_NEAR(a[i], b[i], 1e-4);  // float angles at position 777
+}
+
+}  // namespace
+}  // namespace ferry::kernels

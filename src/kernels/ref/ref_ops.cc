@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/status.h"
@@ -36,7 +37,141 @@ const int32_t* ivec(const TensorView& t) {
   return t.ptr<const int32_t>();
 }
 
+// Integer levels of one 32-element block of a legacy quant (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), with its
+// scale d and (Q4_1, Q5_1) min m: element j = d * lv[j] + m.
+void legacy_levels(DType t, const uint8_t* blk, int32_t lv[32], float* d, float* m) {
+  *m = 0.f;
+  uint32_t qh = 0;
+  auto q5 = [&](const uint8_t* qs, int j) {
+    const int lo = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+    return lo | static_cast<int>(((qh >> j) & 1u) << 4);
+  };
+  switch (t) {
+    case DType::Q4_0: {
+      const auto* b = reinterpret_cast<const BlockQ4_0*>(blk);
+      *d = fp16_to_fp32(b->d);
+      for (int j = 0; j < 16; ++j) {
+        lv[j] = (b->qs[j] & 0x0F) - 8;
+        lv[j + 16] = (b->qs[j] >> 4) - 8;
+      }
+      return;
+    }
+    case DType::Q4_1: {
+      const auto* b = reinterpret_cast<const BlockQ4_1*>(blk);
+      *d = fp16_to_fp32(b->d);
+      *m = fp16_to_fp32(b->m);
+      for (int j = 0; j < 16; ++j) {
+        lv[j] = b->qs[j] & 0x0F;
+        lv[j + 16] = b->qs[j] >> 4;
+      }
+      return;
+    }
+    case DType::Q5_0: {
+      const auto* b = reinterpret_cast<const BlockQ5_0*>(blk);
+      *d = fp16_to_fp32(b->d);
+      std::memcpy(&qh, b->qh, sizeof(qh));
+      for (int j = 0; j < 32; ++j) lv[j] = q5(b->qs, j) - 16;
+      return;
+    }
+    case DType::Q5_1: {
+      const auto* b = reinterpret_cast<const BlockQ5_1*>(blk);
+      *d = fp16_to_fp32(b->d);
+      *m = fp16_to_fp32(b->m);
+      std::memcpy(&qh, b->qh, sizeof(qh));
+      for (int j = 0; j < 32; ++j) lv[j] = q5(b->qs, j);
+      return;
+    }
+    case DType::Q8_0: {
+      const auto* b = reinterpret_cast<const BlockQ8_0*>(blk);
+      *d = fp16_to_fp32(b->d);
+      for (int j = 0; j < 32; ++j) lv[j] = b->qs[j];
+      return;
+    }
+    default: FERRY_ASSERT_MSG(false, "legacy_levels: not a 32-element legacy quant");
+  }
+}
+
+// Q8_0 / Q8_1 activation rows as ggml's x86 CPU backend makes them (quantize_row_q8_0/1 for AVX2 and
+// up): d = amax / 127, q = round-half-even(x * (127 / amax)), Q8_1's s = F16(d * sum(q)). This differs
+// from the reference quantizer (x / d, ties away from zero) at exact ties, which real activations do
+// hit (e.g. gemma3's scaled embeddings), and each tie moves a dot product by a whole level.
+void quantize_act_q8(DType at, const float* x, void* dst, int64_t K) {
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const float* xb = x + b * 32;
+    float amax = 0.f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 127.f;
+    const float id = amax != 0.f ? 127.f / amax : 0.f;
+    int8_t* qs;
+    if (at == DType::Q8_1) {
+      auto* y = static_cast<BlockQ8_1*>(dst) + b;
+      y->d = fp32_to_fp16(d);
+      qs = y->qs;
+    } else {
+      auto* y = static_cast<BlockQ8_0*>(dst) + b;
+      y->d = fp32_to_fp16(d);
+      qs = y->qs;
+    }
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));  // default rounding: half to even
+      sum += qs[j];
+    }
+    if (at == DType::Q8_1) (static_cast<BlockQ8_1*>(dst) + b)->s = fp32_to_fp16(d * static_cast<float>(sum));
+  }
+}
+
+// ggml's dot of a legacy-quant row with a Q8_0 / Q8_1 activation row (its generic vec_dot_*_q8_*):
+// per block (d_w * d_x) * sum(levels_w * levels_x), plus m_w * s_x for the types with a min, where
+// s_x is Q8_1's F16 d * sum(levels_x). That F16 rounding of s is part of llama.cpp's result.
+double dot_legacy_q8(DType wt, const void* wrow, DType at, const void* xrow, int64_t K) {
+  const size_t wb = static_cast<size_t>(traits(wt).block_bytes);
+  const size_t xb = static_cast<size_t>(traits(at).block_bytes);
+  int32_t lw[32];
+  double acc = 0.0;
+  for (int64_t b = 0; b < K / 32; ++b) {
+    float dw = 0.f, mw = 0.f;
+    legacy_levels(wt, static_cast<const uint8_t*>(wrow) + b * wb, lw, &dw, &mw);
+    const uint8_t* xblk = static_cast<const uint8_t*>(xrow) + b * xb;
+    const int8_t* qx;
+    float dx = 0.f, sx = 0.f;
+    if (at == DType::Q8_1) {
+      const auto* x = reinterpret_cast<const BlockQ8_1*>(xblk);
+      dx = fp16_to_fp32(x->d);
+      sx = fp16_to_fp32(x->s);
+      qx = x->qs;
+    } else {
+      const auto* x = reinterpret_cast<const BlockQ8_0*>(xblk);
+      dx = fp16_to_fp32(x->d);
+      qx = x->qs;
+    }
+    int64_t sumi = 0;
+    for (int j = 0; j < 32; ++j) sumi += static_cast<int64_t>(lw[j]) * qx[j];
+    acc += static_cast<double>(dw * dx) * static_cast<double>(sumi);
+    if (at == DType::Q8_1) acc += static_cast<double>(mw * sx);
+  }
+  return acc;
+}
+
 }  // namespace
+
+DType activation_type(DType w) {
+  switch (w) {
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0: return DType::Q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1: return DType::Q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return DType::Q8_K;
+    case DType::F16: return DType::F16;
+    case DType::BF16: return DType::BF16;
+    default: return DType::F32;
+  }
+}
 
 float silu_ref(float x) { return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x)))); }
 
@@ -44,6 +179,15 @@ float gelu_tanh_ref(float x) {
   const double xd = x;
   const double kSqrt2OverPi = 0.79788456080286535588;
   return static_cast<float>(0.5 * xd * (1.0 + std::tanh(kSqrt2OverPi * (xd + 0.044715 * xd * xd * xd))));
+}
+
+float gelu_tanh_ggml(float x) {
+  if (x <= -10.f) return 0.f;
+  if (x >= 10.f) return x;
+  const float h = fp16_to_fp32(fp32_to_fp16(x));
+  const float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  const float g = 0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + 0.044715f * h * h)));
+  return fp16_to_fp32(fp32_to_fp16(g));
 }
 
 void RefOps::embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) {
@@ -69,6 +213,12 @@ void RefOps::rms_norm(const TensorView& x, const TensorView& w, float eps, Tenso
     float* yr = frow(out, i1, i2, i3);
     double ss = 0.0;
     for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    if (llama()) {  // ggml: float mean and scale, x * scale, then * w
+      const float mean = static_cast<float>(ss / static_cast<double>(d));
+      const float inv = 1.0f / std::sqrt(mean + eps);
+      for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] * inv) * wv[i];
+      return;
+    }
     const double inv = 1.0 / std::sqrt(ss / static_cast<double>(d) + eps);
     for (int64_t i = 0; i < d; ++i) yr[i] = static_cast<float>(xr[i] * inv) * wv[i];
   });
@@ -79,9 +229,26 @@ void RefOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
   FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32);
   FERRY_ASSERT(x.ne[0] == K && out.ne[0] == N && out.ne[1] == T && x.ne[2] == 1 && out.ne[2] == 1);
   FERRY_ASSERT(x.data != out.data);
+  const DType at = llama() ? activation_type(w.dtype) : DType::F32;
+  std::vector<uint8_t> packed(at == DType::F32 ? 0 : row_bytes(at, K));
+  std::vector<float> xa(at == DType::F32 ? 0 : K);
+  // Legacy quants dot their integer levels with the 8-bit activations block by block, as ggml does;
+  // the k-quants and F16 / BF16 see the rounded activations through the reference dot.
+  const bool legacy = at == DType::Q8_0 || at == DType::Q8_1;
   for (int64_t t = 0; t < T; ++t) {
     const float* xr = frow(x, t);
     float* yr = frow(out, t);
+    if (at != DType::F32) {  // the activation row as llama.cpp's dot product sees it
+      if (legacy) {
+        quantize_act_q8(at, xr, packed.data(), K);
+        for (int64_t n = 0; n < N; ++n)
+          yr[n] = static_cast<float>(dot_legacy_q8(w.dtype, w.row(n), at, packed.data(), K));
+        continue;
+      }
+      quantize_row(at, xr, packed.data(), K);
+      dequantize_row(at, packed.data(), xa.data(), K);
+      xr = xa.data();
+    }
     for (int64_t n = 0; n < N; ++n) yr[n] = static_cast<float>(dot_row_ref(w.dtype, w.row(n), xr, K));
   }
 }
@@ -122,8 +289,18 @@ void RefOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
     ff = p.freq_factors.ptr<const float>();
   }
   std::vector<double> cs(half), sn(half);
+  // ggml's float recurrence: theta_i = theta_{i-1} * base^(-2 / n_rot), starting at pos.
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   for (int64_t t = 0; t < n_tok; ++t) {
+    float theta_f = static_cast<float>(pos[t]);
     for (int64_t i = 0; i < half; ++i) {
+      if (llama()) {
+        const float th = p.freq_scale * (theta_f / (ff != nullptr ? ff[i] : 1.0f));
+        cs[i] = std::cos(th);
+        sn[i] = std::sin(th);
+        theta_f *= theta_scale;
+        continue;
+      }
       double theta = static_cast<double>(pos[t]) * p.freq_scale *
                      std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(i) / p.n_rot);
       if (ff != nullptr) theta /= ff[i];
@@ -135,6 +312,12 @@ void RefOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
       for (int64_t i = 0; i < half; ++i) {
         const int64_t i0 = p.neox ? i : 2 * i;
         const int64_t i1 = p.neox ? i + half : 2 * i + 1;
+        if (llama()) {
+          const float x0 = v[i0], x1 = v[i1], c = static_cast<float>(cs[i]), sv = static_cast<float>(sn[i]);
+          v[i0] = x0 * c - x1 * sv;
+          v[i1] = x0 * sv + x1 * c;
+          continue;
+        }
         const double x0 = v[i0], x1 = v[i1];
         v[i0] = static_cast<float>(x0 * cs[i] - x1 * sn[i]);
         v[i1] = static_cast<float>(x0 * sn[i] + x1 * cs[i]);
@@ -179,6 +362,7 @@ void RefOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
 
   std::vector<int32_t> visible;
   std::vector<double> score, acc(hd);
+  std::vector<float> q16(hd);
   for (int64_t t = 0; t < n_tok; ++t) {
     visible.clear();
     for (int32_t c = 0; c < kv.n_cells; ++c) {
@@ -191,26 +375,32 @@ void RefOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
     float* orow = frow(out, t);
     for (int64_t h = 0; h < p.n_head; ++h) {
       const float* qh = frow(q, h, t);
+      if (llama()) {  // ggml's K.q product converts q to F16 first
+        for (int64_t i = 0; i < hd; ++i) q16[i] = fp16_to_fp32(fp32_to_fp16(qh[i]));
+        qh = q16.data();
+      }
       const int64_t kvh = h / group;
       double mx = -INFINITY;
       for (size_t j = 0; j < visible.size(); ++j) {
         const auto* kr = static_cast<const uint16_t*>(kv.k.row(visible[j])) + kvh * hd;
         double s = 0.0;
         for (int64_t i = 0; i < hd; ++i) s += static_cast<double>(qh[i]) * fp16_to_fp32(kr[i]);
-        s *= p.scale;
+        if (llama()) s = static_cast<float>(s) * p.scale;  // float scores, as ggml's soft_max
+        else s *= p.scale;
         if (p.softcap > 0.f) s = p.softcap * std::tanh(s / p.softcap);
         score[j] = s;
         mx = std::max(mx, s);
       }
       double sum = 0.0;
       for (double& s : score) {
-        s = std::exp(s - mx);
+        s = llama() ? std::exp(static_cast<float>(s - mx)) : std::exp(s - mx);
         sum += s;
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (size_t j = 0; j < visible.size(); ++j) {
         const auto* vr = static_cast<const uint16_t*>(kv.v.row(visible[j])) + kvh * hd;
-        const double w = score[j] / sum;
+        double w = score[j] / sum;
+        if (llama()) w = fp16_to_fp32(fp32_to_fp16(static_cast<float>(score[j]) * static_cast<float>(1.0 / sum)));
         for (int64_t i = 0; i < hd; ++i) acc[i] += w * fp16_to_fp32(vr[i]);
       }
       for (int64_t i = 0; i < hd; ++i) orow[h * hd + i] = static_cast<float>(acc[i]);
@@ -226,7 +416,9 @@ void RefOps::glu(const TensorView& gate, const TensorView& up, Activation act, T
     const float* u = frow(up, i1, i2, i3);
     float* y = frow(out, i1, i2, i3);
     for (int64_t i = 0; i < gate.ne[0]; ++i) {
-      const float a = act == Activation::kSilu ? silu_ref(g[i]) : gelu_tanh_ref(g[i]);
+      const float a = act == Activation::kSilu ? silu_ref(g[i])
+                      : llama()                ? gelu_tanh_ggml(g[i])
+                                               : gelu_tanh_ref(g[i]);
       y[i] = a * u[i];
     }
   });
@@ -243,6 +435,6 @@ void RefOps::gather_rows(const TensorView& x, const int32_t* rows, TensorView ou
   }
 }
 
-std::unique_ptr<Ops> make_ref_ops() { return std::make_unique<RefOps>(); }
+std::unique_ptr<Ops> make_ref_ops(RefNumerics numerics) { return std::make_unique<RefOps>(numerics); }
 
 }  // namespace ferry::kernels
