@@ -253,3 +253,17 @@ def test_inspect_json(model):
     toks = out["metadata"].get("tokenizer.ggml.tokens")
     if isinstance(toks, dict):  # long arrays are abbreviated
         assert toks["count"] > len(toks["first"])
+
+
+def test_inspect_sublayers(model):
+    res = ferry("inspect", str(model))
+    assert res.returncode == 0, res.stderr
+    assert "sub-layers" in res.stdout
+    out = json.loads(ferry("inspect", str(model), "--json").stdout)
+    subs = out.get("sublayers")
+    assert subs, out.get("sublayers_error")
+    kinds = [s["kind"] for s in subs]
+    assert kinds[0] == "embed" and kinds[-1] == "head"
+    n_layer = out["spec"]["n_layer"]
+    assert kinds.count("attn") == n_layer
+    assert all(s["bytes"] > 0 for s in subs)

@@ -97,8 +97,9 @@ void print_sublayers(const ferry::model::ModelSpec& spec, const ferry::gguf::Mod
                 human_bytes(static_cast<double>(sl.weight_bytes)).c_str());
     total += sl.weight_bytes;
   }
-  std::printf("  %-20s %-8s %6s %8s %14" PRIu64 " (%s)\n", "all", "", "", "", total,
+  std::printf("  %-20s %-8s %6s %8s %14" PRIu64 " (%s)\n", "sum", "", "", "", total,
               human_bytes(static_cast<double>(total)).c_str());
+  if (spec.tied_output) std::printf("  (tied output: token_embd.weight is counted in both embed and head)\n");
 }
 
 int inspect(const std::string& path, bool as_json) {
