@@ -10,6 +10,7 @@
 #include "engine/kv_cells.h"
 #include "engine/step_runner.h"
 #include "format/gguf.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/ref/ref_ops.h"
 #include "model/model_spec.h"
 #include "model/weights.h"
@@ -19,12 +20,12 @@ namespace ferry::engine {
 
 namespace {
 
-// The Ops that computes everything on `device`. n_threads goes to CpuOps (RefOps is single-threaded).
-// "ref" is RefOps with llama.cpp's rounding points (the reference the differential tests use),
-// "ref-exact" RefOps with the math as written.
+// The Ops that computes everything on `device`: "cpu" is CpuOps on n_threads threads (0: physical
+// cores); "ref" is RefOps with llama.cpp's rounding points, "ref-exact" RefOps with the math as
+// written (both single-threaded).
 Expected<std::unique_ptr<kernels::Ops>> make_ops(const std::string& device, int32_t n_threads) {
-  (void)n_threads;
-  if (device == "ref" || device == "cpu") return kernels::make_ref_ops(kernels::RefNumerics::kLlamaCpp);
+  if (device == "cpu") return kernels::make_cpu_ops(n_threads);
+  if (device == "ref") return kernels::make_ref_ops(kernels::RefNumerics::kLlamaCpp);
   if (device == "ref-exact") return kernels::make_ref_ops(kernels::RefNumerics::kExact);
   if (device == "cuda" || device == "emulated")
     return make_error(ErrorCode::kUnsupported, "device '%s' is not available in this build yet", device.c_str());

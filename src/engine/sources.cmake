@@ -1,4 +1,4 @@
-ferry_module(engine DEPS model kernels_ref text format tensor base SOURCES
+ferry_module(engine DEPS model kernels_ref kernels_cpu text format tensor base SOURCES
   engine/sampler.cc
   engine/generate.cc
   engine/engine.cc
