@@ -10,23 +10,36 @@ namespace {
 
 // ---- kernels -----------------------------------------------------------------------------------------
 
+// Thread i dequantizes 32-group i of the whole matrix (rows are K = 32 * groups_per_row halves, so group i
+// lands at halves [32i, 32i + 32) of the output). The 64 bytes of each thread go through shared memory so
+// that the warp stores its 2 KiB as contiguous 16-byte pieces (coalesced), not 64-byte strides.
 template <DType T>
-__global__ void dequant_f16_kernel(const uint8_t* __restrict__ w, int64_t w_stride, int64_t groups_per_row,
-                                   int64_t total, __half* __restrict__ out) {
+__global__ void __launch_bounds__(256) dequant_f16_kernel(const uint8_t* __restrict__ w, int64_t w_stride,
+                                                          int64_t groups_per_row, int64_t total,
+                                                          __half* __restrict__ out) {
+  __shared__ uint4 stage[256 / kWarp][kWarp * 4];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= total) return;
-  const int64_t r = i / groups_per_row;
-  const int g = static_cast<int>(i % groups_per_row);
-  float v[32];
-  dequant32<T>(w + r * w_stride, g, v);
-  // 32 halves = 4 x 16-byte stores; out rows are K = 32 * groups_per_row halves, so 64-byte aligned.
-  uint4* dst = reinterpret_cast<uint4*>(out + r * groups_per_row * 32 + static_cast<int64_t>(g) * 32);
+  if (i < total) {
+    const int64_t r = i / groups_per_row;
+    const int g = static_cast<int>(i % groups_per_row);
+    float v[32];
+    dequant32<T>(w + r * w_stride, g, v);
 #pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    __half2 h[4];
+    for (int q = 0; q < 4; ++q) {
+      __half2 h[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[8 * s + 2 * j], v[8 * s + 2 * j + 1]);
-    dst[s] = *reinterpret_cast<uint4*>(h);
+      for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[8 * q + 2 * j], v[8 * q + 2 * j + 1]);
+      stage[warp][lane * 4 + q] = *reinterpret_cast<uint4*>(h);
+    }
+  }
+  __syncwarp();
+  const int64_t first = i - lane;  // this warp's first group
+  uint4* dst = reinterpret_cast<uint4*>(out) + first * 4;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int j = lane + kWarp * q;  // 16-byte piece j of the warp's span = group j / 4, quarter j % 4
+    if (first + j / 4 < total) dst[j] = stage[warp][j];
   }
 }
 

@@ -1,7 +1,8 @@
 // Matrix-vector kernels for decode (n_tokens <= 8): every weight byte is read once per call.
 //   quantized W: x is first quantized to int8 blocks of 32 (quantize_q8), then one warp per weight row
-//     walks the row's units (quant_units.h) with lanes on consecutive units, so a warp's loads are
-//     contiguous; dp4a integer dot products; a warp shuffle reduction per token.
+//     walks the row's slices (quant_units.h): consecutive lanes take consecutive 32-bit words of a block,
+//     so each load instruction of the warp reads one contiguous span of weights (and of activations);
+//     dp4a integer dot products; a warp shuffle reduction per token.
 //   F32/F16/BF16 W: one warp per row, 16-byte loads of W, x read as float4 (it stays in L1/L2).
 // Bytes moved per call ~= N * row_bytes (+ the small x): bench_cuda_ops reports GB/s against a d2d copy.
 #include "kernels/cuda/common.cuh"
@@ -37,7 +38,7 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t x_stride
 // weight byte) and each lane has RPW units of weights in flight; fewer warps in total, though.
 template <DType Q, int NT, int RPW>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
-    matvec_quant_kernel(const uint8_t* __restrict__ w, int64_t w_stride, int units, int64_t N, int64_t K,
+    matvec_quant_kernel(const uint8_t* __restrict__ w, int64_t w_stride, int n_slices, int64_t N, int64_t K,
                         const int8_t* __restrict__ xq, const float2* __restrict__ xds, int T,
                         float* __restrict__ out, int64_t out_stride) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -51,14 +52,20 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
   for (int r = 0; r < RPW; ++r)
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
-#pragma unroll 2
-  for (int u = lane; u < units; u += kWarp) {
+  constexpr int S = SliceTraits<Q>::kSlices;
+  constexpr int kBlockElems = SliceTraits<Q>::kElems;
+  constexpr int kBlockBytes = sizeof(typename SliceTraits<Q>::Block);
+#pragma unroll 4
+  for (int g = lane; g < n_slices; g += kWarp) {
+    const int blk = g / S, s = g % S;
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
+      const uint8_t* b = row[r] + static_cast<int64_t>(blk) * kBlockBytes;
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         if (t < T) {
-          acc[r][t] += dot_unit<Q>(row[r], u, reinterpret_cast<const int*>(xq + t * K), xds + t * (K / 32));
+          const int* xt = reinterpret_cast<const int*>(xq + t * K) + blk * (kBlockElems / 4);
+          acc[r][t] += dot_slice<Q>(b, s, xt, xds + t * (K / 32) + blk * (kBlockElems / 32));
         }
       }
     }
@@ -152,22 +159,22 @@ __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
 template <DType T>
 cudaError_t launch_quant(const void* w, int64_t w_stride, int64_t K, int64_t N, const int8_t* xq,
                          const float2* xds, int nt, int rpw, float* out, int64_t out_stride, cudaStream_t stream) {
-  const int units = static_cast<int>(K / UnitTraits<T>::kUnit);
+  const int n_slices = static_cast<int>(K / traits(T).block_elems) * SliceTraits<T>::kSlices;
   if (nt != 1) rpw = 1;
   const dim3 grid(ceil_div(N, kRowsPerBlock * rpw)), block(kRowsPerBlock * kWarp);
   const auto* wp = static_cast<const uint8_t*>(w);
   if (nt == 1 && rpw == 4) {
-    matvec_quant_kernel<T, 1, 4><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+    matvec_quant_kernel<T, 1, 4><<<grid, block, 0, stream>>>(wp, w_stride, n_slices, N, K, xq, xds, nt, out, out_stride);
   } else if (nt == 1 && rpw == 2) {
-    matvec_quant_kernel<T, 1, 2><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+    matvec_quant_kernel<T, 1, 2><<<grid, block, 0, stream>>>(wp, w_stride, n_slices, N, K, xq, xds, nt, out, out_stride);
   } else if (nt == 1) {
-    matvec_quant_kernel<T, 1, 1><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+    matvec_quant_kernel<T, 1, 1><<<grid, block, 0, stream>>>(wp, w_stride, n_slices, N, K, xq, xds, nt, out, out_stride);
   } else if (nt == 2) {
-    matvec_quant_kernel<T, 2, 1><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+    matvec_quant_kernel<T, 2, 1><<<grid, block, 0, stream>>>(wp, w_stride, n_slices, N, K, xq, xds, nt, out, out_stride);
   } else if (nt <= 4) {
-    matvec_quant_kernel<T, 4, 1><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+    matvec_quant_kernel<T, 4, 1><<<grid, block, 0, stream>>>(wp, w_stride, n_slices, N, K, xq, xds, nt, out, out_stride);
   } else {
-    matvec_quant_kernel<T, 8, 1><<<grid, block, 0, stream>>>(wp, w_stride, units, N, K, xq, xds, nt, out, out_stride);
+    matvec_quant_kernel<T, 8, 1><<<grid, block, 0, stream>>>(wp, w_stride, n_slices, N, K, xq, xds, nt, out, out_stride);
   }
   return cudaGetLastError();
 }

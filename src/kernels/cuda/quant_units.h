@@ -1,8 +1,8 @@
 // Per-type decoding of quantized weight rows for the CUDA kernels, written once for host and device
 // (FERRY_HD) so the exact code the GPU runs is unit-tested on the host in CI (tests/kernels/cuda).
 //   dequant32<T>(row, g, out)      elements [32g, 32g + 32) of a row -> float
-//   dot_unit<T>(row, u, xq, xds)   dot of "unit" u of a row (kUnit elements, see UnitTraits) with the
-//                                  row's activations quantized to int8 blocks of 32 (Q8 format below)
+//   dot_slice<T>(block, s, x, xds) dot of slice s of a block (SliceTraits) with the block's activations
+//                                  quantized to int8 blocks of 32 (Q8 format below)
 // Q8 activations (one token): xq int8 [K] (element k at xq[k]), xds float2 [K/32]: {d, d * sum(q)} per
 // block of 32, so that x[k] ~= d * xq[k]. Integer dot products use dp4a (4 int8 products per
 // instruction): no int->float conversion per weight, which is what keeps decode memory-bound.
@@ -86,35 +86,6 @@ FERRY_HD uint16_t ld_u16(const uint8_t* p) {
 #endif
 }
 
-// The 8 words (32 int8 activations) at p, 16-byte aligned on the device (two 16-byte loads).
-FERRY_HD void load_x8(const int* p, int* v) {
-#if defined(__CUDA_ARCH__)
-  const int4 a = reinterpret_cast<const int4*>(p)[0];
-  const int4 b = reinterpret_cast<const int4*>(p)[1];
-  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-  v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-#else
-  memcpy(v, p, 32);
-#endif
-}
-
-// 8 weight words at a 4-byte aligned p: two 16-byte loads when p happens to be 16-byte aligned (Q4_K and
-// Q5_K quants are, in rows that start 16-byte aligned), else eight 4-byte loads.
-FERRY_HD void load_w8(const uint8_t* p, int* v) {
-#if defined(__CUDA_ARCH__)
-  if ((reinterpret_cast<uintptr_t>(p) & 15u) == 0) {
-    const int4 a = reinterpret_cast<const int4*>(p)[0];
-    const int4 b = reinterpret_cast<const int4*>(p)[1];
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-  } else {
-    for (int i = 0; i < 8; ++i) v[i] = reinterpret_cast<const int*>(p)[i];
-  }
-#else
-  memcpy(v, p, 32);
-#endif
-}
-
 // Low 4 bits of b spread to bit 4 of each byte (the 5th bit of Q5 quants).
 FERRY_HD int spread_bit4(uint32_t b) {
   return static_cast<int>(((b & 1u) << 4) | ((b & 2u) << 11) | ((b & 4u) << 18) | ((b & 8u) << 25));
@@ -137,274 +108,209 @@ FERRY_HD int q3k_scale6(const uint8_t* s, int j) {
   return lo | (hi << 4);
 }
 
-// ---- unit traits -----------------------------------------------------------------------------------
-// kUnit: elements a thread handles per dot_unit call (chosen so the unit reads whole 32-bit words of
-// quants exactly once: 32 for the legacy types, 64 for Q4_K/Q5_K/Q6_K, 128 for Q2_K/Q3_K).
+// ---- slice traits ----------------------------------------------------------------------------------
+// A block's quants are split into kSlices slices of consecutive 32-bit words; consecutive lanes of a warp
+// take consecutive slices, so every load instruction of the warp reads one contiguous span of the row
+// (few L1 wavefronts per byte even for the 18/22/34/110/210-byte blocks that only allow 16-bit loads),
+// and the matching activations are contiguous too.
 
 template <DType T>
-struct UnitTraits;
-template <> struct UnitTraits<DType::Q4_0> { static constexpr int kUnit = 32; using Block = BlockQ4_0; };
-template <> struct UnitTraits<DType::Q4_1> { static constexpr int kUnit = 32; using Block = BlockQ4_1; };
-template <> struct UnitTraits<DType::Q5_0> { static constexpr int kUnit = 32; using Block = BlockQ5_0; };
-template <> struct UnitTraits<DType::Q5_1> { static constexpr int kUnit = 32; using Block = BlockQ5_1; };
-template <> struct UnitTraits<DType::Q8_0> { static constexpr int kUnit = 32; using Block = BlockQ8_0; };
-template <> struct UnitTraits<DType::Q2_K> { static constexpr int kUnit = 128; using Block = BlockQ2_K; };
-template <> struct UnitTraits<DType::Q3_K> { static constexpr int kUnit = 128; using Block = BlockQ3_K; };
-template <> struct UnitTraits<DType::Q4_K> { static constexpr int kUnit = 64; using Block = BlockQ4_K; };
-template <> struct UnitTraits<DType::Q5_K> { static constexpr int kUnit = 64; using Block = BlockQ5_K; };
-template <> struct UnitTraits<DType::Q6_K> { static constexpr int kUnit = 64; using Block = BlockQ6_K; };
+struct SliceTraits;
+template <> struct SliceTraits<DType::Q4_0> { static constexpr int kSlices = 4, kElems = 32; using Block = BlockQ4_0; };
+template <> struct SliceTraits<DType::Q4_1> { static constexpr int kSlices = 4, kElems = 32; using Block = BlockQ4_1; };
+template <> struct SliceTraits<DType::Q5_0> { static constexpr int kSlices = 4, kElems = 32; using Block = BlockQ5_0; };
+template <> struct SliceTraits<DType::Q5_1> { static constexpr int kSlices = 4, kElems = 32; using Block = BlockQ5_1; };
+template <> struct SliceTraits<DType::Q8_0> { static constexpr int kSlices = 4, kElems = 32; using Block = BlockQ8_0; };
+template <> struct SliceTraits<DType::Q2_K> { static constexpr int kSlices = 16, kElems = 256; using Block = BlockQ2_K; };
+template <> struct SliceTraits<DType::Q3_K> { static constexpr int kSlices = 16, kElems = 256; using Block = BlockQ3_K; };
+template <> struct SliceTraits<DType::Q4_K> { static constexpr int kSlices = 16, kElems = 256; using Block = BlockQ4_K; };
+template <> struct SliceTraits<DType::Q5_K> { static constexpr int kSlices = 16, kElems = 256; using Block = BlockQ5_K; };
+template <> struct SliceTraits<DType::Q6_K> { static constexpr int kSlices = 32, kElems = 256; using Block = BlockQ6_K; };
 
 template <DType T>
 FERRY_HD const uint8_t* block_ptr(const uint8_t* row, int i) {
-  return row + static_cast<int64_t>(i) * static_cast<int64_t>(sizeof(typename UnitTraits<T>::Block));
+  return row + static_cast<int64_t>(i) * static_cast<int64_t>(sizeof(typename SliceTraits<T>::Block));
 }
 
 // ---- dot products with Q8 activations --------------------------------------------------------------
-// xq: the row's int8 activations as 32-bit words (xq[i] = elements 4i..4i+3); xds: per-32 {d, d*sum}.
+// dot_slice<T>(b, s, x, xds): slice s of block b dotted with the block's activations: x = the block's int8
+// activations as words (x[i] = elements 4i..4i+3 of the block), xds = the block's {d, d*sum} per 32.
+// Terms that need a whole 32-group's activation sum (the -8 of Q4_0, the mins of Q4_1/Q5_1/Q4_K/Q5_K)
+// are added by one slice of the group only. Summing dot_slice over all blocks and slices = the row dot.
 
 template <DType T>
-FERRY_HD float dot_unit(const uint8_t* row, int u, const int* xq, const XDs* xds);
+FERRY_HD float dot_slice(const uint8_t* b, int s, const int* x, const XDs* xds);
 
+// Q4_0 slice s: qs bytes 4s..4s+3; low nibbles are elements 4s.., high nibbles 16 + 4s...
 template <>
-FERRY_HD float dot_unit<DType::Q4_0>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const uint8_t* b = block_ptr<DType::Q4_0>(row, u);
-  int x[8];
-  load_x8(xq + 8 * u, x);
-  int sumi = 0;
-  FERRY_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    const int v = ld_a2(b + 2 + 4 * i);
-    sumi = dp4a(v & 0x0F0F0F0F, x[i], sumi);
-    sumi = dp4a((v >> 4) & 0x0F0F0F0F, x[i + 4], sumi);
-  }
-  const XDs ds = xds[u];
-  return half_to_float(ld_u16(b)) * (ds.x * static_cast<float>(sumi) - 8.f * ds.y);
+FERRY_HD float dot_slice<DType::Q4_0>(const uint8_t* b, int s, const int* x, const XDs* xds) {
+  const int v = ld_a2(b + 2 + 4 * s);
+  int sumi = dp4a(v & 0x0F0F0F0F, x[s], 0);
+  sumi = dp4a((v >> 4) & 0x0F0F0F0F, x[s + 4], sumi);
+  const float d = half_to_float(ld_u16(b));
+  const XDs ds = xds[0];
+  float r = d * ds.x * static_cast<float>(sumi);
+  if (s == 0) r -= 8.f * d * ds.y;
+  return r;
 }
 
 template <>
-FERRY_HD float dot_unit<DType::Q4_1>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const uint8_t* b = block_ptr<DType::Q4_1>(row, u);
-  int x[8];
-  load_x8(xq + 8 * u, x);
-  int sumi = 0;
-  FERRY_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    const int v = ld_a4(b + 4 + 4 * i);
-    sumi = dp4a(v & 0x0F0F0F0F, x[i], sumi);
-    sumi = dp4a((v >> 4) & 0x0F0F0F0F, x[i + 4], sumi);
-  }
-  const XDs ds = xds[u];
-  return half_to_float(ld_u16(b)) * ds.x * static_cast<float>(sumi) + half_to_float(ld_u16(b + 2)) * ds.y;
+FERRY_HD float dot_slice<DType::Q4_1>(const uint8_t* b, int s, const int* x, const XDs* xds) {
+  const int v = ld_a4(b + 4 + 4 * s);
+  int sumi = dp4a(v & 0x0F0F0F0F, x[s], 0);
+  sumi = dp4a((v >> 4) & 0x0F0F0F0F, x[s + 4], sumi);
+  const XDs ds = xds[0];
+  float r = half_to_float(ld_u16(b)) * ds.x * static_cast<float>(sumi);
+  if (s == 0) r += half_to_float(ld_u16(b + 2)) * ds.y;
+  return r;
 }
 
 template <>
-FERRY_HD float dot_unit<DType::Q5_0>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const uint8_t* b = block_ptr<DType::Q5_0>(row, u);
-  int x[8];
-  load_x8(xq + 8 * u, x);
+FERRY_HD float dot_slice<DType::Q5_0>(const uint8_t* b, int s, const int* x, const XDs* xds) {
   const uint32_t qh = static_cast<uint32_t>(ld_a2(b + 2));
-  int sumi = 0;
-  FERRY_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    const int v = ld_a2(b + 6 + 4 * i);
-    const int lo = (v & 0x0F0F0F0F) | spread_bit4(qh >> (4 * i));
-    const int hi = ((v >> 4) & 0x0F0F0F0F) | spread_bit4(qh >> (4 * i + 16));
-    sumi = dp4a(lo, x[i], sumi);
-    sumi = dp4a(hi, x[i + 4], sumi);
-  }
-  const XDs ds = xds[u];
-  return half_to_float(ld_u16(b)) * (ds.x * static_cast<float>(sumi) - 16.f * ds.y);
+  const int v = ld_a2(b + 6 + 4 * s);
+  const int lo = (v & 0x0F0F0F0F) | spread_bit4(qh >> (4 * s));
+  const int hi = ((v >> 4) & 0x0F0F0F0F) | spread_bit4(qh >> (4 * s + 16));
+  int sumi = dp4a(lo, x[s], 0);
+  sumi = dp4a(hi, x[s + 4], sumi);
+  const float d = half_to_float(ld_u16(b));
+  const XDs ds = xds[0];
+  float r = d * ds.x * static_cast<float>(sumi);
+  if (s == 0) r -= 16.f * d * ds.y;
+  return r;
 }
 
 template <>
-FERRY_HD float dot_unit<DType::Q5_1>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const uint8_t* b = block_ptr<DType::Q5_1>(row, u);
-  int x[8];
-  load_x8(xq + 8 * u, x);
+FERRY_HD float dot_slice<DType::Q5_1>(const uint8_t* b, int s, const int* x, const XDs* xds) {
   const uint32_t qh = static_cast<uint32_t>(ld_a4(b + 4));
-  int sumi = 0;
-  FERRY_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    const int v = ld_a4(b + 8 + 4 * i);
-    const int lo = (v & 0x0F0F0F0F) | spread_bit4(qh >> (4 * i));
-    const int hi = ((v >> 4) & 0x0F0F0F0F) | spread_bit4(qh >> (4 * i + 16));
-    sumi = dp4a(lo, x[i], sumi);
-    sumi = dp4a(hi, x[i + 4], sumi);
+  const int v = ld_a4(b + 8 + 4 * s);
+  const int lo = (v & 0x0F0F0F0F) | spread_bit4(qh >> (4 * s));
+  const int hi = ((v >> 4) & 0x0F0F0F0F) | spread_bit4(qh >> (4 * s + 16));
+  int sumi = dp4a(lo, x[s], 0);
+  sumi = dp4a(hi, x[s + 4], sumi);
+  const XDs ds = xds[0];
+  float r = half_to_float(ld_u16(b)) * ds.x * static_cast<float>(sumi);
+  if (s == 0) r += half_to_float(ld_u16(b + 2)) * ds.y;
+  return r;
+}
+
+// Q8_0 slice s: quants 8s..8s+7.
+template <>
+FERRY_HD float dot_slice<DType::Q8_0>(const uint8_t* b, int s, const int* x, const XDs* xds) {
+  int sumi = dp4a(ld_a2(b + 2 + 8 * s), x[2 * s], 0);
+  sumi = dp4a(ld_a2(b + 6 + 8 * s), x[2 * s + 1], sumi);
+  return half_to_float(ld_u16(b)) * xds[0].x * static_cast<float>(sumi);
+}
+
+// Q4_K slice s: chunk c = s / 4 (64 elements, qs[32c..32c+32)), piece o = s % 4 of 8 bytes: low nibbles are
+// elements 64c + 8o + 0..7 (sub-block 2c), high nibbles 64c + 32 + 8o + 0..7 (sub-block 2c + 1).
+template <>
+FERRY_HD float dot_slice<DType::Q4_K>(const uint8_t* b, int s, const int* x, const XDs* xds) {
+  const int c = s >> 2, o = s & 3;
+  const uint8_t* qs = b + 16 + 32 * c + 8 * o;
+  const int v0 = ld_a4(qs), v1 = ld_a4(qs + 4);
+  const int xl = 16 * c + 2 * o, xh = xl + 8;
+  int s0 = dp4a(v0 & 0x0F0F0F0F, x[xl], 0);
+  s0 = dp4a(v1 & 0x0F0F0F0F, x[xl + 1], s0);
+  int s1 = dp4a((v0 >> 4) & 0x0F0F0F0F, x[xh], 0);
+  s1 = dp4a((v1 >> 4) & 0x0F0F0F0F, x[xh + 1], s1);
+  uint8_t sc0, m0, sc1, m1;
+  get_scale_min_k4(2 * c, b + 4, &sc0, &m0);
+  get_scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
+  const XDs d0 = xds[2 * c], d1 = xds[2 * c + 1];
+  const float d = half_to_float(ld_u16(b));
+  float r = d * (static_cast<float>(sc0) * d0.x * static_cast<float>(s0) +
+                 static_cast<float>(sc1) * d1.x * static_cast<float>(s1));
+  if (o == 0) {
+    r -= half_to_float(ld_u16(b + 2)) * (static_cast<float>(m0) * d0.y + static_cast<float>(m1) * d1.y);
   }
-  const XDs ds = xds[u];
-  return half_to_float(ld_u16(b)) * ds.x * static_cast<float>(sumi) + half_to_float(ld_u16(b + 2)) * ds.y;
+  return r;
 }
 
+// Q5_K: as Q4_K; the 5th bits of the slice's bytes are qh[8o..8o+8) bits 2c (low) and 2c + 1 (high).
 template <>
-FERRY_HD float dot_unit<DType::Q8_0>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const uint8_t* b = block_ptr<DType::Q8_0>(row, u);
-  int x[8];
-  load_x8(xq + 8 * u, x);
-  int sumi = 0;
-  FERRY_UNROLL
-  for (int i = 0; i < 8; ++i) sumi = dp4a(ld_a2(b + 2 + 4 * i), x[i], sumi);
-  return half_to_float(ld_u16(b)) * xds[u].x * static_cast<float>(sumi);
-}
-
-// Q4_K unit = 64-element chunk c of super-block sb: low nibbles of qs[32c..32c+32) are elements
-// 64c + l (sub-block 2c), high nibbles 64c + 32 + l (sub-block 2c + 1).
-template <>
-FERRY_HD float dot_unit<DType::Q4_K>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const int sb = u >> 2, c = u & 3;
-  const uint8_t* b = block_ptr<DType::Q4_K>(row, sb);
-  const uint8_t* qs = b + 16 + 32 * c;
-  int x0[8], x1[8];  // elements 64u .. 64u + 31, 64u + 32 .. 64u + 63
-  load_x8(xq + 16 * u, x0);
-  load_x8(xq + 16 * u + 8, x1);
-  int q[8];
-  load_w8(qs, q);
+FERRY_HD float dot_slice<DType::Q5_K>(const uint8_t* b, int s, const int* x, const XDs* xds) {
+  const int c = s >> 2, o = s & 3;
+  const uint8_t* qs = b + 48 + 32 * c + 8 * o;
+  const uint8_t* qh = b + 16 + 8 * o;
+  const int v[2] = {ld_a4(qs), ld_a4(qs + 4)};
+  const int h[2] = {ld_a4(qh), ld_a4(qh + 4)};
+  const int xl = 16 * c + 2 * o, xh = xl + 8;
   int s0 = 0, s1 = 0;
   FERRY_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    const int v = q[i];
-    s0 = dp4a(v & 0x0F0F0F0F, x0[i], s0);
-    s1 = dp4a((v >> 4) & 0x0F0F0F0F, x1[i], s1);
+  for (int i = 0; i < 2; ++i) {
+    const int lo = (v[i] & 0x0F0F0F0F) | (((h[i] >> (2 * c)) & 0x01010101) << 4);
+    const int hi = ((v[i] >> 4) & 0x0F0F0F0F) | (((h[i] >> (2 * c + 1)) & 0x01010101) << 4);
+    s0 = dp4a(lo, x[xl + i], s0);
+    s1 = dp4a(hi, x[xh + i], s1);
   }
   uint8_t sc0, m0, sc1, m1;
   get_scale_min_k4(2 * c, b + 4, &sc0, &m0);
   get_scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
-  const XDs d0 = xds[2 * u], d1 = xds[2 * u + 1];
-  const float d = half_to_float(ld_u16(b)), dmin = half_to_float(ld_u16(b + 2));
-  return d * (static_cast<float>(sc0) * d0.x * static_cast<float>(s0) +
-              static_cast<float>(sc1) * d1.x * static_cast<float>(s1)) -
-         dmin * (static_cast<float>(m0) * d0.y + static_cast<float>(m1) * d1.y);
-}
-
-// Q5_K: as Q4_K plus the 5th bit: element 64c + l takes bit 2c of qh[l], element 64c + 32 + l bit 2c + 1.
-template <>
-FERRY_HD float dot_unit<DType::Q5_K>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const int sb = u >> 2, c = u & 3;
-  const uint8_t* b = block_ptr<DType::Q5_K>(row, sb);
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48 + 32 * c;
-  int x0[8], x1[8];
-  load_x8(xq + 16 * u, x0);
-  load_x8(xq + 16 * u + 8, x1);
-  int q[8], hv[8];
-  load_w8(qs, q);
-  load_w8(qh, hv);
-  int s0 = 0, s1 = 0;
-  FERRY_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    const int v = q[i];
-    const int h = hv[i];
-    const int lo = (v & 0x0F0F0F0F) | (((h >> (2 * c)) & 0x01010101) << 4);
-    const int hi = ((v >> 4) & 0x0F0F0F0F) | (((h >> (2 * c + 1)) & 0x01010101) << 4);
-    s0 = dp4a(lo, x0[i], s0);
-    s1 = dp4a(hi, x1[i], s1);
+  const XDs d0 = xds[2 * c], d1 = xds[2 * c + 1];
+  const float d = half_to_float(ld_u16(b));
+  float r = d * (static_cast<float>(sc0) * d0.x * static_cast<float>(s0) +
+                 static_cast<float>(sc1) * d1.x * static_cast<float>(s1));
+  if (o == 0) {
+    r -= half_to_float(ld_u16(b + 2)) * (static_cast<float>(m0) * d0.y + static_cast<float>(m1) * d1.y);
   }
-  uint8_t sc0, m0, sc1, m1;
-  get_scale_min_k4(2 * c, b + 4, &sc0, &m0);
-  get_scale_min_k4(2 * c + 1, b + 4, &sc1, &m1);
-  const XDs d0 = xds[2 * u], d1 = xds[2 * u + 1];
-  const float d = half_to_float(ld_u16(b)), dmin = half_to_float(ld_u16(b + 2));
-  return d * (static_cast<float>(sc0) * d0.x * static_cast<float>(s0) +
-              static_cast<float>(sc1) * d1.x * static_cast<float>(s1)) -
-         dmin * (static_cast<float>(m0) * d0.y + static_cast<float>(m1) * d1.y);
+  return r;
 }
 
-// Q6_K unit r = (half h, k) of super-block sb: ql[64h + 32k + l] low nibble + qh[32h + l] bits 2k..2k+1
-// is element 128h + 32k + l (scale sc[8h + 2k + l/16]); its high nibble + bits 2k+4.. is element
-// 128h + 32k + 64 + l (scale sc[8h + 2k + 4 + l/16]). Values are 6-bit minus 32.
+// Q6_K slice w (0..31) = ql word w: half h = w / 16, k = (w / 8) % 2, l0 = 4 (w % 8). Its low nibbles plus
+// qh[32h + l0..] bits 2k.. are elements 128h + 32k + l0..+3 (scale sc[8h + l0/16 + 2k]); its high nibbles
+// plus bits 2k+4.. are elements 64 further (scale 4 further). Values are 6-bit minus 32.
 template <>
-FERRY_HD float dot_unit<DType::Q6_K>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const int sb = u >> 2, h = (u >> 1) & 1, k = u & 1;
-  const uint8_t* b = block_ptr<DType::Q6_K>(row, sb);
-  const uint8_t* ql = b + 64 * h + 32 * k;
-  const uint8_t* qh = b + 128 + 32 * h;
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * h);
-  const int xa = sb * 8 + 4 * h + k;  // 32-block index of part A; part B is xa + 2
-  int x0[8], x1[8];
-  load_x8(xq + 8 * xa, x0);
-  load_x8(xq + 8 * (xa + 2), x1);
-  int sa[2] = {0, 0}, sbb[2] = {0, 0};
-  FERRY_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    const int v = ld_a2(ql + 4 * i);
-    const int hb = ld_a2(qh + 4 * i);
-    const int qa = (v & 0x0F0F0F0F) | (((hb >> (2 * k)) & 0x03030303) << 4);
-    const int qb = ((v >> 4) & 0x0F0F0F0F) | (((hb >> (2 * k + 4)) & 0x03030303) << 4);
-    sa[i >> 2] = dp4a(sub32_bytes(qa), x0[i], sa[i >> 2]);
-    sbb[i >> 2] = dp4a(sub32_bytes(qb), x1[i], sbb[i >> 2]);
-  }
-  const float d = half_to_float(ld_u16(b + 208));
-  const float ra = static_cast<float>(sc[2 * k]) * static_cast<float>(sa[0]) +
-                   static_cast<float>(sc[2 * k + 1]) * static_cast<float>(sa[1]);
-  const float rb = static_cast<float>(sc[2 * k + 4]) * static_cast<float>(sbb[0]) +
-                   static_cast<float>(sc[2 * k + 5]) * static_cast<float>(sbb[1]);
-  return d * (xds[xa].x * ra + xds[xa + 2].x * rb);
+FERRY_HD float dot_slice<DType::Q6_K>(const uint8_t* b, int s, const int* x, const XDs* xds) {
+  const int h = s >> 4, k = (s >> 3) & 1, w8 = s & 7;
+  const int v = ld_a2(b + 64 * h + 32 * k + 4 * w8);
+  const int hb = ld_a2(b + 128 + 32 * h + 4 * w8);
+  const int qa = (v & 0x0F0F0F0F) | (((hb >> (2 * k)) & 0x03030303) << 4);
+  const int qb = ((v >> 4) & 0x0F0F0F0F) | (((hb >> (2 * k + 4)) & 0x03030303) << 4);
+  const int xa = 32 * h + 8 * k + w8;
+  const int sa = dp4a(sub32_bytes(qa), x[xa], 0);
+  const int sb = dp4a(sub32_bytes(qb), x[xa + 16], 0);
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * h + (w8 >> 2) + 2 * k);
+  const int ga = 4 * h + k;  // 32-group of part A; part B is ga + 2
+  return half_to_float(ld_u16(b + 208)) * (xds[ga].x * static_cast<float>(sc[0] * sa) +
+                                           xds[ga + 2].x * static_cast<float>(sc[4] * sb));
 }
 
-// Q2_K unit = half h of super-block sb: qs[32h + l] bits 2j..2j+1 is element 128h + 32j + l with
-// scale byte scales[8h + 2j + l/16] (low nibble: scale, high nibble: min).
+// Q2_K slice s (0..15) = qs word s: half h = s / 8, l0 = 4 (s % 8); bits 2j..2j+1 are elements
+// 128h + 32j + l0..+3 with scale byte scales[8h + 2j + l0/16] (low nibble scale, high nibble min).
 template <>
-FERRY_HD float dot_unit<DType::Q2_K>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const int sb = u >> 1, h = u & 1;
-  const uint8_t* b = block_ptr<DType::Q2_K>(row, sb);
-  const uint8_t* qs = b + 16 + 32 * h;
-  const uint8_t* scales = b + 8 * h;
-  int q[8];
-  FERRY_UNROLL
-  for (int i = 0; i < 8; ++i) q[i] = ld_a4(qs + 4 * i);
+FERRY_HD float dot_slice<DType::Q2_K>(const uint8_t* b, int s, const int* x, const XDs* xds) {
+  const int h = s >> 3, w8 = s & 7;
+  const int q = ld_a4(b + 16 + 32 * h + 4 * w8);
+  const uint8_t* scales = b + 8 * h + (w8 >> 2);
   float acc_d = 0.f, acc_m = 0.f;
   FERRY_UNROLL
   for (int j = 0; j < 4; ++j) {
-    const int xb = sb * 8 + 4 * h + j;
-    int x[8];
-    load_x8(xq + 8 * xb, x);
-    const float dx = xds[xb].x;
-    FERRY_UNROLL
-    for (int g = 0; g < 2; ++g) {
-      int sq = 0, sx = 0;
-      FERRY_UNROLL
-      for (int i = 4 * g; i < 4 * g + 4; ++i) {
-        sq = dp4a((q[i] >> (2 * j)) & 0x03030303, x[i], sq);
-        sx = dp4a(0x01010101, x[i], sx);
-      }
-      const int s = scales[2 * j + g];
-      acc_d += dx * static_cast<float>((s & 0xF) * sq);
-      acc_m += dx * static_cast<float>((s >> 4) * sx);
-    }
+    const int xi = x[32 * h + 8 * j + w8];
+    const int sq = dp4a((q >> (2 * j)) & 0x03030303, xi, 0);
+    const int sx = dp4a(0x01010101, xi, 0);
+    const int sc = scales[2 * j];
+    const float dx = xds[4 * h + j].x;
+    acc_d += dx * static_cast<float>((sc & 0xF) * sq);
+    acc_m += dx * static_cast<float>((sc >> 4) * sx);
   }
   return half_to_float(ld_u16(b + 80)) * acc_d - half_to_float(ld_u16(b + 82)) * acc_m;
 }
 
-// Q3_K unit = half h: low 2 bits as Q2_K, high bit (4h + j) of hmask[l]; value (low | high << 2) - 4,
-// scale q3k_scale6(8h + 2j + l/16) - 32.
+// Q3_K slice s (0..15): as Q2_K for the low bits (qs at 32), high bit 4h + j of hmask[l0..l0+3];
+// value (low | high << 2) - 4, scale q3k_scale6(8h + 2j + l0/16) - 32.
 template <>
-FERRY_HD float dot_unit<DType::Q3_K>(const uint8_t* row, int u, const int* xq, const XDs* xds) {
-  const int sb = u >> 1, h = u & 1;
-  const uint8_t* b = block_ptr<DType::Q3_K>(row, sb);
-  const uint8_t* hm = b;
-  const uint8_t* qs = b + 32 + 32 * h;
-  const uint8_t* scales = b + 96;
-  int q[8], m[8];
-  FERRY_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    q[i] = ld_a2(qs + 4 * i);
-    m[i] = ld_a2(hm + 4 * i);
-  }
+FERRY_HD float dot_slice<DType::Q3_K>(const uint8_t* b, int s, const int* x, const XDs* xds) {
+  const int h = s >> 3, w8 = s & 7;
+  const int q = ld_a2(b + 32 + 32 * h + 4 * w8);
+  const int m = ld_a2(b + 4 * w8);
   float acc = 0.f;
   FERRY_UNROLL
   for (int j = 0; j < 4; ++j) {
-    const int xb = sb * 8 + 4 * h + j;
-    int x[8];
-    load_x8(xq + 8 * xb, x);
-    const int hbit = 4 * h + j;
-    int s[2] = {0, 0};
-    FERRY_UNROLL
-    for (int i = 0; i < 8; ++i) {
-      const int v = ((q[i] >> (2 * j)) & 0x03030303) | (((m[i] >> hbit) & 0x01010101) << 2);
-      s[i >> 2] = dp4a(sub4_bytes(v), x[i], s[i >> 2]);
-    }
-    const int sc0 = q3k_scale6(scales, 8 * h + 2 * j) - 32;
-    const int sc1 = q3k_scale6(scales, 8 * h + 2 * j + 1) - 32;
-    acc += xds[xb].x * static_cast<float>(sc0 * s[0] + sc1 * s[1]);
+    const int v = ((q >> (2 * j)) & 0x03030303) | (((m >> (4 * h + j)) & 0x01010101) << 2);
+    const int sum = dp4a(sub4_bytes(v), x[32 * h + 8 * j + w8], 0);
+    const int sc = q3k_scale6(b + 96, 8 * h + 2 * j + (w8 >> 2)) - 32;
+    acc += xds[4 * h + j].x * static_cast<float>(sc * sum);
   }
   return half_to_float(ld_u16(b + 108)) * acc;
 }

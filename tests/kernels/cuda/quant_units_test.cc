@@ -23,8 +23,13 @@ void dequant32_row(const uint8_t* row, int64_t K, float* out) {
 
 template <DType T>
 float dot_row(const uint8_t* row, int64_t K, const int* xq, const XDs* xds) {
+  const int be = traits(T).block_elems;
   float s = 0.f;
-  for (int u = 0; u < K / UnitTraits<T>::kUnit; ++u) s += dot_unit<T>(row, u, xq, xds);
+  for (int b = 0; b < K / be; ++b) {
+    for (int sl = 0; sl < SliceTraits<T>::kSlices; ++sl) {
+      s += dot_slice<T>(block_ptr<T>(row, b), sl, xq + b * (be / 4), xds + b * (be / 32));
+    }
+  }
   return s;
 }
 
@@ -118,7 +123,7 @@ TEST_P(QuantUnitsType, Dequant32MatchesReference) {
   for (int64_t i = 0; i < K; ++i) ASSERT_EQ(got[i], ref[i]) << dtype_name(t) << " element " << i;
 }
 
-TEST_P(QuantUnitsType, DotUnitMatchesReference) {
+TEST_P(QuantUnitsType, DotSlicesMatchReference) {
   const DType t = GetParam();
   const int64_t K = 2048;
   std::mt19937 rng(11);
