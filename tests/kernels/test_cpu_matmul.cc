@@ -1,10 +1,12 @@
 // CpuOps::matmul at every dispatch level this machine supports, every weight type, odd shapes (rows,
 // block counts, token counts 1, 3, 17, 64+5): (1) against an exact emulation — the activations
-// quantized by ferry::quantize_row (Q8_0 / Q8_1 / Q8_K / F16 / BF16 by weight type), dequantized,
-// and dotted in double with dequantize_row weights — to float rounding; (2) against RefOps (unquantized
-// activations) to the activation-quantization error; (3) levels against each other.
+// quantized as llama.cpp does on x86 (Q8_0 / Q8_1 / Q8_K / F16 / BF16 by weight type), dequantized,
+// and dotted in double with dequantize_row weights — to float rounding; (2) against RefOps with
+// llama.cpp numerics to float rounding, and with exact numerics (unquantized activations) to the
+// activation-quantization error; (3) levels against each other.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -43,12 +45,42 @@ DType act_type(DType w) {
   }
 }
 
+// Q8_0 / Q8_1 blocks as llama.cpp quantizes activations on x86: d = amax / 127, levels
+// round-half-even(x * 127 / amax), s = fp16(d * sum) (Q8_1).
+void quantize_q8_x86(DType a, const float* x, void* dst, int64_t K) {
+  for (int64_t b = 0; b < K / 32; ++b) {
+    float amax = 0.f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+    const float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
+    int8_t q[32];
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      q[j] = static_cast<int8_t>(std::nearbyint(x[32 * b + j] * id));
+      sum += q[j];
+    }
+    if (a == DType::Q8_1) {
+      BlockQ8_1& o = static_cast<BlockQ8_1*>(dst)[b];
+      o.d = fp32_to_fp16(d);
+      o.s = fp32_to_fp16(d * static_cast<float>(sum));
+      std::memcpy(o.qs, q, 32);
+    } else {
+      BlockQ8_0& o = static_cast<BlockQ8_0*>(dst)[b];
+      o.d = fp32_to_fp16(d);
+      std::memcpy(o.qs, q, 32);
+    }
+  }
+}
+
 // x as the kernels see it: quantized to the activation type and back.
 std::vector<float> act_roundtrip(DType w, const float* x, int64_t K) {
   const DType a = act_type(w);
   std::vector<float> y(static_cast<size_t>(K));
   std::vector<uint8_t> q(row_bytes(a, K));
-  quantize_row(a, x, q.data(), K);
+  if (a == DType::Q8_0 || a == DType::Q8_1) {
+    quantize_q8_x86(a, x, q.data(), K);
+  } else {
+    quantize_row(a, x, q.data(), K);
+  }
   dequantize_row(a, q.data(), y.data(), K);
   return y;
 }
@@ -109,7 +141,7 @@ Expect emulate(const Problem& p) {
   if (q8_1) {
     for (int64_t t = 0; t < p.T; ++t) {
       xb[t].resize(static_cast<size_t>(p.K / 32));
-      quantize_row(DType::Q8_1, p.x.data() + t * p.K, xb[t].data(), p.K);
+      quantize_q8_x86(DType::Q8_1, p.x.data() + t * p.K, xb[t].data(), p.K);
     }
   }
   for (int64_t n = 0; n < p.N; ++n) {
@@ -158,13 +190,14 @@ class CpuMatmul : public ::testing::TestWithParam<DType> {};
 
 TEST_P(CpuMatmul, MatchesEmulationAndRef) {
   const DType type = GetParam();
-  RefOps ref;
+  RefOps ref(RefNumerics::kExact), ref_llama(RefNumerics::kLlamaCpp);
   uint32_t seed = 1;
   for (const Shape& s : shapes_for(type)) {
     for (int64_t T : {1, 3, 17, 69}) {
       const Problem p = make_problem(type, s.K, s.N, T, seed++);
       const Expect e = emulate(p);
       const std::vector<float> want_ref = run_matmul(ref, p);
+      const std::vector<float> want_llama = run_matmul(ref_llama, p);
       std::vector<std::vector<float>> got_by_level;
       for (CpuIsa isa : levels()) {
         auto ops = make_cpu_ops(2, isa);
@@ -178,6 +211,10 @@ TEST_P(CpuMatmul, MatchesEmulationAndRef) {
             ++bad;
             ADD_FAILURE() << "exact emulation: out[" << i << "] = " << got[i] << ", want " << e.exact[i]
                           << " (tol " << tol << ")";
+          }
+          if (!(std::fabs(got[i] - want_llama[i]) <= tol)) {
+            ++bad;
+            ADD_FAILURE() << "vs RefOps(kLlamaCpp): out[" << i << "] = " << got[i] << ", want " << want_llama[i];
           }
           // Against unquantized activations: the activation rounding bounds the difference.
           const double qtol = e.qerr[i] + 1e-5 * e.mag[i] + 1e-5;

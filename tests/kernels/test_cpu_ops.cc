@@ -1,6 +1,7 @@
-// CpuOps element-wise, RoPE, KV store and attention ops against RefOps on random inputs of odd sizes,
-// at every dispatch level this machine supports (token counts 1, 3, 17, 69; GQA; several sequences;
-// sliding window; soft-cap), plus the activation quantizers bit for bit against ferry::quantize_row.
+// CpuOps element-wise, RoPE, KV store and attention ops against RefOps with llama.cpp numerics (the
+// rounding points CpuOps reproduces) on random inputs of odd sizes, at every dispatch level this
+// machine supports (token counts 1, 3, 17, 69; GQA; several sequences; sliding window; soft-cap), plus
+// the activation quantizers bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,22 +41,30 @@ TensorView i32(std::vector<int32_t>& v) {
   return TensorView::make(DType::I32, v.data(), static_cast<int64_t>(v.size()));
 }
 
+// |got - want| <= abs + rel |want| everywhere, except that up to `loose_frac` of the elements may be
+// off by `loose_rel` (one F16 rounding step landing the other way after a 1-ulp float difference).
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, double abs,
-                  const std::string& what) {
+                  const std::string& what, double loose_frac = 0.0, double loose_rel = 0.0) {
   ASSERT_EQ(got.size(), want.size());
   int bad = 0;
+  size_t loose = 0;
   for (size_t i = 0; i < got.size() && bad < 5; ++i) {
-    if (!(std::fabs(got[i] - want[i]) <= abs + rel * std::fabs(want[i]))) {
-      ++bad;
-      ADD_FAILURE() << what << ": [" << i << "] got " << got[i] << " want " << want[i];
+    const double err = std::fabs(got[i] - want[i]);
+    if (err <= abs + rel * std::fabs(want[i])) continue;
+    if (err <= abs + loose_rel * std::fabs(want[i])) {
+      ++loose;
+      continue;
     }
+    ++bad;
+    ADD_FAILURE() << what << ": [" << i << "] got " << got[i] << " want " << want[i];
   }
+  EXPECT_LE(static_cast<double>(loose), loose_frac * static_cast<double>(got.size()) + 1) << what;
 }
 
 const int64_t kTokens[] = {1, 3, 17, 69};
 
 TEST(CpuOps, RmsNormAddScaleGlu) {
-  RefOps ref;
+  RefOps ref(RefNumerics::kLlamaCpp);
   for (CpuIsa isa : levels()) {
     auto ops = make_cpu_ops(2, isa);
     const std::string tag = cpu_isa_name(isa);
@@ -90,7 +99,7 @@ TEST(CpuOps, RmsNormAddScaleGlu) {
           ref.glu(f32(g, d, T), f32(u, d, T), act, f32(s0, d, T));
           std::vector<float> gc = g;
           ops->glu(f32(gc, d, T), f32(u, d, T), act, f32(gc, d, T));  // in place
-          expect_close(gc, s0, 2e-6, 1e-6, tag + " glu");
+          expect_close(gc, s0, 2e-6, 1e-6, tag + " glu", 0.01, 1.0 / 1024);
         }
       }
     }
@@ -100,13 +109,13 @@ TEST(CpuOps, RmsNormAddScaleGlu) {
     for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
       ref.glu(f32(g, 9), f32(u, 9), act, f32(r0, 9));
       ops->glu(f32(g, 9), f32(u, 9), act, f32(r1, 9));
-      expect_close(r1, r0, 2e-6, 1e-6, tag + " glu extremes");
+      expect_close(r1, r0, 2e-6, 1e-6, tag + " glu extremes", 0.2, 1.0 / 1024);
     }
   }
 }
 
 TEST(CpuOps, Embed) {
-  RefOps ref;
+  RefOps ref(RefNumerics::kLlamaCpp);
   const int64_t vocab = 37;
   for (DType t : kWeightTypes) {
     const int64_t d = traits(t).block_elems == 256 ? 512 : 96;
@@ -126,7 +135,7 @@ TEST(CpuOps, Embed) {
 }
 
 TEST(CpuOps, Rope) {
-  RefOps ref;
+  RefOps ref(RefNumerics::kLlamaCpp);
   const int64_t hd = 64, n_head = 3;
   std::vector<float> ff = randn(hd / 2, 21);
   for (float& f : ff) f = 1.f + std::fabs(f);
@@ -163,7 +172,7 @@ struct AttnCase {
 };
 
 void run_attention_case(const AttnCase& c, uint32_t seed) {
-  RefOps ref;
+  RefOps ref(RefNumerics::kLlamaCpp);
   const int64_t kvd = c.hd * c.n_kv_head, n_cells = c.n_prev + c.T + 5;
   std::mt19937 rng(seed);
   // Cell assignment: a random permutation.
@@ -231,7 +240,9 @@ void run_attention_case(const AttnCase& c, uint32_t seed) {
     ASSERT_EQ(k1, k0) << "kv_store K";
     ASSERT_EQ(v1, v0) << "kv_store V";
     ops->attention(f32(q, c.hd, c.n_head, c.T), kv_of(k1, v1), batch, ap, f32(out1, c.hd * c.n_head, c.T));
-    expect_close(out1, out0, 1e-4, 2e-5,
+    // Probabilities are rounded to F16 (as llama.cpp): a 1-ulp float difference in one exp moves a
+    // probability by one F16 step (2^-11 relative), which moves the output by up to ~2^-11 |v|.
+    expect_close(out1, out0, 1e-3, 1e-3,
                  std::string(cpu_isa_name(isa)) + " attention hd=" + std::to_string(c.hd) + " T=" +
                      std::to_string(c.T) + " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_kv_head));
   }
@@ -259,7 +270,7 @@ TEST(CpuOps, GatherRows) {
   }
 }
 
-// The act quantizers reproduce ferry::quantize_row's levels and scales exactly.
+// The act quantizers reproduce llama.cpp's x86 Q8_0 / Q8_1 and ferry::quantize_row's Q8_K exactly.
 TEST(CpuOps, ActQuantizersBitExact) {
   using namespace ferry::kernels::cpu;
   for (int64_t K : {256, 768}) {
@@ -268,25 +279,23 @@ TEST(CpuOps, ActQuantizersBitExact) {
     x[100] = -7.5f;  // ties and an outlier
     for (int64_t i = 0; i < 32; ++i) x[64 + i] = 0.f;  // an all-zero block
     std::vector<uint8_t> act(q_act_bytes(K, 16) + q_act_bytes(K, 32));
-    // Q8_0 / Q8_1.
+    // Q8_0 / Q8_1: llama.cpp's x86 quantizer (d = amax / 127, round-half-even(x * 127 / amax)).
     for (bool q81 : {false, true}) {
       quantize_act_q8_legacy(x.data(), K, act.data(), q81);
       const ActView a = act_view(act.data(), K, 32);
-      std::vector<BlockQ8_1> r1(K / 32);
-      std::vector<BlockQ8_0> r0(K / 32);
-      if (q81) quantize_row(DType::Q8_1, x.data(), r1.data(), K);
-      else quantize_row(DType::Q8_0, x.data(), r0.data(), K);
       for (int64_t b = 0; b < K / 32; ++b) {
-        const int8_t* qs = q81 ? r1[b].qs : r0[b].qs;
-        const uint16_t d = q81 ? r1[b].d : r0[b].d;
+        float amax = 0.f;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
+        const float d = amax / 127.f, id = amax != 0.f ? 127.f / amax : 0.f;
         int sum = 0;
         for (int i = 0; i < 32; ++i) {
-          ASSERT_EQ(a.q[32 * b + i], qs[i]) << "block " << b;
-          sum += qs[i];
+          const int q = static_cast<int>(std::nearbyint(x[32 * b + i] * id));
+          ASSERT_EQ(a.q[32 * b + i], q) << "block " << b;
+          sum += q;
         }
-        ASSERT_EQ(a.dx[b], fp16_to_fp32(d));
-        if (q81) ASSERT_EQ(a.sy[b], fp16_to_fp32(r1[b].s));
-        else ASSERT_EQ(a.sy[b], fp16_to_fp32(d) * static_cast<float>(sum));
+        ASSERT_EQ(a.dx[b], fp16_to_fp32(fp32_to_fp16(d)));
+        if (q81) ASSERT_EQ(a.sy[b], fp16_to_fp32(fp32_to_fp16(d * static_cast<float>(sum))));
+        else ASSERT_EQ(a.sy[b], fp16_to_fp32(fp32_to_fp16(d)) * static_cast<float>(sum));
       }
     }
     // Q8_K, groups of 16 and 32.

@@ -2,6 +2,8 @@
 // over the pool; an item computes the scores of the KV head's query group against every visible cell
 // (each K row read once for the whole group), the softmax per head, then the weighted sum of V rows.
 // A thread keeps the visible-cell list of its last token, so consecutive items of one token share it.
+// Numerics as llama.cpp's (flash attention off, F16 cache): q rounded to F16 for the K product, float
+// scores, softmax probabilities rounded to F16 for the V product.
 #include <cmath>
 
 #include "base/status.h"
@@ -27,15 +29,18 @@ void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
   const int group = p.n_head / p.n_kv_head;
   const int n_cells = kv.n_cells;
 
-  // Per-thread slice: visible cells (int32) + scores [group][n_cells] (f32).
+  // Per-thread slice: visible cells (int32), q of the group rounded to F16 [group][hd], scores
+  // [group][n_cells] (f32).
   const size_t cells_bytes = (static_cast<size_t>(n_cells) * 4 + 63) & ~size_t{63};
-  const size_t slice = cells_bytes + static_cast<size_t>(group) * static_cast<size_t>(n_cells) * 4 + 64;
+  const size_t q_bytes = (static_cast<size_t>(group * hd) * 4 + 63) & ~size_t{63};
+  const size_t slice = cells_bytes + q_bytes + static_cast<size_t>(group) * static_cast<size_t>(n_cells) * 4 + 64;
   uint8_t* base = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
 
   const int64_t n_items = n_tok * p.n_kv_head;
   auto body = [&](int64_t i0, int64_t i1, int ith) {
     auto* vis = reinterpret_cast<int32_t*>(base + slice * static_cast<size_t>(ith));
-    auto* scores = reinterpret_cast<float*>(base + slice * static_cast<size_t>(ith) + cells_bytes);
+    auto* q16 = reinterpret_cast<float*>(base + slice * static_cast<size_t>(ith) + cells_bytes);
+    auto* scores = reinterpret_cast<float*>(base + slice * static_cast<size_t>(ith) + cells_bytes + q_bytes);
     int64_t vis_tok = -1;
     int n_vis = 0;
     for (int64_t item = i0; item < i1; ++item) {
@@ -51,11 +56,11 @@ void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
         FERRY_ASSERT_MSG(n_vis > 0, "attention: a token sees no cell (its own K/V must be stored first)");
       }
       const int64_t h0 = kvh * group;
-      const float* q0 = static_cast<const float*>(q.row(h0, t));
-      const int64_t q_stride = static_cast<int64_t>(q.nb[1] / sizeof(float));
+      for (int g = 0; g < group; ++g)
+        tab_->round_f16(static_cast<const float*>(q.row(h0 + g, t)), q16 + g * hd, hd);
       const auto* kbase = static_cast<const uint8_t*>(kv.k.data) + static_cast<size_t>(kvh * hd) * 2;
       const auto* vbase = static_cast<const uint8_t*>(kv.v.data) + static_cast<size_t>(kvh * hd) * 2;
-      tab_->attn_scores(q0, q_stride, group, kbase, kv.k.nb[1], vis, n_vis, static_cast<int>(hd), p.scale,
+      tab_->attn_scores(q16, hd, group, kbase, kv.k.nb[1], vis, n_vis, static_cast<int>(hd), p.scale,
                         p.softcap, scores);
       for (int g = 0; g < group; ++g) tab_->softmax(scores + static_cast<size_t>(g) * n_vis, n_vis);
       float* o = static_cast<float*>(out.row(t)) + h0 * hd;

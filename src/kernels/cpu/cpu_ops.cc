@@ -78,8 +78,9 @@ void CpuOps::rms_norm(const TensorView& x, const TensorView& w, float eps, Tenso
   const float* wv = w.ptr<const float>();
   for_rows(x, [&](int64_t i1, int64_t i2, int64_t i3) {
     const float* xr = frow(x, i1, i2, i3);
-    const double ss = tab_->sum_sq(xr, d);
-    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+    // As ggml: the mean in float from a double sum, then (x * scale) * w.
+    const float mean = static_cast<float>(tab_->sum_sq(xr, d) / static_cast<double>(d));
+    const float inv = 1.0f / std::sqrt(mean + eps);
     tab_->mul_scale(xr, inv, wv, frow(out, i1, i2, i3), d);
   });
 }
@@ -109,8 +110,9 @@ void CpuOps::glu(const TensorView& gate, const TensorView& up, Activation act, T
   });
 }
 
-// theta(pos, i) = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i] (as RefOps, in double), then
-// the rotation of every head of the token in float.
+// RoPE angles as ggml computes them (and RefOps' kLlamaCpp numerics): in float, theta_i = pos *
+// base^(-2i / n_rot) by repeated multiplication, th = freq_scale * (theta_i / freq_factor[i]), cosf /
+// sinf; then the rotation of every head of the token.
 void CpuOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
   const int64_t hd = x.ne[0], n_head = x.ne[1], n_tok = x.ne[2];
   FERRY_ASSERT(x.dtype == DType::F32 && n_tok == batch.n_tokens && x.ne[3] == 1);
@@ -122,22 +124,20 @@ void CpuOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
     FERRY_ASSERT(p.freq_factors.dtype == DType::F32 && p.freq_factors.ne[0] >= half);
     ff = p.freq_factors.ptr<const float>();
   }
-  // Per-thread slice: inv_freq (double) + cos + sin (float).
-  const size_t slice = static_cast<size_t>(half) * (sizeof(double) + 2 * sizeof(float)) + 64;
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  // Per-thread slice: cos + sin.
+  const size_t slice = static_cast<size_t>(half) * 2 * sizeof(float) + 64;
   uint8_t* base = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
   auto body = [&](int64_t t0, int64_t t1, int ith) {
-    auto* inv_freq = reinterpret_cast<double*>(base + slice * static_cast<size_t>(ith));
-    auto* cs = reinterpret_cast<float*>(inv_freq + half);
+    auto* cs = reinterpret_cast<float*>(base + slice * static_cast<size_t>(ith));
     float* sn = cs + half;
-    for (int64_t i = 0; i < half; ++i) {
-      inv_freq[i] = std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(i) / p.n_rot);
-    }
     for (int64_t t = t0; t < t1; ++t) {
+      float theta = static_cast<float>(pos[t]);
       for (int64_t i = 0; i < half; ++i) {
-        double theta = static_cast<double>(pos[t]) * p.freq_scale * inv_freq[i];
-        if (ff != nullptr) theta /= ff[i];
-        cs[i] = static_cast<float>(std::cos(theta));
-        sn[i] = static_cast<float>(std::sin(theta));
+        const float th = p.freq_scale * (theta / (ff != nullptr ? ff[i] : 1.0f));
+        cs[i] = std::cos(th);
+        sn[i] = std::sin(th);
+        theta *= theta_scale;
       }
       for (int64_t h = 0; h < n_head; ++h) tab_->rope(frow(x, h, t), cs, sn, half, p.neox);
     }

@@ -116,7 +116,11 @@ inline ActView act_view(const void* act, int64_t K, int G) {
           reinterpret_cast<const float*>(p + off_sy)};
 }
 
-// Q8_0 / Q8_1 blocks of 32 (ggml's quantize_row_q8_0_ref / q8_1_ref: roundf, i.e. half away from zero).
+// Q8_0 / Q8_1 blocks of 32 exactly as llama.cpp quantizes activations on x86 (ggml-cpu's AVX/AVX2
+// quantize_row_q8_0 / q8_1, used by every x86 build): d = amax / 127 stored as fp16, levels
+// round-half-to-even(x * (127 / amax)), and Q8_1's s = fp16(d * sum(levels)). (The reference
+// quantize_row rounds half away from zero with 1 / d; the two differ in a few levels per thousand,
+// and matching llama.cpp's levels is what keeps ferry's logits next to its.)
 inline void quantize_act_q8_legacy(const float* x, int64_t K, void* act, bool q8_1) {
   const ActView v = act_view(act, K, 32);
   auto* q = const_cast<int8_t*>(v.q);
@@ -129,16 +133,16 @@ inline void quantize_act_q8_legacy(const float* x, int64_t K, void* act, bool q8
       const float a = __builtin_fabsf(xb[j]);
       amax = amax > a ? amax : a;
     }
-    const float d = amax / 127;
-    const float id = d != 0.f ? 1.0f / d : 0.0f;
+    const float d = amax / 127.f;
+    const float id = amax != 0.f ? 127.f / amax : 0.0f;
     int sum = 0;
     for (int j = 0; j < 32; ++j) {
-      const int v8 = static_cast<int>(__builtin_roundf(xb[j] * id));
+      const int v8 = static_cast<int>(__builtin_rintf(xb[j] * id));
       q[32 * b + j] = static_cast<int8_t>(v8);
-      sum += static_cast<int8_t>(v8);
+      sum += v8;
     }
     dx[b] = h2f(f2h(d));
-    sy[b] = q8_1 ? h2f(f2h(static_cast<float>(sum) * d)) : dx[b] * static_cast<float>(sum);
+    sy[b] = q8_1 ? h2f(f2h(d * static_cast<float>(sum))) : dx[b] * static_cast<float>(sum);
   }
 }
 

@@ -1,6 +1,9 @@
 // Portable element-wise and attention kernels, compiled once per ISA file like generic_impl.h (same
 // rules: internal linkage, builtins only). The scalar level uses all of them; the SIMD levels keep the
 // ones the compiler vectorizes well (add, scale, norms, RoPE) and replace the rest.
+// Numerics follow llama.cpp's CPU backend (RefOps' kLlamaCpp): norm sums of float squares in double,
+// GELU through F16 (ggml's table), softmax probabilities rounded to F16 (ggml converts them for the
+// F16 V product).
 #pragma once
 
 #include "kernels/cpu/generic_impl.h"
@@ -8,16 +11,15 @@
 namespace ferry::kernels::cpu {
 namespace {
 
+// Sum of float squares, accumulated in double (ggml's rms_norm): eight double lanes so it vectorizes.
 inline double g_sum_sq(const float* x, int64_t n) {
-  // Eight float lanes, summed in double at the end: vectorizes, and the error stays far below the
-  // tolerance of a norm (each lane sums n/8 squares).
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * x[i + l];
+    for (int l = 0; l < 8; ++l) acc[l] += static_cast<double>(x[i + l] * x[i + l]);
   double s = 0.0;
   for (int l = 0; l < 8; ++l) s += acc[l];
-  for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  for (; i < n; ++i) s += static_cast<double>(x[i] * x[i]);
   return s;
 }
 inline void g_mul_scale(const float* x, float s, const float* w, float* y, int64_t n) {
@@ -30,9 +32,13 @@ inline void g_scale(const float* x, float s, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
 }
 inline float g_silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
+// ggml's GELU: x <= -10 -> 0, x >= 10 -> x, else the value for fp16(x), rounded to fp16 (its table).
 inline float g_gelu_tanh(float x) {
-  const float k = 0.7978845608028654f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + __builtin_tanhf(k * (x + 0.044715f * x * x * x)));
+  if (x <= -10.f) return 0.f;
+  if (x >= 10.f) return x;
+  const float h = h2f(f2h(x));
+  const float k = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
+  return h2f(f2h(0.5f * h * (1.0f + __builtin_tanhf(k * h * (1.0f + 0.044715f * h * h)))));
 }
 inline void g_glu(const float* g, const float* u, float* y, int64_t n, Activation act) {
   if (act == Activation::kSilu) {
@@ -76,6 +82,7 @@ inline void g_attn_scores(const float* q, int64_t q_stride, int ng, const uint8_
     }
   }
 }
+// p[j] = fp16(exp(s[j] - max) * float(1 / sum)), the sum in double.
 inline void g_softmax(float* s, int n) {
   float mx = -__builtin_inff();
   for (int j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
@@ -85,7 +92,10 @@ inline void g_softmax(float* s, int n) {
     sum += s[j];
   }
   const float inv = static_cast<float>(1.0 / sum);
-  for (int j = 0; j < n; ++j) s[j] *= inv;
+  for (int j = 0; j < n; ++j) s[j] = h2f(f2h(s[j] * inv));
+}
+inline void g_round_f16(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = h2f(f2h(x[i]));
 }
 inline void g_attn_values(const float* p, int ng, const uint8_t* v, size_t v_stride, const int32_t* cells, int n,
                           int hd, float* out) {
@@ -112,6 +122,7 @@ inline void set_generic_ops(KernelTable* t) {
   t->attn_scores = g_attn_scores;
   t->softmax = g_softmax;
   t->attn_values = g_attn_values;
+  t->round_f16 = g_round_f16;
 }
 
 }  // namespace

@@ -67,6 +67,8 @@ struct KernelTable {
   void (*mul_scale)(const float* x, float s, const float* w, float* y, int64_t n) = nullptr;  // y = x*s*w
   void (*add)(const float* a, const float* b, float* y, int64_t n) = nullptr;
   void (*scale)(const float* x, float s, float* y, int64_t n) = nullptr;
+  // silu(g) * u, or gelu_tanh(g) * u with ggml's F16 GELU (x <= -10: 0; x >= 10: x; else the value
+  // of fp16(x) rounded to fp16).
   void (*glu)(const float* g, const float* u, float* y, int64_t n, Activation act) = nullptr;
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n) = nullptr;
   // Rotates pairs (x[i0], x[i1]) by angles with cos cs[i], sin sn[i], i < half; neox: i1 = i + half.
@@ -76,8 +78,11 @@ struct KernelTable {
   // scores: s[g * n + j] = softcap(scale * q_g . k_cell_j).
   void (*attn_scores)(const float* q, int64_t q_stride, int ng, const uint8_t* k, size_t k_stride,
                       const int32_t* cells, int n, int hd, float scale, float softcap, float* s) = nullptr;
-  // In place: s[j] = exp(s[j] - max) / sum.
+  // In place: s[j] = fp16(exp(s[j] - max) / sum) (ggml rounds the probabilities to F16 for the V
+  // product; the sum is taken in double).
   void (*softmax)(float* s, int n) = nullptr;
+  // y = fp16(x) as floats (ggml's conversion of q for the F16 K product).
+  void (*round_f16)(const float* x, float* y, int64_t n) = nullptr;
   // out[g * hd + i] = sum_j p[g * n + j] * v_cell_j[i].
   void (*attn_values)(const float* p, int ng, const uint8_t* v, size_t v_stride, const int32_t* cells, int n,
                       int hd, float* out) = nullptr;

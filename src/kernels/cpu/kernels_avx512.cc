@@ -40,21 +40,25 @@ inline __m512 exp512(__m512 x) {
   return _mm512_scalef_ps(p, fx);
 }
 
+inline __m512 round_h16(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+
 void glu512(const float* g, const float* u, float* y, int64_t n, Activation act) {
   const __m512 one = _mm512_set1_ps(1.f);
-  const __m512 k2 = _mm512_set1_ps(-2.f * 0.7978845608028654f), c = _mm512_set1_ps(0.044715f);
+  const __m512 k2 = _mm512_set1_ps(-2.f * 0.79788456080286535587989211986876f), c = _mm512_set1_ps(0.044715f);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
-    __m512 e;
+    __m512 r;
     if (act == Activation::kSilu) {
-      e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
-    } else {
-      const __m512 inner = _mm512_mul_ps(x, _mm512_fmadd_ps(_mm512_mul_ps(c, x), x, one));
-      e = exp512(_mm512_mul_ps(k2, inner));
+      r = _mm512_div_ps(x, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+    } else {  // ggml's F16 GELU, see KernelTable::glu
+      const __m512 h = round_h16(x);
+      const __m512 inner = _mm512_mul_ps(h, _mm512_fmadd_ps(_mm512_mul_ps(c, h), h, one));
+      r = round_h16(_mm512_div_ps(h, _mm512_add_ps(one, exp512(_mm512_mul_ps(k2, inner)))));
+      r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_set1_ps(10.f), _CMP_GE_OQ), x);
+      r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-10.f), _CMP_LE_OQ), _mm512_setzero_ps());
     }
-    const __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, e));
-    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(r, _mm512_maskz_loadu_ps(m, u + i)));
   }
 }
 
@@ -73,10 +77,12 @@ void softmax512(float* s, int n) {
     _mm512_mask_storeu_ps(s + j, m, e);
     sv = _mm512_mask_add_ps(sv, m, sv, e);
   }
-  const __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(sv));
+  // 1 / sum in double as ggml (the 16 float partial sums agree with its double sum to ~1e-7), then the
+  // probabilities rounded to F16.
+  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / static_cast<double>(_mm512_reduce_add_ps(sv))));
   for (int j = 0; j < n; j += 16) {
     const __mmask16 m = tail_mask(n - j);
-    _mm512_mask_storeu_ps(s + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv));
+    _mm512_mask_storeu_ps(s + j, m, round_h16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv)));
   }
 }
 

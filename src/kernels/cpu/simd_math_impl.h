@@ -29,7 +29,10 @@ inline __m256 exp256(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-// silu(g) * u and gelu_tanh(g) * u (gelu(x) = x * sigmoid(2 * sqrt(2/pi) * (x + 0.044715 x^3))).
+inline __m256 round_h8(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+
+// silu(g) * u, and ggml's F16 GELU times u (see KernelTable::glu). gelu(h) = h * sigmoid(2u) with
+// u = sqrt(2/pi) * h * (1 + 0.044715 h^2), the same function as 0.5 h (1 + tanh(u)).
 inline void v_glu(const float* g, const float* u, float* y, int64_t n, Activation act) {
   int64_t i = 0;
   const __m256 one = _mm256_set1_ps(1.f);
@@ -41,16 +44,26 @@ inline void v_glu(const float* g, const float* u, float* y, int64_t n, Activatio
       _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
     }
   } else {
-    const __m256 k2 = _mm256_set1_ps(-2.f * 0.7978845608028654f), c = _mm256_set1_ps(0.044715f);
+    const __m256 k2 = _mm256_set1_ps(-2.f * 0.79788456080286535587989211986876f), c = _mm256_set1_ps(0.044715f);
+    const __m256 lo = _mm256_set1_ps(-10.f), hi = _mm256_set1_ps(10.f);
     for (; i + 8 <= n; i += 8) {
       const __m256 x = _mm256_loadu_ps(g + i);
-      const __m256 inner = _mm256_mul_ps(x, _mm256_fmadd_ps(_mm256_mul_ps(c, x), x, one));
+      const __m256 h = round_h8(x);
+      const __m256 inner = _mm256_mul_ps(h, _mm256_fmadd_ps(_mm256_mul_ps(c, h), h, one));
       const __m256 e = exp256(_mm256_mul_ps(k2, inner));
-      const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, e));
-      _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+      __m256 r = round_h8(_mm256_div_ps(h, _mm256_add_ps(one, e)));
+      r = _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, hi, _CMP_GE_OQ));
+      r = _mm256_blendv_ps(r, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LE_OQ));
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(r, _mm256_loadu_ps(u + i)));
     }
   }
   if (i < n) g_glu(g + i, u + i, y + i, n - i, act);
+}
+
+inline void v_round_f16(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, round_h8(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = h2f(f2h(x[i]));
 }
 
 inline void v_softmax(float* s, int n) {
@@ -70,6 +83,7 @@ inline void v_softmax(float* s, int n) {
     _mm256_storeu_ps(s + j, e);
     sv = _mm256_add_ps(sv, e);
   }
+  // Sum in double like ggml (8 float lanes of partial sums first: the same to ~1e-7).
   double sum = hsum256(sv);
   for (; j < n; ++j) {
     s[j] = __builtin_expf(s[j] - mx);
@@ -77,6 +91,7 @@ inline void v_softmax(float* s, int n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   g_scale(s, inv, s, n);
+  v_round_f16(s, s, n);
 }
 
 inline void v_f32_to_f16(const float* x, uint16_t* y, int64_t n) {
@@ -139,6 +154,7 @@ inline void set_simd_math(KernelTable* t) {
   t->f32_to_f16 = v_f32_to_f16;
   t->attn_scores = v_attn_scores;
   t->attn_values = v_attn_values;
+  t->round_f16 = v_round_f16;
 }
 
 }  // namespace
