@@ -206,8 +206,8 @@ int cmd_run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-b,--batch-size", a.batch, "most tokens per prefill step")->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  app.add_option("--device", a.device, "where to compute")
-      ->check(CLI::IsMember({"cpu", "ref", "cuda", "emulated"}))->capture_default_str();
+  app.add_option("--device", a.device, "where to compute (ref: scalar, llama.cpp rounding; ref-exact: scalar, exact)")
+      ->check(CLI::IsMember({"cpu", "ref", "ref-exact", "cuda", "emulated"}))->capture_default_str();
   app.add_flag("--json", a.json, "print one JSON object (ids, text, timings) instead of streaming text");
   app.add_option("--logits-out", a.logits_out, "write float32 logits [n_rows, n_vocab] of every position here");
   app.add_flag("--chat", a.chat, "wrap the prompt in the model's chat template (ChatML or Gemma)");
