@@ -56,6 +56,10 @@ Expected<std::unique_ptr<CudaOpsBundle>> CudaOpsBundle::create(Device&, Stream&,
 kernels::Ops& CudaOpsBundle::ops() { FERRY_ASSERT_MSG(false, "built without CUDA"); }
 Status CudaOpsBundle::status() const { return make_error(ErrorCode::kDevice, "ferry was built without CUDA"); }
 void CudaOpsBundle::clear_status() {}
+Status CudaOpsBundle::begin_capture() { return make_error(ErrorCode::kDevice, "ferry was built without CUDA"); }
+Expected<int> CudaOpsBundle::end_capture() { return make_error(ErrorCode::kDevice, "ferry was built without CUDA"); }
+Status CudaOpsBundle::replay(int) { return make_error(ErrorCode::kDevice, "ferry was built without CUDA"); }
+void CudaOpsBundle::drop_graphs() {}
 #endif
 
 }  // namespace ferry::exec

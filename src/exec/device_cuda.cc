@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "exec/device.h"
 #include "exec/device_arena.h"
@@ -323,7 +324,10 @@ struct CudaOpsBundle::Impl {
   DeviceBuffer workspace;
   std::unique_ptr<kernels::CudaContext> ctx;
   std::unique_ptr<kernels::CudaOps> ops;
+  std::vector<cudaGraphExec_t> graphs;
   ~Impl() {
+    for (cudaGraphExec_t g : graphs)
+      if (g) cudaGraphExecDestroy(g);
     ops.reset();
     ctx.reset();
     if (device) {
@@ -360,6 +364,42 @@ Expected<std::unique_ptr<CudaOpsBundle>> CudaOpsBundle::create(Device& device, S
 }
 
 kernels::Ops& CudaOpsBundle::ops() { return *impl_->ops; }
+
+Status CudaOpsBundle::begin_capture() {
+  FERRY_CUDA_RETURN(cudaStreamBeginCapture(impl_->ctx->stream(), cudaStreamCaptureModeThreadLocal));
+  return Status::ok();
+}
+
+Expected<int> CudaOpsBundle::end_capture() {
+  cudaGraph_t graph = nullptr;
+  FERRY_CUDA_RETURN(cudaStreamEndCapture(impl_->ctx->stream(), &graph));
+  if (!impl_->ctx->ok()) {  // a launch failed while capturing: the graph is incomplete
+    cudaGraphDestroy(graph);
+    return impl_->ctx->status();
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) return cuda_status(e, "cudaGraphInstantiate");
+  impl_->graphs.push_back(exec);
+  return static_cast<int>(impl_->graphs.size()) - 1;
+}
+
+Status CudaOpsBundle::replay(int id) {
+  if (id < 0 || id >= static_cast<int>(impl_->graphs.size()) || impl_->graphs[id] == nullptr) {
+    return make_error(ErrorCode::kInvalidArgument, "no CUDA graph %d", id);
+  }
+  FERRY_CUDA_RETURN(cudaGraphLaunch(impl_->graphs[id], impl_->ctx->stream()));
+  return Status::ok();
+}
+
+void CudaOpsBundle::drop_graphs() {
+  for (cudaGraphExec_t& g : impl_->graphs) {
+    if (g) cudaGraphExecDestroy(g);
+    g = nullptr;
+  }
+  impl_->graphs.clear();
+}
 Status CudaOpsBundle::status() const { return impl_->ctx->status(); }
 void CudaOpsBundle::clear_status() { impl_->ctx->clear_status(); }
 

@@ -40,6 +40,15 @@ class CudaOpsBundle {
   Status status() const;
   void clear_status();
 
+  // CUDA graphs of whole steps (a decode step is ~hundreds of small launches; a graph replays them with
+  // one launch). Ops enqueued between begin_capture() and end_capture() are recorded, not run;
+  // replay(id) runs them again on the bundle's stream with the same pointers and shapes (new contents).
+  // Host values baked into launches (gather_rows indices, token counts) are frozen at capture time.
+  Status begin_capture();
+  Expected<int> end_capture();  // the graph's id
+  Status replay(int id);
+  void drop_graphs();
+
   struct Impl;
 
  private:

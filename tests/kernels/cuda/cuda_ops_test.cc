@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_test_util.h"
 #include "exec/device.h"
+#include "exec/device_cuda.h"
 #include "kernels/ref/ref_ops.h"
 #include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
@@ -488,6 +489,50 @@ TEST(CudaDevice, BudgetCopiesEvents) {
   dev.release(&a);
   dev.release(&b);
   dev.release_pinned(&pinned);
+}
+
+TEST(CudaDevice, BundleAndGraphReplay) {
+  REQUIRE_GPU();
+  exec::Device& dev = *E->dev;
+  auto stream = std::move(dev.create_stream()).value();
+  kernels::CudaScratchShape shape;
+  shape.max_tokens = 8;
+  auto bundle = exec::CudaOpsBundle::create(dev, *stream, shape);
+  ASSERT_TRUE(bundle.has_value()) << bundle.status().message();
+  kernels::Ops& ops = (*bundle)->ops();
+  std::mt19937 rng(8);
+  const int64_t K = 1024, N = 300;
+  HostTensor w = random_weights(rng, DType::Q4_K, K, N);
+  HostTensor nw = random_f32(rng, K);
+  HostTensor x1 = random_f32(rng, K, 1), x2 = random_f32(rng, K, 1);
+  DevTensor dw(*E, w), dnw(*E, nw), dx(*E, x1), dh(*E, DType::F32, K, 1), dout(*E, DType::F32, N, 1);
+  auto step = [&] {
+    ops.rms_norm(dx.view, dnw.view, 1e-5f, dh.view);
+    ops.matmul(dw.view, dh.view, dout.view);
+  };
+  auto run_direct = [&](const HostTensor& x) {
+    dx.upload(x);
+    step();
+    EXPECT_TRUE(dev.sync(*stream).is_ok());
+    return dout.download();
+  };
+  HostTensor want1 = run_direct(x1), want2 = run_direct(x2);
+  ASSERT_TRUE((*bundle)->begin_capture().is_ok());
+  step();
+  auto id = (*bundle)->end_capture();
+  ASSERT_TRUE(id.has_value()) << id.status().message();
+  for (const HostTensor* x : {&x1, &x2}) {
+    dx.upload(*x);
+    dout.poison();
+    SYNC();
+    ASSERT_TRUE((*bundle)->replay(*id).is_ok());
+    ASSERT_TRUE(dev.sync(*stream).is_ok());
+    expect_close(dout.download(), x == &x1 ? want1 : want2, 1e-7, "graph replay");
+  }
+  EXPECT_TRUE((*bundle)->status().is_ok());
+  EXPECT_FALSE((*bundle)->replay(*id + 1).is_ok());
+  (*bundle)->drop_graphs();
+  bundle->reset();
 }
 
 }  // namespace
