@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CPU baseline: prefill and decode tokens/s of `ferry run` and of llama.cpp (llama-cpp-python) on the
 # same model, the same prompt token ids, the same thread count, greedy, a fixed number of generated
-# tokens (EOS ignored). Each engine runs REPS times; the median is reported. Prints a Markdown table
-# for bench/RESULTS.md.
+# tokens (EOS ignored). Each engine runs REPS times; the median is reported, with how many of ferry's
+# greedy tokens match llama.cpp's (leading run). Prints a Markdown table for bench/RESULTS.md.
 #   bench/cpu_baseline.sh [MODEL...]      (default: both bundled models)
 # Env: FERRY_BUILD (default build), THREADS (thread counts to measure, default "1 <all cores>"),
 #      N_GEN (default 64), REPS (default 3),
@@ -32,8 +32,8 @@ echo
 echo "Wall-clock rates suffer when other processes share the cores. The CPU-time columns (process CPU"
 echo "seconds of all threads, per token) are steadier under load, but count spin-waiting threads too."
 echo
-echo "| model | engine | threads | prompt tokens | prefill tok/s | decode tok/s | TTFT ms | prefill CPU ms/tok | decode CPU ms/tok |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| model | engine | threads | prompt tokens | prefill tok/s | decode tok/s | TTFT ms | prefill CPU ms/tok | decode CPU ms/tok | greedy = llama.cpp |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for model in "${models[@]}"; do
  for threads in $thread_counts; do
   "$PY" - "$model" "$build/ferry" "$threads" "$n_gen" "$reps" "$PROMPT" <<'EOF2'
@@ -52,14 +52,24 @@ llm = Llama(model_path=model, n_ctx=512, n_batch=512, n_threads=threads, n_threa
             n_gpu_layers=0, seed=0, verbose=False)
 ids = llm.tokenize(prompt_text.encode(), add_bos=True, special=False)
 
+gen: list[int] = []  # llama.cpp's greedy tokens (the same every run)
+n_vocab = llm.n_vocab()
+
+def last_logits():
+    # Without logits_all (which would make llama.cpp compute the head at every prompt position),
+    # llama-cpp-python keeps no scores: read the context's output row directly.
+    return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,))
+
 def llama_once():
     """-> prefill tok/s, decode tok/s, TTFT ms, prefill CPU ms/token, decode CPU ms/token."""
     llm.reset()
     c0, t0 = cpu(resource.RUSAGE_SELF), time.perf_counter()
     llm.eval(ids)  # the first token is known once the prompt is evaluated
     c1, t1 = cpu(resource.RUSAGE_SELF), time.perf_counter()
+    gen.clear()
     for _ in range(n_gen):
-        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        tok = int(np.argmax(last_logits()))
+        gen.append(tok)
         llm.eval([tok])
     c2, t2 = cpu(resource.RUSAGE_SELF), time.perf_counter()
     return (len(ids) / (t1 - t0), n_gen / (t2 - t1), (t1 - t0) * 1e3,
@@ -74,10 +84,13 @@ def ferry_run(n):
     assert len(j["tokens"]) == n, j
     return j, cpu(resource.RUSAGE_CHILDREN) - c0
 
+ferry_gen: list[int] = []
+
 def ferry_once():
     # CPU split: a run generating 1 token (load + prefill) and one generating n_gen + 1.
     short, c_short = ferry_run(1)
     j, c_long = ferry_run(n_gen + 1)
+    ferry_gen[:] = j["tokens"][:n_gen]
     return (j["prefill_tok_s"], j["decode_tok_s"], j["ttft_ms"], c_short * 1e3 / len(ids),
             (c_long - c_short) * 1e3 / n_gen)
 
@@ -86,10 +99,12 @@ rows = {"llama.cpp": [llama_once() for _ in range(reps)]}
 llm.close()
 ferry_run(1)
 rows["ferry"] = [ferry_once() for _ in range(reps)]
+same = next((i for i in range(n_gen) if ferry_gen[i] != gen[i]), n_gen)
 for engine in ("ferry", "llama.cpp"):
     med = [statistics.median(x[i] for x in rows[engine]) for i in range(5)]
-    print(f"| {name} | {engine} | {threads} | {len(ids)} | {med[0]:.1f} | {med[1]:.1f} | {med[2]:.0f} | {med[3]:.2f} | {med[4]:.2f} |",
-          flush=True)
+    agree = f"{same}/{n_gen}" if engine == "ferry" else ""
+    print(f"| {name} | {engine} | {threads} | {len(ids)} | {med[0]:.1f} | {med[1]:.1f} | {med[2]:.0f} | {med[3]:.2f} | "
+          f"{med[4]:.2f} | {agree} |", flush=True)
 EOF2
  done
 done
