@@ -1,8 +1,11 @@
 """pytest fixtures for the Python suites: the ferry binary, llama-cpp-python (optional: tests that need it
-skip cleanly without it), and a session-wide record of differential results printed at the end."""
+skip cleanly without it), and a session-wide record of differential results printed at the end (and
+written as JSON to $FERRY_DIFF_REPORT when set)."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -49,3 +52,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             line += f"  near tie ({s['near_tie_margin']:.3f} spreads)"
         tr.write_line(line)
     tr.write_line(f"greedy divergences accepted as near ties: {ties}")
+    report = os.environ.get("FERRY_DIFF_REPORT")  # optional: the same table as JSON, for tracking
+    if report:
+        Path(report).write_text(json.dumps(DIFF_SUMMARY, indent=1, sort_keys=True))
