@@ -219,6 +219,7 @@ struct MergeBuilder {
   void add_base(const std::string& p) {
     if (known.insert(p).second) pieces.push_back(p);
   }
+  void reserve(const std::string& text) { known.insert(text); }  // a special token's text: never merged into
   bool add_merge(const std::string& a, const std::string& b, bool ranked = true) {
     std::string ab = a + b;
     if (!known.insert(ab).second) return false;
@@ -335,6 +336,8 @@ SynthVocab bpe_vocab(const SynthPreset& p) {
   MergeBuilder mb;
   mb.marker = bytes[' '];
   for (const auto& b : bytes) mb.add_base(b);
+  for (const auto& sp : specials) mb.reserve(sp.first);
+  for (size_t i = 0; i < n_pad; ++i) mb.reserve("[PAD" + std::to_string(n_vocab - n_pad + i) + "]");
   build_merges(mb, n_normal - 256, fnv1a(p.name), true, bytes);
 
   v.tokens = mb.pieces;
@@ -379,6 +382,7 @@ SynthVocab spm_vocab(const SynthPreset& p) {
     v.scores.push_back(0.f);
   }
   MergeBuilder mb;
+  for (const auto& t : v.tokens) mb.reserve(t);
   mb.marker = "\xE2\x96\x81";  // U+2581, SentencePiece's space
   mb.add_base(mb.marker);
   for (int c = 0x21; c <= 0x7E; ++c) mb.add_base(std::string(1, static_cast<char>(c)));

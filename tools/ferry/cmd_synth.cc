@@ -66,6 +66,10 @@ class ProgressBar {
     std::fflush(stderr);
   }
 
+  void finish_line() {
+    if (tty_ && last_ != start_) std::fputc('\n', stderr);
+  }
+
  private:
   bool tty_;
   Clock::time_point start_, last_;
@@ -118,7 +122,10 @@ int cmd_synth(int argc, char** argv) {
   };
   const auto t0 = Clock::now();
   auto res = ferry::model::synth_write(opt);
-  if (!res) return ferry::cli::report(res.status());
+  if (!res) {
+    bar.finish_line();  // the error goes on a line of its own
+    return ferry::cli::report(res.status());
+  }
   bar.update(last, /*final=*/true);
   for (const auto& note : res->notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
