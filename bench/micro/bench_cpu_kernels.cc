@@ -1,6 +1,8 @@
 // Microbenchmarks of CpuOps at llama3-8b shapes, per weight type and dispatch level:
 //   matvec/<type>/<isa>        decode: one token, K=4096 x N=14336 (ffn_up); GB/s of weights read.
 //                              The weights cycle through >= 1 GiB so they come from DRAM, not the LLC.
+//   matvec_hot/<type>/<isa>    the same kernel on a 4096 x 1024 matrix that stays in cache: the
+//                              kernel's compute rate (what it could stream if memory kept up).
 //   matmul/<type>/<isa>/<T>    prefill: T tokens, 4096 x 4096; GFLOP/s (2 K N T per call).
 //   membw                      the host's streaming read bandwidth (kernels/cpu/membw.h).
 //   pool_dispatch/<threads>    an empty parallel_for: wake-up + join latency of the thread pool.
@@ -54,10 +56,10 @@ std::vector<float> make_x(int64_t K, int64_t T) {
   return x;
 }
 
-void bm_matvec(benchmark::State& st, DType type, CpuIsa isa) {
-  const int64_t K = 4096, N = 14336;
+void bm_matvec(benchmark::State& st, DType type, CpuIsa isa, bool hot) {
+  const int64_t K = 4096, N = hot ? 1024 : 14336;
   const size_t rb = ferry::row_bytes(type, K), mat_bytes = rb * N;
-  const int64_t n_mats = static_cast<int64_t>((size_t{1} << 30) / mat_bytes) + 1;
+  const int64_t n_mats = hot ? 1 : static_cast<int64_t>((size_t{1} << 30) / mat_bytes) + 1;
   std::vector<uint8_t> w = make_weights(type, K, N * n_mats);
   std::vector<float> x = make_x(K, 1), y(static_cast<size_t>(N));
   auto ops = make_cpu_ops(bench_threads(), isa);
@@ -104,7 +106,12 @@ int main(int argc, char** argv) {
     for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
       if (!cpu_isa_supported(isa)) continue;
       const std::string tag = std::string(ferry::dtype_name(t)) + "/" + cpu_isa_name(isa);
-      benchmark::RegisterBenchmark(("matvec/" + tag).c_str(), bm_matvec, t, isa)->Unit(benchmark::kMillisecond)->UseRealTime();
+      benchmark::RegisterBenchmark(("matvec/" + tag).c_str(), bm_matvec, t, isa, false)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("matvec_hot/" + tag).c_str(), bm_matvec, t, isa, true)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
       for (int64_t T : {4, 16, 64, 512})
         benchmark::RegisterBenchmark(("matmul/" + tag + "/" + std::to_string(T)).c_str(), bm_matmul, t, isa, T)
             ->Unit(benchmark::kMillisecond)

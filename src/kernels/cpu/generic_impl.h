@@ -100,20 +100,30 @@ inline T max_of(T a, T b) { return a > b ? a : b; }
 
 // ---- act layout ------------------------------------------------------------------------------------
 struct ActView {
-  const int8_t* q;
-  const float* dx;
-  const float* sy;
+  const int8_t* q;     // [K] levels
+  const float* dx;     // [K/G] scale per group
+  const float* sy;     // [K/G] dx * sum(q) (Q8_1: as ggml's fp16 s)
+  const int32_t* qs;   // [K/G] sum(q), exact (folds integer offsets of the weights into the dot)
 };
 inline size_t q_act_bytes(int64_t K, int G) {
   const size_t ng = static_cast<size_t>(K / G);
-  return align64(static_cast<size_t>(K)) + 2 * align64(ng * sizeof(float));
+  return align64(static_cast<size_t>(K)) + 3 * align64(ng * sizeof(float));
+}
+// Zeroes the group arrays past K/G up to their padding (kernels read whole vectors of 16 groups).
+inline void act_zero_pad(const ActView& v, int64_t K, int G) {
+  const size_t ng = static_cast<size_t>(K / G), padded = align64(ng * sizeof(float)) / sizeof(float);
+  for (size_t g = ng; g < padded; ++g) {
+    const_cast<float*>(v.dx)[g] = 0.f;
+    const_cast<float*>(v.sy)[g] = 0.f;
+    const_cast<int32_t*>(v.qs)[g] = 0;
+  }
 }
 inline ActView act_view(const void* act, int64_t K, int G) {
   const auto* p = static_cast<const uint8_t*>(act);
-  const size_t ng = static_cast<size_t>(K / G);
-  const size_t off_dx = align64(static_cast<size_t>(K)), off_sy = off_dx + align64(ng * sizeof(float));
+  const size_t ng = static_cast<size_t>(K / G), arr = align64(ng * sizeof(float));
+  const size_t off_dx = align64(static_cast<size_t>(K)), off_sy = off_dx + arr, off_qs = off_sy + arr;
   return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const float*>(p + off_dx),
-          reinterpret_cast<const float*>(p + off_sy)};
+          reinterpret_cast<const float*>(p + off_sy), reinterpret_cast<const int32_t*>(p + off_qs)};
 }
 
 // Q8_0 / Q8_1 blocks of 32 exactly as llama.cpp quantizes activations on x86 (ggml-cpu's AVX/AVX2
@@ -126,6 +136,7 @@ inline void quantize_act_q8_legacy(const float* x, int64_t K, void* act, bool q8
   auto* q = const_cast<int8_t*>(v.q);
   auto* dx = const_cast<float*>(v.dx);
   auto* sy = const_cast<float*>(v.sy);
+  auto* qs = const_cast<int32_t*>(v.qs);
   for (int64_t b = 0; b < K / 32; ++b) {
     const float* xb = x + 32 * b;
     float amax = 0.f;
@@ -143,7 +154,9 @@ inline void quantize_act_q8_legacy(const float* x, int64_t K, void* act, bool q8
     }
     dx[b] = h2f(f2h(d));
     sy[b] = q8_1 ? h2f(f2h(d * static_cast<float>(sum))) : dx[b] * static_cast<float>(sum);
+    qs[b] = sum;
   }
+  act_zero_pad(v, K, 32);
 }
 
 // Q8_K super-blocks of 256 (ggml's quantize_row_q8_K_ref: round half to even), groups of G.
@@ -152,6 +165,7 @@ inline void quantize_act_q8_k(const float* x, int64_t K, void* act, int G) {
   auto* q = const_cast<int8_t*>(v.q);
   auto* dx = const_cast<float*>(v.dx);
   auto* sy = const_cast<float*>(v.sy);
+  auto* qs = const_cast<int32_t*>(v.qs);
   const int gpb = 256 / G;
   for (int64_t b = 0; b < K / 256; ++b) {
     const float* xb = x + 256 * b;
@@ -180,8 +194,10 @@ inline void quantize_act_q8_k(const float* x, int64_t K, void* act, int G) {
       for (int j = 0; j < G; ++j) sum += qb[g * G + j];
       dx[b * gpb + g] = d;
       sy[b * gpb + g] = d * static_cast<float>(sum);
+      qs[b * gpb + g] = sum;
     }
   }
+  act_zero_pad(v, K, G);
 }
 
 // ---- per-block unpackers: u[0..B) levels, sc/mn per group ---------------------------------------------

@@ -9,10 +9,13 @@
 //   panel:  kPanelRows weight rows are unpacked once into a lane-per-row panel (uint8 quads or floats)
 //           and multiplied with kPanelCols act columns at a time (prefill: compute-bound).
 // Quantized act layout (group size G = 32 for legacy types, 32 or 16 for k-quants):
-//   [int8 q[K] | pad to 64][f32 dx[K/G] | pad][f32 sy[K/G] | pad]  with x[i] ~= dx[g] * q[i] and
-//   sy[g] = dx[g] * sum(q of group g) (Q8_1: rounded to fp16, as ggml stores it).
+//   [int8 q[K] | pad to 64][f32 dx[K/G] | pad][f32 sy[K/G] | pad][i32 qs[K/G] | pad] with
+//   x[i] ~= dx[g] * q[i], qs[g] = sum(q of group g), sy[g] = dx[g] * qs[g] (Q8_1: ggml's fp16 s).
 // Every weight group is unpacked as value[i] = scale[g] * u[i] + min[g] with u[i] unsigned 8-bit, so a
 // group's dot is scale * dx * sum(u * q) + min * sy: one integer dot product and two float terms.
+// Types whose min is a fixed multiple of the scale (Q4_0: -8, Q5_0: -16, Q8_0 as u = q + 128: -128)
+// instead fold it into the integer dot exactly: sum((u - off) * q) = sum(u * q) - off * qs, as ggml's
+// integer dot of signed levels.
 //
 // ODR rule for the per-ISA files: everything they define lives in an anonymous namespace and they call
 // no external inline function (std templates, quant_blocks.h helpers): the linker could otherwise keep

@@ -12,6 +12,8 @@ namespace ferry::kernels::cpu {
 namespace {
 
 inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+constexpr bool kDotU8Full = true;
 inline __m256i dot_s8s8(__m256i a, __m256i b) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
@@ -43,11 +45,7 @@ template <typename Dec>
 void unpack_row_legacy(const uint8_t* row, int64_t K, uint8_t* u, float* sc, float* mn) {
   const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(row);
   for (int64_t b = 0; b < K / 32; ++b) {
-    __m256i v = Dec::decode(blocks[b], &sc[b], &mn[b]);
-    if constexpr (Dec::kSigned) {
-      v = _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
-      mn[b] = -128.f * sc[b];
-    }
+    const __m256i v = legacy_decode<Dec>(blocks[b], &sc[b], &mn[b]);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 32 * b), v);
   }
 }

@@ -2,7 +2,9 @@
 // weight block is decoded in registers to unsigned levels (natural element order, 32 per ymm) and
 // dotted with up to C act columns. The including file defines the two integer dot primitives:
 //   dot_u8s8(u, s): 8 x int32, lane k = sum of u[4k..4k+3] * s[4k..4k+3] (u <= 63 unsigned)
+//   dot_u8s8_acc(acc, u, s): acc + dot_u8s8(u, s)
 //   dot_s8s8(a, b): the same with both operands signed (Q8_0 weights)
+//   kDotU8Full: whether dot_u8s8 is exact for u up to 255 (VNNI: yes; pmaddubsw saturates)
 // (AVX2: pmaddubsw + pmaddwd; AVX-512 VNNI: vpdpbusd). Same ODR rules as generic_impl.h.
 #pragma once
 
@@ -22,11 +24,27 @@ inline float hsum256(__m256 v) {
 
 inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
 
-// 16 bytes of nibbles -> 32 bytes: [low nibbles (elements 0..15), high nibbles (16..31)].
+// Broadcasts from memory, forced: GCC otherwise turns a broadcast of a value it just stored into
+// register shuffles, which all compete for one port (measured: ~5 shuffles per Q4_0 block, the
+// kernel's bottleneck); a broadcast load costs only a load slot.
+inline __m256 bcast_ss(const float* p) {
+  __m256 r;
+  __asm__("vbroadcastss %1, %0" : "=v"(r) : "m"(*p));
+  return r;
+}
+inline __m256i bcast_d(const int32_t* p) {
+  __m256i r;
+  __asm__("vpbroadcastd %1, %0" : "=v"(r) : "m"(*p));
+  return r;
+}
+
+// 16 bytes of nibbles -> 32 bytes: [low nibbles (elements 0..15), high nibbles (16..31)]. The bytes are
+// broadcast to both 128-bit lanes by the load and the upper lane shifted by 4 per 32-bit word: no
+// cross-lane shuffle.
 inline __m256i nibbles32(const uint8_t* qs) {
-  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i sh = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+  return _mm256_and_si256(sh, _mm256_set1_epi8(0x0F));
 }
 
 // 32 bits -> 32 bytes, 0x10 where the bit is set.
@@ -42,87 +60,182 @@ inline __m256i bits_to_0x10(uint32_t bits) {
 #endif
 }
 
-// ---- legacy decoders: block b -> 32 levels, scale, min ---------------------------------------------
-struct DecQ4_0 {
-  using BlockT = BlockQ4_0;
-  static constexpr bool kSigned = false;
-  static __m256i decode(const BlockT& b, float* sc, float* mn) {
-    *sc = h2f(b.d);
-    *mn = -8.f * *sc;
-    return nibbles32(b.qs);
-  }
+// ---- legacy types: 32-element blocks ----------------------------------------------------------------
+// levels(): the 32 unsigned levels u of a block, natural order. kOff > 0: value = d * (u - kOff) (the
+// offset is folded into the integer dot through the act's exact sums); kMin: value = d * u + m.
+// decode(): levels plus (scale, min) as floats, for the panel packer.
+template <typename Block, int Off, bool Min>
+struct LegacyDec {
+  using BlockT = Block;
+  static constexpr int kOff = Off;
+  static constexpr bool kMin = Min;
 };
-struct DecQ4_1 {
-  using BlockT = BlockQ4_1;
-  static constexpr bool kSigned = false;
-  static __m256i decode(const BlockT& b, float* sc, float* mn) {
-    *sc = h2f(b.d);
-    *mn = h2f(b.m);
-    return nibbles32(b.qs);
-  }
+struct DecQ4_0 : LegacyDec<BlockQ4_0, 8, false> {
+  static __m256i levels(const BlockT& b) { return nibbles32(b.qs); }
 };
-struct DecQ5_0 {
-  using BlockT = BlockQ5_0;
-  static constexpr bool kSigned = false;
-  static __m256i decode(const BlockT& b, float* sc, float* mn) {
-    *sc = h2f(b.d);
-    *mn = -16.f * *sc;
+struct DecQ4_1 : LegacyDec<BlockQ4_1, 0, true> {
+  static __m256i levels(const BlockT& b) { return nibbles32(b.qs); }
+};
+struct DecQ5_0 : LegacyDec<BlockQ5_0, 16, false> {
+  static __m256i levels(const BlockT& b) {
     uint32_t qh;
     memcpy(&qh, b.qh, 4);
     return _mm256_or_si256(nibbles32(b.qs), bits_to_0x10(qh));
   }
 };
-struct DecQ5_1 {
-  using BlockT = BlockQ5_1;
-  static constexpr bool kSigned = false;
-  static __m256i decode(const BlockT& b, float* sc, float* mn) {
-    *sc = h2f(b.d);
-    *mn = h2f(b.m);
+struct DecQ5_1 : LegacyDec<BlockQ5_1, 0, true> {
+  static __m256i levels(const BlockT& b) {
     uint32_t qh;
     memcpy(&qh, b.qh, 4);
     return _mm256_or_si256(nibbles32(b.qs), bits_to_0x10(qh));
   }
 };
-// Q8_0: signed levels, no min (the act's sy is unused).
-struct DecQ8_0 {
-  using BlockT = BlockQ8_0;
-  static constexpr bool kSigned = true;
-  static __m256i decode(const BlockT& b, float* sc, float* mn) {
-    *sc = h2f(b.d);
-    *mn = 0.f;
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-  }
+// Q8_0: u = q + 128 (flip the sign bit); raw(): the signed levels for dot_s8s8.
+struct DecQ8_0 : LegacyDec<BlockQ8_0, 128, false> {
+  static __m256i raw(const BlockT& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+  static __m256i levels(const BlockT& b) { return _mm256_xor_si256(raw(b), _mm256_set1_epi8(static_cast<char>(0x80))); }
 };
 
-// out[c * os + r] = sum over blocks of sc * dx * dot + mn * sy.
+template <typename Dec>
+__m256i legacy_decode(const typename Dec::BlockT& b, float* sc, float* mn) {
+  *sc = h2f(b.d);
+  if constexpr (Dec::kMin) {
+    *mn = h2f(b.m);
+  } else {
+    *mn = -static_cast<float>(Dec::kOff) * *sc;
+  }
+  return Dec::levels(b);
+}
+
+// 8 x u32 (an fp16 in the low or high half) -> 8 floats.
+inline __m256 halves_to_f32(__m256i v, bool high) {
+  if (high) v = _mm256_srli_epi32(v, 16);
+  v = _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+  return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+// d (and m) of blocks [0, n) (n <= 16): one gather of the u32 at each block start (d in its low half,
+// the min in its high half for Q4_1 / Q5_1). Lanes >= n are 0.
+template <typename Dec>
+inline void block_scales16(const typename Dec::BlockT* blk, int n, float* d, float* m) {
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i idx = _mm256_mullo_epi32(iota, _mm256_set1_epi32(static_cast<int>(sizeof(typename Dec::BlockT))));
+  for (int h = 0; h < 2; ++h) {
+    const int cnt = n - 8 * h;
+    __m256i g = _mm256_setzero_si256();
+    if (cnt > 0) {
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), iota);
+      g = _mm256_mask_i32gather_epi32(g, reinterpret_cast<const int*>(blk + 8 * h), idx, mask, 1);
+    }
+    _mm256_store_ps(d + 8 * h, halves_to_f32(g, false));
+    if constexpr (Dec::kMin) _mm256_store_ps(m + 8 * h, halves_to_f32(g, true));
+  }
+}
+
+// Legacy rows against C act columns. Per 16 blocks: the weights' d (and m) by one gather, the products
+// d * dx and the integer offset corrections -kOff * qs per column, vectorized; per block: the levels
+// decoded once, then per column one integer dot (accumulator seeded with the correction), a convert
+// and an FMA with the broadcast scale. Two accumulators per column break the FMA latency chain.
+// The signed path (Q8_0 where dot_u8s8 cannot take levels up to 255) dots the raw signed levels.
 template <typename Dec, int C>
 void direct_legacy(const MatArgs& a) {
+  constexpr bool kSignedPath = Dec::kOff == 128 && !kDotU8Full;
   const int64_t nb = a.K / 32;
   ActView act[C];
   for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, 32);
+  const __m256i corr_mul = _mm256_set1_epi32(-Dec::kOff / 8);  // 8 int32 lanes share a block's offset
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(a.w + r * a.w_stride);
-    __m256 acc[C];
-    float macc[C];
-    for (int c = 0; c < C; ++c) {
-      acc[c] = _mm256_setzero_ps();
-      macc[c] = 0.f;
-    }
-    for (int64_t b = 0; b < nb; ++b) {
-      float sc, mn;
-      const __m256i u = Dec::decode(blocks[b], &sc, &mn);
+    __m256 acc0[C], acc1[C], macc[C];
+    for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = macc[c] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+      const int n = static_cast<int>(nb - b0 < 16 ? nb - b0 : 16);
+      alignas(32) float dw[16], mw[16], sc[C][16];
+      alignas(32) int32_t corr[C][16];
+      block_scales16<Dec>(blocks + b0, n, dw, mw);
       for (int c = 0; c < C; ++c) {
-        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b));
-        const __m256i d = Dec::kSigned ? dot_s8s8(u, y) : dot_u8s8(u, y);
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(sc * act[c].dx[b]), acc[c]);
-        if constexpr (!Dec::kSigned) macc[c] += mn * act[c].sy[b];
+        for (int h = 0; h < 2; ++h) {  // act arrays are zero-padded to 16 groups
+          const __m256 dwh = _mm256_load_ps(dw + 8 * h);
+          _mm256_store_ps(sc[c] + 8 * h, _mm256_mul_ps(dwh, _mm256_loadu_ps(act[c].dx + b0 + 8 * h)));
+          if constexpr (Dec::kOff > 0 && !kSignedPath) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].qs + b0 + 8 * h));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(corr[c] + 8 * h), _mm256_mullo_epi32(q, corr_mul));
+          }
+          if constexpr (Dec::kMin)
+            macc[c] = _mm256_fmadd_ps(_mm256_load_ps(mw + 8 * h), _mm256_loadu_ps(act[c].sy + b0 + 8 * h), macc[c]);
+        }
       }
+      auto block = [&](int i, __m256* acc) {
+        const auto& blk = blocks[b0 + i];
+        const __m256i u = kSignedPath ? DecQ8_0::raw(reinterpret_cast<const BlockQ8_0&>(blk)) : Dec::levels(blk);
+        for (int c = 0; c < C; ++c) {
+          const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * (b0 + i)));
+          __m256i d;
+          if constexpr (kSignedPath) {
+            d = dot_s8s8(u, y);
+          } else if constexpr (Dec::kOff > 0) {
+            d = dot_u8s8_acc(bcast_d(&corr[c][i]), u, y);
+          } else {
+            d = dot_u8s8(u, y);
+          }
+          acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), bcast_ss(&sc[c][i]), acc[c]);
+        }
+      };
+      int i = 0;
+      for (; i + 2 <= n; i += 2) {
+        block(i, acc0);
+        block(i + 1, acc1);
+      }
+      if (i < n) block(i, acc0);
     }
-    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(acc[c]) + macc[c];
+    for (int c = 0; c < C; ++c)
+      a.out[c * a.out_stride + r] = hsum256(_mm256_add_ps(_mm256_add_ps(acc0[c], acc1[c]), macc[c]));
   }
 }
 
 // ---- k-quant decoders: super-block -> 8 x 32 levels, scales/mins per group (G = 16 or 32) --------
+// Scale unpacking is vectorized: 8 or 16 small integers -> floats times the super-block scale.
+inline void store_scaled_u8x8(__m128i bytes8, float d, float* out) {  // out[0..8) = d * bytes[0..8)
+  _mm256_store_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes8)), _mm256_set1_ps(d)));
+}
+inline void store_scaled_i8x16(__m128i bytes16, float d, float* out) {  // out[0..16) = d * int8[0..16)
+  _mm256_store_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes16)), _mm256_set1_ps(d)));
+  _mm256_store_ps(out + 8,
+                  _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes16, 8))), _mm256_set1_ps(d)));
+}
+inline void store_neg_scaled16(const float* sc, float k, float* mn) {  // mn = -k * sc, 16 values
+  const __m256 nk = _mm256_set1_ps(-k);
+  _mm256_store_ps(mn, _mm256_mul_ps(_mm256_load_ps(sc), nk));
+  _mm256_store_ps(mn + 8, _mm256_mul_ps(_mm256_load_ps(sc + 8), nk));
+}
+// Q4_K / Q5_K: the 12 packed bytes -> 8 6-bit scales and 8 6-bit mins (bytes 0..7 and 8..15).
+inline __m128i unpack_scales_k4(const uint8_t* scales) {
+  uint32_t u[4];
+  memcpy(u, scales, 12);
+  const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
+  u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
+  const uint32_t aux = u[1] & km1;
+  u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
+  u[2] = aux;
+  u[0] &= km1;
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+}
+inline void kquant_scales_32_v(uint16_t dh, uint16_t dminh, const uint8_t* scales, float* sc, float* mn) {
+  const __m128i v = unpack_scales_k4(scales);
+  store_scaled_u8x8(v, h2f(dh), sc);
+  store_scaled_u8x8(_mm_srli_si128(v, 8), -h2f(dminh), mn);
+}
+// Q3_K: the 12 packed bytes -> 16 6-bit scales, minus 32.
+inline __m128i unpack_scales_q3k(const uint8_t* scales) {
+  uint32_t a[4];
+  memcpy(a, scales, 12);
+  const uint32_t km1 = 0x03030303, km2 = 0x0f0f0f0f, tmp = a[2];
+  a[2] = ((a[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
+  a[3] = ((a[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
+  a[0] = (a[0] & km2) | (((tmp >> 0) & km1) << 4);
+  a[1] = (a[1] & km2) | (((tmp >> 2) & km1) << 4);
+  return _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), _mm_set1_epi8(32));
+}
 struct DecQ2_K {
   using BlockT = BlockQ2_K;
   static constexpr int G = 16;
@@ -132,11 +245,11 @@ struct DecQ2_K {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
       for (int s = 0; s < 4; ++s) u[4 * h + s] = _mm256_and_si256(srl16(q, 2 * s), m3);
     }
-    const float d = h2f(b.d), dmin = h2f(b.dmin);
-    for (int g = 0; g < 16; ++g) {
-      sc[g] = d * static_cast<float>(b.scales[g] & 0xF);
-      mn[g] = -(dmin * static_cast<float>(b.scales[g] >> 4));
-    }
+    const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m128i lo = _mm_and_si128(sb, _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F));
+    store_scaled_i8x16(lo, h2f(b.d), sc);  // levels <= 15: signed and unsigned widening agree
+    store_scaled_i8x16(hi, -h2f(b.dmin), mn);
   }
 };
 struct DecQ3_K {
@@ -153,11 +266,8 @@ struct DecQ3_K {
         u[4 * h + s] = _mm256_add_epi8(lo, _mm256_slli_epi16(hb, 2));
       }
     }
-    const float d = h2f(b.d);
-    for (int g = 0; g < 16; ++g) {
-      sc[g] = d * static_cast<float>(q3k_scale6(b.scales, g) - 32);
-      mn[g] = -4.f * sc[g];
-    }
+    store_scaled_i8x16(unpack_scales_q3k(b.scales), h2f(b.d), sc);
+    store_neg_scaled16(sc, 4.f, mn);
   }
 };
 struct DecQ4_K {
@@ -170,7 +280,7 @@ struct DecQ4_K {
       u[2 * j] = _mm256_and_si256(t, mf);
       u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(t, 4), mf);
     }
-    kquant_scales_32(b.d, b.dmin, b.scales, sc, mn);
+    kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
   }
 };
 struct DecQ5_K {
@@ -186,7 +296,7 @@ struct DecQ5_K {
       u[2 * j] = _mm256_or_si256(_mm256_and_si256(t, mf), h0);
       u[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 4), mf), h1);
     }
-    kquant_scales_32(b.d, b.dmin, b.scales, sc, mn);
+    kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
   }
 };
 struct DecQ6_K {
@@ -207,11 +317,8 @@ struct DecQ6_K {
       u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mf), h2);
       u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mf), h3);
     }
-    const float d = h2f(b.d);
-    for (int g = 0; g < 16; ++g) {
-      sc[g] = d * static_cast<float>(b.scales[g]);
-      mn[g] = -32.f * sc[g];
-    }
+    store_scaled_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), h2f(b.d), sc);
+    store_neg_scaled16(sc, 32.f, mn);
   }
 };
 
@@ -232,9 +339,15 @@ void direct_kquant(const MatArgs& a) {
       alignas(32) float sc[16], mn[16];
       Dec::decode(blocks[i], u, sc, mn);
       __m256 scv[8];
-      for (int j = 0; j < 8; ++j) {
-        scv[j] = G == 32 ? _mm256_set1_ps(sc[j])
-                         : _mm256_set_m128(_mm_set1_ps(sc[2 * j + 1]), _mm_set1_ps(sc[2 * j]));
+      if constexpr (G == 32) {
+        for (int j = 0; j < 8; ++j) scv[j] = bcast_ss(&sc[j]);
+      } else {  // ymm j covers groups 2j (lanes 0..3) and 2j + 1 (lanes 4..7)
+        const __m256 s0 = _mm256_load_ps(sc), s1 = _mm256_load_ps(sc + 8);
+        for (int j = 0; j < 8; ++j) {
+          const __m256i idx = _mm256_setr_epi32(2 * (j % 4), 2 * (j % 4), 2 * (j % 4), 2 * (j % 4), 2 * (j % 4) + 1,
+                                                2 * (j % 4) + 1, 2 * (j % 4) + 1, 2 * (j % 4) + 1);
+          scv[j] = _mm256_permutevar8x32_ps(j < 4 ? s0 : s1, idx);
+        }
       }
       const __m256 mn0 = _mm256_load_ps(mn);
       const __m256 mn1 = G == 16 ? _mm256_load_ps(mn + 8) : _mm256_setzero_ps();
@@ -245,7 +358,7 @@ void direct_kquant(const MatArgs& a) {
           const __m256i yv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j));
           s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u[j], yv)), scv[j], s);
         }
-        acc[c] = _mm256_fmadd_ps(s, _mm256_set1_ps(act[c].dx[i * NG]), acc[c]);
+        acc[c] = _mm256_fmadd_ps(s, bcast_ss(&act[c].dx[i * NG]), acc[c]);
         const float* sy = act[c].sy + i * NG;
         macc[c] = _mm256_fmadd_ps(mn0, _mm256_loadu_ps(sy), macc[c]);
         if constexpr (G == 16) macc[c] = _mm256_fmadd_ps(mn1, _mm256_loadu_ps(sy + 8), macc[c]);
