@@ -16,3 +16,9 @@ ferry_module(exec_hybrid DEPS exec plan model kernels_cpu tensor base SOURCES
   exec/weight_ring.cc
   exec/hybrid_runner.cc
 )
+
+# exec_probe: the CUDA GpuProber `ferry profile` measures the GPU with (plain C++ over Device and
+# CudaOpsBundle; in a build without CUDA its factory reports "no usable CUDA GPU").
+ferry_module(exec_probe DEPS exec plan tensor base SOURCES
+  exec/gpu_prober_cuda.cc
+)

@@ -1,5 +1,5 @@
 // Profile plumbing of the CLI. The one place that picks the host kernels the profiler measures
-// (CpuOps) and the GPU prober: when the CUDA device is wired, make_gpu_prober() returns its prober.
+// (CpuOps) and the GPU prober (the CUDA device's, exec/gpu_prober_cuda.h, when a usable GPU is present).
 // Everything else (plan, profile) goes through these two.
 #include "profile_support.h"
 
@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <sys/stat.h>
 
+#include "exec/device.h"
+#include "exec/gpu_prober_cuda.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace ferry::cli {
@@ -20,7 +22,16 @@ plan::CpuKernels host_kernels() {
   return k;
 }
 
-std::unique_ptr<plan::GpuProber> make_gpu_prober() { return nullptr; }
+std::unique_ptr<plan::GpuProber> make_gpu_prober() {
+  if (!exec::cuda_available(nullptr)) return nullptr;  // no GPU (or a build without CUDA): CPU profile
+  Expected<std::unique_ptr<plan::GpuProber>> p = exec::make_cuda_gpu_prober(0);
+  if (!p) {
+    // A GPU is there but cannot be probed: say why, and profile the CPU alone rather than fail.
+    std::fprintf(stderr, "ferry: warning: GPU not measured: %s\n", p.status().message().c_str());
+    return nullptr;
+  }
+  return std::move(*p);
+}
 
 std::function<void(double, const std::string&)> progress_bar(const std::string& title) {
   const bool tty = isatty(STDERR_FILENO);

@@ -16,7 +16,7 @@ namespace ferry::cli {
 // The host kernels ferry runs (CpuOps when built, RefOps until then), as an Ops factory.
 plan::CpuKernels host_kernels();
 
-// The GPU to measure, or nullptr when there is none (or no GPU backend is wired yet).
+// The GPU to measure (CUDA device 0), or nullptr when there is none or ferry is built without CUDA.
 std::unique_ptr<plan::GpuProber> make_gpu_prober();
 
 // A progress callback drawing a bar on stderr ("\r" updates on a terminal, a line per 10 % when not).

@@ -1,0 +1,419 @@
+// CudaGpuProber: plan::GpuProber on a CudaDevice. Copies go between pinned (or malloc'd) host buffers and
+// arena blocks on a stream of their own; matmuls are CudaOps::matmul on weights cycled through a pool
+// larger than the L2 cache (each call reads device memory, as a real step does). Device-side timings
+// (D2D, matmul) are CUDA events around work held back by a host gate until it is all enqueued, so they
+// measure the GPU and not the launch rate (the cost model adds the launch overhead, measured apart).
+// Host-side timings (H2D, D2H, launch) are wall clock from the first enqueue to the end of the work.
+#include "exec/gpu_prober_cuda.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <new>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "exec/device.h"
+#include "exec/device_cuda.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "tensor/quant.h"
+#include "tensor/tensor_view.h"
+
+namespace ferry::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+constexpr uint64_t kMaxArena = 4ull << 30;       // what the prober reserves at most (H200: 141 GB)
+constexpr uint64_t kMinArena = 1ull << 30;
+constexpr uint64_t kWeightPoolBytes = 256ull << 20;  // at least this much (and 4x L2) of weights cycled
+constexpr int64_t kShapeTokens = 1024;            // CudaOps scratch sized for the profiler's largest tier
+constexpr int kGateBatch = 32;                    // matmuls enqueued behind one gate (far below the launch queue)
+
+// The kernel driver's version ("550.54.15") from /proc, else the CUDA driver API version ("cuda 12.8").
+std::string driver_version_string(int cuda_driver_version) {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (f && std::getline(f, line)) {
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar ..." (open module: "... Open
+    // Kernel Module for x86_64  550.54.15  Release Build ..."): the first token of digits and dots.
+    const size_t k = line.find("Kernel Module");
+    std::istringstream ss(k == std::string::npos ? line : line.substr(k));
+    std::string tok;
+    while (ss >> tok) {
+      const bool digits_dots = !tok.empty() && std::all_of(tok.begin(), tok.end(), [](char c) {
+        return (c >= '0' && c <= '9') || c == '.';
+      });
+      if (digits_dots && tok.find('.') != std::string::npos) return tok;
+    }
+  }
+  return "cuda " + std::to_string(cuda_driver_version / 1000) + "." + std::to_string(cuda_driver_version % 1000 / 10);
+}
+
+// Holds a stream at a host function until open() (or destruction, so an error path never leaves the
+// stream blocked): work enqueued behind it then runs back to back, whatever the launch rate.
+class Gate {
+ public:
+  Gate() : fut_(promise_.get_future().share()) {}
+  ~Gate() { open(); }
+  Status install(Device& dev, Stream& s) {
+    std::shared_future<void> f = fut_;
+    return dev.host_fn(s, [f] { f.wait(); });
+  }
+  void open() {
+    if (!opened_) {
+      opened_ = true;
+      promise_.set_value();
+    }
+  }
+
+ private:
+  std::promise<void> promise_;
+  std::shared_future<void> fut_;
+  bool opened_ = false;
+};
+
+class CudaGpuProber final : public plan::GpuProber {
+ public:
+  CudaGpuProber(int ordinal, CudaDeviceInfo info, std::string driver)
+      : ordinal_(ordinal), info_(std::move(info)), driver_(std::move(driver)) {}
+
+  ~CudaGpuProber() override {
+    if (bg_thread_.joinable()) {
+      bg_stop_ = true;
+      bg_thread_.join();
+    }
+    bundle_.reset();  // before its stream and the device
+    if (dev_) {
+      (void)dev_->synchronize();  // errors here have nowhere to go
+      for (DeviceBuffer* b : {&dev_a_, &dev_b_, &bg_dev_, &pool_, &x_, &out_, &tiny_}) dev_->release(b);
+      for (HostBuffer* h : {&pin_, &bg_pin_}) dev_->release_pinned(h);
+    }
+    start_.reset();
+    end_.reset();
+    bg_ev_[0].reset();
+    bg_ev_[1].reset();
+    main_.reset();
+    bg_.reset();
+    dev_.reset();
+  }
+
+  std::string name() const override { return info_.name; }
+  std::string driver() const override { return driver_; }
+  uint64_t memory_bytes() const override { return info_.total_memory; }
+
+  Expected<double> time_h2d(uint64_t bytes, int reps) override {
+    FERRY_RETURN_IF_ERROR(ensure());
+    FERRY_RETURN_IF_ERROR(ensure_pinned(pin_, bytes));
+    FERRY_RETURN_IF_ERROR(ensure_dev(dev_a_, bytes, "probe.copy"));
+    return time_copies([&] { return dev_->copy_h2d(dev_a_.ptr, pin_.ptr, bytes, *main_); }, reps);
+  }
+
+  Expected<double> time_d2h(uint64_t bytes, int reps) override {
+    FERRY_RETURN_IF_ERROR(ensure());
+    FERRY_RETURN_IF_ERROR(ensure_pinned(pin_, bytes));
+    FERRY_RETURN_IF_ERROR(ensure_dev(dev_a_, bytes, "probe.copy"));
+    return time_copies([&] { return dev_->copy_d2h(pin_.ptr, dev_a_.ptr, bytes, *main_); }, reps);
+  }
+
+  Expected<double> time_h2d_pageable(uint64_t bytes, int reps) override {
+    FERRY_RETURN_IF_ERROR(ensure());
+    FERRY_RETURN_IF_ERROR(ensure_dev(dev_a_, bytes, "probe.copy"));
+    std::unique_ptr<uint8_t[]> host(new (std::nothrow) uint8_t[bytes == 0 ? 1 : bytes]);
+    if (!host) return make_error(ErrorCode::kOutOfMemory, "cannot allocate %llu bytes of host memory",
+                                 static_cast<unsigned long long>(bytes));
+    std::memset(host.get(), 1, bytes);  // fault the pages in: a copy from untouched memory measures the kernel
+    return time_copies([&] { return dev_->copy_h2d(dev_a_.ptr, host.get(), bytes, *main_); }, reps);
+  }
+
+  Expected<double> time_d2d(uint64_t bytes, int reps) override {
+    FERRY_RETURN_IF_ERROR(ensure());
+    FERRY_RETURN_IF_ERROR(ensure_dev(dev_a_, bytes, "probe.copy"));
+    FERRY_RETURN_IF_ERROR(ensure_dev(dev_b_, bytes, "probe.copy2"));
+    FERRY_RETURN_IF_ERROR(dev_->copy_d2d(dev_b_.ptr, dev_a_.ptr, bytes, *main_));  // warm-up
+    FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    return time_device(reps, [&](int) { return dev_->copy_d2d(dev_b_.ptr, dev_a_.ptr, bytes, *main_); });
+  }
+
+  Expected<double> time_matmul(DType t, int64_t rows, int64_t cols, int64_t tokens, int reps) override {
+    if (rows <= 0 || cols <= 0 || tokens <= 0 || reps <= 0)
+      return make_error(ErrorCode::kInvalidArgument, "time_matmul: bad shape %lld x %lld x %lld",
+                        static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(tokens));
+    if (!traits(t).weight_type || cols % traits(t).block_elems != 0)
+      return make_error(ErrorCode::kInvalidArgument, "time_matmul: %s is not a weight type for rows of %lld",
+                        dtype_name(t), static_cast<long long>(cols));
+    FERRY_RETURN_IF_ERROR(ensure());
+    FERRY_RETURN_IF_ERROR(ensure_weights(t, rows, cols));
+    FERRY_RETURN_IF_ERROR(ensure_ops(rows, cols, tokens));
+    FERRY_RETURN_IF_ERROR(ensure_activations(rows, cols, tokens));
+    kernels::Ops& ops = bundle_->ops();
+    const TensorView x = TensorView::make(DType::F32, x_.ptr, cols, tokens, 1, 1, Where::kDevice);
+    const TensorView y = TensorView::make(DType::F32, out_.ptr, rows, tokens, 1, 1, Where::kDevice);
+    auto weight = [&](int i) {
+      char* p = static_cast<char*>(pool_.ptr) + static_cast<uint64_t>(i % pool_slots_) * pool_stride_;
+      return TensorView::make(t, p, cols, rows, 1, 1, Where::kDevice);
+    };
+    // Warm-up: lazy module loading, cuBLAS heuristics, the first touch of the scratch.
+    ops.matmul(weight(0), x, y);
+    FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    FERRY_RETURN_IF_ERROR(bundle_->status());
+    Expected<double> s = time_device(reps, [&](int i) {
+      ops.matmul(weight(next_slot_ + i), x, y);
+      return Status::ok();
+    });
+    next_slot_ = (next_slot_ + reps) % pool_slots_;
+    FERRY_RETURN_IF_ERROR(bundle_->status());
+    return s;
+  }
+
+  Expected<double> launch_overhead_us() override {
+    FERRY_RETURN_IF_ERROR(ensure());
+    FERRY_RETURN_IF_ERROR(ensure_ops(1, 256, 1));
+    FERRY_RETURN_IF_ERROR(ensure_dev(tiny_, 256 * sizeof(float), "probe.tiny"));
+    FERRY_RETURN_IF_ERROR(dev_->memset(tiny_.ptr, 0, tiny_.bytes, *main_));
+    kernels::Ops& ops = bundle_->ops();
+    const TensorView v = TensorView::make(DType::F32, tiny_.ptr, 256, 1, 1, 1, Where::kDevice);
+    for (int i = 0; i < 20; ++i) ops.scale(v, 1.0f, v);  // warm-up (module load)
+    FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    // Back-to-back launches of a kernel that does nearly nothing: the rate the host can issue them.
+    constexpr int kLaunches = 2000;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kLaunches; ++i) ops.scale(v, 1.0f, v);
+    FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    const double s = since(t0);
+    FERRY_RETURN_IF_ERROR(bundle_->status());
+    return s / kLaunches * 1e6;
+  }
+
+  Status start_background_copies(bool h2d, uint64_t chunk_bytes) override {
+    if (bg_thread_.joinable()) return make_error(ErrorCode::kInternal, "background copies already running");
+    if (chunk_bytes == 0) return make_error(ErrorCode::kInvalidArgument, "background copies of 0 bytes");
+    FERRY_RETURN_IF_ERROR(ensure());
+    FERRY_RETURN_IF_ERROR(ensure_pinned(bg_pin_, chunk_bytes));
+    FERRY_RETURN_IF_ERROR(ensure_dev(bg_dev_, chunk_bytes, "probe.background"));
+    bg_stop_ = false;
+    bg_status_ = Status::ok();
+    bg_stats_ = CopyStats{};
+    bg_thread_ = std::thread([this, h2d, chunk_bytes] { background_loop(h2d, chunk_bytes); });
+    return Status::ok();
+  }
+
+  Expected<CopyStats> stop_background_copies() override {
+    if (!bg_thread_.joinable()) return make_error(ErrorCode::kInternal, "no background copies running");
+    bg_stop_ = true;
+    bg_thread_.join();
+    if (!bg_status_) return bg_status_;
+    return bg_stats_;
+  }
+
+ private:
+  // The device (an arena for the buffers below), a timed stream, a background copy stream, events.
+  Status ensure() {
+    if (dev_) return Status::ok();
+    uint64_t budget = std::min<uint64_t>(kMaxArena, info_.total_memory / 2);
+    Expected<std::unique_ptr<Device>> d = make_cuda_device(ordinal_, budget);
+    // Memory taken by other processes: ask for less, down to kMinArena.
+    while (!d && d.status().code() == ErrorCode::kOutOfMemory && budget / 2 >= kMinArena) {
+      budget /= 2;
+      d = make_cuda_device(ordinal_, budget);
+    }
+    if (!d) return d.status();
+    dev_ = std::move(*d);
+    FERRY_ASSIGN_OR_RETURN(main_, dev_->create_stream());
+    FERRY_ASSIGN_OR_RETURN(bg_, dev_->create_stream());
+    FERRY_ASSIGN_OR_RETURN(start_, dev_->create_event(true));
+    FERRY_ASSIGN_OR_RETURN(end_, dev_->create_event(true));
+    FERRY_ASSIGN_OR_RETURN(bg_ev_[0], dev_->create_event(false));
+    FERRY_ASSIGN_OR_RETURN(bg_ev_[1], dev_->create_event(false));
+    return Status::ok();
+  }
+
+  Status ensure_dev(DeviceBuffer& b, uint64_t bytes, const char* tag) {
+    if (b && b.bytes >= bytes) return Status::ok();
+    dev_->release(&b);
+    FERRY_ASSIGN_OR_RETURN(b, dev_->allocate(std::max<uint64_t>(bytes, 1), tag));
+    return Status::ok();
+  }
+
+  Status ensure_pinned(HostBuffer& h, uint64_t bytes) {
+    if (h && h.bytes >= bytes) return Status::ok();
+    dev_->release_pinned(&h);
+    FERRY_ASSIGN_OR_RETURN(h, dev_->allocate_pinned(std::max<uint64_t>(bytes, 1)));
+    std::memset(h.ptr, 1, h.bytes);
+    return Status::ok();
+  }
+
+  // One untimed copy, then `reps` back to back: wall seconds from the first enqueue to the end.
+  template <typename Enqueue>
+  Expected<double> time_copies(Enqueue enqueue, int reps) {
+    FERRY_RETURN_IF_ERROR(enqueue());
+    FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    const auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) FERRY_RETURN_IF_ERROR(enqueue());
+    FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    return since(t0);
+  }
+
+  // `reps` pieces of device work (enqueue(i)), held behind a gate in batches so they run back to back;
+  // the device seconds between events around each batch, summed.
+  template <typename Enqueue>
+  Expected<double> time_device(int reps, Enqueue enqueue) {
+    double seconds = 0;
+    for (int done = 0; done < reps;) {
+      const int n = std::min(kGateBatch, reps - done);
+      {
+        Gate gate;
+        FERRY_RETURN_IF_ERROR(gate.install(*dev_, *main_));
+        FERRY_RETURN_IF_ERROR(dev_->record(*start_, *main_));
+        for (int i = 0; i < n; ++i) FERRY_RETURN_IF_ERROR(enqueue(done + i));
+        FERRY_RETURN_IF_ERROR(dev_->record(*end_, *main_));
+        gate.open();
+      }
+      FERRY_RETURN_IF_ERROR(dev_->sync(*end_));
+      FERRY_ASSIGN_OR_RETURN(const float ms, dev_->elapsed_ms(*start_, *end_));
+      seconds += ms * 1e-3;
+      done += n;
+    }
+    return seconds;
+  }
+
+  // A pool of copies of one [rows, cols] weight matrix of type t, larger than 4x the L2 cache.
+  Status ensure_weights(DType t, int64_t rows, int64_t cols) {
+    if (pool_ && pool_dtype_ == t && pool_rows_ == rows && pool_cols_ == cols) return Status::ok();
+    dev_->release(&pool_);
+    const uint64_t matrix = row_bytes(t, cols) * static_cast<uint64_t>(rows);
+    pool_stride_ = (matrix + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    const uint64_t target = std::max<uint64_t>(kWeightPoolBytes, 4 * info_.l2_bytes);
+    pool_slots_ = static_cast<int>(std::clamp<uint64_t>((target + pool_stride_ - 1) / pool_stride_, 2, 64));
+    FERRY_ASSIGN_OR_RETURN(pool_, dev_->allocate(pool_stride_ * pool_slots_, "probe.weights"));
+    // 64 rows quantized from random values, repeated (the contents do not change these kernels' speed).
+    FERRY_RETURN_IF_ERROR(ensure_pinned(pin_, matrix));
+    const size_t rb = row_bytes(t, cols);
+    const int64_t seed_rows = std::min<int64_t>(64, rows);
+    std::mt19937 rng(42);
+    std::normal_distribution<float> dist(0.f, 0.02f);
+    std::vector<float> src(static_cast<size_t>(cols));
+    uint8_t* host = static_cast<uint8_t*>(pin_.ptr);
+    for (int64_t r = 0; r < seed_rows; ++r) {
+      for (float& v : src) v = dist(rng);
+      quantize_row(t, src.data(), host + static_cast<size_t>(r) * rb, cols);
+    }
+    const size_t seed_bytes = static_cast<size_t>(seed_rows) * rb;
+    for (size_t off = seed_bytes; off < matrix; off += seed_bytes)
+      std::memcpy(host + off, host, std::min(seed_bytes, static_cast<size_t>(matrix) - off));
+    FERRY_RETURN_IF_ERROR(dev_->copy_h2d(pool_.ptr, host, matrix, *main_));
+    char* base = static_cast<char*>(pool_.ptr);
+    for (int i = 1; i < pool_slots_; ++i)
+      FERRY_RETURN_IF_ERROR(dev_->copy_d2d(base + static_cast<uint64_t>(i) * pool_stride_, base, matrix, *main_));
+    FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    pool_dtype_ = t;
+    pool_rows_ = rows;
+    pool_cols_ = cols;
+    next_slot_ = 0;
+    return Status::ok();
+  }
+
+  // CudaOps with scratch for [rows, cols] x [cols, tokens] (at least the profiler's 1024 tokens, so the
+  // token sweep does not rebuild it), as the executor makes it (default options).
+  Status ensure_ops(int64_t rows, int64_t cols, int64_t tokens) {
+    if (bundle_ && shape_.max_n >= rows && shape_.max_k >= cols && shape_.max_tokens >= tokens) return Status::ok();
+    bundle_.reset();
+    kernels::CudaScratchShape s;
+    s.max_tokens = std::max({tokens, kShapeTokens, bundle_shape_tokens_});
+    s.max_k = std::max<int64_t>({cols, 4096, shape_.max_k});
+    s.max_n = std::max<int64_t>({rows, 4096, shape_.max_n});
+    bundle_shape_tokens_ = s.max_tokens;
+    FERRY_ASSIGN_OR_RETURN(bundle_, CudaOpsBundle::create(*dev_, *main_, s));
+    shape_ = s;
+    return Status::ok();
+  }
+
+  // x [cols, tokens] (small finite values) and out [rows, tokens], F32 on the device.
+  Status ensure_activations(int64_t rows, int64_t cols, int64_t tokens) {
+    const int64_t t = std::max(tokens, kShapeTokens);
+    const uint64_t xb = static_cast<uint64_t>(cols * t) * sizeof(float);
+    if (!x_ || x_.bytes < xb) {
+      FERRY_RETURN_IF_ERROR(ensure_dev(x_, xb, "probe.x"));
+      FERRY_RETURN_IF_ERROR(ensure_pinned(pin_, xb));
+      float* h = static_cast<float*>(pin_.ptr);
+      for (uint64_t i = 0; i < xb / sizeof(float); ++i)
+        h[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+      FERRY_RETURN_IF_ERROR(dev_->copy_h2d(x_.ptr, h, xb, *main_));
+      FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    }
+    return ensure_dev(out_, static_cast<uint64_t>(rows * t) * sizeof(float), "probe.out");
+  }
+
+  // Copies of bg_pin_ <-> bg_dev_ back to back on the background stream, two in flight, until bg_stop_.
+  void background_loop(bool h2d, uint64_t chunk) {
+    // Device calls need this thread's current device: memory_info() sets it (cudaSetDevice).
+    Expected<MemoryInfo> mi = dev_->memory_info();
+    if (!mi) {
+      bg_status_ = mi.status();
+      return;
+    }
+    const auto t0 = Clock::now();
+    uint64_t n = 0;
+    Status st;
+    while (!bg_stop_.load(std::memory_order_relaxed)) {
+      st = h2d ? dev_->copy_h2d(bg_dev_.ptr, bg_pin_.ptr, chunk, *bg_) : dev_->copy_d2h(bg_pin_.ptr, bg_dev_.ptr, chunk, *bg_);
+      if (st) st = dev_->record(*bg_ev_[n % 2], *bg_);
+      if (st && n >= 1) st = dev_->sync(*bg_ev_[(n - 1) % 2]);  // keep one copy queued behind the running one
+      if (!st) break;
+      ++n;
+    }
+    const Status s2 = dev_->sync(*bg_);
+    if (!st) {
+      bg_status_ = st;
+    } else if (!s2) {
+      bg_status_ = s2;
+    }
+    bg_stats_.seconds = since(t0);
+    bg_stats_.bytes = static_cast<double>(n) * static_cast<double>(chunk);
+  }
+
+  const int ordinal_;
+  const CudaDeviceInfo info_;
+  const std::string driver_;
+
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<Stream> main_, bg_;
+  std::unique_ptr<Event> start_, end_;
+  std::unique_ptr<Event> bg_ev_[2];
+  std::unique_ptr<CudaOpsBundle> bundle_;
+  kernels::CudaScratchShape shape_{0, 0, 0, 0, 0};
+  int64_t bundle_shape_tokens_ = 0;
+
+  DeviceBuffer dev_a_, dev_b_, bg_dev_, pool_, x_, out_, tiny_;
+  HostBuffer pin_, bg_pin_;
+
+  DType pool_dtype_ = DType::F32;
+  int64_t pool_rows_ = 0, pool_cols_ = 0;
+  uint64_t pool_stride_ = 0;
+  int pool_slots_ = 1;
+  int next_slot_ = 0;
+
+  std::thread bg_thread_;
+  std::atomic<bool> bg_stop_{false};
+  Status bg_status_;
+  CopyStats bg_stats_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<plan::GpuProber>> make_cuda_gpu_prober(int ordinal) {
+  std::string why;
+  if (!cuda_available(&why)) return make_error(ErrorCode::kDevice, "%s", why.c_str());
+  FERRY_ASSIGN_OR_RETURN(CudaDeviceInfo info, cuda_device_info(ordinal));
+  std::string driver = driver_version_string(info.driver_version);
+  return std::unique_ptr<plan::GpuProber>(new CudaGpuProber(ordinal, std::move(info), std::move(driver)));
+}
+
+}  // namespace ferry::exec
