@@ -58,14 +58,17 @@ std::string driver_version_string(int cuda_driver_version) {
 }
 
 // Holds a stream at a host function until open() (or destruction, so an error path never leaves the
-// stream blocked): work enqueued behind it then runs back to back, whatever the launch rate.
+// stream blocked): work enqueued behind it then runs back to back, whatever the launch rate. The hold
+// gives up after kGateMaxWait: should an enqueue ever wait for the device (lazy module loading can
+// synchronize the context; the warm-up calls load every kernel first), a gap in the timing beats a hang.
+constexpr auto kGateMaxWait = std::chrono::milliseconds(500);
 class Gate {
  public:
   Gate() : fut_(promise_.get_future().share()) {}
   ~Gate() { open(); }
   Status install(Device& dev, Stream& s) {
     std::shared_future<void> f = fut_;
-    return dev.host_fn(s, [f] { f.wait(); });
+    return dev.host_fn(s, [f] { f.wait_for(kGateMaxWait); });
   }
   void open() {
     if (!opened_) {
