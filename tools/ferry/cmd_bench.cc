@@ -15,6 +15,8 @@
 #include "cli.h"
 #include "engine/engine.h"
 #include "format/gguf.h"
+#include "gpu_support.h"
+#include "hybrid_support.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/membw.h"
 #include "model/model_spec.h"
@@ -34,6 +36,7 @@ struct BenchArgs {
   bool json = false;
   bool warmup = true;
   bool membw = true;
+  ferry::cli::HybridArgs hybrid;  // --vram / --profile / --ring / --explain (GPU runs)
 };
 
 struct Sample {
@@ -96,6 +99,10 @@ int run(const BenchArgs& a) {
   opt.n_threads = a.threads;
   opt.n_batch = a.batch;
   opt.device = a.device;
+  // GPU: --device cuda alone = whole model on the GPU; --vram = the hybrid executor (gpu_support.h).
+  auto hybrid = std::make_shared<ferry::cli::HybridState>();
+  if (ferry::Status hs = ferry::cli::install_device_runner(a.hybrid, &opt, hybrid); !hs.is_ok())
+    return ferry::cli::report(hs);
   const auto t_load = Clock::now();
   auto loaded = ferry::engine::Engine::load(opt);
   if (!loaded) return ferry::cli::report(loaded.status());
@@ -181,6 +188,11 @@ int run(const BenchArgs& a) {
     j["decode_gb_s"] = decode_gb_s;
     j["host_gb_s"] = host_gb_s;
     j["decode_bw_fraction"] = host_gb_s > 0 ? decode_gb_s / host_gb_s : 0.0;
+    if (hybrid->active && hybrid->runner) {  // on a GPU: device memory and the plan
+      auto mi = hybrid->runner->device().memory_info();
+      j["peak_device_bytes"] = mi ? mi->arena_peak : 0;
+      j["plan"] = ferry::cli::hybrid_report_json(*hybrid);
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -195,6 +207,7 @@ int run(const BenchArgs& a) {
     if (host_gb_s > 0) std::printf(" = %.0f%% of host %.2f GB/s", 100.0 * decode_gb_s / host_gb_s, host_gb_s);
     std::printf("\n");
   }
+  if (hybrid->active) std::fputs(ferry::cli::hybrid_report_text(*hybrid, a.hybrid.explain).c_str(), stdout);
   return 0;
 }
 
@@ -216,6 +229,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_flag("--json", a.json, "print one JSON object");
   app.add_flag("!--no-warmup", a.warmup, "skip the warm-up step");
   app.add_flag("!--no-membw", a.membw, "skip the host bandwidth measurement (host_gb_s = 0)");
+  ferry::cli::add_hybrid_options(app, &a.hybrid, true);
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;
   if (a.n_prompt == 0 && a.n_gen == 0) return ferry::cli::usage_error("nothing to measure: -p and -n are both 0");

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "format/gguf.h"
+#include "gpu_support.h"
 #include "hybrid_support.h"
 #include "model/model_spec.h"
 #include "text/tokenizer.h"
@@ -77,9 +78,10 @@ int run(const RunArgs& a) {
   opt.n_threads = a.threads;
   opt.n_batch = a.batch;
   opt.device = a.device;
-  // --vram: the hybrid CPU/GPU executor under that budget (hybrid_support.h).
+  // --vram: the hybrid CPU/GPU executor under that budget (hybrid_support.h); --device cuda without
+  // --vram: the whole model on the GPU (gpu_support.h).
   auto hybrid = std::make_shared<ferry::cli::HybridState>();
-  if (ferry::Status hs = ferry::cli::install_hybrid(a.hybrid, &opt, hybrid); !hs.is_ok())
+  if (ferry::Status hs = ferry::cli::install_device_runner(a.hybrid, &opt, hybrid); !hs.is_ok())
     return ferry::cli::report(hs);
   auto loaded = ferry::engine::Engine::load(opt);
   if (!loaded) return ferry::cli::report(loaded.status());
