@@ -6,7 +6,11 @@
 # Writes under $OUT (set on the GPU host; ./out/check_cuda otherwise): env.txt (nvidia-smi, ldd),
 # test_cuda_ops.log, bench_cuda_ops.log, summary.txt; prints the summary table last.
 # BUILD=<folder> picks another build folder; BENCH_ONLY=matvec|layer|crossover|gemm|attention runs
-# one benchmark section; SKIP_TESTS=1 / SKIP_BENCH=1 skip a part.
+# one benchmark section; SKIP_TESTS=1 / SKIP_BENCH=1 / SKIP_MODELS=1 skip a part.
+# Whole-model check (needs $BUILD/ferry): tiny synthetic models of every architecture (MODEL_TYPES, default
+# "Q4_0 Q4_K Q5_1 F16") plus any GGUF under models/ (REAL_MODELS=0 skips them): `ferry run --device cuda
+# --logits-out` vs `--device cpu` on the same tokens; one line per model: top-1 agreement and relative
+# L2 difference of the logits rows (models.log).
 set -uo pipefail
 
 BUILD=${BUILD:-build-cuda}
@@ -59,6 +63,89 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "bench_cuda_ops exit code: $bench_rc"
 fi
 
+# ---- whole-model logits: GPU vs CPU ----------------------------------------------------------------
+models_rc=-1
+if [ "${SKIP_MODELS:-0}" != 1 ] && [ -x "$BUILD/ferry" ]; then
+  echo "== whole-model logits, --device cuda vs --device cpu"
+  models_rc=0
+  mdir="$OUT/models"
+  mkdir -p "$mdir"
+  list=()
+  for p in tiny-llama tiny-qwen2 tiny-qwen3 tiny-gemma3; do
+    for t in ${MODEL_TYPES:-Q4_0 Q4_K Q5_1 F16}; do
+      f="$mdir/$p-$t.gguf"
+      if "$BUILD/ferry" synth --preset "$p" --type "$t" -o "$f" --seed 7 > "$mdir/synth.log" 2>&1; then
+        list+=("$f")
+      else
+        echo "synth $p $t failed: $(tail -n 1 "$mdir/synth.log")"
+        models_rc=1
+      fi
+    done
+  done
+  if [ "${REAL_MODELS:-1}" = 1 ]; then
+    for f in models/*.gguf; do [ -e "$f" ] && list+=("$f"); done
+  fi
+  toks="1,17,33,250,7,99,512,3,41,600,8,15,230,77,5,301,12,64,128,9,400,2,150,44"
+  for f in "${list[@]}"; do
+    name=$(basename "$f" .gguf)
+    ok=1
+    for dev in cpu cuda; do
+      if ! timeout 120 "$BUILD/ferry" run -m "$f" --tokens "$toks" -n 8 --temp 0 -c 256 --device "$dev" \
+             --logits-out "$mdir/$name.$dev.f32" --json > "$mdir/$name.$dev.json" 2> "$mdir/$name.$dev.err"; then
+        printf "%-36s FAIL (%s): %s\n" "$name" "$dev" "$(grep -m1 error: "$mdir/$name.$dev.err")"
+        ok=0
+        models_rc=1
+        break
+      fi
+    done
+    [ $ok = 1 ] || continue
+    # Rows: the prompt's positions, then the greedy decode steps; decode rows are compared only up to the
+    # first generated token where the two runs differ (after that they see different inputs).
+    python3 - "$mdir/$name" "$name" <<'PY' || models_rc=1
+import json, sys, array, math
+base, name = sys.argv[1], sys.argv[2]
+jc, jg = (json.load(open(f"{base}.{d}.json")) for d in ("cpu", "cuda"))
+nv = jc["n_vocab"]
+def rows(d):
+    a = array.array("f")
+    with open(f"{base}.{d}.f32", "rb") as fh:
+        a.frombytes(fh.read())
+    return [a[i:i + nv] for i in range(0, len(a), nv)]
+rc, rg = rows("cpu"), rows("cuda")
+n_prompt = jc["n_prompt"]
+same = n_prompt
+for x, y in zip(jc["tokens"], jg["tokens"]):
+    if x != y:
+        break
+    same += 1
+n = min(len(rc), len(rg), same)
+top1 = 0
+rel = []
+try:
+    import numpy as np
+    for a, b in zip(rc[:n], rg[:n]):
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        top1 += int(a.argmax() == b.argmax())
+        rel.append(float(np.linalg.norm(a - b) / (np.linalg.norm(a) or 1.0)))
+except ImportError:
+    for a, b in zip(rc[:n], rg[:n]):
+        top1 += max(range(nv), key=a.__getitem__) == max(range(nv), key=b.__getitem__)
+        num = math.sqrt(sum((u - v) ** 2 for u, v in zip(a, b)))
+        den = math.sqrt(sum(u * u for u in a)) or 1.0
+        rel.append(num / den)
+rel.sort()
+agree = top1 / max(n, 1)
+ok = n > 0 and agree >= 0.9 and rel[len(rel) // 2] < 0.03
+print("%-36s %s rows %3d  top-1 %5.1f%%  rel L2 diff median %.2e max %.2e  gen tokens equal %s  runner %s" % (
+    name, "ok  " if ok else "FAIL", n, 100 * agree, rel[len(rel) // 2] if rel else -1, rel[-1] if rel else -1,
+    jc["tokens"] == jg["tokens"], "gpu" if "hybrid" in jg else "?"))
+sys.exit(0 if ok else 1)
+PY
+  done 2>&1 | tee "$OUT/models.log"
+  grep -q "FAIL" "$OUT/models.log" && models_rc=1
+  echo "whole-model check exit code: $models_rc"
+fi
+
 # ---- summary -------------------------------------------------------------------------------------
 {
   echo "== summary ($(( $(date +%s) - start )) s)"
@@ -101,6 +188,10 @@ fi
       }' "$OUT/bench_cuda_ops.log"
     printf "%-44s %s\n" "bench_cuda_ops" "exit $bench_rc"
   fi
+  if [ -f "$OUT/models.log" ]; then
+    printf "%-44s %s\n" "whole-model logits cuda vs cpu (exit $models_rc)" \
+      "$(grep -c ' ok  ' "$OUT/models.log") ok, $(grep -c 'FAIL' "$OUT/models.log") failed"
+  fi
 } | tee "$OUT/summary.txt"
 
-[ "$test_rc" -le 0 ] && [ "$bench_rc" -le 0 ]
+[ "$test_rc" -le 0 ] && [ "$bench_rc" -le 0 ] && [ "$models_rc" -le 0 ]

@@ -63,7 +63,7 @@ Status install_device_runner(const HybridArgs& a, engine::EngineOptions* opt,
   if (opt->device != "cuda" || !a.vram_text.empty()) return install_hybrid(a, opt, state);
   std::string why;
   if (!exec::cuda_available(&why))
-    return make_error(ErrorCode::kDevice, "--device cuda: no usable CUDA GPU (%s); use --device cpu", why.c_str());
+    return make_error(ErrorCode::kDevice, "--device cuda: %s; use --device cpu", why.c_str());
   FERRY_ASSIGN_OR_RETURN(uint64_t budget, free_budget());
   std::string origin;
   auto prof = load_or_measure_profile(a.profile_path, &origin);

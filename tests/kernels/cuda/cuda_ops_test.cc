@@ -72,14 +72,34 @@ void expect_close(const HostTensor& got, const HostTensor& ref, double tol, cons
 
 // ---- matmul ----------------------------------------------------------------------------------------
 
-// Normalized RMS error allowed per path. Decode path, quantized W: x is quantized to int8 (~0.7% rms
-// noise, the same scheme llama.cpp uses); float W: exact products in F32. GEMM path: x rounded to F16
-// (BF16 for BF16 weights) and W dequantized to F16.
+// Normalized RMS error allowed per path. Decode path, quantized W: x is quantized to int8 blocks of 32
+// (the same scheme llama.cpp uses), so the reference is computed with x quantized the same way
+// (q8_activations) and only float summation order remains; float W: exact products in F32. GEMM path:
+// x rounded to F16 (BF16 for BF16 weights) and W dequantized to F16 (~5e-4 relative per product).
+// Why not compare the decode path with the exact reference: with N = 1 a single output whose terms
+// cancel (Q5_1 K=256: ref 0.319 from terms summing to ~50 in magnitude) turns the int8 noise of x into
+// a 7.8 % "nrmse" (and F16 rounding into 0.30 %) although the kernel is exact for its inputs (checked
+// on the host with the same quant_units.h code: got == the q8 reference to 5 digits).
 double matmul_tol(DType t, int path) {
-  if (path == 0) return traits(t).quantized ? 3e-2 : 1e-5;
+  if (path == 0) return traits(t).quantized ? 1e-3 : 1e-5;
   if (t == DType::F32) return 1e-5;
-  if (t == DType::BF16) return 1e-2;
-  return 3e-3;
+  return 1e-2;  // F16 / BF16 rounding; single outputs with cancelling terms need the headroom
+}
+
+// x [K, T] with every block of 32 replaced by its int8 quantization d * q, d = max|x| / 127, q =
+// round-half-even(x / d): exactly what matvec.cu's quantize_q8_kernel hands the decode kernels.
+HostTensor q8_activations(const HostTensor& x, int64_t K, int64_t T) {
+  HostTensor y(DType::F32, K, T);
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  for (int64_t b = 0; b < K * T / 32; ++b) {
+    float amax = 0.f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(src[32 * b + i]));
+    const float d = amax / 127.f;
+    for (int i = 0; i < 32; ++i)
+      dst[32 * b + i] = amax > 0.f ? d * static_cast<float>(std::nearbyint(src[32 * b + i] / d)) : 0.f;
+  }
+  return y;
 }
 
 struct MatmulCase {
@@ -105,13 +125,17 @@ TEST_P(CudaMatmul, BothPathsMatchRef) {
       HostTensor x = random_f32(rng, K, T);
       HostTensor want(DType::F32, N, T);
       ref.matmul(w.view, x.view, want.view);
+      // The decode path's reference for quantized W (see matmul_tol).
+      HostTensor want_q8(DType::F32, N, T);
+      if (quant) ref.matmul(w.view, q8_activations(x, K, T).view, want_q8.view);
+      const HostTensor& want_dec = quant ? want_q8 : want;
       DevTensor dx(*E, x);
       DevTensor dout(*E, DType::F32, N, T);
       for (int path : {0, 1}) {
         dout.poison();
         E->ops->matmul_path(dw.view, dx.view, dout.view, path);
         SYNC();
-        expect_close(dout.download(), want, matmul_tol(t, path),
+        expect_close(dout.download(), path == 0 ? want_dec : want, matmul_tol(t, path),
                      std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                          " T=" + std::to_string(T) + " path=" + std::to_string(path));
       }
@@ -123,7 +147,7 @@ TEST_P(CudaMatmul, BothPathsMatchRef) {
           dout.poison();
           ops.matmul_path(dw.view, dx.view, dout.view, 0);
           SYNC();
-          expect_close(dout.download(), want, matmul_tol(t, 0),
+          expect_close(dout.download(), want_dec, matmul_tol(t, 0),
                        std::string(dtype_name(t)) + " N=" + std::to_string(N) + " rows/warp=" + std::to_string(rpw));
         }
       }
@@ -131,7 +155,8 @@ TEST_P(CudaMatmul, BothPathsMatchRef) {
       dout.poison();
       E->ops->matmul(dw.view, dx.view, dout.view);
       SYNC();
-      expect_close(dout.download(), want, matmul_tol(t, T <= 8 ? 0 : 1), std::string(dtype_name(t)) + " auto");
+      expect_close(dout.download(), T <= 8 ? want_dec : want, matmul_tol(t, T <= 8 ? 0 : 1),
+                   std::string(dtype_name(t)) + " auto");
     }
   }
 }
