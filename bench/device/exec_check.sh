@@ -59,6 +59,18 @@ print(f"{'PASS' if ok else 'FAIL'} rows {a.shape[0]} max_rel_diff {rel:.2e} top1
 PY
 }
 
+# ---- 0. profile -----------------------------------------------------------------------------------
+# The quick profile (GPU section included) measured once, up front, so its time and result are visible
+# (otherwise the first `--vram` run measures it silently); later runs read it from $XDG_CACHE_HOME.
+if [ -z "${PROFILE:-}" ] && [ "$DEVICE" = cuda ]; then
+  ts=$(date +%s)
+  timeout 120 "$F" profile --quick > "$OUT/profile.txt" 2> "$OUT/profile.err"
+  rc=$?
+  echo "== profile (quick): exit $rc in $(( $(date +%s) - ts )) s" | tee -a "$summary"
+  grep -E '^(profile:|GPU |link:|CPU keeps|no GPU)' "$OUT/profile.txt" | tee -a "$summary"
+  [ $rc = 0 ] || tail -3 "$OUT/profile.err" | tee -a "$summary"
+fi
+
 # ---- 1. equality ---------------------------------------------------------------------------------
 if [ "${SKIP_EQ:-0}" != 1 ]; then
   echo "== equality: CUDA hybrid vs CPU (logits of every position, greedy)" | tee -a "$summary"
@@ -75,9 +87,10 @@ if [ "${SKIP_EQ:-0}" != 1 ]; then
     common=(-m "$m" --tokens "$toks" -n 8 --temp 0 --ignore-eos -c 256 -b 64 --json)
     timeout 120 "$F" run "${common[@]}" --device cpu --logits-out "$TMP/cpu.bin" > "$OUT/eq_${name}_cpu.json" 2> "$OUT/eq_${name}_cpu.err"
     # budgets: the minimum (from the error message), +50 % of the file, 2x the file
-    min=$("$F" run "${common[@]}" --device "$DEVICE" --vram 1K "${PROF_ARGS[@]}" 2>&1 | grep -o '([0-9]* bytes)' | tr -dc 0-9)
+    timeout 120 "$F" run "${common[@]}" --device "$DEVICE" --vram 1K "${PROF_ARGS[@]}" > /dev/null 2> "$OUT/eq_${name}_min.err"
+    min=$(grep -o '([0-9]* bytes)' "$OUT/eq_${name}_min.err" | head -1 | tr -dc 0-9)
     size=$(stat -L -c %s "$m")
-    [ -n "$min" ] || { echo "$name: no minimum reported (see $OUT/eq_${name}_*.err)" | tee -a "$summary"; continue; }
+    [ -n "$min" ] || { echo "$name: no minimum reported: $(tail -1 "$OUT/eq_${name}_min.err")" | tee -a "$summary"; continue; }
     for b in "$min" $(( min + size / 2 )) $(( min + 2 * size )); do
       timeout 120 "$F" run "${common[@]}" --device "$DEVICE" --vram "$b" "${PROF_ARGS[@]}" --logits-out "$TMP/gpu.bin" \
         > "$OUT/eq_${name}_$b.json" 2> "$OUT/eq_${name}_$b.err"
