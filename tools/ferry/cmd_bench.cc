@@ -3,6 +3,8 @@
 // a warm-up step. Prints prefill tok/s, TTFT, decode tok/s, and decode's achieved memory bandwidth
 // (weight bytes read per token x tok/s) next to the host's measured streaming-read bandwidth.
 // --json prints one object (keys: prefill_tok_s, decode_tok_s, ttft_ms, decode_gb_s, host_gb_s, ...).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,11 +41,20 @@ struct BenchArgs {
   ferry::cli::HybridArgs hybrid;  // --vram / --profile / --ring / --explain (GPU runs)
 };
 
+// Wall time per phase, and the process's CPU time (user + system, all threads): on a shared machine
+// CPU-ms per token shows the work done even when other processes take cores away.
 struct Sample {
   double prefill_ms = 0, decode_ms = 0;
+  double prefill_cpu_ms = 0, decode_cpu_ms = 0;
 };
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double cpu_ms() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
 
 // Mean and sample standard deviation.
 void mean_sd(const std::vector<double>& v, double* mean, double* sd) {
@@ -135,21 +146,28 @@ int run(const BenchArgs& a) {
     engine.seq_rm(0);
     Sample s;
     auto t0 = Clock::now();
+    double c0 = cpu_ms();
     if (a.n_prompt > 0) {
       ferry::Status st = prefill(engine, prompt, a.batch, &logits);
       if (!st.is_ok()) return ferry::cli::report(st);
     }
     s.prefill_ms = ms_since(t0);
+    s.prefill_cpu_ms = cpu_ms() - c0;
     t0 = Clock::now();
+    c0 = cpu_ms();
     ferry::Status st = decode(engine, gen, a.n_prompt, &logits);
     if (!st.is_ok()) return ferry::cli::report(st);
     s.decode_ms = ms_since(t0);
+    s.decode_cpu_ms = cpu_ms() - c0;
     samples.push_back(s);
   }
   engine.seq_rm(0);
 
   std::vector<double> pp, tg, ttft;
+  double pp_cpu = 0, tg_cpu = 0;  // CPU ms per token, mean over runs
   for (const Sample& s : samples) {
+    if (a.n_prompt > 0) pp_cpu += s.prefill_cpu_ms / a.n_prompt / static_cast<double>(samples.size());
+    if (a.n_gen > 0) tg_cpu += s.decode_cpu_ms / a.n_gen / static_cast<double>(samples.size());
     if (a.n_prompt > 0) pp.push_back(a.n_prompt / (s.prefill_ms / 1e3));
     if (a.n_gen > 0) tg.push_back(a.n_gen / (s.decode_ms / 1e3));
     ttft.push_back(s.prefill_ms);  // the first token comes from the prompt's last logits
@@ -184,6 +202,8 @@ int run(const BenchArgs& a) {
     j["decode_tok_s"] = tg_mean;
     j["decode_tok_s_sd"] = tg_sd;
     j["ttft_ms"] = ttft_mean;
+    j["prefill_cpu_ms_per_tok"] = pp_cpu;
+    j["decode_cpu_ms_per_tok"] = tg_cpu;
     j["weight_bytes_per_token"] = wbytes;
     j["decode_gb_s"] = decode_gb_s;
     j["host_gb_s"] = host_gb_s;
@@ -200,10 +220,11 @@ int run(const BenchArgs& a) {
               static_cast<double>(wbytes) / (1 << 30));
   std::printf("device  %s: %s, %d threads, kernels %s\n", a.device.c_str(), ci.model_name.c_str(), threads, isa);
   if (a.n_prompt > 0)
-    std::printf("prefill %5d tokens: %9.2f tok/s (sd %.2f)   TTFT %.1f ms\n", a.n_prompt, pp_mean, pp_sd, ttft_mean);
+    std::printf("prefill %5d tokens: %9.2f tok/s (sd %.2f)   TTFT %.1f ms   CPU %.2f ms/tok\n", a.n_prompt, pp_mean,
+                pp_sd, ttft_mean, pp_cpu);
   if (a.n_gen > 0) {
-    std::printf("decode  %5d tokens: %9.2f tok/s (sd %.2f)   %.2f GB/s of weights", a.n_gen, tg_mean, tg_sd,
-                decode_gb_s);
+    std::printf("decode  %5d tokens: %9.2f tok/s (sd %.2f)   CPU %.2f ms/tok   %.2f GB/s of weights", a.n_gen, tg_mean,
+                tg_sd, tg_cpu, decode_gb_s);
     if (host_gb_s > 0) std::printf(" = %.0f%% of host %.2f GB/s", 100.0 * decode_gb_s / host_gb_s, host_gb_s);
     std::printf("\n");
   }
