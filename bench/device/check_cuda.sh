@@ -85,7 +85,8 @@ if [ "${SKIP_MODELS:-0}" != 1 ] && [ -x "$BUILD/ferry" ]; then
   if [ "${REAL_MODELS:-1}" = 1 ]; then
     for f in models/*.gguf; do [ -e "$f" ] && list+=("$f"); done
   fi
-  toks="1,17,33,250,7,99,512,3,41,600,8,15,230,77,5,301,12,64,128,9,400,2,150,44"
+  # ids below 512: the tiny presets have vocabularies of 512 tokens (tiny-gemma3) and more
+  toks="1,17,33,250,7,99,511,3,41,300,8,15,230,77,5,301,12,64,128,9,400,2,150,44"
   for f in "${list[@]}"; do
     name=$(basename "$f" .gguf)
     ok=1
