@@ -96,6 +96,84 @@ void f32_to_f16_512(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
+// ---- activation quantizers on 16 lanes, bit-exact with generic_impl.h's ---------------------------
+// llama.cpp's x86 Q8_0 / Q8_1 (see quantize_act_q8_legacy); vcvtps2dq rounds half to even like rintf.
+template <bool kQ81>
+void quantize_q8_legacy512(const float* x, int64_t K, void* act) {
+  const ActView v = act_view(act, K, 32);
+  auto* q = const_cast<int8_t*>(v.q);
+  auto* dx = const_cast<float*>(v.dx);
+  auto* sy = const_cast<float*>(v.sy);
+  auto* qs = const_cast<int32_t*>(v.qs);
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float d = amax / 127.f;
+    const __m512 id = _mm512_set1_ps(amax != 0.f ? 127.f / amax : 0.0f);
+    const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(i1));
+    const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+    dx[b] = h2f(f2h(d));
+    sy[b] = kQ81 ? h2f(f2h(d * static_cast<float>(sum))) : dx[b] * static_cast<float>(sum);
+    qs[b] = sum;
+  }
+  act_zero_pad(v, K, 32);
+}
+
+// Q8_K super-blocks (see quantize_act_q8_k): the scale comes from the first element of largest |x|.
+template <int G>
+void quantize_q8_k512(const float* x, int64_t K, void* act) {
+  const ActView v = act_view(act, K, G);
+  auto* q = const_cast<int8_t*>(v.q);
+  auto* dx = const_cast<float*>(v.dx);
+  auto* sy = const_cast<float*>(v.sy);
+  auto* qs = const_cast<int32_t*>(v.qs);
+  constexpr int gpb = 256 / G, cpg = G / 16;  // groups per block, 16-chunks per group
+  for (int64_t b = 0; b < K / 256; ++b) {
+    const float* xb = x + 256 * b;
+    __m512 am = _mm512_setzero_ps();
+    for (int i = 0; i < 16; ++i) am = _mm512_max_ps(am, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)));
+    const float amax = _mm512_reduce_max_ps(am);
+    float d = 0.f;
+    int32_t gsum[16] = {};
+    if (amax == 0.f) {
+      memset(q + 256 * b, 0, 256);
+    } else {
+      float max = 0.f;
+      for (int i = 0; i < 16; ++i) {
+        const __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (m != 0) {
+          max = xb[16 * i + __builtin_ctz(m)];
+          break;
+        }
+      }
+      const float iscale = -127.f / max;
+      const __m512 is = _mm512_set1_ps(iscale);
+      for (int i = 0; i < 16; ++i) {
+        __m512i vi = _mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(xb + 16 * i)));
+        vi = _mm512_min_epi32(vi, _mm512_set1_epi32(127));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * b + 16 * i), _mm512_cvtepi32_epi8(vi));
+        gsum[i / cpg] += _mm512_reduce_add_epi32(vi);
+      }
+      d = 1 / iscale;
+    }
+    for (int g = 0; g < gpb; ++g) {
+      dx[b * gpb + g] = d;
+      sy[b * gpb + g] = d * static_cast<float>(gsum[g]);
+      qs[b * gpb + g] = gsum[g];
+    }
+  }
+  act_zero_pad(v, K, G);
+}
+
+void set_quantizers512(KernelTable* t) {
+  for (DType ty : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<false>;
+  for (DType ty : {DType::Q4_1, DType::Q5_1}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<true>;
+  for (DType ty : {DType::Q2_K, DType::Q3_K, DType::Q6_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k512<16>;
+  for (DType ty : {DType::Q4_K, DType::Q5_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k512<32>;
+}
+
 // ---- float weights: 1 row x C columns, 32 elements per step, masked tail ---------------------------
 struct Z32 {
   static __m512 load(const uint8_t* w, int64_t k, __mmask16 m) {
@@ -159,6 +237,7 @@ void act_f16_512(const float* x, int64_t K, void* act) {
 void fill_avx512(KernelTable* t) {
   t->isa = CpuIsa::kAvx512;
   set_direct_quant(t);  // the shared 256-bit decoders, now with vpdpbusd
+  set_quantizers512(t);
   t->mat[static_cast<uint32_t>(DType::F32)].direct = direct_by_cols<Float512K<Z32>>;
   t->mat[static_cast<uint32_t>(DType::F16)].direct = direct_by_cols<Float512K<Z16>>;
   t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_512;

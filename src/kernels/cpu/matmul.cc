@@ -68,7 +68,19 @@ void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
         a.n_rows = nr;
         a.act_stride = act_stride;
         a.out_stride = out_stride;
+        // While this panel computes, pull the next panel's weight rows towards L2 in small doses per
+        // column group, so the next pack does not wait on DRAM (the pack was ~9% of an 8B prefill,
+        // mostly memory stalls).
+        const int64_t next_r0 = r0 + kPanelRows;
+        const size_t next_bytes =
+            next_r0 < N ? static_cast<size_t>(N - next_r0 < kPanelRows ? N - next_r0 : kPanelRows) * w_stride : 0;
+        const int64_t n_groups = (T + kPanelCols - 1) / kPanelCols;
+        const size_t dose = (next_bytes / 64 + static_cast<size_t>(n_groups) - 1) / static_cast<size_t>(n_groups) * 64;
+        const uint8_t* pf = w0 + static_cast<size_t>(next_r0) * w_stride;
+        size_t pf_done = 0;
         for (int64_t c0 = 0; c0 < T; c0 += kPanelCols) {
+          for (size_t e = pf_done + dose; pf_done < next_bytes && pf_done < e; pf_done += 64)
+            __builtin_prefetch(pf + pf_done, 0, 2);
           a.act = act + static_cast<size_t>(c0) * act_stride;
           a.n_cols = static_cast<int>(T - c0 < kPanelCols ? T - c0 : kPanelCols);
           a.out = out0 + static_cast<size_t>(c0) * out_stride + r0;
