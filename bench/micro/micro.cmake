@@ -8,3 +8,13 @@ if(benchmark_FOUND AND TARGET ferry_kernels_cpu)
   target_link_libraries(bench_cpu_kernels PRIVATE ferry_kernels_cpu ferry_tensor ferry_base benchmark::benchmark)
   set_target_properties(bench_cpu_kernels PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 endif()
+# OpenBLAS comparison (bench_openblas): only when the Debian package is installed (apt libopenblas-dev).
+find_library(FERRY_OPENBLAS NAMES openblas)
+find_path(FERRY_CBLAS_INCLUDE cblas.h PATH_SUFFIXES x86_64-linux-gnu/openblas-pthread)
+if(benchmark_FOUND AND TARGET ferry_kernels_cpu AND FERRY_OPENBLAS AND FERRY_CBLAS_INCLUDE)
+  add_executable(bench_openblas EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/bench/micro/bench_openblas.cc)
+  target_include_directories(bench_openblas PRIVATE ${FERRY_CBLAS_INCLUDE})
+  target_link_libraries(bench_openblas PRIVATE ferry_kernels_cpu ferry_tensor ferry_base ${FERRY_OPENBLAS}
+                        benchmark::benchmark)
+  set_target_properties(bench_openblas PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+endif()

@@ -1,6 +1,7 @@
 // CpuOps: the SIMD + thread-pool implementation of Ops (kernels/ops.h) on host memory. Kernels are
-// chosen at run time from cpuid (scalar generic, AVX2+FMA+F16C, AVX-512 F/BW/VL/DQ/VNNI with BF16
-// where present); the binary itself is built for baseline x86-64. Matmuls quantize the activations
+// chosen at run time from cpuid (scalar generic, AVX2+FMA+F16C, AVX-512 F/BW/VL/DQ/VNNI); the binary
+// itself is built for baseline x86-64. (BF16 weights run on F32 FMAs of bf16-rounded activations:
+// vdpbf16ps measured no faster for decode and ~25% slower for prefill, bench/RESULTS_cpu.md.) Matmuls quantize the activations
 // once per call as llama.cpp's CPU backend does (Q8_0 / Q8_1 / Q8_K / F16 / BF16 by weight type) and
 // use integer or low-precision dot products, so results track llama.cpp's closely.
 #pragma once

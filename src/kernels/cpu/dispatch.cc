@@ -68,7 +68,6 @@ KernelTable build(CpuIsa isa) {
   if (isa >= CpuIsa::kAvx512) {
     fill_avx512(&t);
     fill_avx512_panel(&t);
-    if (cpu_info().avx512bf16) fill_avx512_bf16(&t);
   }
 #endif
   t.isa = isa;

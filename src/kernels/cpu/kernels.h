@@ -99,6 +99,5 @@ void fill_scalar(KernelTable* t);
 void fill_avx2(KernelTable* t);
 void fill_avx512(KernelTable* t);
 void fill_avx512_panel(KernelTable* t);
-void fill_avx512_bf16(KernelTable* t);  // called only when the CPU has AVX512_BF16
 
 }  // namespace ferry::kernels::cpu

@@ -7,7 +7,6 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     kernels/cpu/kernels_avx2.cc
     kernels/cpu/kernels_avx512.cc
     kernels/cpu/kernels_avx512_panel.cc
-    kernels/cpu/kernels_avx512_bf16.cc
   )
 endif()
 ferry_module(kernels_cpu DEPS tensor base SOURCES
@@ -30,5 +29,3 @@ set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx2.cc
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512.cc
   ${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_panel.cc
   PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512}")
-set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_bf16.cc
-  PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512};-mavx512bf16")
