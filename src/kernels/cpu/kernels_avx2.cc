@@ -37,6 +37,7 @@ void direct_float(const MatArgs& a) {
     for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= a.K; k += 16) {
+      prefetch_ahead(w + k * Load::kBytes, 16 * Load::kBytes);
       const __m256 w0 = Load::load8(w, k), w1 = Load::load8(w, k + 8);
       for (int c = 0; c < C; ++c) {
         acc0[c] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[c] + k), acc0[c]);
@@ -51,14 +52,17 @@ void direct_float(const MatArgs& a) {
   }
 }
 struct LoadF32 {
+  static constexpr size_t kBytes = 4;
   static __m256 load8(const uint8_t* w, int64_t k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + k); }
   static float get(const uint8_t* w, int64_t k) { return reinterpret_cast<const float*>(w)[k]; }
 };
 struct LoadF16 {
+  static constexpr size_t kBytes = 2;
   static __m256 load8(const uint8_t* w, int64_t k) { return load_h8(reinterpret_cast<const uint16_t*>(w) + k); }
   static float get(const uint8_t* w, int64_t k) { return h2f(reinterpret_cast<const uint16_t*>(w)[k]); }
 };
 struct LoadBF16 {
+  static constexpr size_t kBytes = 2;
   static __m256 load8(const uint8_t* w, int64_t k) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(w) + k));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));

@@ -176,16 +176,19 @@ void set_quantizers512(KernelTable* t) {
 
 // ---- float weights: 1 row x C columns, 32 elements per step, masked tail ---------------------------
 struct Z32 {
+  static constexpr size_t kBytes = 4;
   static __m512 load(const uint8_t* w, int64_t k, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(w) + k);
   }
 };
 struct Z16 {
+  static constexpr size_t kBytes = 2;
   static __m512 load(const uint8_t* w, int64_t k, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(w) + k));
   }
 };
 struct ZB16 {
+  static constexpr size_t kBytes = 2;
   static __m512 load(const uint8_t* w, int64_t k, __mmask16 m) {
     const __m256i h = _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(w) + k);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -203,6 +206,7 @@ void direct_float512(const MatArgs& a) {
     for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 32 <= a.K; k += 32) {
+      prefetch_ahead(w + k * Load::kBytes, 32 * Load::kBytes);
       const __m512 w0 = Load::load(w, k, full), w1 = Load::load(w, k + 16, full);
       for (int c = 0; c < C; ++c) {
         acc0[c] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[c] + k), acc0[c]);

@@ -12,6 +12,10 @@
 
 #include "kernels/cpu/generic_impl.h"
 
+#ifndef FERRY_PREFETCH_AHEAD
+#define FERRY_PREFETCH_AHEAD 4096
+#endif
+
 namespace ferry::kernels::cpu {
 namespace {
 
@@ -36,6 +40,16 @@ inline __m256i bcast_d(const int32_t* p) {
   __m256i r;
   __asm__("vpbroadcastd %1, %0" : "=v"(r) : "m"(*p));
   return r;
+}
+
+// Software prefetch kPrefetchAhead bytes past the weights about to be decoded (rows are contiguous, so
+// this runs into the next rows). One core's hardware prefetchers alone left decode at ~60% of what it
+// reaches with this (bench/micro matvec, 1 thread: Q4_0 5.6 -> 3.3 ms; 512 / 1K / 2K / 4K / 8K ahead
+// measured, 4K best).
+constexpr size_t kPrefetchAhead = FERRY_PREFETCH_AHEAD;
+inline void prefetch_ahead(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p) + kPrefetchAhead;
+  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
 }
 
 // 16 bytes of nibbles -> 32 bytes: [low nibbles (elements 0..15), high nibbles (16..31)]. The bytes are
@@ -150,6 +164,7 @@ void direct_legacy(const MatArgs& a) {
     for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = macc[c] = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 16) {
       const int n = static_cast<int>(nb - b0 < 16 ? nb - b0 : 16);
+      prefetch_ahead(blocks + b0, 16 * sizeof(typename Dec::BlockT));
       alignas(32) float dw[16], mw[16], sc[C][16];
       alignas(32) int32_t corr[C][16];
       block_scales16<Dec>(blocks + b0, n, dw, mw);
@@ -335,6 +350,7 @@ void direct_kquant(const MatArgs& a) {
     __m256 acc[C], macc[C];
     for (int c = 0; c < C; ++c) acc[c] = macc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
+      prefetch_ahead(blocks + i, sizeof(typename Dec::BlockT));
       __m256i u[8];
       alignas(32) float sc[16], mn[16];
       Dec::decode(blocks[i], u, sc, mn);
