@@ -68,6 +68,7 @@ KernelTable build(CpuIsa isa) {
   if (isa >= CpuIsa::kAvx512) {
     fill_avx512(&t);
     fill_avx512_panel(&t);
+    fill_avx512_kquants(&t);
   }
 #endif
   t.isa = isa;

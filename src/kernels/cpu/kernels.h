@@ -99,5 +99,6 @@ void fill_scalar(KernelTable* t);
 void fill_avx2(KernelTable* t);
 void fill_avx512(KernelTable* t);
 void fill_avx512_panel(KernelTable* t);
+void fill_avx512_kquants(KernelTable* t);
 
 }  // namespace ferry::kernels::cpu

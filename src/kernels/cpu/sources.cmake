@@ -7,6 +7,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     kernels/cpu/kernels_avx2.cc
     kernels/cpu/kernels_avx512.cc
     kernels/cpu/kernels_avx512_panel.cc
+    kernels/cpu/kernels_avx512_kquants.cc
   )
 endif()
 ferry_module(kernels_cpu DEPS tensor base SOURCES
@@ -28,4 +29,5 @@ set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx2.cc
   PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX2}")
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512.cc
   ${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_panel.cc
+  ${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_kquants.cc
   PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512}")

@@ -1,0 +1,163 @@
+// AVX-512 direct (decode) kernels for Q4_K, Q5_K and Q6_K on 512-bit vectors. A super-block is four
+// zmm of 64 unsigned levels in natural order; per zmm and act column, vpmaddubsw (levels x int8
+// activations -> int16 pairs) and vpdpwssd with the groups' integer scales accumulate the whole
+// super-block exactly in int32, as ggml's k-quant dots do; one convert and one FMA per super-block
+// apply d * dx, and the mins go through the act's group sums as floats. Against the shared 256-bit
+// kernel (a convert and an FMA per 32 levels) this is ~40% fewer instructions: decode of a Q4_K
+// llama3-8b was compute-bound at ~66% of the host's bandwidth on 2 cores (bench/RESULTS_cpu.md).
+// Levels are <= 63, so vpmaddubsw cannot saturate (63 * 127 * 2 < 32767).
+#include <immintrin.h>
+
+#include "kernels/cpu/generic_impl.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+constexpr size_t kAhead = 4096;  // software prefetch distance, as simd_direct_impl.h
+
+inline void prefetch_sb(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p) + kAhead;
+  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
+}
+
+// 32 bytes broadcast to both 256-bit halves, the upper half shifted right by `hi` bits per 64-bit word
+// (the lower by `lo`): no cross-lane shuffle.
+inline __m512i bcast_shift(const uint8_t* p, int lo, int hi) {
+  const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_srlv_epi64(v, _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo));
+}
+
+// Per super-block: 4 zmm of levels and, per zmm, the int16 scale of each of its 32 int16 lanes.
+struct SuperBlock {
+  __m512i u[4];
+  __m512i sc16[4];
+  float d;                      // super-block scale of the integer sum
+  alignas(32) float mn[16];     // per-group min terms (G = 32: 8 used), times the act's sy
+};
+
+// Q4_K / Q5_K: 8 groups of 32. zmm j holds groups 2j (lanes 0..15 after maddubs) and 2j + 1.
+inline void scales_k4(const uint8_t* packed, uint16_t dminh, SuperBlock* s) {
+  uint32_t u[4];
+  memcpy(u, packed, 12);
+  const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
+  u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
+  const uint32_t aux = u[1] & km1;
+  u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
+  u[2] = aux;
+  u[0] &= km1;
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+  const __m512i sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(v));  // 8 scales as int16
+  for (int j = 0; j < 4; ++j) {
+    const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * j)),
+                                           _mm256_set1_epi16(static_cast<short>(2 * j + 1)), 1);
+    s->sc16[j] = _mm512_permutexvar_epi16(idx, sc);
+  }
+  const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+  _mm256_store_ps(s->mn, _mm256_mul_ps(m, _mm256_set1_ps(-h2f(dminh))));
+}
+
+inline void decode_q4_k(const BlockQ4_K& b, SuperBlock* s) {
+  const __m512i mf = _mm512_set1_epi8(0x0F);
+  for (int j = 0; j < 4; ++j) s->u[j] = _mm512_and_si512(bcast_shift(b.qs + 32 * j, 0, 4), mf);
+  scales_k4(b.scales, b.dmin, s);
+  s->d = h2f(b.d);
+}
+
+inline void decode_q5_k(const BlockQ5_K& b, SuperBlock* s) {
+  const __m512i mf = _mm512_set1_epi8(0x0F), m1 = _mm512_set1_epi8(1);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i lo = _mm512_and_si512(bcast_shift(b.qs + 32 * j, 0, 4), mf);
+    const __m512i hb = _mm512_and_si512(bcast_shift(b.qh, 2 * j, 2 * j + 1), m1);
+    s->u[j] = _mm512_or_si512(lo, _mm512_slli_epi16(hb, 4));
+  }
+  scales_k4(b.scales, b.dmin, s);
+  s->d = h2f(b.d);
+}
+
+// Q6_K: 16 groups of 16; zmm j holds groups 4j..4j+3 (8 int16 lanes each). Level 0..63, offset -32
+// (folded into the mins: -32 * d * sc).
+inline void decode_q6_k(const BlockQ6_K& b, SuperBlock* s) {
+  const __m512i mf = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i ql = _mm512_loadu_si512(b.ql + 64 * h);
+    const uint8_t* qh = b.qh + 32 * h;
+    const __m512i ha = _mm512_slli_epi16(_mm512_and_si512(bcast_shift(qh, 0, 2), m3), 4);
+    const __m512i hb = _mm512_slli_epi16(_mm512_and_si512(bcast_shift(qh, 4, 6), m3), 4);
+    s->u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, mf), ha);
+    s->u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mf), hb);
+  }
+  const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc8));  // 16 scales as int16
+  for (int j = 0; j < 4; ++j) {
+    const long long g0 = 0x0001000100010001LL * (4 * j);  // 4 int16 lanes of group 4j per 64-bit element
+    const long long g1 = g0 + 0x0001000100010001LL, g2 = g1 + 0x0001000100010001LL, g3 = g2 + 0x0001000100010001LL;
+    const __m512i idx = _mm512_set_epi64(g3, g3, g2, g2, g1, g1, g0, g0);
+    s->sc16[j] = _mm512_permutexvar_epi16(idx, sc);
+  }
+  s->d = h2f(b.d);
+  const __m256 d32 = _mm256_set1_ps(-32.f * s->d);
+  _mm256_store_ps(s->mn, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8)), d32));
+  _mm256_store_ps(s->mn + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8))), d32));
+}
+
+template <typename Block, int G, void (*Decode)(const Block&, SuperBlock*), int C>
+void direct_k512(const MatArgs& a) {
+  constexpr int NG = 256 / G;
+  const int64_t nsb = a.K / 256;
+  ActView act[C];
+  for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, G);
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
+    __m512 acc[C];
+    __m256 macc[C];
+    for (int c = 0; c < C; ++c) {
+      acc[c] = _mm512_setzero_ps();
+      macc[c] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nsb; ++i) {
+      prefetch_sb(blocks + i, sizeof(Block));
+      SuperBlock sb;
+      Decode(blocks[i], &sb);
+      const __m256 mn0 = _mm256_load_ps(sb.mn);
+      for (int c = 0; c < C; ++c) {
+        const int8_t* y = act[c].q + 256 * i;
+        __m512i isum = _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) {
+          const __m512i p = _mm512_maddubs_epi16(sb.u[j], _mm512_loadu_si512(y + 64 * j));
+          isum = _mm512_dpwssd_epi32(isum, p, sb.sc16[j]);
+        }
+        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(sb.d * act[c].dx[i * NG]), acc[c]);
+        const float* sy = act[c].sy + i * NG;
+        macc[c] = _mm256_fmadd_ps(mn0, _mm256_loadu_ps(sy), macc[c]);
+        if constexpr (G == 16) macc[c] = _mm256_fmadd_ps(_mm256_load_ps(sb.mn + 8), _mm256_loadu_ps(sy + 8), macc[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      const __m256 m = macc[c];
+      __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+      s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+      a.out[c * a.out_stride + r] = _mm512_reduce_add_ps(acc[c]) + _mm_cvtss_f32(s4);
+    }
+  }
+}
+
+template <typename Block, int G, void (*Decode)(const Block&, SuperBlock*)>
+void direct_k512_cols(const MatArgs& a) {
+  switch (a.n_cols) {
+    case 1: return direct_k512<Block, G, Decode, 1>(a);
+    case 2: return direct_k512<Block, G, Decode, 2>(a);
+    case 3: return direct_k512<Block, G, Decode, 3>(a);
+    default: return direct_k512<Block, G, Decode, 4>(a);
+  }
+}
+
+}  // namespace
+
+void fill_avx512_kquants(KernelTable* t) {
+  t->mat[static_cast<uint32_t>(DType::Q4_K)].direct = direct_k512_cols<BlockQ4_K, 32, decode_q4_k>;
+  t->mat[static_cast<uint32_t>(DType::Q5_K)].direct = direct_k512_cols<BlockQ5_K, 32, decode_q5_k>;
+  t->mat[static_cast<uint32_t>(DType::Q6_K)].direct = direct_k512_cols<BlockQ6_K, 16, decode_q6_k>;
+}
+
+}  // namespace ferry::kernels::cpu
