@@ -44,12 +44,19 @@ class ThreadPool {
 
   // Splits [0, n) into chunks of at least `grain` items handed out dynamically (a thread that was
   // descheduled does less), calling fn(begin, end) or fn(begin, end, ith) for each chunk; returns
-  // when all are done. Chunks are contiguous and about n / (4 * size()) long.
+  // when all are done. Chunks are contiguous and about n / (4 * size()) long (see the overload).
   template <typename F>
   void parallel_for(int64_t n, int64_t grain, F&& fn) {
+    parallel_for(n, grain, 4, static_cast<F&&>(fn));
+  }
+  // The same with about chunks_per_thread chunks per thread (more: better balance when threads are
+  // disturbed, fewer: fewer chunk starts).
+  template <typename F>
+  void parallel_for(int64_t n, int64_t grain, int chunks_per_thread, F&& fn) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
-    int64_t chunk = n / (4 * static_cast<int64_t>(n_threads_));
+    if (chunks_per_thread < 1) chunks_per_thread = 1;
+    int64_t chunk = n / (chunks_per_thread * static_cast<int64_t>(n_threads_));
     if (chunk < grain) chunk = grain;
     if (n_threads_ == 1 || chunk >= n) {
       invoke(fn, 0, n, 0);

@@ -4,6 +4,7 @@
 //     up to direct_cols tokens per weight read;
 //   - many tokens (prefill, when the level has a panel kernel): each thread unpacks kPanelRows rows
 //     into a panel (decoded once) and multiplies it with all tokens, kPanelCols at a time.
+#include <algorithm>
 #include <cstring>
 
 #include "base/status.h"
@@ -16,6 +17,9 @@ namespace {
 // Direct path with several token groups: rows are walked in sub-chunks that stay in L2 while every
 // token group passes over them.
 constexpr size_t kDirectL2Bytes = 256 * 1024;
+
+// Row chunks per thread on the direct path (4, 8, 16 measured on an 8B decode: within noise; 8 kept).
+constexpr int kDecodeChunksPerThread = 8;
 
 }  // namespace
 
@@ -95,6 +99,12 @@ void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
   const int dc = mk.direct_cols;
   const int64_t sub_rows = T <= dc ? N : static_cast<int64_t>(kDirectL2Bytes / (w_stride + 1)) + 1;
   auto rows_body = [&](int64_t r0, int64_t r1) {
+    // The kernels prefetch a few KB ahead of the row they decode; start that stream at once for the
+    // first rows of this chunk (decode is a sequence of short matmuls split into chunks, and each
+    // chunk's first rows would otherwise wait on DRAM one cache line at a time).
+    const uint8_t* c0p = w0 + static_cast<size_t>(r0) * w_stride;
+    const size_t ramp = std::min<size_t>(4096, static_cast<size_t>(r1 - r0) * w_stride);
+    for (size_t off = 0; off < ramp; off += 64) __builtin_prefetch(c0p + off, 0, 3);
     MatArgs a;
     a.K = K;
     a.w_stride = w_stride;
@@ -118,7 +128,7 @@ void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
     rows_body(0, N);
   } else {
     const int64_t grain = static_cast<int64_t>(16384 / (w_stride + 1)) + 4;
-    pool_.parallel_for(N, grain, rows_body);
+    pool_.parallel_for(N, grain, kDecodeChunksPerThread, rows_body);
   }
 }
 
