@@ -3,6 +3,7 @@ ferry_module(tensor DEPS base SOURCES
   tensor/tensor_view.cc
   tensor/quant.cc
   tensor/quant_kquants.cc
+  tensor/repack.cc
 )
 # The reference quantizers must reproduce ggml's float results bit for bit: no FMA contraction
 # (clang contracts a*b+c by default; GCC does too in GNU modes or with -march flags).

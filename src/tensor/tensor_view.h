@@ -2,6 +2,7 @@
 // Dimension order is ggml's: ne[0] is the innermost (contiguous) dimension. A weight matrix of a linear
 // layer y = W x has ne[0] = in_features (K) and ne[1] = out_features (N); activations are
 // [ne[0] = features, ne[1] = tokens]. Quantized tensors are contiguous along ne[0] in whole blocks.
+// layout: kGgml = ggml's block order; kSplit = the per-row field planes of tensor/repack.h (device weights).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,9 @@
 namespace ferry {
 
 enum class Where : uint8_t { kHost, kDevice };
+// Byte order inside each row of a quantized tensor: ggml's blocks, or split planes (tensor/repack.h; same
+// row size, same values). Only weights of split_layout_supported() types/shapes are ever kSplit.
+enum class Layout : uint8_t { kGgml, kSplit };
 
 struct TensorView {
   DType dtype = DType::F32;
@@ -20,6 +24,7 @@ struct TensorView {
   size_t nb[4] = {0, 0, 0, 0};   // bytes between consecutive indices of each dimension
   void* data = nullptr;
   Where where = Where::kHost;
+  Layout layout = Layout::kGgml;
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t nrows() const { return ne[1] * ne[2] * ne[3]; }

@@ -136,6 +136,7 @@ void CudaOps::embed(const TensorView& table, const TensorView& tokens, float sca
   const int64_t n = tokens.ne[0];
   FERRY_ASSERT(tokens.dtype == DType::I32 && out.dtype == DType::F32 && is_2d(table) && is_2d(out));
   FERRY_ASSERT(out.ne[0] == table.ne[0] && out.ne[1] == n && out.nb[0] == 4);
+  FERRY_ASSERT_MSG(table.layout == Layout::kGgml, "CudaOps: split-layout tables not supported yet");
   FERRY_ASSERT(table.dtype == DType::F32 || table.dtype == DType::F16 || table.dtype == DType::BF16 ||
                table.ne[0] % 32 == 0);
   check(cu::embed_rows(table.dtype, table.data, static_cast<int64_t>(table.nb[1]), table.ne[0], table.ne[1],
@@ -153,6 +154,7 @@ void CudaOps::rms_norm(const TensorView& x, const TensorView& w, float eps, Tens
 
 void CudaOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
   if (!ctx_.ok()) return;
+  FERRY_ASSERT_MSG(w.layout == Layout::kGgml, "CudaOps: split-layout weights not supported yet");
   if (x.ne[1] <= opt_.matvec_max_tokens) {
     matmul_vec(w, x, out);
   } else {
