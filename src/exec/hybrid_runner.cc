@@ -145,6 +145,7 @@ class Runner final : public HybridRunner {
   Status init();
   Status run(const StepIo& in, float* logits) override;
   void set_debug_hook(model::DebugHook hook) override { hook_ = std::move(hook); }
+  void set_timeline(Timeline* timeline) override;
   const char* name() const override { return cuda_ ? "hybrid-cuda" : "hybrid-emulated"; }
   const plan::PlanSet& plan() const override { return ps_; }
   Device& device() override { return *dev_; }
@@ -199,7 +200,14 @@ class Runner final : public HybridRunner {
       mats[k]->where = dev_where_;
     }
   }
-  Status fill(size_t tier, size_t j, bool timed, TierStats* st);
+  // Issues the copy of the j-th streamed sub-layer of `tier` into slot j % K; t0/t1 (optional) time it.
+  Status fill(size_t tier, size_t j, Event* t0, Event* t1, bool* copied, TierStats* st);
+  Status in_step_events(size_t j, Event** t0, Event** t1);
+  // The decode fast path: every sub-layer after the embedding resident on the device, replayed from a
+  // CUDA graph. Returns false in *used when this step is not eligible (nothing was done).
+  Status run_graph(const StepIo& in, float* logits, size_t ti, bool* used);
+  double tl_ms(Event& e);  // device event time on the timeline (ms from its origin), -1 if unknown
+  void tl_span(Lane lane, double t0, double t1, const std::string& label, uint64_t bytes = 0);
   Status device_sublayer(size_t i, const kernels::BatchMeta& db, const kernels::KvView& dkv, int32_t n,
                          const StepIo& in, float* logits);
   Status cpu_sublayer(size_t i, const kernels::BatchMeta& hb, const TensorView& htok, int32_t n, const StepIo& in,
@@ -246,6 +254,32 @@ class Runner final : public HybridRunner {
   std::vector<uint8_t> copied_;    // per in-step fill index: a copy was issued (measure)
   model::DebugHook hook_;
   std::vector<int32_t> host_cells_;
+
+  // CUDA graphs of all-resident decode steps.
+  struct GraphKey {
+    size_t tier = 0;
+    int32_t n = 0, bucket = 0;
+    std::vector<int32_t> rows;
+    bool operator==(const GraphKey& o) const {
+      return tier == o.tier && n == o.n && bucket == o.bucket && rows == o.rows;
+    }
+  };
+  std::vector<std::pair<GraphKey, int>> graphs_;   // key -> CudaOpsBundle graph id
+  std::vector<uint8_t> graph_ok_;                  // per tier: eligible placement
+
+  // Timeline recording.
+  Timeline* tl_ = nullptr;
+  double tl_origin_ms_ = 0;                        // host clock at ev_origin_
+  std::unique_ptr<Event> ev_origin_;
+  int32_t tl_step_ = 0;
+  std::vector<std::unique_ptr<Event>> ev_p0_, ev_p1_;  // cross-step prefetch copies (timeline)
+  struct PendingCopy {
+    size_t idx;
+    std::string label;
+    uint64_t bytes;
+    int32_t step, tier;
+  };
+  std::vector<PendingCopy> pending_;               // prefetches issued after the last recorded step
 };
 
 Status Runner::choose_placements() {
@@ -287,6 +321,9 @@ Status Runner::choose_placements() {
         streamed.push_back(i);
       }
     }
+    bool all_resident = m >= 2 && subs_[0].kind == SubLayerKind::kEmbed && pl[0] == Placement::kCpu;
+    for (size_t i = 1; i < m && all_resident; ++i) all_resident = pl[i] == Placement::kResident;
+    graph_ok_.push_back(cuda_ && all_resident ? 1 : 0);
     placements_.push_back(std::move(pl));
     streamed_.push_back(std::move(streamed));
     stats_.push_back(blank_stats(p.tokens, s, p.predicted_ms));
@@ -435,30 +472,26 @@ Status Runner::init() {
   return Status::ok();
 }
 
-// Issues the copy of the j-th streamed sub-layer of `tier` into slot j % K.
-Status Runner::fill(size_t tier, size_t j, bool timed, TierStats* st) {
+Status Runner::in_step_events(size_t j, Event** t0, Event** t1) {
+  while (ev_c0_.size() <= j) {
+    FERRY_ASSIGN_OR_RETURN(auto a, dev_->create_event(true));
+    FERRY_ASSIGN_OR_RETURN(auto b, dev_->create_event(true));
+    ev_c0_.push_back(std::move(a));
+    ev_c1_.push_back(std::move(b));
+  }
+  *t0 = ev_c0_[j].get();
+  *t1 = ev_c1_[j].get();
+  return Status::ok();
+}
+
+Status Runner::fill(size_t tier, size_t j, Event* t0, Event* t1, bool* copied_out, TierStats* st) {
   const std::vector<size_t>& S = streamed_[tier];
   if (j >= S.size()) return Status::ok();
   const size_t i = S[j];
   const int32_t k = static_cast<int32_t>(j % ring_->slots());
-  Event* t0 = nullptr;
-  Event* t1 = nullptr;
-  if (timed) {
-    while (ev_c0_.size() <= j) {
-      FERRY_ASSIGN_OR_RETURN(auto a, dev_->create_event(true));
-      FERRY_ASSIGN_OR_RETURN(auto b, dev_->create_event(true));
-      ev_c0_.push_back(std::move(a));
-      ev_c1_.push_back(std::move(b));
-    }
-    t0 = ev_c0_[j].get();
-    t1 = ev_c1_[j].get();
-  }
   bool copied = false;
   FERRY_RETURN_IF_ERROR(ring_->fill(k, static_cast<int32_t>(i), pinned_src_[i], layout_[i].bytes, *xs_, t0, t1, &copied));
-  if (timed) {
-    if (copied_.size() <= j) copied_.resize(j + 1);
-    copied_[j] = copied;
-  }
+  if (copied_out) *copied_out = copied;
   if (st) {
     if (copied) {
       ++st->copies;
@@ -530,6 +563,150 @@ Status Runner::cpu_sublayer(size_t i, const kernels::BatchMeta& hb, const Tensor
   return Status::ok();
 }
 
+void Runner::set_timeline(Timeline* timeline) {
+  tl_ = timeline;
+  pending_.clear();
+  tl_step_ = 0;
+  if (!tl_) return;
+  Status s = Status::ok();
+  auto make = [&](std::vector<std::unique_ptr<Event>>& v, size_t n) {
+    while (s.is_ok() && v.size() < n) {
+      auto e = dev_->create_event(true);
+      if (!e) {
+        s = e.status();
+        return;
+      }
+      v.push_back(std::move(*e));
+    }
+  };
+  make(ev_t0_, subs_.size());
+  make(ev_t1_, subs_.size());
+  const size_t K = ring_ ? static_cast<size_t>(ring_->slots()) : 0;
+  make(ev_p0_, K);
+  make(ev_p1_, K);
+  if (s.is_ok() && !ev_origin_) {
+    auto e = dev_->create_event(true);
+    if (e) ev_origin_ = std::move(*e);
+    else s = e.status();
+  }
+  if (s.is_ok()) s = dev_->synchronize();
+  if (s.is_ok()) s = dev_->record(*ev_origin_, *cs_);
+  if (s.is_ok()) s = dev_->sync(*ev_origin_);
+  if (!s.is_ok()) {
+    tl_ = nullptr;  // recording is best effort: a device without timing events records nothing
+    return;
+  }
+  tl_origin_ms_ = now_ms();
+}
+
+double Runner::tl_ms(Event& e) {
+  auto ms = dev_->elapsed_ms(*ev_origin_, e);
+  return ms ? *ms : -1.0;
+}
+
+void Runner::tl_span(Lane lane, double t0, double t1, const std::string& label, uint64_t bytes) {
+  if (!tl_ || t0 < 0 || t1 < t0) return;
+  Span sp;
+  sp.lane = lane;
+  sp.t0_ms = t0;
+  sp.t1_ms = t1;
+  sp.step = tl_step_;
+  sp.tier = tl_->steps.empty() ? 0 : tl_->steps.back().tier;
+  sp.label = label;
+  sp.bytes = bytes;
+  tl_->spans.push_back(std::move(sp));
+}
+
+Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used) {
+  *used = false;
+  const int32_t n = in.n_tokens;
+  if (!cuda_ || !o_.cuda_graphs || o_.measure || tl_ || !graph_ok_[ti] || n > o_.graph_max_tokens ||
+      in.n_out < 1 || in.n_out > sz_.n_out_dev)
+    return Status::ok();
+  *used = true;
+  // Scan a bucket of cells (<= 1/8 extra beyond 2048 cells) so one graph serves many steps; the padding
+  // cells carry sequence -1 and position -1, which no query sees.
+  const int32_t scan = in.n_cells_scan;
+  int32_t g = 256;
+  while (g * 8 < scan) g *= 2;
+  const int32_t bucket = std::min(o_.n_cells, (std::max(scan, 1) + g - 1) / g * g);
+  int32_t* h = h_meta_;
+  std::memcpy(h, in.tokens, n * sizeof(int32_t));
+  std::memcpy(h + n, in.pos, n * sizeof(int32_t));
+  std::memcpy(h + 2 * n, in.seq, n * sizeof(int32_t));
+  std::memcpy(h + 3 * n, in.cell, n * sizeof(int32_t));
+  std::memcpy(h + 4 * n, in.cell_pos, scan * sizeof(int32_t));
+  std::fill(h + 4 * n + scan, h + 4 * n + bucket, -1);
+  std::memcpy(h + 4 * n + bucket, in.cell_seq, scan * sizeof(int32_t));
+  std::fill(h + 4 * n + bucket + scan, h + 4 * n + 2 * bucket, -1);
+  kernels::BatchMeta db;
+  kernels::KvView dkv;
+  db.n_tokens = n;
+  db.pos = TensorView::make(DType::I32, d_meta_ + n, n, 1, 1, 1, dev_where_);
+  db.seq = TensorView::make(DType::I32, d_meta_ + 2 * n, n, 1, 1, 1, dev_where_);
+  db.cell = TensorView::make(DType::I32, d_meta_ + 3 * n, n, 1, 1, 1, dev_where_);
+  dkv.cell_pos = TensorView::make(DType::I32, d_meta_ + 4 * n, bucket, 1, 1, 1, dev_where_);
+  dkv.cell_seq = TensorView::make(DType::I32, d_meta_ + 4 * n + bucket, bucket, 1, 1, 1, dev_where_);
+  dkv.n_cells = bucket;
+
+  // Embedding on the CPU (one row per token), then everything else from the graph.
+  const TensorView htok = TensorView::make(DType::I32, h, n);
+  model::forward_embed(*cpu_ops_, spec_, host_w_, htok, h_s_, hook_ ? &hook_ : nullptr);
+  const size_t d_bytes = static_cast<size_t>(spec_.n_embd) * n * sizeof(float);
+  FERRY_RETURN_IF_ERROR(dev_->copy_h2d(d_meta_, h, (4ull * n + 2ull * bucket) * sizeof(int32_t), *cs_));
+  FERRY_RETURN_IF_ERROR(dev_->copy_h2d(d_s_.x.data, h_s_.x.data, d_bytes, *cs_));
+
+  GraphKey key{ti, n, bucket, std::vector<int32_t>(in.out_rows, in.out_rows + in.n_out)};
+  int id = -1;
+  for (const auto& [k, gid] : graphs_)
+    if (k == key) id = gid;
+  if (id < 0) {
+    if (graphs_.size() >= 64) {  // bounded: start over (steps keep working, capture is ~ms)
+      bundle_->drop_graphs();
+      graphs_.clear();
+    }
+    FERRY_RETURN_IF_ERROR(bundle_->begin_capture());
+    const model::ModelSpec* spec = &spec_;
+    const model::ModelWeights* w = &dev_w_;
+    const model::Scratch* ds = &d_s_;
+    kernels::Ops& ops = bundle_->ops();
+    for (size_t i = 1; i < subs_.size(); ++i) {
+      const model::SubLayer& sl = subs_[i];
+      switch (sl.kind) {
+        case SubLayerKind::kAttention: {
+          kernels::KvView kv = dkv;
+          kv.k = d_k_[sl.layer];
+          kv.v = d_v_[sl.layer];
+          model::forward_attention(ops, *spec, *w, sl.layer, db, kv, *ds, nullptr);
+          break;
+        }
+        case SubLayerKind::kFfn: model::forward_ffn(ops, *spec, *w, sl.layer, n, *ds, nullptr); break;
+        case SubLayerKind::kHead: model::forward_head(ops, *spec, *w, in.out_rows, in.n_out, *ds, nullptr); break;
+        default: break;
+      }
+    }
+    auto captured = bundle_->end_capture();
+    if (!captured) {
+      bundle_->clear_status();
+      o_.cuda_graphs = false;  // this device / driver cannot capture: run ops one by one from now on
+      *used = false;
+      return Status::ok();
+    }
+    id = *captured;
+    graphs_.emplace_back(std::move(key), id);
+    ++stats_[ti].graph_captures;
+  }
+  FERRY_RETURN_IF_ERROR(bundle_->replay(id));
+  const size_t V = static_cast<size_t>(spec_.n_vocab);
+  FERRY_RETURN_IF_ERROR(dev_->copy_d2h(h_s_.logits.data, d_s_.logits.data, in.n_out * V * sizeof(float), *cs_));
+  FERRY_RETURN_IF_ERROR(dev_->record(*ev_x_, *cs_));
+  FERRY_RETURN_IF_ERROR(dev_->sync(*ev_x_));
+  FERRY_RETURN_IF_ERROR(bundle_->status());
+  std::memcpy(logits, h_s_.logits.data, in.n_out * V * sizeof(float));
+  ++stats_[ti].graph_replays;
+  return Status::ok();
+}
+
 Status Runner::run(const StepIo& in, float* logits) {
   const double t_start = now_ms();
   const int32_t n = in.n_tokens;
@@ -546,6 +723,32 @@ Status Runner::run(const StepIo& in, float* logits) {
   const std::vector<Placement>& pl = placements_[ti];
   TierStats& st = stats_[ti];
   const int32_t scan = in.n_cells_scan;
+  if (tl_ && tl_->full()) tl_ = nullptr;
+  const bool rec = tl_ != nullptr;
+  const bool timed = o_.measure || rec;
+  if (rec) {
+    StepMark mk;
+    mk.step = tl_step_;
+    mk.tier = ps_.tiers[ti].tokens;
+    mk.n_tokens = n;
+    mk.t0_ms = t_start - tl_origin_ms_;
+    tl_->steps.push_back(mk);
+  }
+
+  {
+    bool used = false;
+    Status gs = run_graph(in, logits, ti, &used);
+    if (used) {
+      if (!gs.is_ok()) {
+        (void)dev_->synchronize();
+        return gs;
+      }
+      model::apply_logit_softcap(spec_, logits, static_cast<int64_t>(in.n_out) * spec_.n_vocab);
+      ++st.steps;
+      st.wall_ms += now_ms() - t_start;
+      return Status::ok();
+    }
+  }
 
   // Batch metadata: one pinned mirror, one upload.
   int32_t* h = h_meta_;
@@ -570,12 +773,27 @@ Status Runner::run(const StepIo& in, float* logits) {
   views(d_meta_, dev_where_, &db, &dkv);
   const TensorView htok = TensorView::make(DType::I32, h, n);
 
+  // Prefetches the previous step issued after its end: their spans are complete now (this step's
+  // first acquires wait for them), resolved at this step's end.
+  std::vector<PendingCopy> prev_pending;
+  prev_pending.swap(pending_);
+
   Status s = dev_->copy_h2d(d_meta_, h, (4ull * n + 2ull * scan) * sizeof(int32_t), *cs_);
   const size_t K = ring_ ? static_cast<size_t>(ring_->slots()) : 0;
   const std::vector<size_t>& S = streamed_[ti];
   size_t issued = 0;  // fills issued for streamed_[ti][0 .. issued)
   auto fill_upto = [&](size_t end) -> Status {
-    for (; issued < std::min(end, S.size()); ++issued) FERRY_RETURN_IF_ERROR(fill(ti, issued, o_.measure, &st));
+    for (; issued < std::min(end, S.size()); ++issued) {
+      Event* t0 = nullptr;
+      Event* t1 = nullptr;
+      if (timed) FERRY_RETURN_IF_ERROR(in_step_events(issued, &t0, &t1));
+      bool copied = false;
+      FERRY_RETURN_IF_ERROR(fill(ti, issued, t0, t1, &copied, &st));
+      if (timed) {
+        if (copied_.size() <= issued) copied_.resize(issued + 1);
+        copied_[issued] = copied;
+      }
+    }
     return Status::ok();
   };
   if (s.is_ok() && ring_) s = fill_upto(K);
@@ -583,7 +801,8 @@ Status Runner::run(const StepIo& in, float* logits) {
   const size_t d_bytes = static_cast<size_t>(spec_.n_embd) * n * sizeof(float);
   bool x_dev = false;  // the step starts on the host (token ids, embed)
   size_t j = 0;        // next streamed sub-layer
-  std::vector<double> cpu_ms(subs_.size(), -1.0);
+  std::vector<double> cpu_t0(subs_.size(), -1.0), cpu_t1(subs_.size(), -1.0);
+  std::vector<std::pair<double, double>> waits;  // host blocked on device data (timeline)
   for (size_t i = 0; i < subs_.size() && s.is_ok(); ++i) {
     const bool on_dev = pl[i] != Placement::kCpu;
     if (on_dev && !x_dev) {
@@ -592,14 +811,16 @@ Status Runner::run(const StepIo& in, float* logits) {
     } else if (!on_dev && x_dev) {
       s = dev_->copy_d2h(h_s_.x.data, d_s_.x.data, d_bytes, *cs_);
       if (s.is_ok()) s = dev_->record(*ev_x_, *cs_);
+      const double w0 = now_ms();
       if (s.is_ok()) s = dev_->sync(*ev_x_);
+      if (rec) waits.emplace_back(w0, now_ms());
       x_dev = false;
     }
     if (!s.is_ok()) break;
     if (!on_dev) {
-      const double t0 = now_ms();
+      cpu_t0[i] = now_ms();
       s = cpu_sublayer(i, hb, htok, n, in, logits);
-      cpu_ms[i] = now_ms() - t0;
+      cpu_t1[i] = now_ms();
       continue;
     }
     int32_t slot = -1;
@@ -614,16 +835,18 @@ Status Runner::run(const StepIo& in, float* logits) {
       s = on_device([this, i, base](kernels::Ops&) { bind(i, base); });
       if (!s.is_ok()) break;
     }
-    if (o_.measure) s = dev_->record(*ev_t0_[i], *cs_);
+    if (timed) s = dev_->record(*ev_t0_[i], *cs_);
     if (s.is_ok()) s = device_sublayer(i, db, dkv, n, in, logits);
-    if (s.is_ok() && o_.measure) s = dev_->record(*ev_t1_[i], *cs_);
+    if (s.is_ok() && timed) s = dev_->record(*ev_t1_[i], *cs_);
     if (s.is_ok() && slot >= 0) {
       s = ring_->release(slot, *cs_);
       ++j;
       if (s.is_ok()) s = fill_upto(j + K);  // the freed slot takes the next streamed sub-layer at once
     }
   }
+  const double w_end = now_ms();
   if (s.is_ok()) s = dev_->sync(*cs_);
+  if (rec) waits.emplace_back(w_end, now_ms());
   if (s.is_ok() && cuda_) s = bundle_->status();
   if (!s.is_ok()) {
     (void)dev_->synchronize();
@@ -633,28 +856,64 @@ Status Runner::run(const StepIo& in, float* logits) {
   model::apply_logit_softcap(spec_, logits, static_cast<int64_t>(in.n_out) * spec_.n_vocab);
 
   // Measurements of this step (the copy stream may still run ahead: only in-step copies are timed).
-  if (o_.measure) {
+  if (timed) {
     s = dev_->sync(*xs_);
     for (size_t i = 0; i < subs_.size() && s.is_ok(); ++i) {
-      if (cpu_ms[i] >= 0) {
-        st.sub_ms[i] += cpu_ms[i];
-      } else {
-        auto ms = dev_->elapsed_ms(*ev_t0_[i], *ev_t1_[i]);
-        if (ms) st.sub_ms[i] += *ms;
+      const bool on_cpu = cpu_t0[i] >= 0;
+      const bool on_dev = pl[i] != Placement::kCpu;
+      if (o_.measure) {
+        if (on_cpu) {
+          st.sub_ms[i] += cpu_t1[i] - cpu_t0[i];
+        } else if (on_dev) {
+          auto ms = dev_->elapsed_ms(*ev_t0_[i], *ev_t1_[i]);
+          if (ms) st.sub_ms[i] += *ms;
+        }
+      }
+      if (rec) {
+        if (on_cpu) {
+          tl_span(Lane::kCpu, cpu_t0[i] - tl_origin_ms_, cpu_t1[i] - tl_origin_ms_, subs_[i].label());
+        } else if (on_dev) {
+          tl_span(Lane::kGpu, tl_ms(*ev_t0_[i]), tl_ms(*ev_t1_[i]), subs_[i].label());
+        }
       }
     }
     for (size_t c = 0; c < issued && c < ev_c0_.size() && c < copied_.size(); ++c) {
       if (!copied_[c]) continue;
-      auto ms = dev_->elapsed_ms(*ev_c0_[c], *ev_c1_[c]);
-      if (ms) st.copy_ms += *ms;
+      if (o_.measure) {
+        auto ms = dev_->elapsed_ms(*ev_c0_[c], *ev_c1_[c]);
+        if (ms) st.copy_ms += *ms;
+      }
+      if (rec)
+        tl_span(Lane::kCopy, tl_ms(*ev_c0_[c]), tl_ms(*ev_c1_[c]), "copy " + subs_[S[c]].label(), layout_[S[c]].bytes);
+    }
+    if (rec) {
+      for (const PendingCopy& p : prev_pending) {
+        const int32_t keep = tl_step_;
+        tl_step_ = p.step;
+        tl_span(Lane::kCopy, tl_ms(*ev_p0_[p.idx]), tl_ms(*ev_p1_[p.idx]), p.label, p.bytes);
+        tl_step_ = keep;
+      }
+      for (const auto& [a, b] : waits) tl_span(Lane::kHost, a - tl_origin_ms_, b - tl_origin_ms_, "wait");
     }
   }
   // Weights do not depend on data: start the next step's first copies now (assuming the same tier,
   // the common case in decode); the next step reuses them if its tier agrees.
-  if (s.is_ok() && ring_ && !o_.measure)
-    for (size_t jj = 0; jj < std::min(K, S.size()) && s.is_ok(); ++jj) s = fill(ti, jj, false, nullptr);
+  if (s.is_ok() && ring_ && !o_.measure) {
+    for (size_t jj = 0; jj < std::min(K, S.size()) && s.is_ok(); ++jj) {
+      const bool tl_copy = rec && jj < ev_p0_.size();
+      bool copied = false;
+      s = fill(ti, jj, tl_copy ? ev_p0_[jj].get() : nullptr, tl_copy ? ev_p1_[jj].get() : nullptr, &copied, nullptr);
+      if (s.is_ok() && tl_copy && copied)
+        pending_.push_back({jj, "prefetch " + subs_[S[jj]].label(), layout_[S[jj]].bytes, tl_step_,
+                            ps_.tiers[ti].tokens});
+    }
+  }
   ++st.steps;
   st.wall_ms += now_ms() - t_start;
+  if (rec) {
+    tl_->steps.back().t1_ms = now_ms() - tl_origin_ms_;
+    ++tl_step_;
+  }
   return s;
 }
 

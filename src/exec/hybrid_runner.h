@@ -18,6 +18,7 @@
 
 #include "base/status.h"
 #include "exec/device.h"
+#include "exec/timeline.h"
 #include "model/forward.h"
 #include "model/model_spec.h"
 #include "model/sublayer.h"
@@ -49,6 +50,11 @@ struct HybridOptions {
   // Use this strategy's placement in every tier where the planner found it feasible (tests, studies).
   std::optional<plan::Strategy> force_strategy;
   bool measure = false;      // time every sub-layer and copy (events / host clocks) for explain()
+  // CUDA: replay decode steps whose sub-layers are all resident on the device (full VRAM) from CUDA
+  // graphs (one launch instead of hundreds), keyed by token count, logits rows and a bucket of the
+  // scanned KV cells (padding cells are masked). Off with measure or a timeline (they need per-op events).
+  bool cuda_graphs = true;
+  int32_t graph_max_tokens = 8;
 };
 
 // Measured per tier (accumulated over steps until reset_stats()).
@@ -64,6 +70,8 @@ struct TierStats {
   int64_t copies = 0;
   uint64_t copy_bytes = 0;
   int64_t prefetch_hits = 0;       // slots a previous step had already filled
+  int64_t graph_replays = 0;       // steps replayed from a CUDA graph
+  int64_t graph_captures = 0;
 };
 
 class HybridRunner {
@@ -82,6 +90,9 @@ class HybridRunner {
   virtual Status run(const StepIo& in, float* logits) = 0;
   // Called with the named intermediates of sub-layers that run on the CPU (empty = off).
   virtual void set_debug_hook(model::DebugHook hook) = 0;
+  // Records spans (copies, device sub-layers, CPU sub-layers, host waits) of the next steps into
+  // `timeline` until it is full (nullptr = stop). Steps recorded run without CUDA graphs.
+  virtual void set_timeline(Timeline* timeline) = 0;
   virtual const char* name() const = 0;  // "hybrid-cuda", "hybrid-emulated"
 
   virtual const plan::PlanSet& plan() const = 0;
