@@ -562,6 +562,28 @@ Status write_tensor(gguf::Writer& w, const Job& job, uint64_t seed, int n_thread
   const int64_t rows = job.t.ne.size() > 1 ? job.t.ne[1] : 1;
   const int64_t rpc = rows_per_chunk(ne0);
   const int64_t n_chunks = (rows + rpc - 1) / rpc;
+  constexpr int64_t kPool = 2;
+  if (opt.fast && n_chunks > kPool) {
+    std::vector<std::vector<uint8_t>> pool(kPool);
+    std::atomic<int64_t> next{0};
+    auto worker = [&] {
+      std::vector<float> scratch;
+      for (int64_t c; (c = next.fetch_add(1)) < kPool;) make_chunk(job, seed, c, c * rpc, (c + 1) * rpc, scratch, pool[c]);
+    };
+    std::vector<std::thread> threads;
+    for (int64_t i = 1; i < std::min<int64_t>(n_threads, kPool); ++i) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+    const size_t row = row_bytes(job.t.type, ne0);
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const size_t bytes = row * static_cast<size_t>(std::min(rows, (c + 1) * rpc) - c * rpc);
+      FERRY_RETURN_IF_ERROR(w.write_tensor_data(pool[c % kPool].data(), bytes));
+      prog.bytes_done += bytes;
+      if (opt.on_progress && c % 64 == 63) opt.on_progress(prog);
+    }
+    if (opt.on_progress) opt.on_progress(prog);
+    return Status::ok();
+  }
   const int64_t window = std::max<int64_t>(1, 2 * int64_t{n_threads});
   std::vector<std::vector<uint8_t>> outs(static_cast<size_t>(window));
   for (int64_t c0 = 0; c0 < n_chunks; c0 += window) {

@@ -1,6 +1,6 @@
 // ferry synth: write a GGUF with random weights at a named preset.
 //   ferry synth --list
-//   ferry synth --preset NAME --type TYPE -o FILE [--seed S] [--layers N] [-t THREADS]
+//   ferry synth --preset NAME --type TYPE -o FILE [--seed S] [--layers N] [-t THREADS] [--fast]
 // The file streams to disk with a progress bar on stderr (bytes, %, MB/s; a line every 10 % when
 // stderr is not a terminal). Unknown preset or unsupported type: one `error:` line, exit 2.
 #include <unistd.h>
@@ -91,6 +91,8 @@ int cmd_synth(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed (same seed, same bytes)");
   app.add_option("--layers", layers, "number of layers instead of the preset's")->check(CLI::Range(1, 4096));
   app.add_option("-t,--threads", threads, "generation threads (default: all cores)")->check(CLI::Range(1, 256));
+  bool fast = false;
+  app.add_flag("--fast", fast, "speed studies: repeat 2 quantized chunks per tensor instead of quantizing every row");
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;
 
@@ -114,6 +116,7 @@ int cmd_synth(int argc, char** argv) {
   opt.seed = seed;
   opt.n_layer = layers;
   opt.n_threads = threads;
+  opt.fast = fast;
   ProgressBar bar;
   ferry::model::SynthProgress last;
   opt.on_progress = [&](const ferry::model::SynthProgress& p) {
