@@ -290,6 +290,43 @@ TEST(Executor, DecodeReusesPrefetchedSlots) {
   if (!(*runner)->placements().front().empty() && t1.copies > 0) EXPECT_GT(t1.prefetch_hits, 0);
 }
 
+// A timeline records copies, device sub-layers and CPU sub-layers of the first steps, in order, within
+// each step's wall-clock span, and the logits stay the same while it records.
+TEST(Executor, TimelineRecordsLanesOfTheFirstSteps) {
+  TempDir dir;
+  auto l = load(dir, tiny("llama"));
+  ASSERT_TRUE(l);
+  const Script sc = script(7, 5);
+  const std::vector<float> ref = cpu_logits(*l, sc);
+  auto min = exec::hybrid_min_budget(l->spec, l->subs, setup_for(0, std::nullopt));
+  ASSERT_TRUE(min.has_value());
+  auto runner = exec::make_hybrid_runner(l->spec, l->weights, l->subs, setup_for(*min, plan::Strategy::kGpuStream));
+  ASSERT_TRUE(runner.has_value()) << runner.status().message();
+  exec::Timeline tl;
+  tl.max_steps = 4;
+  (*runner)->set_timeline(&tl);
+  const std::vector<float> got =
+      replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return (*runner)->run(io, out); });
+  expect_close(ref, got, "llama with a timeline");
+  ASSERT_EQ(tl.steps.size(), 4u);
+  EXPECT_EQ(tl.steps[0].n_tokens, 7);
+  EXPECT_EQ(tl.steps[1].n_tokens, 1);
+  int gpu = 0, copy = 0, cpu = 0;
+  for (const exec::Span& sp : tl.spans) {
+    EXPECT_LE(sp.t0_ms, sp.t1_ms) << sp.label;
+    EXPECT_GE(sp.step, 0);
+    EXPECT_LT(sp.step, 4);
+    gpu += sp.lane == exec::Lane::kGpu;
+    copy += sp.lane == exec::Lane::kCopy;
+    cpu += sp.lane == exec::Lane::kCpu;
+  }
+  EXPECT_GT(gpu, 0);
+  EXPECT_GT(cpu, 0);  // the embedding runs on the CPU
+  EXPECT_GT(copy, 0);  // minimum budget: FFNs stream
+  for (size_t i = 1; i < tl.steps.size(); ++i) EXPECT_GE(tl.steps[i].t0_ms, tl.steps[i - 1].t1_ms);
+  EXPECT_NE(exec::render_svg(tl).find("</svg>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ferry
 
