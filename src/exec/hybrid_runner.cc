@@ -15,6 +15,7 @@
 
 #include "exec/device_cuda.h"
 #include "exec/weight_ring.h"
+#include "tensor/repack.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace ferry::exec {
@@ -68,14 +69,18 @@ std::vector<TensorView*> vectors_of(model::ModelWeights& w) {
 
 // Offsets of a sub-layer's matrices inside a slot / pinned copy / resident block (256-aligned each,
 // as the planner counts them).
-struct Layout {
+struct SlotLayout {
   std::vector<uint64_t> offset;
+  std::vector<ferry::Layout> layout;  // per matrix: kSplit when repacked for the CUDA decode kernels
   uint64_t bytes = 0;
 };
-Layout layout_of(const std::vector<TensorView*>& mats) {
-  Layout l;
+SlotLayout layout_of(const std::vector<TensorView*>& mats, bool split) {
+  SlotLayout l;
   for (const TensorView* t : mats) {
     l.offset.push_back(l.bytes);
+    l.layout.push_back(split && t->layout == ferry::Layout::kGgml && split_layout_supported(t->dtype, t->ne[0])
+                           ? ferry::Layout::kSplit
+                           : t->layout);
     l.bytes += align256(t->nbytes());
   }
   return l;
@@ -183,6 +188,8 @@ class Runner final : public HybridRunner {
   }
   Status choose_placements();
   Status upload(void* dst, const void* src, uint64_t bytes);
+  // A matrix, repacked on the way when `to` is kSplit (whole rows per staging half).
+  Status upload_matrix(void* dst, const TensorView& src, ferry::Layout to);
   // Runs fn with the device Ops in compute-stream order (CUDA: enqueues its kernels now).
   Status on_device(std::function<void(kernels::Ops&)> fn) {
     if (cuda_) {
@@ -198,6 +205,7 @@ class Runner final : public HybridRunner {
     for (size_t k = 0; k < mats.size(); ++k) {
       mats[k]->data = base + layout_[i].offset[k];
       mats[k]->where = dev_where_;
+      mats[k]->layout = layout_[i].layout[k];
     }
   }
   // Issues the copy of the j-th streamed sub-layer of `tier` into slot j % K; t0/t1 (optional) time it.
@@ -225,7 +233,7 @@ class Runner final : public HybridRunner {
 
   std::vector<std::vector<Placement>> placements_;  // per tier
   std::vector<std::vector<size_t>> streamed_;       // per tier: streamed sub-layers in order
-  std::vector<Layout> layout_;                      // per sub-layer
+  std::vector<SlotLayout> layout_;                  // per sub-layer
   std::vector<char*> pinned_src_;                   // per sub-layer: pinned copy (streamed ones) or null
   std::vector<TierStats> stats_;
 
@@ -351,6 +359,25 @@ Status Runner::upload(void* dst, const void* src, uint64_t bytes) {
   return dev_->sync(*xs_);
 }
 
+Status Runner::upload_matrix(void* dst, const TensorView& src, ferry::Layout to) {
+  if (to == src.layout) return upload(dst, src.data, src.nbytes());
+  const uint64_t half = stage_.bytes / 2;
+  const uint64_t row = src.row_size();
+  const int64_t rows_per = std::max<int64_t>(1, static_cast<int64_t>(half / row));
+  FERRY_ASSERT(static_cast<uint64_t>(rows_per) * row <= half);
+  char* stage = static_cast<char*>(stage_.ptr);
+  const int64_t rows = src.nrows();
+  for (int64_t r0 = 0, c = 0; r0 < rows; r0 += rows_per, ++c) {
+    const int64_t nr = std::min(rows_per, rows - r0);
+    const size_t part = c % 2;
+    FERRY_RETURN_IF_ERROR(dev_->sync(*ev_stage_[part]));
+    repack_to_split(src.dtype, src.ne[0], nr, static_cast<const char*>(src.data) + r0 * row, stage + part * half);
+    FERRY_RETURN_IF_ERROR(dev_->copy_h2d(static_cast<char*>(dst) + r0 * row, stage + part * half, nr * row, *xs_));
+    FERRY_RETURN_IF_ERROR(dev_->record(*ev_stage_[part], *xs_));
+  }
+  return dev_->sync(*xs_);
+}
+
 Status Runner::init() {
   const double t_load = now_ms();
   cuda_ = dev_->kind() == DeviceKind::kCuda;
@@ -361,7 +388,7 @@ Status Runner::init() {
   // Layouts from the bound host views (one source of truth for shapes and bytes).
   model::ModelWeights probe = host_w_;
   layout_.resize(m);
-  for (size_t i = 0; i < m; ++i) layout_[i] = layout_of(matrices_of(probe, subs_[i]));
+  for (size_t i = 0; i < m; ++i) layout_[i] = layout_of(matrices_of(probe, subs_[i]), cuda_ && o_.split_layout);
   FERRY_RETURN_IF_ERROR(choose_placements());
 
   FERRY_ASSIGN_OR_RETURN(cs_, dev_->create_stream());
@@ -447,7 +474,7 @@ Status Runner::init() {
     model::ModelWeights hw = host_w_;
     std::vector<TensorView*> src = matrices_of(hw, subs_[i]);
     for (size_t k = 0; k < src.size() && st.is_ok(); ++k)
-      st = upload(resident_base[i] + layout_[i].offset[k], src[k]->data, src[k]->nbytes());
+      st = upload_matrix(resident_base[i] + layout_[i].offset[k], *src[k], layout_[i].layout[k]);
     bind(i, resident_base[i]);
   }
   dev_->release_pinned(&stage_);
@@ -462,8 +489,13 @@ Status Runner::init() {
       FERRY_ASSIGN_OR_RETURN(HostBuffer hb, take_pinned(layout_[i].bytes));
       model::ModelWeights hw = host_w_;
       std::vector<TensorView*> src = matrices_of(hw, subs_[i]);
-      for (size_t k = 0; k < src.size(); ++k)
-        std::memcpy(static_cast<char*>(hb.ptr) + layout_[i].offset[k], src[k]->data, src[k]->nbytes());
+      for (size_t k = 0; k < src.size(); ++k) {
+        char* dst = static_cast<char*>(hb.ptr) + layout_[i].offset[k];
+        if (layout_[i].layout[k] == ferry::Layout::kSplit && src[k]->layout == ferry::Layout::kGgml)
+          repack_to_split(src[k]->dtype, src[k]->ne[0], src[k]->nrows(), src[k]->data, dst);
+        else
+          std::memcpy(dst, src[k]->data, src[k]->nbytes());
+      }
       pinned_src_[i] = static_cast<char*>(hb.ptr);
       pinned_weight_bytes_ += layout_[i].bytes;
     }

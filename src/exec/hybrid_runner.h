@@ -55,6 +55,9 @@ struct HybridOptions {
   // scanned KV cells (padding cells are masked). Off with measure or a timeline (they need per-op events).
   bool cuda_graphs = true;
   int32_t graph_max_tokens = 8;
+  // CUDA: store quantized matrices whose type has a split layout (tensor/repack.h) repacked, so the
+  // decode kernels read 16-byte-aligned quant planes. Lossless (same bytes, same values).
+  bool split_layout = false;
 };
 
 // Measured per tier (accumulated over steps until reset_stats()).
