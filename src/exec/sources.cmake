@@ -15,6 +15,7 @@ CUDA_SOURCES
 ferry_module(exec_hybrid DEPS exec plan model kernels_cpu tensor base SOURCES
   exec/weight_ring.cc
   exec/hybrid_runner.cc
+  exec/timeline.cc
 )
 
 # exec_probe: the CUDA GpuProber `ferry profile` measures the GPU with (plain C++ over Device and

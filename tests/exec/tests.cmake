@@ -8,6 +8,7 @@ set(FERRY_TEST_DEPS exec tensor base)
 # test_executor.cc: HybridRunner on the emulated device vs the all-CPU runner (tiny models, all archs).
 list(APPEND FERRY_TEST_SOURCES test_executor.cc)
 list(APPEND FERRY_TEST_DEPS exec_hybrid engine plan model kernels_cpu format)
+list(APPEND FERRY_TEST_SOURCES test_timeline.cc)
 
 # GPU-only binaries (built with CUDA, run on the GPU host by bench/device/check_cuda.sh).
 if(FERRY_HAVE_CUDA)
