@@ -3,12 +3,18 @@
 // a warm-up step. Prints prefill tok/s, TTFT, decode tok/s, and decode's achieved memory bandwidth
 // (weight bytes read per token x tok/s) next to the host's measured streaming-read bandwidth.
 // --json prints one object (keys: prefill_tok_s, decode_tok_s, ttft_ms, decode_gb_s, host_gb_s, ...).
+// On a GPU or the emulated device (--vram, --device cuda) it adds peak device memory (arena high-water
+// mark, memory outside the arena: the CUDA context), the plan per tier with predicted vs measured step
+// time, and the fraction of DESIGN.md §4's hybrid limits reached; --timeline FILE draws an SVG of one
+// prefill chunk and the first decode steps, recorded in an extra pass after the measured runs.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,6 +22,7 @@
 #include "base/cpu_info.h"
 #include "cli.h"
 #include "engine/engine.h"
+#include "exec/timeline.h"
 #include "format/gguf.h"
 #include "gpu_support.h"
 #include "hybrid_support.h"
@@ -26,6 +33,9 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// --timeline records one prefill chunk and then this many decode steps.
+constexpr int32_t kTimelineDecodeSteps = 6;
 
 struct BenchArgs {
   std::string model;
@@ -38,7 +48,7 @@ struct BenchArgs {
   bool json = false;
   bool warmup = true;
   bool membw = true;
-  ferry::cli::HybridArgs hybrid;  // --vram / --profile / --ring / --explain (GPU runs)
+  ferry::cli::HybridArgs hybrid;  // --vram / --profile / --ring / --explain / --timeline (GPU runs)
 };
 
 // Wall time per phase, and the process's CPU time (user + system, all threads): on a shared machine
@@ -114,6 +124,14 @@ int run(const BenchArgs& a) {
   auto hybrid = std::make_shared<ferry::cli::HybridState>();
   if (ferry::Status hs = ferry::cli::install_device_runner(a.hybrid, &opt, hybrid); !hs.is_ok())
     return ferry::cli::report(hs);
+  // The timeline comes from the hybrid runner's events: cpu / ref have none. Open the file now so a
+  // bad path fails before the measurement, not after.
+  std::unique_ptr<FILE, int (*)(FILE*)> timeline_file(nullptr, &std::fclose);
+  if (!a.hybrid.timeline_path.empty()) {
+    if (!hybrid->active) return ferry::cli::usage_error("--timeline needs a GPU or emulated device");
+    timeline_file.reset(std::fopen(a.hybrid.timeline_path.c_str(), "wb"));
+    if (!timeline_file) return ferry::cli::fail("cannot write --timeline file '" + a.hybrid.timeline_path + "'");
+  }
   const auto t_load = Clock::now();
   auto loaded = ferry::engine::Engine::load(opt);
   if (!loaded) return ferry::cli::report(loaded.status());
@@ -140,6 +158,7 @@ int run(const BenchArgs& a) {
     if (!st.is_ok()) return ferry::cli::report(st);
     engine.seq_rm(0);
   }
+  if (hybrid->runner) hybrid->runner->reset_stats();  // per-tier measured times: the measured runs only
 
   std::vector<Sample> samples;
   for (int32_t r = 0; r < a.reps; ++r) {
@@ -162,6 +181,35 @@ int run(const BenchArgs& a) {
     samples.push_back(s);
   }
   engine.seq_rm(0);
+  // The GPU report reads the runner's per-tier stats: take it before the timeline pass adds steps.
+  const std::string hybrid_text = hybrid->active ? ferry::cli::hybrid_report_text(*hybrid, a.hybrid.explain) : "";
+  const nlohmann::json hybrid_json = ferry::cli::hybrid_report_json(*hybrid);
+
+  // --timeline: an extra, unmeasured pass (recording adds events and turns CUDA graphs off): the first
+  // prefill chunk of the prompt, then the first decode steps right after it, all in one recording so
+  // the gap between them is real time.
+  ferry::exec::Timeline timeline;
+  if (timeline_file) {
+    const int32_t chunk = std::min(a.n_prompt, a.batch);
+    const int32_t n_dec = std::min(a.n_gen, kTimelineDecodeSteps);
+    const std::vector<int32_t> tl_prompt(prompt.begin(), prompt.begin() + chunk);
+    const std::vector<int32_t> tl_gen(gen.begin(), gen.begin() + n_dec);
+    char what[128];
+    std::snprintf(what, sizeof what, " | %d-token prefill chunk + %d decode steps", chunk, n_dec);
+    const std::string name = std::filesystem::path(a.model).filename().string();
+    auto rec = ferry::cli::record_timeline(*hybrid, (chunk > 0 ? 1 : 0) + n_dec, name + what, [&] {
+      engine.seq_rm(0);
+      if (chunk > 0) FERRY_RETURN_IF_ERROR(prefill(engine, tl_prompt, a.batch, &logits));
+      return decode(engine, tl_gen, chunk, &logits);
+    });
+    engine.seq_rm(0);
+    if (!rec) return ferry::cli::report(rec.status());
+    timeline = std::move(*rec);
+    const std::string svg = ferry::exec::render_svg(timeline);
+    if (std::fwrite(svg.data(), 1, svg.size(), timeline_file.get()) != svg.size() ||
+        std::fclose(timeline_file.release()) != 0)
+      return ferry::cli::fail("writing --timeline file '" + a.hybrid.timeline_path + "' failed");
+  }
 
   std::vector<double> pp, tg, ttft;
   double pp_cpu = 0, tg_cpu = 0;  // CPU ms per token, mean over runs
@@ -208,12 +256,18 @@ int run(const BenchArgs& a) {
     j["decode_gb_s"] = decode_gb_s;
     j["host_gb_s"] = host_gb_s;
     j["decode_bw_fraction"] = host_gb_s > 0 ? decode_gb_s / host_gb_s : 0.0;
-    if (hybrid->active && hybrid->runner) {  // on a GPU: device memory and the plan
-      auto mi = hybrid->runner->device().memory_info();
-      j["peak_device_bytes"] = mi ? mi->arena_peak : 0;
-      j["plan"] = ferry::cli::hybrid_report_json(*hybrid);
+    if (hybrid->active && hybrid->runner) {  // on a GPU: device memory, the plan, the hybrid limits
+      j["peak_device_bytes"] = hybrid_json.value("arena_peak", uint64_t{0});
+      j["context_device_bytes"] = hybrid_json.value("outside_arena", uint64_t{0});
+      j["plan"] = hybrid_json;
+      j["limit_fraction"] = hybrid_json["limit_fraction"];
     }
+    if (!a.hybrid.timeline_path.empty())
+      j["timeline"] = {{"path", a.hybrid.timeline_path}, {"spans", timeline.spans.size()},
+                       {"steps", timeline.steps.size()}};
     std::printf("%s\n", j.dump().c_str());
+    if (!a.hybrid.timeline_path.empty())
+      std::fprintf(stderr, "timeline: %s (%zu spans)\n", a.hybrid.timeline_path.c_str(), timeline.spans.size());
     return 0;
   }
   std::printf("model   %s (%s), %.2f GiB of weights read per decoded token\n", a.model.c_str(), spec.name.c_str(),
@@ -228,7 +282,9 @@ int run(const BenchArgs& a) {
     if (host_gb_s > 0) std::printf(" = %.0f%% of host %.2f GB/s", 100.0 * decode_gb_s / host_gb_s, host_gb_s);
     std::printf("\n");
   }
-  if (hybrid->active) std::fputs(ferry::cli::hybrid_report_text(*hybrid, a.hybrid.explain).c_str(), stdout);
+  std::fputs(hybrid_text.c_str(), stdout);
+  if (!a.hybrid.timeline_path.empty())
+    std::printf("timeline: %s (%zu spans)\n", a.hybrid.timeline_path.c_str(), timeline.spans.size());
   return 0;
 }
 

@@ -2,7 +2,8 @@
 // free memory less a margin; the hybrid executor runs with every sub-layer on the device (gpu-stream
 // strategy forced, so with a budget that holds all weights nothing streams and nothing runs on the
 // CPU). A model that does not fit -> a clear error suggesting --vram. With --vram, or any other
-// device, this defers to install_hybrid (hybrid_support.h).
+// device, this defers to install_hybrid; both build the runner through install_runner_factory
+// (hybrid_support.h).
 #pragma once
 
 #include <memory>

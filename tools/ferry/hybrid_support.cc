@@ -1,12 +1,16 @@
-// hybrid_support: --vram wiring for ferry run / bench (see hybrid_support.h).
+// hybrid_support: --vram wiring for ferry run / bench, the runner factory shared with --device cuda,
+// the reports and the timeline recording (see hybrid_support.h).
 #include "hybrid_support.h"
 
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/step_runner.h"
 #include "format/gguf.h"
 #include "model/sublayer.h"
+#include "plan/cost_model.h"
 #include "plan/planner.h"
 #include "profile_support.h"
 
@@ -17,8 +21,8 @@ namespace {
 // engine::StepRunner over an exec::HybridRunner (the two input structs carry the same fields).
 class HybridStepRunner final : public engine::StepRunner {
  public:
-  explicit HybridStepRunner(std::unique_ptr<exec::HybridRunner> r) : r_(std::move(r)) {}
-  const char* name() const override { return r_->name(); }
+  HybridStepRunner(std::unique_ptr<exec::HybridRunner> r, std::string name) : r_(std::move(r)), name_(std::move(name)) {}
+  const char* name() const override { return name_.empty() ? r_->name() : name_.c_str(); }
   void set_debug_hook(model::DebugHook hook) override { r_->set_debug_hook(std::move(hook)); }
   Status run(const engine::StepInput& in, float* logits) override {
     exec::StepIo io;
@@ -37,18 +41,81 @@ class HybridStepRunner final : public engine::StepRunner {
 
  private:
   std::unique_ptr<exec::HybridRunner> r_;
+  std::string name_;
 };
 
 std::string mib(uint64_t b) { return plan::format_bytes(b); }
 
+// Sub-layers per placement in a tier.
+struct PlacementCounts {
+  int resident = 0, streamed = 0, cpu = 0;
+};
+PlacementCounts count_placements(const std::vector<plan::Placement>& ps) {
+  PlacementCounts c;
+  for (plan::Placement p : ps) {
+    c.cpu += p == plan::Placement::kCpu;
+    c.streamed += p == plan::Placement::kStreamed;
+    c.resident += p == plan::Placement::kResident;
+  }
+  return c;
+}
+
 }  // namespace
 
-void add_hybrid_options(CLI::App& app, HybridArgs* a, bool with_explain) {
+void add_hybrid_options(CLI::App& app, HybridArgs* a, bool bench) {
   app.add_option("--vram", a->vram_text,
                  "VRAM budget (bytes or K/M/G suffix, e.g. 2G): run the planner's hybrid CPU/GPU plan under it");
   app.add_option("--profile", a->profile_path, "hardware profile JSON for --vram (default: this machine's cached one)");
   app.add_option("--ring", a->ring_slots, "weight ring slots for --vram (K >= 2)")->check(CLI::Range(2, 64));
-  if (with_explain) app.add_flag("--explain", a->explain, "with --vram: measured time per sub-layer and copy");
+  if (!bench) return;
+  app.add_flag("--explain", a->explain, "with --vram: measured time per sub-layer and copy");
+  app.add_option("--timeline", a->timeline_path,
+                 "GPU/emulated device: write an SVG of one prefill chunk and the first decode steps (copy stream, "
+                 "GPU compute, CPU workers, host waits) to this file");
+}
+
+Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, const char* what, std::string* origin) {
+  auto prof = load_or_measure_profile(path, origin);
+  if (!prof) return prof.status();
+  if (!prof->has_gpu())
+    return make_error(ErrorCode::kInvalidArgument,
+                      "the profile (%s) has no GPU: %s needs a profile measured with a GPU (or --profile FILE)",
+                      origin->c_str(), what);
+  return std::move(*prof);
+}
+
+void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, const std::shared_ptr<HybridState>& state,
+                            RunnerConfig cfg) {
+  state->active = true;
+  state->budget = cfg.budget;
+  state->device = cfg.device;
+  state->profile_origin = cfg.profile_origin;
+  state->link_gbs = plan::CostModel(cfg.profile, opt->n_threads).link_gbs();
+  const int32_t threads = opt->n_threads;
+  const int32_t n_seq = opt->n_seq_max;
+  const int32_t ring = a.ring_slots;
+  const bool measure = a.explain;
+  auto c = std::make_shared<const RunnerConfig>(std::move(cfg));
+  opt->runner_factory = [=](const model::ModelSpec& spec, const model::ModelWeights& w, const gguf::ModelFile& file,
+                            int32_t n_ctx, int32_t n_batch) -> Expected<std::unique_ptr<engine::StepRunner>> {
+    FERRY_ASSIGN_OR_RETURN(std::vector<model::SubLayer> subs, model::build_sublayers(spec, file));
+    exec::HybridSetup s;
+    s.vram_budget = c->budget;
+    s.device = c->device;
+    s.profile = c->profile;
+    s.ring_slots = ring;
+    s.options.n_cells = n_ctx;
+    s.options.n_batch = n_batch;
+    s.options.cpu_threads = threads;
+    s.options.max_sequences = n_seq;
+    s.options.measure = measure;
+    s.options.force_strategy = c->force_strategy;
+    auto r = exec::make_hybrid_runner(spec, w, subs, s);
+    if (c->check) FERRY_RETURN_IF_ERROR(c->check(r ? Status::ok() : r.status(), r ? r->get() : nullptr));
+    if (!r) return r.status();
+    state->runner = r->get();
+    return std::unique_ptr<engine::StepRunner>(new HybridStepRunner(std::move(*r), c->name));
+  };
 }
 
 Status install_hybrid(const HybridArgs& a, engine::EngineOptions* opt, const std::shared_ptr<HybridState>& state) {
@@ -71,40 +138,37 @@ Status install_hybrid(const HybridArgs& a, engine::EngineOptions* opt, const std
   }
   if (device != "cuda" && device != "emulated")
     return make_error(ErrorCode::kInvalidArgument, "--vram needs --device cuda or emulated (got %s)", device.c_str());
-  std::string origin;
-  auto prof = load_or_measure_profile(a.profile_path, &origin);
-  if (!prof) return prof.status();
-  if (!prof->has_gpu())
-    return make_error(ErrorCode::kInvalidArgument,
-                      "the profile (%s) has no GPU: --vram needs a profile measured with a GPU (or --profile FILE)",
-                      origin.c_str());
-  state->active = true;
-  state->budget = *v;
-  state->device = device;
-  state->profile_origin = origin;
-  const int32_t threads = opt->n_threads;
-  const int32_t n_seq = opt->n_seq_max;
-  const int32_t ring = a.ring_slots;
-  const bool measure = a.explain;
-  plan::HardwareProfile profile = std::move(*prof);
-  opt->runner_factory = [=](const model::ModelSpec& spec, const model::ModelWeights& w, const gguf::ModelFile& file,
-                            int32_t n_ctx, int32_t n_batch) -> Expected<std::unique_ptr<engine::StepRunner>> {
-    FERRY_ASSIGN_OR_RETURN(std::vector<model::SubLayer> subs, model::build_sublayers(spec, file));
-    exec::HybridSetup s;
-    s.vram_budget = state->budget;
-    s.device = state->device;
-    s.profile = profile;
-    s.ring_slots = ring;
-    s.options.n_cells = n_ctx;
-    s.options.n_batch = n_batch;
-    s.options.cpu_threads = threads;
-    s.options.max_sequences = n_seq;
-    s.options.measure = measure;
-    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<exec::HybridRunner> r, exec::make_hybrid_runner(spec, w, subs, s));
-    state->runner = r.get();
-    return std::unique_ptr<engine::StepRunner>(new HybridStepRunner(std::move(r)));
-  };
+  RunnerConfig cfg;
+  FERRY_ASSIGN_OR_RETURN(cfg.profile, load_gpu_profile(a.profile_path, "--vram", &cfg.profile_origin));
+  cfg.budget = *v;
+  cfg.device = device;
+  install_runner_factory(a, opt, state, std::move(cfg));
   return Status::ok();
+}
+
+LimitFractions limit_fractions(const HybridState& s) {
+  LimitFractions f;
+  if (!s.active || !s.runner) return f;
+  const exec::HybridRunner& r = *s.runner;
+  const plan::PlanSet& ps = r.plan();
+  f.limit_h_ms = ps.limit_h_ms;
+  f.limit_cp_ms = ps.limit_cp_ms;
+  const double rest = static_cast<double>(ps.weights_total - ps.weights_resident);
+  if (s.link_gbs > 0) f.limit_p_ms = rest / (s.link_gbs * 1e9) * 1e3;
+  const std::vector<exec::TierStats>& st = r.stats();
+  for (const exec::TierStats& t : st) {
+    if (t.steps == 0) continue;
+    if (t.tokens == 1) f.decode_ms = t.wall_ms / t.steps;
+    if (t.tokens > 1 && t.tokens >= f.prefill_tier) {
+      f.prefill_tier = t.tokens;
+      f.prefill_ms = t.wall_ms / t.steps;
+    }
+  }
+  if (rest <= 0) return f;  // nothing streams or runs on the CPU: no hybrid limit
+  if (f.decode_ms > 0 && f.limit_h_ms > 0) f.decode_h = f.limit_h_ms / f.decode_ms;
+  if (f.decode_ms > 0 && f.limit_cp_ms > 0) f.decode_cp = f.limit_cp_ms / f.decode_ms;
+  if (f.prefill_ms > 0 && f.limit_p_ms > 0) f.prefill_p = f.limit_p_ms / f.prefill_ms;
+  return f;
 }
 
 std::string hybrid_report_text(const HybridState& s, bool explain) {
@@ -129,24 +193,27 @@ std::string hybrid_report_text(const HybridState& s, bool explain) {
   for (size_t t = 0; t < ps.tiers.size(); ++t) {
     const exec::TierStats& st = r.stats()[t];
     if (st.steps == 0) continue;
-    int nc = 0, ns = 0, nr = 0;
-    for (plan::Placement p : r.placements()[t]) {
-      nc += p == plan::Placement::kCpu;
-      ns += p == plan::Placement::kStreamed;
-      nr += p == plan::Placement::kResident;
-    }
+    const PlacementCounts n = count_placements(r.placements()[t]);
     const double meas = st.wall_ms / st.steps;
     std::snprintf(line, sizeof line,
                   "tier %4d: %-10s resident %3d streamed %3d cpu %3d | predicted %.2f ms, measured %.2f ms (%+.0f %%) over %lld steps\n",
-                  st.tokens, plan::strategy_name(st.strategy), nr, ns, nc, st.predicted_ms, meas,
+                  st.tokens, plan::strategy_name(st.strategy), n.resident, n.streamed, n.cpu, st.predicted_ms, meas,
                   st.predicted_ms > 0 ? (meas / st.predicted_ms - 1) * 100 : 0.0, static_cast<long long>(st.steps));
     out += line;
   }
-  if (!r.stats().empty() && r.stats().front().steps > 0 && ps.limit_h_ms > 0) {
-    const double meas = r.stats().front().wall_ms / r.stats().front().steps;
+  const LimitFractions f = limit_fractions(s);
+  if (f.decode_h) {
     std::snprintf(line, sizeof line,
-                  "decode vs hybrid limit: (W-R)/H = %.2f ms -> %.0f %% of the limit; (W-R)/(C+P) = %.2f ms -> %.0f %%\n",
-                  ps.limit_h_ms, 100 * ps.limit_h_ms / meas, ps.limit_cp_ms, 100 * ps.limit_cp_ms / meas);
+                  "decode vs hybrid limit: (W-R)/H = %.2f ms -> %.0f %% of the limit; (W-R)/(C+P) = %.2f ms -> %.0f %% "
+                  "(measured %.2f ms/step)\n",
+                  f.limit_h_ms, 100 * *f.decode_h, f.limit_cp_ms, 100 * f.decode_cp.value_or(0), f.decode_ms);
+    out += line;
+  }
+  if (f.prefill_p) {
+    std::snprintf(line, sizeof line,
+                  "prefill vs hybrid limit: (W-R)/P = %.2f ms per chunk -> %.0f %% of the limit (tier %d, measured %.2f "
+                  "ms/chunk)\n",
+                  f.limit_p_ms, 100 * *f.prefill_p, f.prefill_tier, f.prefill_ms);
     out += line;
   }
   if (explain) out += exec::explain_text(r);
@@ -185,18 +252,56 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
     tj["copies"] = st.copies;
     tj["copy_bytes"] = st.copy_bytes;
     tj["prefetch_hits"] = st.prefetch_hits;
-    int nc = 0, ns = 0, nr = 0;
-    for (plan::Placement p : r.placements()[t]) {
-      nc += p == plan::Placement::kCpu;
-      ns += p == plan::Placement::kStreamed;
-      nr += p == plan::Placement::kResident;
-    }
-    tj["resident"] = nr;
-    tj["streamed"] = ns;
-    tj["cpu"] = nc;
+    const PlacementCounts n = count_placements(r.placements()[t]);
+    tj["resident"] = n.resident;
+    tj["streamed"] = n.streamed;
+    tj["cpu"] = n.cpu;
     j["tiers"].push_back(tj);
   }
+  const LimitFractions f = limit_fractions(s);
+  j["limit_p_ms"] = f.limit_p_ms;
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  j["limit_fraction"] = {{"decode_h", opt(f.decode_h)},
+                         {"decode_cp", opt(f.decode_cp)},
+                         {"prefill_p", opt(f.prefill_p)},
+                         {"decode_ms", f.decode_ms},
+                         {"prefill_ms", f.prefill_ms},
+                         {"prefill_tier", f.prefill_tier}};
   return j;
+}
+
+Expected<exec::Timeline> record_timeline(const HybridState& s, int32_t max_steps, const std::string& title,
+                                         const std::function<Status()>& steps) {
+  if (!s.active || !s.runner)
+    return make_error(ErrorCode::kInvalidArgument, "--timeline needs a GPU or emulated device");
+  exec::HybridRunner& r = *s.runner;
+  exec::Timeline t;
+  t.max_steps = max_steps;
+  r.set_timeline(&t);
+  const Status st = steps();
+  r.set_timeline(nullptr);
+  FERRY_RETURN_IF_ERROR(st);
+  // Title: what ran, under which budget, with which plan per recorded tier.
+  const plan::PlanSet& ps = r.plan();
+  t.title = title + " | " + r.name() + " | budget " + mib(s.budget) + " | resident " + mib(ps.weights_resident) +
+            " of " + mib(ps.weights_total);
+  std::vector<int32_t> seen;
+  for (const exec::StepMark& m : t.steps) {
+    bool dup = false;
+    for (int32_t v : seen) dup |= v == m.tier;
+    if (dup) continue;
+    seen.push_back(m.tier);
+    for (size_t ti = 0; ti < r.stats().size(); ++ti)
+      if (const exec::TierStats& ts = r.stats()[ti]; ts.tokens == m.tier) {
+        const PlacementCounts n = count_placements(r.placements()[ti]);
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " | tier %d: %s (%d resident, %d streamed, %d cpu)", m.tier,
+                      plan::strategy_name(ts.strategy), n.resident, n.streamed, n.cpu);
+        t.title += buf;
+        break;
+      }
+  }
+  return t;
 }
 
 }  // namespace ferry::cli

@@ -1,0 +1,112 @@
+"""`ferry bench` on the hybrid executor (issue 6): --json keys on the emulated device (peak and context
+device bytes, the plan per tier with predicted and measured ms, the fraction of the hybrid limits),
+and `--timeline FILE`: an SVG that parses as XML with one span rectangle per recorded span, refused
+on the CPU device (exit 2) and for an unwritable path (exit 1), each with one `error:` line.
+
+Needs the ferry binary ($FERRY_BUILD/ferry) and `ferry synth`; skips otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("FERRY_BUILD", "/work/main/build"))
+FERRY = BUILD / "ferry"
+PROFILE = REPO / "tests" / "data" / "profiles" / "h200-host-measured.json"
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def ferry(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(FERRY), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def assert_error(res: subprocess.CompletedProcess, code: int, text: str) -> None:
+    assert res.returncode == code, f"exit {res.returncode}, wanted {code}; stderr: {res.stderr!r}"
+    lines = [l for l in res.stderr.splitlines() if l.strip() and not l.startswith("note:")]
+    assert len(lines) == 1 and lines[0].startswith("error:"), lines
+    assert text in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    if not FERRY.is_file():
+        pytest.skip(f"ferry binary not built at {FERRY} (set FERRY_BUILD)")
+    if not PROFILE.is_file():
+        pytest.skip(f"no GPU profile fixture at {PROFILE}")
+    path = tmp_path_factory.mktemp("bench") / "tiny-llama-q8_0.gguf"
+    res = ferry("synth", "--preset", "tiny-llama", "--type", "Q8_0", "-o", str(path))
+    if res.returncode != 0 or not path.is_file():
+        pytest.skip("ferry synth failed: " + res.stderr)
+    return path
+
+
+def emulated(model: Path, *extra: str) -> list[str]:
+    return ["bench", "-m", str(model), "-p", "24", "-n", "8", "-b", "16", "-t", "2", "--no-membw", "--device",
+            "emulated", "--vram", "60M", "--profile", str(PROFILE), *extra]
+
+
+def test_bench_json_hybrid_keys(model):
+    res = ferry(*emulated(model, "--json"))
+    assert res.returncode == 0, res.stderr
+    j = json.loads(res.stdout)
+    for k in ("prefill_tok_s", "decode_tok_s", "ttft_ms", "decode_gb_s", "peak_device_bytes",
+              "context_device_bytes", "plan", "limit_fraction"):
+        assert k in j, k
+    assert 0 < j["peak_device_bytes"] <= 60 << 20
+    assert j["context_device_bytes"] == 0  # the emulated device has no context of its own
+    ran = [t for t in j["plan"]["tiers"] if t["steps"] > 0]
+    assert {t["tokens"] for t in ran} == {1, 8, 16}  # decode, and chunks of 16 and 8 tokens
+    for t in ran:
+        assert t["strategy"] in ("gpu-stream", "static", "dynamic")
+        assert t["predicted_ms"] > 0 and t["measured_ms"] > 0
+    assert sum(t["steps"] for t in ran if t["tokens"] == 1) == 8  # the measured run only (no warm-up)
+    lf = j["limit_fraction"]
+    for k in ("decode_h", "decode_cp", "prefill_p"):
+        assert k in lf and (lf[k] is None or lf[k] > 0)
+
+
+def test_timeline_svg(model, tmp_path):
+    out = tmp_path / "t.svg"
+    res = ferry(*emulated(model, "--timeline", str(out)))
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"^timeline: (.+) \((\d+) spans\)$", res.stdout, re.M)
+    assert m and m.group(1) == str(out), res.stdout
+    root = ET.parse(out).getroot()  # well-formed XML
+    assert root.tag == SVG_NS + "svg"
+    spans = [r for r in root.iter(SVG_NS + "rect") if r.get("class") == "span"]
+    assert len(spans) == int(m.group(2)) > 0
+    assert all(float(r.get("width")) >= 1 for r in spans)
+    texts = " ".join(t.text or "" for t in root.iter(SVG_NS + "text"))
+    for lane in ("copy stream", "GPU compute", "CPU workers", "host waits"):
+        assert lane in texts
+    # One prefill chunk (tier 16) and 6 decode steps.
+    assert "step 0 (tier 16, 16 tokens)" in texts
+    assert "step 6 (tier 1, 1 tokens)" in texts and "step 7" not in texts
+
+
+def test_timeline_json_mode(model, tmp_path):
+    out = tmp_path / "t.svg"
+    res = ferry(*emulated(model, "--json", "--timeline", str(out)))
+    assert res.returncode == 0, res.stderr
+    j = json.loads(res.stdout)
+    assert j["timeline"]["path"] == str(out) and j["timeline"]["steps"] == 7
+    assert out.is_file()
+
+
+def test_timeline_needs_gpu_or_emulated(model, tmp_path):
+    res = ferry("bench", "-m", str(model), "-p", "8", "-n", "2", "--no-membw", "--device", "cpu", "--timeline",
+                str(tmp_path / "t.svg"))
+    assert_error(res, 2, "--timeline needs a GPU or emulated device")
+
+
+def test_timeline_unwritable(model, tmp_path):
+    res = ferry(*emulated(model, "--timeline", str(tmp_path / "missing" / "t.svg")))
+    assert_error(res, 1, "cannot write --timeline file")
