@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# compare.sh: ferry vs llama.cpp in the same run on the GPU host, one section per issue:
+#   FULL=1   full VRAM (issue 4): synthetic llama3-8b Q4_0 / Q4_K / F16, `ferry bench --device cuda` vs
+#            `llama-bench -ngl 99 -fa 1`, prefill 512 and 4096, decode 128.
+#   HYB=...  hybrid under a VRAM budget (issue 6): e.g. HYB="qwen3-8b:Q4_K minitron-8b:F16", BUDGETS_GB="2 4 8",
+#            PROMPTS="1024 4096": `ferry bench --vram` vs `llama-bench -fitt <free - budget>` (llama.cpp's own
+#            fit to the budget, flash attention on), peak device memory of each process from nvidia-smi.
+#   CPU=1    CPU only (issue 3): llama3-8b Q4_0 / Q4_K / Q8_0 / F16 (CPU_TYPES), `ferry bench --device cpu -t T`
+#            vs `llama-bench -t T` with the GPU hidden (CUDA_VISIBLE_DEVICES= and -nopo 1).
+# Inputs (carried): BIN (default .devcarry/bin) with ferry; LLAMA_BENCH (default .devcarry/llama-bench, or
+# .devcarry/llama-bench.xz unpacked to /root/lb). Models are synthesized with `ferry synth --fast` into
+# MODELS (default /root/m) and kept there while the machine stays warm.
+# Writes $OUT/compare/{summary.md,*.json,*.log}. Each run has a timeout; a failure prints a row and goes on.
+set -uo pipefail
+
+BIN=${BIN:-.devcarry/bin}
+F="$BIN/ferry"
+MODELS=${MODELS:-/root/m}
+OUTD=${OUT:-$PWD/out}/compare
+mkdir -p "$OUTD" "$MODELS"
+S="$OUTD/summary.md"
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+log() { echo "$*" | tee -a "$S"; }
+
+LB=${LLAMA_BENCH:-}
+if [ -z "$LB" ]; then
+  if [ -x /root/lb ]; then LB=/root/lb
+  elif [ -f .devcarry/llama-bench.xz ]; then xz -dc .devcarry/llama-bench.xz > /root/lb && chmod +x /root/lb && LB=/root/lb
+  elif [ -x .devcarry/llama-bench ]; then LB=.devcarry/llama-bench
+  fi
+fi
+# cuBLAS for ferry (toolkit or wheel)
+if ldd "$F" | grep -q "not found"; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
+    if ls "$d"/libcublas.so* > /dev/null 2>&1; then export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; fi
+  done
+fi
+{ nvidia-smi; lscpu | head -20; ldd "$F"; [ -n "$LB" ] && ldd "$LB"; } > "$OUTD/env.txt" 2>&1
+export XDG_CACHE_HOME="$OUTD/cache"
+log "# compare.sh $(date -u +%FT%TZ) ferry=$F llama-bench=${LB:-none}"
+
+synth() {  # preset type -> path
+  local m="$MODELS/$1-$2.gguf"
+  if [ ! -s "$m" ]; then
+    local ts=$(date +%s)
+    timeout 200 "$F" synth --preset "$1" --type "$2" --fast -o "$m.tmp" > "$OUTD/synth_$1_$2.log" 2>&1 && mv "$m.tmp" "$m"
+    echo "synth $1 $2: $(( $(date +%s) - ts )) s" >> "$OUTD/synth.log"
+  fi
+  [ -s "$m" ] && echo "$m"
+}
+
+# Peak GPU memory used (MiB above the idle baseline) while a command runs: nvidia-smi sampled every 50 ms.
+BASE_MIB=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
+peak_run() {  # file_for_peak cmd...
+  local pf=$1; shift
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 > "$pf.samples" 2>/dev/null &
+  local mon=$!
+  "$@"
+  local rc=$?
+  kill $mon 2>/dev/null; wait $mon 2>/dev/null
+  sort -n "$pf.samples" | tail -1 | awk -v b="${BASE_MIB:-0}" '{print $1 - b}' > "$pf"
+  return $rc
+}
+
+lb_json() {  # llama-bench json file -> "pp=... tg=..." (avg tok/s per test)
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    rows = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("fail"); sys.exit(0)
+out = []
+for r in rows:
+    if r.get("n_gen", 0) > 0: out.append(f"tg{r['n_gen']}={r['avg_ts']:.2f}")
+    else: out.append(f"pp{r['n_prompt']}={r['avg_ts']:.1f}")
+print(" ".join(out) + (f" ngl={rows[0].get('n_gpu_layers')}" if rows else ""))
+PY
+}
+
+fr_json() {  # ferry bench json -> summary fields
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception:
+    print("fail"); sys.exit(0)
+f = lambda k, fmt="%.1f": (fmt % j[k]) if isinstance(j.get(k), (int, float)) else "-"
+s = f"pp={f('prefill_tok_s')} tg={f('decode_tok_s', '%.2f')} ttft={f('ttft_ms', '%.0f')}ms decode_gb_s={f('decode_gb_s')}"
+h = j.get("hybrid") or j.get("plan") or {}
+if h:
+    s += " arena_peak=%.2fGiB outside=%.2fGiB" % (h.get("arena_peak", 0) / 2**30, h.get("outside_arena", 0) / 2**30)
+    d = [t for t in h.get("tiers", []) if t.get("steps")]
+    s += " tiers=" + ",".join("%d:%s:%.1f/%.1fms" % (t["tokens"], t["strategy"][:3], t["predicted_ms"], t["measured_ms"]) for t in d)
+    if h.get("limit_h_ms"):
+        t1 = [t for t in d if t["tokens"] == 1]
+        if t1: s += " (W-R)/H=%.0f%% (W-R)/(C+P)=%.0f%%" % (100 * h["limit_h_ms"] / t1[0]["measured_ms"], 100 * h["limit_cp_ms"] / t1[0]["measured_ms"])
+g = sum(t.get("graph_replays", 0) for t in h.get("tiers", []))
+if g: s += f" graph_replays={g}"
+print(s)
+PY
+}
+
+# ---- full VRAM ----------------------------------------------------------------------------------------
+if [ "${FULL:-0}" = 1 ]; then
+  log "## full VRAM: llama3-8b, ferry --device cuda vs llama-bench -ngl 99 -fa 1"
+  for t in ${FULL_TYPES:-Q4_0 Q4_K F16}; do
+    m=$(synth llama3-8b "$t") || { log "synth llama3-8b $t failed"; continue; }
+    for p in 512 4096; do
+      timeout 180 "$F" bench -m "$m" --device cuda -p $p -n $([ $p = 512 ] && echo 128 || echo 16) -b 512 --json \
+        > "$OUTD/full_ferry_${t}_$p.json" 2> "$OUTD/full_ferry_${t}_$p.err"
+      log "| ferry llama3-8b $t p$p | $(fr_json "$OUTD/full_ferry_${t}_$p.json") |"
+    done
+    if [ -n "$LB" ]; then
+      timeout 240 "$LB" -m "$m" -ngl 99 -fa 1 -p 512,4096 -n 128 -r 2 -o json > "$OUTD/full_llama_${t}.json" 2> "$OUTD/full_llama_${t}.err"
+      log "| llama.cpp llama3-8b $t | $(lb_json "$OUTD/full_llama_${t}.json") |"
+    fi
+    [ "${KEEP:-0}" = 1 ] || [ "$t" != F16 ] || rm -f "$m"
+    log "(at $(elapsed) s)"
+  done
+fi
+
+# ---- CPU only -------------------------------------------------------------------------------------------
+if [ "${CPU:-0}" = 1 ]; then
+  T=${CPU_THREADS:-$(lscpu -p=core | grep -v '^#' | sort -u | wc -l)}
+  log "## CPU only, $T threads: ferry --device cpu vs llama-bench (GPU hidden, -nopo 1)"
+  for t in ${CPU_TYPES:-Q4_0 Q4_K Q8_0 F16}; do
+    m=$(synth llama3-8b "$t") || { log "synth llama3-8b $t failed"; continue; }
+    timeout 200 "$F" bench -m "$m" --device cpu -t "$T" -p 512 -n ${CPU_GEN:-32} --json \
+      > "$OUTD/cpu_ferry_$t.json" 2> "$OUTD/cpu_ferry_$t.err"
+    log "| ferry cpu llama3-8b $t | $(fr_json "$OUTD/cpu_ferry_$t.json") host_gb_s=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("host_gb_s","-"))' "$OUTD/cpu_ferry_$t.json" 2>/dev/null) |"
+    if [ -n "$LB" ]; then
+      CUDA_VISIBLE_DEVICES= timeout 300 "$LB" -m "$m" -ngl 0 -nopo 1 -t "$T" -p 512 -n ${CPU_GEN:-32} -r 1 -o json \
+        > "$OUTD/cpu_llama_$t.json" 2> "$OUTD/cpu_llama_$t.err"
+      log "| llama.cpp cpu llama3-8b $t | $(lb_json "$OUTD/cpu_llama_$t.json") |"
+    fi
+    log "(at $(elapsed) s)"
+  done
+fi
+
+# ---- hybrid under a budget ------------------------------------------------------------------------------
+if [ -n "${HYB:-}" ]; then
+  log "## hybrid: ferry --vram B vs llama-bench -fitt (free - B) -fa 1; peak = nvidia-smi max - idle"
+  for spec in $HYB; do
+    p=${spec%%:*}; t=${spec#*:}
+    m=$(synth "$p" "$t") || { log "synth $p $t failed"; continue; }
+    for gb in ${BUDGETS_GB:-2 4 8}; do
+      for np in ${PROMPTS:-1024 4096}; do
+        [ $(elapsed) -gt ${TIME_LIMIT:-520} ] && { log "time limit: skipping $p $gb G p$np"; continue; }
+        tag="${p}_${t}_${gb}G_p$np"
+        peak_run "$OUTD/hyb_ferry_$tag.peak" timeout 200 "$F" bench -m "$m" --device cuda --vram "${gb}G" -p "$np" -n ${GEN:-128} \
+          ${FERRY_HYB_ARGS:-} --json > "$OUTD/hyb_ferry_$tag.json" 2> "$OUTD/hyb_ferry_$tag.err"
+        log "| ferry $p $t ${gb}G p$np | $(fr_json "$OUTD/hyb_ferry_$tag.json") smi_peak=$(cat "$OUTD/hyb_ferry_$tag.peak")MiB |"
+        if [ -n "$LB" ] && [ "${SKIP_LLAMA:-0}" != 1 ]; then
+          free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
+          margin=$(( free - gb * 1024 ))
+          peak_run "$OUTD/hyb_llama_$tag.peak" timeout 300 "$LB" -m "$m" -fitt "$margin" -fa 1 -p "$np" -n ${GEN:-128} -r 1 -o json \
+            > "$OUTD/hyb_llama_$tag.json" 2> "$OUTD/hyb_llama_$tag.err"
+          log "| llama.cpp $p $t ${gb}G p$np (fitt $margin) | $(lb_json "$OUTD/hyb_llama_$tag.json") smi_peak=$(cat "$OUTD/hyb_llama_$tag.peak")MiB |"
+        fi
+      done
+      log "(at $(elapsed) s)"
+    done
+  done
+fi
+log "done in $(elapsed) s"
