@@ -5,6 +5,7 @@
 #   HYB=...  hybrid under a VRAM budget (issue 6): e.g. HYB="qwen3-8b:Q4_K minitron-8b:F16", BUDGETS_GB="2 4 8",
 #            PROMPTS="1024 4096": `ferry bench --vram` vs `llama-bench -fitt <free - budget>` (llama.cpp's own
 #            fit to the budget, flash attention on), peak device memory of each process from nvidia-smi.
+#   EQ=...   equality at budgets: e.g. EQ="qwen3-8b:Q4_K minitron-8b:F16", EQ_BUDGETS_GB="2 4 8".
 #   CPU=1    CPU only (issue 3): llama3-8b Q4_0 / Q4_K / Q8_0 / F16 (CPU_TYPES), `ferry bench --device cpu -t T`
 #            vs `llama-bench -t T` with the GPU hidden (CUDA_VISIBLE_DEVICES= and -nopo 1).
 # Inputs (carried): BIN (default .devcarry/bin) with ferry; LLAMA_BENCH (default .devcarry/llama-bench, or
@@ -162,6 +163,34 @@ if [ -n "${HYB:-}" ]; then
       done
       log "(at $(elapsed) s)"
     done
+  done
+fi
+# ---- equality at budgets (issue 6): ferry --vram B vs --device cpu, logits of a 40-token prompt + 8 steps ----
+if [ -n "${EQ:-}" ]; then
+  log "## equality: --vram B (cuda) vs --device cpu, logits of every position (prompt rows compared)"
+  toks=$(python3 -c "print(','.join(str((37*i+11)%120000+10) for i in range(40)))")
+  for spec in $EQ; do
+    p=${spec%%:*}; t=${spec#*:}
+    m=$(synth "$p" "$t") || { log "synth $p $t failed"; continue; }
+    vocab=$("$F" inspect "$m" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["n_vocab"])')
+    common=(-m "$m" --tokens "$toks" -n 8 --temp 0 --ignore-eos -c 256 -b 64 --json)
+    timeout 150 "$F" run "${common[@]}" --device cpu --logits-out "$OUTD/eq_cpu.bin" > "$OUTD/eq_${p}_cpu.json" 2> "$OUTD/eq_${p}_cpu.err"
+    for gb in ${EQ_BUDGETS_GB:-2 4 8}; do
+      timeout 150 "$F" run "${common[@]}" --device cuda --vram "${gb}G" --logits-out "$OUTD/eq_gpu.bin" > "$OUTD/eq_${p}_${gb}G.json" 2> "$OUTD/eq_${p}_${gb}G.err"
+      res=$(python3 - "$OUTD/eq_cpu.bin" "$OUTD/eq_gpu.bin" "$vocab" <<'PY'
+import sys, numpy as np
+a = np.fromfile(sys.argv[1], dtype=np.float32); b = np.fromfile(sys.argv[2], dtype=np.float32); v = int(sys.argv[3])
+if a.size == 0 or a.size != b.size: print(f"FAIL sizes {a.size} vs {b.size}"); sys.exit(0)
+a = a.reshape(-1, v)[:40]; b = b.reshape(-1, v)[:40]
+rel = float(np.max(np.abs(a - b)) / max(1e-6, float(np.max(np.abs(a)))))
+top = float(np.mean(a.argmax(1) == b.argmax(1)))
+print(f"{'PASS' if np.isfinite(b).all() and rel < 0.05 and top >= 0.9 else 'FAIL'} max_rel_diff {rel:.2e} top1_agree {top:.3f}")
+PY
+)
+      log "| eq $p $t ${gb}G | $res | $(fr_json "$OUTD/eq_${p}_${gb}G.json" | grep -o 'arena_peak=[^ ]*\|tiers=[^ ]*' | tr '\n' ' ') |"
+      rm -f "$OUTD/eq_gpu.bin"
+    done
+    rm -f "$OUTD/eq_cpu.bin"
   done
 fi
 log "done in $(elapsed) s"

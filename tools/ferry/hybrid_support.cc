@@ -252,6 +252,8 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
     tj["copies"] = st.copies;
     tj["copy_bytes"] = st.copy_bytes;
     tj["prefetch_hits"] = st.prefetch_hits;
+    tj["graph_replays"] = st.graph_replays;
+    tj["graph_captures"] = st.graph_captures;
     const PlacementCounts n = count_placements(r.placements()[t]);
     tj["resident"] = n.resident;
     tj["streamed"] = n.streamed;
