@@ -66,6 +66,12 @@ class Ops {
   virtual void rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) = 0;
   // out[n, t] = sum_k W[k, n] * x[k, t]. W [K, N] any weight dtype; x [K, T] F32; out [N, T] F32.
   virtual void matmul(const TensorView& w, const TensorView& x, TensorView out) = 0;
+  // outs[i] = ws[i] x for n weights that multiply the same x (the q/k/v projections, gate/up): same
+  // contract as matmul per weight. A backend may fuse them (CudaOps, decode: x quantized once, one launch
+  // per weight type); the default is one matmul each.
+  virtual void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
+    for (int i = 0; i < n; ++i) matmul(*ws[i], x, outs[i]);
+  }
   // out = a + b, b broadcast along rows when b.ne[1] == 1 (bias). In place (out == a) allowed.
   virtual void add(const TensorView& a, const TensorView& b, TensorView out) = 0;
   // out = x * s. In place allowed.

@@ -35,6 +35,20 @@ __device__ __forceinline__ uint16_t float_to_bf16_bits(float f) {
   return static_cast<uint16_t>((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
 }
 
+// Programmatic dependent launch (sm_90+; no-ops before, and when the launch did not ask for it):
+// grid_dependency_wait() blocks until the preceding kernel of the stream has completed and its writes are
+// visible; allow_dependents() lets the next kernel (launched with the PDL attribute) start early.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }

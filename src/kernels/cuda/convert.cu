@@ -1,9 +1,10 @@
 // Conversion kernels: weight rows -> F16 (before a cuBLAS GEMM), activations -> F16/BF16, embedding rows,
-// row gathers and the greedy argmax. All memory-bound; one thread per 32 elements for the quantized
+// row gathers and the greedy argmax. Quantized rows may be in ggml's or the split layout (tensor/repack.h). All memory-bound; one thread per 32 elements for the quantized
 // types (dequant32 from quant_units.h, the code the host tests check), one per element otherwise.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/quant_units.h"
+#include "tensor/repack.h"
 
 namespace ferry::kernels::cuda {
 namespace {
@@ -13,7 +14,17 @@ namespace {
 // Thread i dequantizes 32-group i of the whole matrix (rows are K = 32 * groups_per_row halves, so group i
 // lands at halves [32i, 32i + 32) of the output). The 64 bytes of each thread go through shared memory so
 // that the warp stores its 2 KiB as contiguous 16-byte pieces (coalesced), not 64-byte strides.
-template <DType T>
+// Group g of a row: ggml layout (dequant32) or split layout (dequant32_split, rows of K = 32 * groups).
+template <DType T, bool kSplit>
+__device__ __forceinline__ void dequant_group(const uint8_t* row, int64_t groups_per_row, int g, float* v) {
+  if constexpr (kSplit) {
+    dequant32_split<T>(row, 32 * groups_per_row, g, v);
+  } else {
+    dequant32<T>(row, g, v);
+  }
+}
+
+template <DType T, bool kSplit>
 __global__ void __launch_bounds__(256) dequant_f16_kernel(const uint8_t* __restrict__ w, int64_t w_stride,
                                                           int64_t groups_per_row, int64_t total,
                                                           __half* __restrict__ out) {
@@ -24,7 +35,7 @@ __global__ void __launch_bounds__(256) dequant_f16_kernel(const uint8_t* __restr
     const int64_t r = i / groups_per_row;
     const int g = static_cast<int>(i % groups_per_row);
     float v[32];
-    dequant32<T>(w + r * w_stride, g, v);
+    dequant_group<T, kSplit>(w + r * w_stride, groups_per_row, g, v);
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       __half2 h[4];
@@ -56,7 +67,7 @@ __global__ void convert_act_kernel(const float* __restrict__ x, int64_t x_stride
   }
 }
 
-template <DType T>
+template <DType T, bool kSplit>
 __global__ void embed_quant_kernel(const uint8_t* __restrict__ table, int64_t table_stride, int64_t groups,
                                    int64_t vocab, const int32_t* __restrict__ tokens, int64_t n, float scale,
                                    float* __restrict__ out, int64_t out_stride) {
@@ -67,7 +78,7 @@ __global__ void embed_quant_kernel(const uint8_t* __restrict__ table, int64_t ta
   const int32_t id = tokens[t];
   float v[32];
   if (id >= 0 && id < vocab) {
-    dequant32<T>(table + id * table_stride, g, v);
+    dequant_group<T, kSplit>(table + id * table_stride, groups, g, v);
   } else {
 #pragma unroll
     for (int j = 0; j < 32; ++j) v[j] = 0.f;
@@ -157,20 +168,20 @@ __global__ void argmax_kernel(const float* __restrict__ x, int64_t x_stride, int
   }
 }
 
-template <DType T>
+template <DType T, bool kSplit = false>
 cudaError_t launch_dequant(const void* w, int64_t w_stride, int64_t K, int64_t rows, __half* out,
                            cudaStream_t stream) {
   const int64_t gpr = K / 32, total = rows * gpr;
-  dequant_f16_kernel<T><<<ceil_div(total, 256), 256, 0, stream>>>(static_cast<const uint8_t*>(w), w_stride, gpr,
-                                                                   total, out);
+  dequant_f16_kernel<T, kSplit><<<ceil_div(total, 256), 256, 0, stream>>>(static_cast<const uint8_t*>(w), w_stride,
+                                                                           gpr, total, out);
   return cudaGetLastError();
 }
 
-template <DType T>
+template <DType T, bool kSplit = false>
 cudaError_t launch_embed(const void* table, int64_t table_stride, int64_t d, int64_t vocab, const int32_t* tokens,
                          int64_t n, float scale, float* out, int64_t out_stride, cudaStream_t stream) {
   const int64_t groups = d / 32;
-  embed_quant_kernel<T><<<ceil_div(n * groups, 128), 128, 0, stream>>>(
+  embed_quant_kernel<T, kSplit><<<ceil_div(n * groups, 128), 128, 0, stream>>>(
       static_cast<const uint8_t*>(table), table_stride, groups, vocab, tokens, n, scale, out, out_stride);
   return cudaGetLastError();
 }
@@ -180,8 +191,17 @@ cudaError_t launch_embed(const void* table, int64_t table_stride, int64_t d, int
 // ---- launchers -------------------------------------------------------------------------------------
 
 cudaError_t dequant_rows_f16(DType type, const void* w, int64_t w_stride, int64_t K, int64_t rows, __half* out,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, bool split) {
   if (K % 32 != 0 || rows <= 0) return cudaErrorInvalidValue;
+  if (split) {
+    if (!split_layout_supported(type, K)) return cudaErrorInvalidValue;
+    switch (type) {
+      case DType::Q4_0: return launch_dequant<DType::Q4_0, true>(w, w_stride, K, rows, out, stream);
+      case DType::Q8_0: return launch_dequant<DType::Q8_0, true>(w, w_stride, K, rows, out, stream);
+      case DType::Q6_K: return launch_dequant<DType::Q6_K, true>(w, w_stride, K, rows, out, stream);
+      default: return cudaErrorInvalidValue;
+    }
+  }
   switch (type) {
     case DType::Q4_0: return launch_dequant<DType::Q4_0>(w, w_stride, K, rows, out, stream);
     case DType::Q4_1: return launch_dequant<DType::Q4_1>(w, w_stride, K, rows, out, stream);
@@ -207,9 +227,18 @@ cudaError_t convert_activations(const float* x, int64_t x_stride, int64_t K, int
 
 cudaError_t embed_rows(DType type, const void* table, int64_t table_stride, int64_t d, int64_t vocab,
                        const int32_t* tokens, int64_t n, float scale, float* out, int64_t out_stride,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, bool split) {
   if (n <= 0) return cudaSuccess;
   const auto* tp = static_cast<const uint8_t*>(table);
+  if (split) {
+    if (!split_layout_supported(type, d)) return cudaErrorInvalidValue;
+    switch (type) {
+      case DType::Q4_0: return launch_embed<DType::Q4_0, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
+      case DType::Q8_0: return launch_embed<DType::Q8_0, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
+      case DType::Q6_K: return launch_embed<DType::Q6_K, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
+      default: return cudaErrorInvalidValue;
+    }
+  }
   switch (type) {
     case DType::F32:
     case DType::F16:

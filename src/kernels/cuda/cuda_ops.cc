@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/launch.h"
+#include "tensor/repack.h"
 
 namespace ferry::kernels {
 
@@ -136,12 +137,13 @@ void CudaOps::embed(const TensorView& table, const TensorView& tokens, float sca
   const int64_t n = tokens.ne[0];
   FERRY_ASSERT(tokens.dtype == DType::I32 && out.dtype == DType::F32 && is_2d(table) && is_2d(out));
   FERRY_ASSERT(out.ne[0] == table.ne[0] && out.ne[1] == n && out.nb[0] == 4);
-  FERRY_ASSERT_MSG(table.layout == Layout::kGgml, "CudaOps: split-layout tables not supported yet");
   FERRY_ASSERT(table.dtype == DType::F32 || table.dtype == DType::F16 || table.dtype == DType::BF16 ||
                table.ne[0] % 32 == 0);
+  const bool split = table.layout == Layout::kSplit;
+  FERRY_ASSERT_MSG(!split || split_layout_supported(table.dtype, table.ne[0]), "embed: bad split-layout table");
   check(cu::embed_rows(table.dtype, table.data, static_cast<int64_t>(table.nb[1]), table.ne[0], table.ne[1],
                        tokens.ptr<const int32_t>(), n, scale, out.ptr<float>(), static_cast<int64_t>(out.nb[1] / 4),
-                       ctx_.stream()),
+                       ctx_.stream(), split),
         "embed");
 }
 
@@ -154,7 +156,6 @@ void CudaOps::rms_norm(const TensorView& x, const TensorView& w, float eps, Tens
 
 void CudaOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
   if (!ctx_.ok()) return;
-  FERRY_ASSERT_MSG(w.layout == Layout::kGgml, "CudaOps: split-layout weights not supported yet");
   if (x.ne[1] <= opt_.matvec_max_tokens) {
     matmul_vec(w, x, out);
   } else {
@@ -171,12 +172,48 @@ void CudaOps::matmul_path(const TensorView& w, const TensorView& x, TensorView o
   }
 }
 
-void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView out) {
+void CudaOps::check_matmul_shapes(const TensorView& w, const TensorView& x, const TensorView& out) const {
   const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
   FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32 && is_2d(w) && is_2d(x) && is_2d(out));
   FERRY_ASSERT(x.ne[0] == K && out.ne[0] == N && out.ne[1] == T && x.nb[0] == 4 && out.nb[0] == 4);
+  FERRY_ASSERT_MSG(w.layout == Layout::kGgml || split_layout_supported(w.dtype, K), "matmul: bad split-layout weight");
+}
+
+bool CudaOps::use_v2(const TensorView& w, const TensorView& x) const {
+  if (!opt_.matvec_v2 || !cu::matvec_v2_supported(w.dtype, w.layout, w.data, static_cast<int64_t>(w.nb[1]), w.ne[0]))
+    return false;
+  // The float kernels read x with 16-byte loads too.
+  return traits(w.dtype).quantized || (reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.nb[1] % 16 == 0);
+}
+
+namespace {
+
+cu::MatvecSet one_matrix(const TensorView& w, float* out, int64_t out_stride) {
+  cu::MatvecSet s;
+  s.w[0] = w.data;
+  s.w_stride[0] = static_cast<int64_t>(w.nb[1]);
+  s.out[0] = out;
+  s.out_stride[0] = out_stride;
+  s.row_end[0] = w.ne[1];
+  s.n = 1;
+  return s;
+}
+
+}  // namespace
+
+void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView out) {
+  check_matmul_shapes(w, x, out);
+  const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
+  const bool v2 = use_v2(w, x);
+  if (w.layout == Layout::kSplit && !v2) {  // only the v2 kernels read split rows
+    matmul_gemm(w, x, out);
+    return;
+  }
   const int64_t x_stride = static_cast<int64_t>(x.nb[1] / 4), out_stride = static_cast<int64_t>(out.nb[1] / 4);
   const bool quant = traits(w.dtype).quantized;
+  cu::MatvecLaunch launch;
+  launch.sm_count = ctx_.sm_count();
+  launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
   for (int64_t t0 = 0; t0 < T; t0 += 8) {
     const int nt = static_cast<int>(std::min<int64_t>(8, T - t0));
     const float* xt = x.ptr<const float>() + t0 * x_stride;
@@ -187,9 +224,18 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
       auto* xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(nt) * K));
       auto* xds = static_cast<float2*>(sc.take(static_cast<uint64_t>(nt) * (K / 32) * sizeof(float2)));
       check(cu::quantize_q8(xt, x_stride, K, nt, xq, xds, ctx_.stream()), "matmul: quantize_q8");
-      check(cu::matvec_quant(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xq, xds, nt, opt_.matvec_rows_per_warp,
-                             ot, out_stride, ctx_.stream()),
-            "matmul: matvec_quant");
+      if (v2) {
+        check(cu::matvec_quant_v2(w.dtype, one_matrix(w, ot, out_stride), K, xq, xds, nt, launch, ctx_.stream()),
+              "matmul: matvec_quant_v2");
+      } else {
+        check(cu::matvec_quant(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xq, xds, nt,
+                               opt_.matvec_rows_per_warp, ot, out_stride, ctx_.stream()),
+              "matmul: matvec_quant");
+      }
+    } else if (v2) {
+      launch.pdl = false;  // x comes from an arbitrary previous kernel, which does not signal early
+      check(cu::matvec_float_v2(w.dtype, one_matrix(w, ot, out_stride), K, xt, x_stride, nt, launch, ctx_.stream()),
+            "matmul: matvec_float_v2");
     } else {
       check(cu::matvec_float(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xt, x_stride, nt, ot,
                              out_stride, ctx_.stream()),
@@ -198,10 +244,71 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   }
 }
 
+void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
+  if (!ctx_.ok()) return;
+  const int64_t T = x.ne[1], K = x.ne[0];
+  if (n <= 1 || T > opt_.matvec_max_tokens || !opt_.matvec_v2) {
+    for (int i = 0; i < n; ++i) matmul(*ws[i], x, outs[i]);
+    return;
+  }
+  FERRY_ASSERT(T <= 8);
+  bool v2[64] = {};
+  FERRY_ASSERT(n <= 64);
+  bool any_quant = false;
+  for (int i = 0; i < n; ++i) {
+    check_matmul_shapes(*ws[i], x, outs[i]);
+    v2[i] = use_v2(*ws[i], x);
+    any_quant |= v2[i] && traits(ws[i]->dtype).quantized;
+  }
+  const int64_t x_stride = static_cast<int64_t>(x.nb[1] / 4);
+  Scratch sc(ctx_.scratch(), ctx_.scratch_bytes());
+  int8_t* xq = nullptr;
+  float2* xds = nullptr;
+  if (any_quant) {  // one quantization of x for all the quantized weights
+    xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(T) * K));
+    xds = static_cast<float2*>(sc.take(static_cast<uint64_t>(T) * (K / 32) * sizeof(float2)));
+    check(cu::quantize_q8(x.ptr<const float>(), x_stride, K, static_cast<int>(T), xq, xds, ctx_.stream()),
+          "matmul_many: quantize_q8");
+  }
+  bool done[64] = {};
+  bool first_quant_launch = true;
+  for (int i = 0; i < n; ++i) {
+    if (!v2[i] || done[i]) continue;
+    // Group i with the later v2 weights of the same type and layout, up to kMatvecMaxMats.
+    cu::MatvecSet set;
+    for (int j = i; j < n && set.n < cu::kMatvecMaxMats; ++j) {
+      if (!v2[j] || done[j] || ws[j]->dtype != ws[i]->dtype || ws[j]->layout != ws[i]->layout) continue;
+      set.w[set.n] = ws[j]->data;
+      set.w_stride[set.n] = static_cast<int64_t>(ws[j]->nb[1]);
+      set.out[set.n] = outs[j].ptr<float>();
+      set.out_stride[set.n] = static_cast<int64_t>(outs[j].nb[1] / 4);
+      set.row_end[set.n] = (set.n > 0 ? set.row_end[set.n - 1] : 0) + ws[j]->ne[1];
+      ++set.n;
+      done[j] = true;
+    }
+    cu::MatvecLaunch launch;
+    launch.sm_count = ctx_.sm_count();
+    if (traits(ws[i]->dtype).quantized) {
+      // PDL only right after quantize_q8 (later launches would just wait for their predecessor).
+      launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90 && first_quant_launch;
+      first_quant_launch = false;
+      check(cu::matvec_quant_v2(ws[i]->dtype, set, K, xq, xds, static_cast<int>(T), launch, ctx_.stream()),
+            "matmul_many: matvec_quant_v2");
+    } else {
+      check(cu::matvec_float_v2(ws[i]->dtype, set, K, x.ptr<const float>(), x_stride, static_cast<int>(T), launch,
+                                ctx_.stream()),
+            "matmul_many: matvec_float_v2");
+    }
+  }
+  // The rest one by one (their quantize_q8 runs after the v2 launches above, in stream order).
+  for (int i = 0; i < n; ++i) {
+    if (!v2[i]) matmul(*ws[i], x, outs[i]);
+  }
+}
+
 void CudaOps::matmul_gemm(const TensorView& w, const TensorView& x, TensorView out) {
   const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
-  FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32 && is_2d(w) && is_2d(x) && is_2d(out));
-  FERRY_ASSERT(x.ne[0] == K && out.ne[0] == N && out.ne[1] == T && x.nb[0] == 4 && out.nb[0] == 4);
+  check_matmul_shapes(w, x, out);
   cublasHandle_t h = ctx_.cublas();
   const float one = 1.f, zero = 0.f;
   const int ldc = static_cast<int>(out.nb[1] / 4);
@@ -252,7 +359,8 @@ void CudaOps::matmul_gemm(const TensorView& w, const TensorView& x, TensorView o
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
       const int64_t nr = std::min(chunk, N - n0);
       check(cu::dequant_rows_f16(w.dtype, static_cast<const char*>(w.data) + n0 * static_cast<int64_t>(w.nb[1]),
-                                 static_cast<int64_t>(w.nb[1]), K, nr, w16, ctx_.stream()),
+                                 static_cast<int64_t>(w.nb[1]), K, nr, w16, ctx_.stream(),
+                                 w.layout == Layout::kSplit),
             "matmul: dequant_rows_f16");
       st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nr), static_cast<int>(nt), static_cast<int>(K),
                         &one, w16, CUDA_R_16F, static_cast<int>(K), x16, CUDA_R_16F, static_cast<int>(K), &zero,
@@ -363,6 +471,7 @@ void CudaOps::glu(const TensorView& gate, const TensorView& up, Activation act, 
 void CudaOps::gather_rows(const TensorView& x, const int32_t* rows, TensorView out) {
   if (!ctx_.ok()) return;
   FERRY_ASSERT(x.dtype == out.dtype && x.ne[0] == out.ne[0] && is_2d(x) && is_2d(out));
+  FERRY_ASSERT(x.layout == out.layout);  // whole rows are copied, so split rows stay split
   for (int64_t i = 0; i < out.ne[1]; ++i) FERRY_ASSERT(rows[i] >= 0 && rows[i] < x.ne[1]);
   check(cu::gather_rows(x.data, static_cast<int64_t>(x.nb[1]), static_cast<int64_t>(x.row_size()), rows, out.ne[1],
                         out.data, static_cast<int64_t>(out.nb[1]), ctx_.stream()),

@@ -73,6 +73,13 @@ struct CudaOpsOptions {
   int32_t matvec_max_tokens = 8;
   // Weight rows per warp of the quantized single-token matvec (1, 2 or 4; bench_cuda_ops compares them).
   int32_t matvec_rows_per_warp = 1;
+  // Decode kernels v2 (16-byte weight loads) for the types / layouts they read (launch.h
+  // matvec_v2_supported); false = always the v1 kernels (bench comparisons). Split-layout weights need
+  // v2 or go through dequantize + cuBLAS.
+  bool matvec_v2 = true;
+  // Programmatic dependent launch of the v2 quantized kernels on sm_90+: their first weight loads overlap
+  // the activation quantization kernel.
+  bool matvec_pdl = true;
   // Tensor-core (mma.sync) flash attention for head_dim 64/128/256; false = the plain kernel.
   bool attention_mma = true;
   // Rows of W dequantized per cuBLAS call (0 = as many as fit in the scratch, at most 16384).
@@ -102,6 +109,9 @@ class CudaOps final : public Ops {
   void embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) override;
   void matmul(const TensorView& w, const TensorView& x, TensorView out) override;
+  // Decode (T <= matvec_max_tokens): x quantized once, one v2 launch per (type, layout) group of up to 4
+  // weights; weights the v2 kernels do not read go through matmul one by one.
+  void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
   void scale(const TensorView& x, float s, TensorView out) override;
   void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) override;
@@ -124,6 +134,8 @@ class CudaOps final : public Ops {
   void check(int cuda_error, const char* what);  // cudaError_t as int
   void matmul_vec(const TensorView& w, const TensorView& x, TensorView out);
   void matmul_gemm(const TensorView& w, const TensorView& x, TensorView out);
+  bool use_v2(const TensorView& w, const TensorView& x) const;
+  void check_matmul_shapes(const TensorView& w, const TensorView& x, const TensorView& out) const;
 
   CudaContext& ctx_;
   CudaOpsOptions opt_;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/tensor_view.h"
 
 namespace ferry::kernels::cuda {
 
@@ -39,18 +40,50 @@ cudaError_t matvec_quant(DType type, const void* w, int64_t w_stride, int64_t K,
 // Same for W in F32 / F16 / BF16 with x in F32.
 cudaError_t matvec_float(DType type, const void* w, int64_t w_stride, int64_t K, int64_t N, const float* x,
                          int64_t x_stride, int T, float* out, int64_t out_stride, cudaStream_t stream);
-// Rows [0, rows) of W (any quantized type) -> F16 [rows][K] (contiguous).
+
+// ---- matmul, decode kernels v2 (16-byte weight loads; matvec.cu) ------------------------------------
+// Up to kMatvecMaxMats weight matrices of one type, layout and K that multiply the same activations,
+// their rows concatenated: launch row n is row n - row_end[m - 1] of matrix m, the first m with
+// n < row_end[m]. One launch serves all of them (e.g. the q/k/v projections of a layer).
+inline constexpr int kMatvecMaxMats = 4;
+struct MatvecSet {
+  const void* w[kMatvecMaxMats] = {};
+  int64_t w_stride[kMatvecMaxMats] = {};    // bytes between weight rows
+  float* out[kMatvecMaxMats] = {};
+  int64_t out_stride[kMatvecMaxMats] = {};  // floats between tokens of out
+  int64_t row_end[kMatvecMaxMats] = {};     // cumulative row counts
+  int n = 0;
+};
+struct MatvecLaunch {
+  int sm_count = 132;  // sizes the grid (warps per row when N is small)
+  bool pdl = false;    // programmatic dependent launch after quantize_q8 (sm_90+): weight loads start early
+};
+// Whether the v2 kernels read weights of this type / layout / shape / alignment: Q4_0, Q8_0, Q6_K in the
+// split layout (split_layout_supported), Q4_K, Q5_K in ggml's layout (K % 256 == 0), F32 / F16 / BF16
+// (K a multiple of 16 bytes), all with 16-byte aligned rows.
+bool matvec_v2_supported(DType type, Layout layout, const void* w, int64_t w_stride, int64_t K);
+// out[m][n, t] = sum_k W_m[k, n] x[k, t], T <= 8, x given as Q8 (quantize_q8); all matrices must pass
+// matvec_v2_supported.
+cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int T,
+                            const MatvecLaunch& launch, cudaStream_t stream);
+// Same for F32 / F16 / BF16 W with x in F32 (x and x_stride * 4 bytes 16-byte aligned).
+cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
+                            const MatvecLaunch& launch, cudaStream_t stream);
+
+// Rows [0, rows) of W (any quantized type; split: Q4_0 / Q8_0 / Q6_K rows in the split layout of
+// tensor/repack.h) -> F16 [rows][K] (contiguous).
 cudaError_t dequant_rows_f16(DType type, const void* w, int64_t w_stride, int64_t K, int64_t rows, __half* out,
-                             cudaStream_t stream);
+                             cudaStream_t stream, bool split = false);
 // x [K, T] F32 -> [T][K] F16 (bf16 = false) or BF16 (bf16 = true), contiguous.
 cudaError_t convert_activations(const float* x, int64_t x_stride, int64_t K, int64_t T, void* out, bool bf16,
                                 cudaStream_t stream);
 
 // ---- rows ------------------------------------------------------------------------------------------
 // out[:, t] = dequant(table row tokens[t]) * scale; tokens device I32 [n]; ids outside [0, vocab) -> zeros.
+// split: the table's rows are in the split layout (Q4_0 / Q8_0 / Q6_K).
 cudaError_t embed_rows(DType type, const void* table, int64_t table_stride, int64_t d, int64_t vocab,
                        const int32_t* tokens, int64_t n, float scale, float* out, int64_t out_stride,
-                       cudaStream_t stream);
+                       cudaStream_t stream, bool split = false);
 // out row i = x row rows[i] (bytes of a row), rows given on the host.
 cudaError_t gather_rows(const void* x, int64_t x_stride, int64_t row_bytes, const int32_t* rows_host, int64_t n,
                         void* out, int64_t out_stride, cudaStream_t stream);

@@ -4,10 +4,17 @@
 //     so each load instruction of the warp reads one contiguous span of weights (and of activations);
 //     dp4a integer dot products; a warp shuffle reduction per token.
 //   F32/F16/BF16 W: one warp per row, 16-byte loads of W, x read as float4 (it stays in L1/L2).
+//   v2 (matvec_*_v2): 16-byte weight loads, consecutive lanes on consecutive 16-byte chunks of a row's quant
+//     plane (quant_units.h ChunkDec: split layout for Q4_0/Q8_0/Q6_K, ggml's for Q4_K/Q5_K; F32/F16/BF16),
+//     U chunks per lane loaded before any is used, several rows per launch from up to 4 matrices, and
+//     S warps per row (shared-memory reduction) when the rows alone would not fill the GPU.
 // Bytes moved per call ~= N * row_bytes (+ the small x): bench_cuda_ops reports GB/s against a d2d copy.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/quant_units.h"
+#include "tensor/repack.h"
+
+#include <type_traits>
 
 namespace ferry::kernels::cuda {
 namespace {
@@ -19,6 +26,7 @@ constexpr int kRowsPerBlock = 4;  // one warp per row, 4 warps per block
 // One warp per block of 32 activations: d = max|x| / 127, q = round(x / d).
 __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t x_stride, int64_t K, int64_t n_blocks,
                                    int8_t* __restrict__ xq, float2* __restrict__ xds) {
+  allow_dependents();  // a v2 matvec launched with PDL may start loading its weights now
   const int64_t wid = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int64_t per_token = K / 32;
@@ -198,6 +206,258 @@ cudaError_t launch_float(const void* w, int64_t w_stride, int64_t K, int64_t N, 
   return cudaGetLastError();
 }
 
+// ---- v2 kernels ------------------------------------------------------------------------------------------
+
+constexpr int kV2Warps = 8;  // warps per block: 8 / S row groups of S warps each
+constexpr int kV2Threads = kV2Warps * kWarp;
+
+// Where launch row n lives: its weight row and its out column (token 0). Compile-time indices only, so
+// the set stays in the kernel's parameter bank (no local-memory copy).
+struct RowRef {
+  const uint8_t* w;
+  float* out;
+  int64_t out_stride;
+};
+__device__ __forceinline__ RowRef row_ref(const MatvecSet& s, int64_t n) {
+  const void* w = s.w[0];
+  float* out = s.out[0];
+  int64_t stride = s.w_stride[0], out_stride = s.out_stride[0], start = 0;
+#pragma unroll
+  for (int m = 1; m < kMatvecMaxMats; ++m) {
+    if (m < s.n && n >= s.row_end[m - 1]) {
+      w = s.w[m];
+      out = s.out[m];
+      stride = s.w_stride[m];
+      out_stride = s.out_stride[m];
+      start = s.row_end[m - 1];
+    }
+  }
+  return RowRef{static_cast<const uint8_t*>(w) + (n - start) * stride, out + (n - start), out_stride};
+}
+
+// Adapters giving the quantized and the float weights one interface for the kernel: load (weights),
+// load_x (token t's activations for a chunk), dot.
+template <DType Q>
+struct QuantAdapter {
+  using D = ChunkDec<Q>;
+  using W = typename D::W;
+  using X = typename D::X;
+  static constexpr int kElems = D::kElems;
+  // Blocks per SM the register budget is set for (1-2 tokens; 3-8 tokens use 2): 3 = 85 registers, 24
+  // warps per SM; Q5_K / Q6_K keep 2 (128 registers), as 85 spilled (ptxas -v).
+  static constexpr int kMinBlocks = (Q == DType::Q5_K || Q == DType::Q6_K) ? 2 : 3;
+  struct Act {
+    const int8_t* xq;   // [T][K]
+    const float2* xds;  // [T][K / 32]
+    int64_t K;
+  };
+  __device__ __forceinline__ static void load(const uint8_t* row, int64_t K, int c, W& w) { D::load(row, K, c, w); }
+  __device__ __forceinline__ static void load_x(int c, const Act& a, int t, X& x) {
+    D::load_x(c, a.xq + t * a.K, a.xds + t * (a.K / 32), x);
+  }
+  __device__ __forceinline__ static float dot(const W& w, int c, const X& x) { return D::dot(w, c, x); }
+};
+
+// Float weights: a chunk is 16 bytes (8 F16/BF16 or 4 F32 values); products and sums in F32.
+template <typename Wt>
+struct FloatAdapter {
+  static constexpr int kElems = 16 / static_cast<int>(sizeof(Wt));
+  static constexpr int kMinBlocks = 3;
+  struct W {
+    Q16 q;
+  };
+  struct X {
+    float f[kElems];
+  };
+  struct Act {
+    const float* x;  // [T][x_stride]
+    int64_t stride;
+  };
+  __device__ __forceinline__ static void load(const uint8_t* row, int64_t, int c, W& w) {
+    w.q = ld_q16(row + 16 * static_cast<int64_t>(c));
+  }
+  __device__ __forceinline__ static void load_x(int c, const Act& a, int t, X& x) {
+    const float4* p = reinterpret_cast<const float4*>(a.x + t * a.stride + static_cast<int64_t>(kElems) * c);
+#pragma unroll
+    for (int i = 0; i < kElems / 4; ++i) {
+      const float4 v = __ldg(p + i);
+      x.f[4 * i] = v.x;
+      x.f[4 * i + 1] = v.y;
+      x.f[4 * i + 2] = v.z;
+      x.f[4 * i + 3] = v.w;
+    }
+  }
+  __device__ __forceinline__ static float dot(const W& w, int, const X& x) {
+    float wf[kElems];
+    if constexpr (sizeof(Wt) == 4) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wf[i] = __uint_as_float(w.q.w[i]);
+    } else if constexpr (std::is_same_v<Wt, __half>) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w.q.w[i]));
+        wf[2 * i] = f.x;
+        wf[2 * i + 1] = f.y;
+      }
+    } else {  // BF16 bits
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        wf[2 * i] = __uint_as_float(w.q.w[i] << 16);
+        wf[2 * i + 1] = __uint_as_float(w.q.w[i] & 0xffff0000u);
+      }
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kElems; ++i) s = fmaf(wf[i], x.f[i], s);
+    return s;
+  }
+};
+
+// Block = kV2Warps warps = (8 / S) row groups x S warps; a row group handles RPW consecutive launch rows,
+// its S warps split the row's chunks (warp s takes chunks s*32 + lane + j*32*S). Each lane loads U chunks
+// of every one of its RPW rows (U * RPW 16-byte loads in flight), then per token loads the chunks'
+// activations once for the RPW rows and accumulates. With PDL the first weight loads are issued before
+// grid_dependency_wait(), i.e. while quantize_q8 still runs; nothing before the wait reads x or writes.
+template <class A, int NT, int RPW, int U>
+__global__ void __launch_bounds__(kV2Threads, (NT <= 2 ? A::kMinBlocks : 2))
+    matvec_v2_kernel(MatvecSet set, int64_t N, int64_t K, int S, typename A::Act act, int T) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int groups = kV2Warps / S;
+  const int g = warp / S, sp = warp % S;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * groups + g) * RPW;
+  const uint8_t* row[RPW];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r) row[r] = row_ref(set, min(n0 + r, N - 1)).w;  // clamped rows are not stored
+  const int n_chunks = static_cast<int>(K / A::kElems);
+  const int step = kWarp * S;
+  float acc[RPW][NT];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
+
+  // Chunks past the row's end are clamped to its last chunk (a cached reload) and their products dropped
+  // by a select, so loads and dots need no branches and the compiler can issue all loads of a round first.
+  typename A::W w[U][RPW];
+  int c0 = sp * kWarp + lane;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = min(c0 + u * step, n_chunks - 1);
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) A::load(row[r], K, c, w[u][r]);
+  }
+  grid_dependency_wait();
+  for (;;) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t < T) {  // uniform
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int c = min(c0 + u * step, n_chunks - 1);
+          const bool valid = c0 + u * step < n_chunks;
+          typename A::X x;
+          A::load_x(c, act, t, x);
+#pragma unroll
+          for (int r = 0; r < RPW; ++r) {
+            const float d = A::dot(w[u][r], c, x);
+            acc[r][t] += valid ? d : 0.f;
+          }
+        }
+      }
+    }
+    c0 += U * step;
+    if (c0 >= n_chunks) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = min(c0 + u * step, n_chunks - 1);
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) A::load(row[r], K, c, w[u][r]);
+    }
+  }
+
+  __shared__ float red[kV2Warps][RPW * NT];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t < T) {
+        const float v = warp_sum(acc[r][t]);
+        if (lane == 0) {
+          if (S == 1) {
+            if (n0 + r < N) {
+              const RowRef ref = row_ref(set, n0 + r);
+              ref.out[t * ref.out_stride] = v;
+            }
+          } else {
+            red[warp][r * NT + t] = v;
+          }
+        }
+      }
+    }
+  }
+  if (S > 1) {  // block-uniform
+    __syncthreads();
+    for (int i = threadIdx.x; i < groups * RPW * NT; i += kV2Threads) {
+      const int gg = i / (RPW * NT), j = i % (RPW * NT), r = j / NT, t = j % NT;
+      const int64_t n = (static_cast<int64_t>(blockIdx.x) * groups + gg) * RPW + r;
+      if (t < T && n < N) {
+        float v = 0.f;
+        for (int s = 0; s < S; ++s) v += red[gg * S + s][j];
+        const RowRef ref = row_ref(set, n);
+        ref.out[t * ref.out_stride] = v;
+      }
+    }
+  }
+}
+
+template <class A, int NT, int RPW, int U>
+cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& act, int T, const MatvecLaunch& l,
+                      cudaStream_t stream) {
+  const int64_t N = set.row_end[set.n - 1];
+  const int n_chunks = static_cast<int>(K / A::kElems);
+  const int64_t row_groups = (N + RPW - 1) / RPW;
+  // Warps per row: enough warps for about half of every SM's warp slots, as long as each warp keeps at
+  // least one full 32-chunk load instruction per row.
+  const int64_t want_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * 32;
+  int S = 1;
+  while (S < kV2Warps && row_groups * S < want_warps && n_chunks >= 2 * kWarp * S) S *= 2;
+  const int groups = kV2Warps / S;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(ceil_div(row_groups, groups));
+  cfg.blockDim = dim3(kV2Threads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = l.pdl ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, matvec_v2_kernel<A, NT, RPW, U>, set, N, K, S, act, T);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+// Token-count variants: 1 and 2 tokens one row per warp; 3..8 tokens two rows per warp (each activation
+// load serves two rows: at 8 tokens the activation loads, not the weights, would otherwise bound L1) and
+// half the unroll so the loads in flight per lane stay U.
+template <class A>
+cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
+                             const MatvecLaunch& l, cudaStream_t stream) {
+  if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);
+  if (T == 2) return launch_v2<A, 2, 1, 4>(set, K, act, T, l, stream);
+  if (T <= 4) return launch_v2<A, 4, 2, 2>(set, K, act, T, l, stream);
+  return launch_v2<A, 8, 2, 2>(set, K, act, T, l, stream);
+}
+
+bool set_ok(const MatvecSet& set, int T) {
+  if (T < 1 || T > 8 || set.n < 1 || set.n > kMatvecMaxMats) return false;
+  int64_t prev = 0;
+  for (int m = 0; m < set.n; ++m) {
+    if (set.row_end[m] <= prev) return false;
+    prev = set.row_end[m];
+  }
+  return true;
+}
+
 }  // namespace
 
 cudaError_t quantize_q8(const float* x, int64_t x_stride, int64_t K, int T, int8_t* xq, float2* xds,
@@ -236,6 +496,57 @@ cudaError_t matvec_float(DType type, const void* w, int64_t w_stride, int64_t K,
     case DType::F16: return launch_float<__half>(w, w_stride, K, N, x, x_stride, T, out, out_stride, stream);
     case DType::BF16: return launch_float<uint16_t>(w, w_stride, K, N, x, x_stride, T, out, out_stride, stream);
     default: return cudaErrorInvalidValue;
+  }
+}
+
+bool matvec_v2_supported(DType type, Layout layout, const void* w, int64_t w_stride, int64_t K) {
+  if (!aligned16(w) || w_stride % 16 != 0 || K <= 0) return false;
+  switch (type) {
+    case DType::Q4_0:
+    case DType::Q8_0:
+    case DType::Q6_K:
+      return layout == Layout::kSplit && split_layout_supported(type, K);
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return layout == Layout::kGgml && K % 256 == 0;
+    case DType::F32:
+      return layout == Layout::kGgml && K % 4 == 0;
+    case DType::F16:
+    case DType::BF16:
+      return layout == Layout::kGgml && K % 8 == 0;
+    default:
+      return false;
+  }
+}
+
+cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int T,
+                            const MatvecLaunch& launch, cudaStream_t stream) {
+  if (!set_ok(set, T) || K % 256 != 0) return cudaErrorInvalidValue;
+  switch (type) {
+    case DType::Q4_0: return launch_v2_tokens<QuantAdapter<DType::Q4_0>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q8_0: return launch_v2_tokens<QuantAdapter<DType::Q8_0>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q4_K: return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
+                            const MatvecLaunch& launch, cudaStream_t stream) {
+  if (!set_ok(set, T) || !aligned16(x) || (x_stride * 4) % 16 != 0) return cudaErrorInvalidValue;
+  switch (type) {
+    case DType::F32:
+      if (K % 4 != 0) return cudaErrorInvalidValue;
+      return launch_v2_tokens<FloatAdapter<float>>(set, K, {x, x_stride}, T, launch, stream);
+    case DType::F16:
+      if (K % 8 != 0) return cudaErrorInvalidValue;
+      return launch_v2_tokens<FloatAdapter<__half>>(set, K, {x, x_stride}, T, launch, stream);
+    case DType::BF16:
+      if (K % 8 != 0) return cudaErrorInvalidValue;
+      return launch_v2_tokens<FloatAdapter<uint16_t>>(set, K, {x, x_stride}, T, launch, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

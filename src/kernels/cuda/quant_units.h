@@ -455,4 +455,307 @@ FERRY_HD void dequant32<DType::Q6_K>(const uint8_t* row, int g, float* out) {
   }
 }
 
+// ==== 16-byte chunks (decode kernels v2, split layout) ===============================================
+// The v2 decode kernels read a row's main quant plane as 16-byte chunks: chunk c is bytes [16c, 16c + 16)
+// of the split row's first plane (tensor/repack.h) for Q4_0 / Q8_0 / Q6_K, and the c % 8-th 16 bytes of
+// the qs of block c / 8 for Q4_K / Q5_K (ggml layout: their 144 / 176-byte blocks are 16-byte multiples).
+// Consecutive lanes take consecutive chunks, so one warp load instruction reads 512 contiguous bytes (4 x
+// 128 for Q4_K / Q5_K) and every 32-byte sector it touches is used whole. Per type, ChunkDec<T> has
+//   kElems              elements per chunk
+//   W, load(row,K,c,w)  the register image of everything chunk c needs from the weights (loaded for
+//                       several chunks before any is used, so several loads per lane are in flight)
+//   X, load_x(c,xq,xds) the token's activations for chunk c (xq = the token's int8 row, xds its {d, d*sum}
+//                       per 32), loaded once for all the rows a warp handles
+//   dot(w, c, x)        the chunk's dot product; the row dot is the sum over chunks. Same integer sums and
+//                       scale products as dot_slice, so results differ from it only in float order.
+
+struct alignas(16) Q16 {
+  uint32_t w[4];
+};
+
+// A plain (not .nc) load: ptxas keeps plain loads above griddepcontrol.wait, where the v2 kernels issue
+// their first weight loads; it sank __ldg's there (seen in the SASS), which would undo the early start.
+FERRY_HD Q16 ld_q16(const void* p) {
+#if defined(__CUDA_ARCH__)
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  return Q16{{v.x, v.y, v.z, v.w}};
+#else
+  Q16 v;
+  memcpy(&v, p, 16);
+  return v;
+#endif
+}
+
+FERRY_HD XDs ld_xds(const XDs* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
+FERRY_HD uint32_t byte_of(uint32_t w, int i) { return (w >> (8 * i)) & 0xFFu; }
+
+// Scale and min j (0..7) of a Q4_K / Q5_K block from its header words h1..h3 (= scales[0..11]).
+FERRY_HD void scale_min_k4_regs(int j, uint32_t h1, uint32_t h2, uint32_t h3, int* sc, int* m) {
+  const int jj = j & 3;
+  const uint32_t b1 = byte_of(h1, jj), b2 = byte_of(h2, jj), b3 = byte_of(h3, jj);
+  if (j < 4) {
+    *sc = static_cast<int>(b1 & 63);
+    *m = static_cast<int>(b2 & 63);
+  } else {
+    *sc = static_cast<int>((b3 & 0xF) | ((b1 >> 6) << 4));
+    *m = static_cast<int>((b3 >> 4) | ((b2 >> 6) << 4));
+  }
+}
+
+template <DType T>
+struct ChunkDec;
+
+// Q4_0 split [qs K/2][d K/32]: chunk c = block c; byte j's low nibble is element j, high nibble j + 16.
+template <>
+struct ChunkDec<DType::Q4_0> {
+  static constexpr int kElems = 32;
+  struct W {
+    Q16 q;
+    uint32_t d;
+  };
+  struct X {
+    Q16 a, b;  // elements 0..15, 16..31
+    XDs ds;
+  };
+  FERRY_HD static void load(const uint8_t* row, int64_t K, int c, W& w) {
+    w.q = ld_q16(row + 16 * static_cast<int64_t>(c));
+    w.d = ld_u16(row + K / 2 + 2 * static_cast<int64_t>(c));
+  }
+  FERRY_HD static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) {
+    x.a = ld_q16(xq + 32 * static_cast<int64_t>(c));
+    x.b = ld_q16(xq + 32 * static_cast<int64_t>(c) + 16);
+    x.ds = ld_xds(xds + c);
+  }
+  FERRY_HD static float dot(const W& w, int, const X& x) {
+    int s = 0;
+    FERRY_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      s = dp4a(static_cast<int>(w.q.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a.w[i]), s);
+      s = dp4a(static_cast<int>((w.q.w[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(x.b.w[i]), s);
+    }
+    return half_to_float(static_cast<uint16_t>(w.d)) * (x.ds.x * static_cast<float>(s) - 8.f * x.ds.y);
+  }
+};
+
+// Q8_0 split [qs K][d K/32]: chunk c = half c % 2 of block c / 2 (16 quants).
+template <>
+struct ChunkDec<DType::Q8_0> {
+  static constexpr int kElems = 16;
+  struct W {
+    Q16 q;
+    uint32_t d;
+  };
+  struct X {
+    Q16 a;
+    float dx;
+  };
+  FERRY_HD static void load(const uint8_t* row, int64_t K, int c, W& w) {
+    w.q = ld_q16(row + 16 * static_cast<int64_t>(c));
+    w.d = ld_u16(row + K + 2 * static_cast<int64_t>(c >> 1));
+  }
+  FERRY_HD static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) {
+    x.a = ld_q16(xq + 16 * static_cast<int64_t>(c));
+    x.dx = ld_xds(xds + (c >> 1)).x;
+  }
+  FERRY_HD static float dot(const W& w, int, const X& x) {
+    int s = 0;
+    FERRY_UNROLL
+    for (int i = 0; i < 4; ++i) s = dp4a(static_cast<int>(w.q.w[i]), static_cast<int>(x.a.w[i]), s);
+    return half_to_float(static_cast<uint16_t>(w.d)) * x.dx * static_cast<float>(s);
+  }
+};
+
+// Q6_K split [ql K/2][qh K/4][scales K/16][d K/256]: chunk c = ql bytes [16q, 16q + 16) of super-block
+// sb = c / 8, q = c % 8 = 4h + 2k + m. Byte j's low nibble + qh[32h + 16m + j] bits 2k.. is element
+// e = 128h + 32k + 16m + j (scale 8h + 2k + m), its high nibble + bits 2k + 4.. is element e + 64 (scale + 4).
+// Quants are 6-bit minus 32: dot(q - 32, x) = dp4a(q, x) - dp4a(0x20202020, x), exact in int32.
+template <>
+struct ChunkDec<DType::Q6_K> {
+  static constexpr int kElems = 32;
+  struct W {
+    Q16 ql, qh;
+    int32_t sc_lo, sc_hi;
+    uint32_t d;
+  };
+  struct X {
+    Q16 a, b;  // elements e.., e + 64..
+    float da, db;
+  };
+  FERRY_HD static void load(const uint8_t* row, int64_t K, int c, W& w) {
+    const int64_t sb = c >> 3;
+    const int q = c & 7, h = q >> 2, k = (q >> 1) & 1, m = q & 1;
+    w.ql = ld_q16(row + 16 * static_cast<int64_t>(c));
+    w.qh = ld_q16(row + K / 2 + 64 * sb + 32 * h + 16 * m);
+    const uint8_t* sc = row + K / 2 + K / 4 + 16 * sb + 8 * h + 2 * k + m;
+    w.sc_lo = static_cast<int8_t>(sc[0]);
+    w.sc_hi = static_cast<int8_t>(sc[4]);
+    w.d = ld_u16(row + K / 2 + K / 4 + K / 16 + 2 * sb);
+  }
+  FERRY_HD static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) {
+    const int64_t sb = c >> 3;
+    const int q = c & 7, h = q >> 2, k = (q >> 1) & 1, m = q & 1;
+    const int64_t e = 256 * sb + 128 * h + 32 * k + 16 * m;
+    x.a = ld_q16(xq + e);
+    x.b = ld_q16(xq + e + 64);
+    x.da = ld_xds(xds + e / 32).x;
+    x.db = ld_xds(xds + e / 32 + 2).x;
+  }
+  FERRY_HD static float dot(const W& w, int c, const X& x) {
+    const int k = (c >> 1) & 1;
+    int sa = 0, za = 0, sb = 0, zb = 0;
+    FERRY_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t l = w.ql.w[i], hb = w.qh.w[i];
+      const int lo = static_cast<int>((l & 0x0F0F0F0Fu) | (((hb >> (2 * k)) & 0x03030303u) << 4));
+      const int hi = static_cast<int>(((l >> 4) & 0x0F0F0F0Fu) | (((hb >> (2 * k + 4)) & 0x03030303u) << 4));
+      sa = dp4a(lo, static_cast<int>(x.a.w[i]), sa);
+      za = dp4a(0x20202020, static_cast<int>(x.a.w[i]), za);
+      sb = dp4a(hi, static_cast<int>(x.b.w[i]), sb);
+      zb = dp4a(0x20202020, static_cast<int>(x.b.w[i]), zb);
+    }
+    return half_to_float(static_cast<uint16_t>(w.d)) *
+           (x.da * static_cast<float>(w.sc_lo * (sa - za)) + x.db * static_cast<float>(w.sc_hi * (sb - zb)));
+  }
+};
+
+// Q4_K (ggml layout): chunk c = qs bytes [16p, 16p + 16) of block b = c / 8, p = c % 8 = 2cc + half. Byte
+// j's low nibble is element e = 64cc + 16half + j (sub-block 2cc), its high nibble e + 32 (sub-block
+// 2cc + 1). The 16-byte header (d, dmin, scales) is loaded by the 8 lanes of the block (one broadcast).
+// The min terms need a whole 32-group's activation sum: added by the half == 0 chunk of each pair.
+template <>
+struct ChunkDec<DType::Q4_K> {
+  static constexpr int kElems = 32;
+  struct W {
+    Q16 q, hd;
+  };
+  struct X {
+    Q16 a, b;
+    XDs d0, d1;
+  };
+  FERRY_HD static void load(const uint8_t* row, int64_t, int c, W& w) {
+    const uint8_t* blk = row + 144 * static_cast<int64_t>(c >> 3);
+    w.q = ld_q16(blk + 16 + 16 * (c & 7));
+    w.hd = ld_q16(blk);
+  }
+  FERRY_HD static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) {
+    const int p = c & 7, cc = p >> 1, half = p & 1;
+    const int64_t e = 256 * static_cast<int64_t>(c >> 3) + 64 * cc + 16 * half;
+    x.a = ld_q16(xq + e);
+    x.b = ld_q16(xq + e + 32);
+    const int64_t g = 8 * static_cast<int64_t>(c >> 3) + 2 * cc;
+    x.d0 = ld_xds(xds + g);
+    x.d1 = ld_xds(xds + g + 1);
+  }
+  FERRY_HD static float dot(const W& w, int c, const X& x) {
+    const int p = c & 7, cc = p >> 1;
+    int s0 = 0, s1 = 0;
+    FERRY_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      s0 = dp4a(static_cast<int>(w.q.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a.w[i]), s0);
+      s1 = dp4a(static_cast<int>((w.q.w[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(x.b.w[i]), s1);
+    }
+    int sc0, m0, sc1, m1;
+    scale_min_k4_regs(2 * cc, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc0, &m0);
+    scale_min_k4_regs(2 * cc + 1, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc1, &m1);
+    const float d = half_to_float(static_cast<uint16_t>(w.hd.w[0] & 0xFFFFu));
+    float r = d * (static_cast<float>(sc0) * x.d0.x * static_cast<float>(s0) +
+                   static_cast<float>(sc1) * x.d1.x * static_cast<float>(s1));
+    if ((p & 1) == 0) {
+      const float dmin = half_to_float(static_cast<uint16_t>(w.hd.w[0] >> 16));
+      r -= dmin * (static_cast<float>(m0) * x.d0.y + static_cast<float>(m1) * x.d1.y);
+    }
+    return r;
+  }
+};
+
+// Q5_K (ggml layout): as Q4_K with qs at 48; the 5th bits of chunk p are qh[16(p % 2) + j] bit 2cc (low
+// nibbles) and 2cc + 1 (high), one more broadcast 16-byte load.
+template <>
+struct ChunkDec<DType::Q5_K> {
+  static constexpr int kElems = 32;
+  struct W {
+    Q16 q, qh, hd;
+  };
+  using X = ChunkDec<DType::Q4_K>::X;
+  FERRY_HD static void load(const uint8_t* row, int64_t, int c, W& w) {
+    const uint8_t* blk = row + 176 * static_cast<int64_t>(c >> 3);
+    w.q = ld_q16(blk + 48 + 16 * (c & 7));
+    w.qh = ld_q16(blk + 16 + 16 * (c & 1));
+    w.hd = ld_q16(blk);
+  }
+  FERRY_HD static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) {
+    ChunkDec<DType::Q4_K>::load_x(c, xq, xds, x);
+  }
+  FERRY_HD static float dot(const W& w, int c, const X& x) {
+    const int p = c & 7, cc = p >> 1;
+    int s0 = 0, s1 = 0;
+    FERRY_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t v = w.q.w[i], h = w.qh.w[i];
+      const int lo = static_cast<int>((v & 0x0F0F0F0Fu) | (((h >> (2 * cc)) & 0x01010101u) << 4));
+      const int hi = static_cast<int>(((v >> 4) & 0x0F0F0F0Fu) | (((h >> (2 * cc + 1)) & 0x01010101u) << 4));
+      s0 = dp4a(lo, static_cast<int>(x.a.w[i]), s0);
+      s1 = dp4a(hi, static_cast<int>(x.b.w[i]), s1);
+    }
+    int sc0, m0, sc1, m1;
+    scale_min_k4_regs(2 * cc, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc0, &m0);
+    scale_min_k4_regs(2 * cc + 1, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc1, &m1);
+    const float d = half_to_float(static_cast<uint16_t>(w.hd.w[0] & 0xFFFFu));
+    float r = d * (static_cast<float>(sc0) * x.d0.x * static_cast<float>(s0) +
+                   static_cast<float>(sc1) * x.d1.x * static_cast<float>(s1));
+    if ((p & 1) == 0) {
+      const float dmin = half_to_float(static_cast<uint16_t>(w.hd.w[0] >> 16));
+      r -= dmin * (static_cast<float>(m0) * x.d0.y + static_cast<float>(m1) * x.d1.y);
+    }
+    return r;
+  }
+};
+
+// ---- dequantization of 32 elements of a split row ----------------------------------------------------
+// dequant32_split<T>(row, K, g, out): as dequant32 for a split-layout row of K elements.
+
+template <DType T>
+FERRY_HD void dequant32_split(const uint8_t* row, int64_t K, int g, float* out);
+
+template <>
+FERRY_HD void dequant32_split<DType::Q4_0>(const uint8_t* row, int64_t K, int g, float* out) {
+  const uint8_t* qs = row + 16 * static_cast<int64_t>(g);
+  const float d = half_to_float(ld_u16(row + K / 2 + 2 * static_cast<int64_t>(g)));
+  FERRY_UNROLL
+  for (int j = 0; j < 16; ++j) {
+    const int q = qs[j];
+    out[j] = static_cast<float>((q & 0xF) - 8) * d;
+    out[j + 16] = static_cast<float>((q >> 4) - 8) * d;
+  }
+}
+template <>
+FERRY_HD void dequant32_split<DType::Q8_0>(const uint8_t* row, int64_t K, int g, float* out) {
+  const uint8_t* qs = row + 32 * static_cast<int64_t>(g);
+  const float d = half_to_float(ld_u16(row + K + 2 * static_cast<int64_t>(g)));
+  FERRY_UNROLL
+  for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(static_cast<int8_t>(qs[j])) * d;
+}
+template <>
+FERRY_HD void dequant32_split<DType::Q6_K>(const uint8_t* row, int64_t K, int g, float* out) {
+  const int64_t sb = g >> 3;
+  const int r = g & 7, h = r >> 2, k4 = r & 3;
+  const float d = half_to_float(ld_u16(row + K / 2 + K / 4 + K / 16 + 2 * sb));
+  const uint8_t* ql = row + 128 * sb + 64 * h + 32 * (k4 & 1);
+  const uint8_t* qh = row + K / 2 + 64 * sb + 32 * h;
+  const int8_t* sc = reinterpret_cast<const int8_t*>(row + K / 2 + K / 4 + 16 * sb + 8 * h);
+  FERRY_UNROLL
+  for (int l = 0; l < 32; ++l) {
+    const int lo4 = (k4 >> 1) ? (ql[l] >> 4) : (ql[l] & 0xF);
+    const int q = (lo4 | (((qh[l] >> (2 * k4)) & 3) << 4)) - 32;
+    out[l] = d * static_cast<float>(sc[l / 16 + 2 * k4]) * static_cast<float>(q);
+  }
+}
+
 }  // namespace ferry::kernels::cuda

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "tensor/quant.h"
+#include "tensor/repack.h"
 
 namespace ferry::kernels::cuda {
 namespace {
@@ -153,6 +155,133 @@ TEST_P(QuantUnitsType, DotSlicesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllQuant, QuantUnitsType, ::testing::ValuesIn(kQuantTypes),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+// ---- 16-byte chunk decoders (v2 decode kernels) and split-row dequantization ---------------------------
+
+// Sum over a row's chunks of ChunkDec<T>::dot, exactly as matvec.cu's v2 kernel composes load, load_x, dot.
+template <DType T>
+float chunk_dot_row(const uint8_t* row, int64_t K, const int8_t* xq, const XDs* xds) {
+  using D = ChunkDec<T>;
+  float s = 0.f;
+  for (int c = 0; c < K / D::kElems; ++c) {
+    typename D::W w;
+    typename D::X x;
+    D::load(row, K, c, w);
+    D::load_x(c, xq, xds, x);
+    s += D::dot(w, c, x);
+  }
+  return s;
+}
+
+float dispatch_chunk_dot(DType t, const uint8_t* row, int64_t K, const int8_t* xq, const XDs* xds) {
+  switch (t) {
+    case DType::Q4_0: return chunk_dot_row<DType::Q4_0>(row, K, xq, xds);
+    case DType::Q8_0: return chunk_dot_row<DType::Q8_0>(row, K, xq, xds);
+    case DType::Q6_K: return chunk_dot_row<DType::Q6_K>(row, K, xq, xds);
+    case DType::Q4_K: return chunk_dot_row<DType::Q4_K>(row, K, xq, xds);
+    case DType::Q5_K: return chunk_dot_row<DType::Q5_K>(row, K, xq, xds);
+    default: return NAN;
+  }
+}
+
+void dispatch_dequant_split(DType t, const uint8_t* row, int64_t K, float* out) {
+  for (int g = 0; g < K / 32; ++g) {
+    switch (t) {
+      case DType::Q4_0: dequant32_split<DType::Q4_0>(row, K, g, out + 32 * g); break;
+      case DType::Q8_0: dequant32_split<DType::Q8_0>(row, K, g, out + 32 * g); break;
+      case DType::Q6_K: dequant32_split<DType::Q6_K>(row, K, g, out + 32 * g); break;
+      default: FAIL();
+    }
+  }
+}
+
+TEST(QuantUnits, ScaleMinFromRegisters) {
+  std::mt19937 rng(5);
+  for (int rep = 0; rep < 200; ++rep) {
+    uint8_t s[12];
+    for (uint8_t& b : s) b = static_cast<uint8_t>(rng());
+    uint32_t h[3];
+    std::memcpy(h, s, 12);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      get_scale_min_k4(j, s, &sc, &m);
+      int sc2, m2;
+      scale_min_k4_regs(j, h[0], h[1], h[2], &sc2, &m2);
+      ASSERT_EQ(sc2, sc) << j;
+      ASSERT_EQ(m2, m) << j;
+    }
+  }
+}
+
+// The types the v2 kernels read; `split` = through the split layout (repack_to_split) vs ggml's.
+struct ChunkCase {
+  DType type;
+  bool split;
+};
+class QuantUnitsChunk : public ::testing::TestWithParam<ChunkCase> {};
+
+TEST_P(QuantUnitsChunk, ChunkDotsMatchSlices) {
+  const auto [t, split] = GetParam();
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t K : {2048, 4096, 14336}) {
+    if (split && !split_layout_supported(t, K)) continue;
+    std::vector<float> w(K), x(K);
+    for (float& v : w) v = nd(rng);
+    for (float& v : x) v = nd(rng);
+    std::vector<uint8_t> q(row_bytes(t, K)), qs(q.size());
+    quantize_row(t, w.data(), q.data(), K);
+    if (split) repack_to_split(t, K, 1, q.data(), qs.data());
+    std::vector<int8_t> xq(K);
+    std::vector<XDs> xds(K / 32);
+    quantize_q8_host(x.data(), K, xq.data(), xds.data());
+    const float want = dispatch_dot(t, q.data(), K, reinterpret_cast<const int*>(xq.data()), xds.data());
+    const float got = dispatch_chunk_dot(t, split ? qs.data() : q.data(), K, xq.data(), xds.data());
+    double mag = 0;
+    std::vector<float> wd(K);
+    dequantize_row(t, q.data(), wd.data(), K);
+    for (int64_t k = 0; k < K; ++k) mag += std::fabs(static_cast<double>(wd[k]) * xds[k / 32].x * xq[k]);
+    EXPECT_NEAR(got, want, 2e-5 * mag + 1e-6) << dtype_name(t) << " K=" << K;
+    if (split) {
+      std::vector<float> ref(K), got_d(K);
+      dequantize_row(t, q.data(), ref.data(), K);
+      dispatch_dequant_split(t, qs.data(), K, got_d.data());
+      for (int64_t i = 0; i < K; ++i) ASSERT_EQ(got_d[i], ref[i]) << dtype_name(t) << " split element " << i;
+    }
+  }
+}
+
+// Every chunk on its own: one chunk's weights nonzero at a time must give the same dot as the slices
+// (catches a chunk reading another chunk's scale or activations, which a whole-row sum could hide).
+TEST_P(QuantUnitsChunk, EachChunkAlone) {
+  const auto [t, split] = GetParam();
+  const int64_t K = 2048;
+  std::mt19937 rng(29);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(K);
+  for (float& v : x) v = nd(rng);
+  std::vector<int8_t> xq(K);
+  std::vector<XDs> xds(K / 32);
+  quantize_q8_host(x.data(), K, xq.data(), xds.data());
+  for (int64_t g = 0; g < K / 32; g += 3) {  // a 32-group of weights, the rest zero
+    std::vector<float> w(K, 0.f);
+    for (int i = 0; i < 32; ++i) w[32 * g + i] = nd(rng);
+    std::vector<uint8_t> q(row_bytes(t, K)), qs(q.size());
+    quantize_row(t, w.data(), q.data(), K);
+    if (split) repack_to_split(t, K, 1, q.data(), qs.data());
+    const float want = dispatch_dot(t, q.data(), K, reinterpret_cast<const int*>(xq.data()), xds.data());
+    const float got = dispatch_chunk_dot(t, split ? qs.data() : q.data(), K, xq.data(), xds.data());
+    EXPECT_NEAR(got, want, 1e-4 * (std::fabs(want) + 1.f)) << dtype_name(t) << " group " << g;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(V2, QuantUnitsChunk,
+                         ::testing::Values(ChunkCase{DType::Q4_0, true}, ChunkCase{DType::Q8_0, true},
+                                           ChunkCase{DType::Q6_K, true}, ChunkCase{DType::Q4_K, false},
+                                           ChunkCase{DType::Q5_K, false}),
+                         [](const ::testing::TestParamInfo<ChunkCase>& i) {
+                           return std::string(dtype_name(i.param.type)) + (i.param.split ? "_split" : "_ggml");
+                         });
 
 }  // namespace
 }  // namespace ferry::kernels::cuda
