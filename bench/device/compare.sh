@@ -126,9 +126,17 @@ fi
 if [ "${CPU:-0}" = 1 ]; then
   T=${CPU_THREADS:-$(lscpu -p=core | grep -v '^#' | sort -u | wc -l)}
   log "## CPU only, $T threads: ferry --device cpu vs llama-bench (GPU hidden, -nopo 1)"
+  cpu_ok=1
   for t in ${CPU_TYPES:-Q4_0 Q4_K Q8_0 F16}; do
     m=$(synth llama3-8b "$t") || { log "synth llama3-8b $t failed"; continue; }
-    timeout 200 "$F" bench -m "$m" --device cpu -t "$T" -p 512 -n ${CPU_GEN:-32} --json \
+    if [ $cpu_ok = 1 ]; then  # a short probe first: a hang costs 60 s, not 200
+      ts=$(date +%s)
+      timeout 60 "$F" bench -m "$m" --device cpu -t "$T" -p 64 -n 4 --no-membw > "$OUTD/cpu_probe_$t.txt" 2>&1
+      rc=$?
+      log "probe ferry cpu $t -p 64 -n 4: exit $rc in $(( $(date +%s) - ts )) s: $(tail -2 "$OUTD/cpu_probe_$t.txt" | tr '\n' ' ')"
+      [ $rc = 0 ] || cpu_ok=0
+    fi
+    [ $cpu_ok = 1 ] && timeout 200 "$F" bench -m "$m" --device cpu -t "$T" -p 512 -n ${CPU_GEN:-32} --json \
       > "$OUTD/cpu_ferry_$t.json" 2> "$OUTD/cpu_ferry_$t.err"
     log "| ferry cpu llama3-8b $t | $(fr_json "$OUTD/cpu_ferry_$t.json") host_gb_s=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("host_gb_s","-"))' "$OUTD/cpu_ferry_$t.json" 2>/dev/null) |"
     if [ -n "$LB" ]; then
