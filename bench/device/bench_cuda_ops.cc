@@ -1,17 +1,20 @@
 // bench_cuda_ops: microbenchmarks of CudaOps on the GPU host (run by bench/device/check_cuda.sh).
 //   copy       device-to-device cudaMemcpy: the bandwidth ceiling (reported as read + write bytes / s)
-//   matvec     decode matmul (1..8 tokens) per weight type at llama3-8b shapes, GB/s of weights read;
-//              weights rotate over copies larger than L2 so every call reads DRAM
+//   matvec     decode matmul (1..8 tokens) per weight type at llama3-8b shapes, GB/s of weights read, the
+//              v1 kernels (ggml layout) vs v2 (16-byte loads; split layout for Q4_0/Q8_0/Q6_K) with and
+//              without PDL; weights rotate over copies larger than L2 so every call reads DRAM
 //   crossover  matvec kernels vs dequantize + cuBLAS by token count
 //   gemm       prefill matmul TFLOP/s at 512 / 4096 tokens, and by dequantization chunk size
 //   attention  decode (1 token, long context) and causal prefill, both kernels
-//   layer      the sum of one llama3-8b layer's decode matmuls -> an upper bound on decode tok/s
+//   layer      the sum of one llama3-8b layer's decode matmuls -> an upper bound on decode tok/s; also with
+//              matmul_many (q/k/v in one call, gate/up in one call)
 // Lines starting with "RESULT" are machine-readable: RESULT <name> <value> <unit>.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -21,6 +24,7 @@
 #include "exec/device.h"
 #include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/repack.h"
 
 using namespace ferry;
 using namespace ferry::cudatest;
@@ -75,7 +79,9 @@ struct WeightSet {
   }
 };
 
-std::unique_ptr<WeightSet> make_weights(DType t, int64_t K, int64_t N, uint64_t min_total = kRotateBytes) {
+// split: the copies hold the split layout (tensor/repack.h), as the engine uploads them for the v2 kernels.
+std::unique_ptr<WeightSet> make_weights(DType t, int64_t K, int64_t N, uint64_t min_total = kRotateBytes,
+                                        bool split = false) {
   auto w = std::make_unique<WeightSet>();
   const uint64_t rb = row_bytes(t, K);
   w->bytes = rb * static_cast<uint64_t>(N);
@@ -83,6 +89,7 @@ std::unique_ptr<WeightSet> make_weights(DType t, int64_t K, int64_t N, uint64_t 
   // 32 genuinely quantized rows, tiled: realistic bit patterns without quantizing gigabytes.
   std::mt19937 rng(static_cast<unsigned>(K * 31 + N + static_cast<int>(t)));
   HostTensor tile = random_weights(rng, t, K, std::min<int64_t>(32, N));
+  if (split) tile = to_split(tile);  // rows are independent: a tiled split tile is the split tiling
   std::vector<uint8_t> host(w->bytes);
   for (uint64_t off = 0; off < w->bytes; off += tile.bytes.size())
     std::memcpy(host.data() + off, tile.bytes.data(), std::min<uint64_t>(tile.bytes.size(), w->bytes - off));
@@ -96,6 +103,7 @@ std::unique_ptr<WeightSet> make_weights(DType t, int64_t K, int64_t N, uint64_t 
   }
   check(E->sync());
   w->view = TensorView::make(t, w->bufs[0].ptr, K, N, 1, 1, Where::kDevice);
+  if (split) w->view.layout = Layout::kSplit;
   return w;
 }
 
@@ -123,7 +131,9 @@ struct Shape {
 };
 const Shape kShapes[] = {{4096, 4096, "4096x4096 (attn q/o)"},
                          {4096, 14336, "4096x14336 (ffn gate/up)"},
-                         {14336, 4096, "14336x4096 (ffn down)"}};
+                         {14336, 4096, "14336x4096 (ffn down)"},
+                         {4096, 1024, "4096x1024 (attn k/v)"}};
+constexpr int kMeanShapes = 3;  // means over the first three (comparable with earlier runs)
 
 // Time of ops->matmul_path(path) on [K, N] x T tokens, rotating weight copies.
 double matmul_ms(kernels::CudaOps& ops, const WeightSet& w, int64_t T, int path, int iters) {
@@ -133,43 +143,61 @@ double matmul_ms(kernels::CudaOps& ops, const WeightSet& w, int64_t T, int path,
   return time_ms(iters, [&](int i) { ops.matmul_path(w.at(i), x.view, out.view, path); });
 }
 
+// Whether the v2 kernels read t (kernels/cuda/launch.h matvec_v2_supported; the buffers here are aligned).
+bool v2_reads(DType t, bool split) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q8_0:
+    case DType::Q6_K: return split;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return true;
+    default: return false;
+  }
+}
+
 void bench_matvec() {
-  std::printf("\n== decode matvec: GB/s of weights read (T = tokens; rpw = rows per warp at T=1) ==\n");
-  std::printf("%-6s %-26s %9s %9s %9s %9s %9s %9s %7s\n", "type", "shape [K x N]", "T=1", "T=1 rpw2", "T=1 rpw4",
-              "T=2", "T=4", "T=8", "%copy");
-  kernels::CudaOpsOptions o2, o4;
-  o2.matvec_rows_per_warp = 2;
-  o4.matvec_rows_per_warp = 4;
-  kernels::CudaOps ops2(*E->ctx, o2), ops4(*E->ctx, o4);
+  std::printf("\n== decode matvec: GB/s of weights read (T = tokens) ==\n");
+  std::printf("v1 = ggml layout, v1 kernels; v2 = 16-byte-load kernels (split layout for Q4_0/Q8_0/Q6_K), with and\n"
+              "without PDL; T=2..8 and %%copy: the default path (v2 where it reads the type, else v1)\n");
+  std::printf("%-6s %-26s %8s %8s %8s %8s %8s %8s %7s %7s\n", "type", "shape [K x N]", "v1 T=1", "v2 T=1", "noPDL",
+              "T=2", "T=4", "T=8", "%copy", "v1 %");
+  kernels::CudaOpsOptions o1, onp;
+  o1.matvec_v2 = false;
+  onp.matvec_pdl = false;
+  kernels::CudaOps ops_v1(*E->ctx, o1), ops_nopdl(*E->ctx, onp);
   for (DType t : kWeightTypes) {
-    double sum[3] = {0, 0, 0};
-    for (const Shape& s : kShapes) {
-      auto w = make_weights(t, s.K, s.N);
-      auto gbps = [&](kernels::CudaOps& ops, int64_t T) {
-        return static_cast<double>(w->bytes) / (matmul_ms(ops, *w, T, 0, 50) * 1e6);
+    double sum_best = 0, sum_v1 = 0;
+    for (int si = 0; si < 4; ++si) {
+      const Shape& s = kShapes[si];
+      const bool split = split_layout_supported(t, s.K);
+      const bool v2 = v2_reads(t, split);
+      auto wg = make_weights(t, s.K, s.N);
+      auto ws = split ? make_weights(t, s.K, s.N, kRotateBytes, true) : nullptr;
+      const WeightSet& wb = split ? *ws : *wg;  // what the engine would hold
+      auto gbps = [&](kernels::CudaOps& ops, const WeightSet& w, int64_t T) {
+        return static_cast<double>(w.bytes) / (matmul_ms(ops, w, T, 0, 50) * 1e6);
       };
-      const bool quant = traits(t).quantized;
-      const double g1 = gbps(*E->ops, 1);
-      const double g1b = quant ? gbps(ops2, 1) : 0, g1c = quant ? gbps(ops4, 1) : 0;
-      const double g2 = gbps(*E->ops, 2), g4 = gbps(*E->ops, 4), g8 = gbps(*E->ops, 8);
-      sum[0] += g1;
-      sum[1] += g1b;
-      sum[2] += g1c;
-      std::printf("%-6s %-26s %9.0f %9.0f %9.0f %9.0f %9.0f %9.0f %6.0f%%\n", dtype_name(t), s.name, g1, g1b, g1c, g2,
-                  g4, g8, 100.0 * std::max({g1, g1b, g1c}) / g_copy_gbps);
-      const std::string key = std::string(dtype_name(t)) + "_" + std::to_string(s.K) + "x" + std::to_string(s.N);
-      result("matvec_gbps_" + key, g1, "GB/s");
-      if (quant) {
-        result("matvec_rpw2_gbps_" + key, g1b, "GB/s");
-        result("matvec_rpw4_gbps_" + key, g1c, "GB/s");
+      const double g1 = gbps(ops_v1, *wg, 1);
+      const double g2 = v2 ? gbps(*E->ops, wb, 1) : 0, gnp = v2 ? gbps(ops_nopdl, wb, 1) : 0;
+      const double best = v2 ? g2 : g1;
+      const double t2 = gbps(*E->ops, wb, 2), t4 = gbps(*E->ops, wb, 4), t8 = gbps(*E->ops, wb, 8);
+      if (si < kMeanShapes) {
+        sum_best += best;
+        sum_v1 += g1;
       }
-      result("matvec_T8_gbps_" + key, g8, "GB/s");
+      std::printf("%-6s %-26s %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %6.0f%% %6.0f%%\n", dtype_name(t), s.name, g1, g2, gnp,
+                  t2, t4, t8, 100.0 * best / g_copy_gbps, 100.0 * g1 / g_copy_gbps);
+      const std::string key = std::string(dtype_name(t)) + "_" + std::to_string(s.K) + "x" + std::to_string(s.N);
+      result("matvec_gbps_" + key, best, "GB/s");
+      result("matvec_v1_gbps_" + key, g1, "GB/s");
+      if (v2) result("matvec_nopdl_gbps_" + key, gnp, "GB/s");
+      result("matvec_T8_gbps_" + key, t8, "GB/s");
     }
-    result(std::string("matvec_gbps_") + dtype_name(t) + "_mean", sum[0] / 3, "GB/s");
-    if (traits(t).quantized) {
-      result(std::string("matvec_rpw2_gbps_") + dtype_name(t) + "_mean", sum[1] / 3, "GB/s");
-      result(std::string("matvec_rpw4_gbps_") + dtype_name(t) + "_mean", sum[2] / 3, "GB/s");
-    }
+    result(std::string("matvec_gbps_") + dtype_name(t) + "_mean", sum_best / kMeanShapes, "GB/s");
+    result(std::string("matvec_v1_gbps_") + dtype_name(t) + "_mean", sum_v1 / kMeanShapes, "GB/s");
   }
 }
 
@@ -177,7 +205,7 @@ void bench_crossover() {
   std::printf("\n== matvec kernels vs dequantize + cuBLAS, 4096x14336, us per call ==\n");
   std::printf("%-6s %5s %10s %10s\n", "type", "T", "matvec", "gemm");
   for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::F16}) {
-    auto w = make_weights(t, 4096, 14336);
+    auto w = make_weights(t, 4096, 14336, kRotateBytes, split_layout_supported(t, 4096));
     for (int64_t T : {1, 4, 8, 12, 16, 32, 64}) {
       const double a = matmul_ms(*E->ops, *w, T, 0, 20) * 1e3;
       const double b = matmul_ms(*E->ops, *w, T, 1, 20) * 1e3;
@@ -197,7 +225,7 @@ void bench_gemm() {
   kernels::CudaOps ops4(*E->ctx, o4), ops16(*E->ctx, o16);
   for (DType t : {DType::F16, DType::BF16, DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
     for (const Shape& s : {kShapes[1], kShapes[2]}) {
-      auto w = make_weights(t, s.K, s.N, 0);
+      auto w = make_weights(t, s.K, s.N, 0, split_layout_supported(t, s.K));
       for (int64_t T : {512, 4096}) {
         const double flop = 2.0 * s.K * s.N * T;
         const int iters = T >= 4096 ? 5 : 10;
@@ -272,27 +300,56 @@ void bench_attention() {
   }
 }
 
-// One llama3-8b layer's decode matmuls (plus 1/32 of the head) with every weight of type t.
+// One llama3-8b layer's decode matmuls (plus 1/32 of the head) with every weight of type t (split layout
+// where the v2 kernels read it): each matmul on its own, and with matmul_many for q/k/v and gate/up.
 void bench_layer() {
   std::printf("\n== llama3-8b decode matmuls per token (weights only, no attention/norms) ==\n");
   const Shape mats[] = {{4096, 4096, "q"}, {4096, 1024, "k"}, {4096, 1024, "v"}, {4096, 4096, "o"},
                         {4096, 14336, "gate"}, {4096, 14336, "up"}, {14336, 4096, "down"}};
-  for (DType t : {DType::Q4_0, DType::Q4_K, DType::F16}) {
-    double ms = 0, bytes = 0;
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::Q6_K, DType::F16}) {
+    std::vector<std::unique_ptr<WeightSet>> w;
+    double bytes = 0;
     for (const Shape& s : mats) {
-      auto w = make_weights(t, s.K, s.N);
-      ms += matmul_ms(*E->ops, *w, 1, 0, 50);
-      bytes += static_cast<double>(w->bytes);
+      w.push_back(make_weights(t, s.K, s.N, kRotateBytes / 4, split_layout_supported(t, s.K)));
+      bytes += static_cast<double>(w.back()->bytes);
     }
-    auto head = make_weights(t, 4096, 128256, 0);
+    double ms = 0;
+    for (const auto& m : w) ms += matmul_ms(*E->ops, *m, 1, 0, 50);
+    // Fused: q/k/v share x, gate/up share x (x [14336, 1] zeros; its first 4096 serve the K = 4096 ones).
+    DevTensor x(*E, DType::F32, 14336, 1);
+    check(E->dev->memset(x.view.data, 0, x.view.nbytes(), *E->stream));
+    std::vector<std::unique_ptr<DevTensor>> outs;
+    std::vector<TensorView> ov;
+    for (const Shape& s : mats) {
+      outs.push_back(std::make_unique<DevTensor>(*E, DType::F32, s.N, 1));
+      ov.push_back(outs.back()->view);
+    }
+    TensorView x4096 = x.view;
+    x4096.ne[0] = 4096;
+    const double many_ms = time_ms(50, [&](int i) {
+      const TensorView qkv[3] = {w[0]->at(i), w[1]->at(i), w[2]->at(i)};
+      const TensorView* pq[3] = {&qkv[0], &qkv[1], &qkv[2]};
+      E->ops->matmul_many(3, pq, x4096, &ov[0]);
+      E->ops->matmul(w[3]->at(i), x4096, ov[3]);
+      const TensorView gu[2] = {w[4]->at(i), w[5]->at(i)};
+      const TensorView* pg[2] = {&gu[0], &gu[1]};
+      E->ops->matmul_many(2, pg, x4096, &ov[4]);
+      E->ops->matmul(w[6]->at(i), x.view, ov[6]);
+    });
+    w.clear();
+    auto head = make_weights(t, 4096, 128256, 0, split_layout_supported(t, 4096));
     const double head_ms = matmul_ms(*E->ops, *head, 1, 0, 20);
-    const double step_ms = 32 * ms + head_ms;
     const double step_bytes = 32 * bytes + static_cast<double>(head->bytes);
-    std::printf("%-5s layer %.3f ms, head %.3f ms -> %.2f ms/token, %.0f tok/s bound, %.0f GB/s (%.0f%% of copy)\n",
-                dtype_name(t), ms, head_ms, step_ms, 1e3 / step_ms, step_bytes / (step_ms * 1e6),
-                100.0 * step_bytes / (step_ms * 1e6) / g_copy_gbps);
-    result(std::string("llama3_8b_decode_matmul_tok_s_") + dtype_name(t), 1e3 / step_ms, "tok/s");
-    result(std::string("llama3_8b_decode_matmul_gbps_") + dtype_name(t), step_bytes / (step_ms * 1e6), "GB/s");
+    for (int fused = 0; fused < 2; ++fused) {
+      const double layer_ms = fused ? many_ms : ms;
+      const double step_ms = 32 * layer_ms + head_ms;
+      std::printf("%-5s %-8s layer %.3f ms, head %.3f ms -> %.2f ms/token, %.0f tok/s bound, %.0f GB/s (%.0f%% of copy)\n",
+                  dtype_name(t), fused ? "many" : "separate", layer_ms, head_ms, step_ms, 1e3 / step_ms,
+                  step_bytes / (step_ms * 1e6), 100.0 * step_bytes / (step_ms * 1e6) / g_copy_gbps);
+      const std::string sfx = std::string(fused ? "many_" : "") + dtype_name(t);
+      result("llama3_8b_decode_matmul_tok_s_" + sfx, 1e3 / step_ms, "tok/s");
+      result("llama3_8b_decode_matmul_gbps_" + sfx, step_bytes / (step_ms * 1e6), "GB/s");
+    }
   }
 }
 

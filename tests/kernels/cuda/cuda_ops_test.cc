@@ -1,5 +1,5 @@
-// test_cuda_ops: every CudaOps op (every weight type for matmul and embed, both matmul paths, both
-// attention kernels, split and unsplit) against RefOps on random inputs of awkward sizes (token counts
+// test_cuda_ops: every CudaOps op (every weight type for matmul and embed, both matmul paths, the v1 and
+// v2 decode kernels, split-layout weights, matmul_many, both attention kernels, split and unsplit) against RefOps on random inputs of awkward sizes (token counts
 // 1, 3, 17, 100; row counts not multiples of the block's rows). Outputs are poisoned (NaN) before each
 // run. Also the CudaDevice: budget refusal, copies, events. Skips when no usable GPU is present.
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -16,6 +17,7 @@
 #include "kernels/ref/ref_ops.h"
 #include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/repack.h"
 
 namespace ferry::cudatest {
 namespace {
@@ -139,10 +141,11 @@ TEST_P(CudaMatmul, BothPathsMatchRef) {
                      std::string(dtype_name(t)) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                          " T=" + std::to_string(T) + " path=" + std::to_string(path));
       }
-      if (T == 1 && quant) {  // the single-token variants with 2 and 4 rows per warp
+      if (T == 1 && quant) {  // the v1 single-token variants with 2 and 4 rows per warp
         for (int rpw : {2, 4}) {
           kernels::CudaOpsOptions o;
           o.matvec_rows_per_warp = rpw;
+          o.matvec_v2 = false;
           kernels::CudaOps ops(*E->ctx, o);
           dout.poison();
           ops.matmul_path(dw.view, dx.view, dout.view, 0);
@@ -150,6 +153,16 @@ TEST_P(CudaMatmul, BothPathsMatchRef) {
           expect_close(dout.download(), want_dec, matmul_tol(t, 0),
                        std::string(dtype_name(t)) + " N=" + std::to_string(N) + " rows/warp=" + std::to_string(rpw));
         }
+      }
+      if (T <= 8) {  // the v1 kernels (the default takes v2 where matvec_v2_supported)
+        kernels::CudaOpsOptions o;
+        o.matvec_v2 = false;
+        kernels::CudaOps ops(*E->ctx, o);
+        dout.poison();
+        ops.matmul_path(dw.view, dx.view, dout.view, 0);
+        SYNC();
+        expect_close(dout.download(), want_dec, matmul_tol(t, 0),
+                     std::string(dtype_name(t)) + " v1 N=" + std::to_string(N) + " T=" + std::to_string(T));
       }
       // The automatic choice.
       dout.poison();
@@ -163,6 +176,173 @@ TEST_P(CudaMatmul, BothPathsMatchRef) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CudaMatmul, ::testing::ValuesIn(kWeightTypes),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+// ---- decode kernels v2 (16-byte loads) and the split layout -------------------------------------------
+
+// Rows [r0, r0 + N), tokens [0, T) of a [rows, tokens] F32 host tensor, as a contiguous [N, T].
+HostTensor sub(const HostTensor& a, int64_t r0, int64_t N, int64_t T) {
+  HostTensor s(DType::F32, N, T);
+  const int64_t ld = a.view.ne[0];
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) s.data<float>()[t * N + n] = a.data<float>()[t * ld + r0 + n];
+  return s;
+}
+
+// What the v2 kernels read: split-layout Q4_0 / Q8_0 / Q6_K (repacked on the host), ggml Q4_K / Q5_K, and
+// the float types.
+struct V2Case {
+  DType type;
+  bool split;
+};
+const V2Case kV2Cases[] = {{DType::Q4_0, true}, {DType::Q8_0, true}, {DType::Q6_K, true}, {DType::Q4_K, false},
+                           {DType::Q5_K, false}, {DType::F16, false}, {DType::BF16, false}, {DType::F32, false}};
+std::string v2_name(const V2Case& c) { return std::string(dtype_name(c.type)) + (c.split ? "_split" : ""); }
+
+class CudaMatvecV2 : public ::testing::TestWithParam<V2Case> {};
+
+// Every awkward shape and token count 1..8 against the reference (x quantized as the kernels see it for
+// the quantized types): N = 1 (one row, S = 8 warps split it), 7, 1000 (and rows [3, 1003): a row slice
+// that starts mid-tensor), 4097 (a block's last row group half full); K = 256 (fewer chunks than lanes),
+// 4096, 14336. out has a row stride larger than N.
+TEST_P(CudaMatvecV2, ShapesAndTokenCounts) {
+  REQUIRE_GPU();
+  const auto [t, split] = GetParam();
+  const bool quant = traits(t).quantized;
+  std::mt19937 rng(static_cast<unsigned>(t) * 7 + 1);
+  RefOps ref;
+  for (int64_t K : {256, 4096, 14336}) {
+    if (split && !split_layout_supported(t, K)) continue;
+    const int64_t n_max = K == 14336 ? 1003 : 4097;
+    HostTensor w = random_weights(rng, t, K, n_max);
+    HostTensor x = random_f32(rng, K, 8);
+    HostTensor want(DType::F32, n_max, 8);
+    ref.matmul(w.view, quant ? q8_activations(x, K, 8).view : x.view, want.view);
+    DevTensor dw(*E, split ? to_split(w) : w), dx(*E, x), dout(*E, DType::F32, n_max, 8);
+    ASSERT_EQ(dw.view.layout, split ? Layout::kSplit : Layout::kGgml);
+    for (int64_t N : {1, 7, 1000, 4097}) {
+      for (int64_t r0 : {0, 3}) {
+        if (r0 + N > n_max || (r0 > 0 && N != 1000)) continue;
+        for (int64_t T = 1; T <= 8; ++T) {
+          TensorView xv = dx.view, ov = dout.view;
+          xv.ne[1] = T;
+          ov.ne[0] = N;  // nb[1] stays n_max floats
+          ov.ne[1] = T;
+          dout.poison();
+          E->ops->matmul_path(dw.view.rows(r0, N), xv, ov, 0);
+          SYNC();
+          expect_close(sub(dout.download(), 0, N, T), sub(want, r0, N, T), matmul_tol(t, 0),
+                       v2_name(GetParam()) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                           " r0=" + std::to_string(r0) + " T=" + std::to_string(T));
+        }
+      }
+    }
+    // Without programmatic dependent launch, and (split types) the same weights in ggml's layout through
+    // the v1 kernels: the same reference.
+    const int64_t N = std::min<int64_t>(1000, n_max), T = 3;
+    TensorView xv = dx.view, ov = dout.view;
+    xv.ne[1] = T;
+    ov.ne[0] = N;
+    ov.ne[1] = T;
+    kernels::CudaOpsOptions o;
+    o.matvec_pdl = false;
+    kernels::CudaOps no_pdl(*E->ctx, o);
+    dout.poison();
+    no_pdl.matmul_path(dw.view.rows(0, N), xv, ov, 0);
+    SYNC();
+    expect_close(sub(dout.download(), 0, N, T), sub(want, 0, N, T), matmul_tol(t, 0), v2_name(GetParam()) + " no PDL");
+    if (split) {
+      DevTensor dg(*E, w);
+      dout.poison();
+      E->ops->matmul_path(dg.view.rows(0, N), xv, ov, 0);
+      SYNC();
+      expect_close(sub(dout.download(), 0, N, T), sub(want, 0, N, T), matmul_tol(t, 0),
+                   v2_name(GetParam()) + " ggml layout, v1");
+    }
+  }
+}
+
+// Split weights through the prefill path (dequantize the split rows + cuBLAS), also what decode falls back
+// to when the v2 kernels are off.
+TEST_P(CudaMatvecV2, SplitGemmPath) {
+  REQUIRE_GPU();
+  const auto [t, split] = GetParam();
+  if (!split) GTEST_SKIP() << "ggml layout: covered by CudaMatmul";
+  std::mt19937 rng(static_cast<unsigned>(t) * 11 + 3);
+  RefOps ref;
+  const int64_t K = 4096, N = 777;
+  HostTensor w = random_weights(rng, t, K, N);
+  DevTensor dw(*E, to_split(w));
+  for (int64_t T : {1, 17, 100}) {
+    HostTensor x = random_f32(rng, K, T);
+    HostTensor want(DType::F32, N, T);
+    ref.matmul(w.view, x.view, want.view);
+    DevTensor dx(*E, x), dout(*E, DType::F32, N, T);
+    dout.poison();
+    E->ops->matmul_path(dw.view, dx.view, dout.view, 1);
+    SYNC();
+    expect_close(dout.download(), want, matmul_tol(t, 1), v2_name(GetParam()) + " gemm T=" + std::to_string(T));
+    if (T == 1) {
+      kernels::CudaOpsOptions o;
+      o.matvec_v2 = false;
+      kernels::CudaOps v1(*E->ctx, o);
+      dout.poison();
+      v1.matmul(dw.view, dx.view, dout.view);
+      SYNC();
+      expect_close(dout.download(), want, matmul_tol(t, 1), v2_name(GetParam()) + " v2 off -> gemm");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(V2, CudaMatvecV2, ::testing::ValuesIn(kV2Cases),
+                         [](const ::testing::TestParamInfo<V2Case>& i) { return v2_name(i.param); });
+
+// matmul_many: q/k/v-like weights of mixed types and layouts sharing x; each output as its own matmul.
+TEST(CudaOps, MatmulMany) {
+  REQUIRE_GPU();
+  std::mt19937 rng(12);
+  RefOps ref;
+  const int64_t K = 4096;
+  const DType types[] = {DType::Q4_K, DType::Q4_K, DType::Q6_K, DType::Q5_0, DType::F16, DType::Q4_K,
+                         DType::Q4_K, DType::Q4_K, DType::Q8_0};
+  const int64_t rows[] = {1000, 300, 200, 100, 64, 5, 7, 9, 33};
+  const bool split[] = {false, false, true, false, false, false, false, false, true};
+  constexpr int n = 9;  // 5 Q4_K: two launches (4 + 1)
+  std::vector<HostTensor> w;
+  std::vector<std::unique_ptr<DevTensor>> dw;
+  for (int i = 0; i < n; ++i) {
+    w.push_back(random_weights(rng, types[i], K, rows[i]));
+    dw.push_back(std::make_unique<DevTensor>(*E, split[i] ? to_split(w[i]) : w[i]));
+  }
+  for (int64_t T : {1, 3, 8, 12}) {
+    HostTensor x = random_f32(rng, K, T);
+    DevTensor dx(*E, x);
+    std::vector<std::unique_ptr<DevTensor>> dout;
+    std::vector<TensorView> outs;
+    std::vector<const TensorView*> ws;
+    for (int i = 0; i < n; ++i) {
+      dout.push_back(std::make_unique<DevTensor>(*E, DType::F32, rows[i], T));
+      dout.back()->poison();
+      outs.push_back(dout.back()->view);
+      ws.push_back(&dw[i]->view);
+    }
+    for (bool pdl : {true, false}) {
+      kernels::CudaOpsOptions o;
+      o.matvec_pdl = pdl;
+      kernels::CudaOps ops(*E->ctx, o);
+      ops.matmul_many(n, ws.data(), dx.view, outs.data());
+      SYNC();
+      for (int i = 0; i < n; ++i) {
+        const bool quant = traits(types[i]).quantized, decode = T <= 8;
+        HostTensor want(DType::F32, rows[i], T);
+        ref.matmul(w[i].view, quant && decode ? q8_activations(x, K, T).view : x.view, want.view);
+        expect_close(dout[i]->download(), want, matmul_tol(types[i], decode ? 0 : 1),
+                     "matmul_many #" + std::to_string(i) + " " + dtype_name(types[i]) + " T=" + std::to_string(T) +
+                         (pdl ? " pdl" : ""));
+        dout[i]->poison();
+      }
+    }
+  }
+}
 
 // ---- embed -----------------------------------------------------------------------------------------
 
@@ -182,6 +362,23 @@ TEST_P(CudaEmbed, MatchesRef) {
   E->ops->embed(dt.view, dtok.view, 0.5f, dout.view);
   SYNC();
   expect_close(dout.download(), want, 1e-7, dtype_name(t));
+}
+
+TEST(CudaOps, EmbedSplitTables) {
+  REQUIRE_GPU();
+  std::mt19937 rng(98);
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q6_K}) {
+    const int64_t d = 2048, vocab = 37;
+    HostTensor table = random_weights(rng, t, d, vocab);
+    HostTensor tokens = i32({5, 0, 36, 5, 17, 36, 1});
+    HostTensor want(DType::F32, d, 7);
+    RefOps().embed(table.view, tokens.view, 0.5f, want.view);
+    DevTensor dt(*E, to_split(table)), dtok(*E, tokens), dout(*E, DType::F32, d, 7);
+    dout.poison();
+    E->ops->embed(dt.view, dtok.view, 0.5f, dout.view);
+    SYNC();
+    expect_close(dout.download(), want, 1e-7, std::string(dtype_name(t)) + " split table");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CudaEmbed, ::testing::ValuesIn(kWeightTypes),

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "tensor/quant.h"
+#include "tensor/repack.h"
 
 namespace ferry::cudatest {
 
@@ -136,6 +137,13 @@ HostTensor random_weights(std::mt19937& rng, DType t, int64_t K, int64_t N) {
     quantize_row(t, row.data(), w.view.row(n), K);
   }
   return w;
+}
+
+HostTensor to_split(const HostTensor& w) {
+  HostTensor s(w.view.dtype, w.view.ne[0], w.view.ne[1], w.view.ne[2], w.view.ne[3]);
+  repack_to_split(w.view.dtype, w.view.ne[0], w.view.nrows(), w.bytes.data(), s.bytes.data());
+  s.view.layout = Layout::kSplit;
+  return s;
 }
 
 ErrStats compare(const float* got, const float* ref, int64_t n) {

@@ -65,6 +65,8 @@ class DevTensor {
 void fill_uniform(std::mt19937& rng, float* x, int64_t n, float lo = -1.f, float hi = 1.f);
 // Random weights of type t [K, N]: floats quantized with the reference quantizer.
 HostTensor random_weights(std::mt19937& rng, DType t, int64_t K, int64_t N);
+// The same weights in the split layout (tensor/repack.h; view.layout = kSplit).
+HostTensor to_split(const HostTensor& w);
 
 struct ErrStats {
   double nrmse = 0;     // ||got - ref|| / ||ref||
