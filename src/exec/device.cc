@@ -15,6 +15,14 @@ const char* device_kind_name(DeviceKind kind) {
   return "unknown";
 }
 
+Expected<HostBuffer> Device::register_host(void*, uint64_t) {
+  return make_error(ErrorCode::kUnsupported, "%s devices cannot register host memory", device_kind_name(kind()));
+}
+
+void Device::unregister_host(HostBuffer* buf) {
+  if (buf) *buf = HostBuffer{};
+}
+
 Expected<std::unique_ptr<Device>> make_emulated_device(const EmulatedOptions& options) {
   FERRY_ASSIGN_OR_RETURN(auto dev, EmulatedDevice::create(options));
   return std::unique_ptr<Device>(std::move(dev));

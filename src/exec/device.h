@@ -47,6 +47,7 @@ struct MemoryInfo {
   uint64_t arena_largest_free = 0; // largest block an allocation could get now
   uint64_t arena_blocks = 0;       // live blocks
   uint64_t pinned_bytes = 0;       // page-locked host memory allocated through this device
+  uint64_t registered_bytes = 0;   // existing host memory page-locked in place (register_host), whole pages
 };
 
 // An in-order queue of device work. Destroy streams and events before their device.
@@ -77,6 +78,15 @@ class Device {
   virtual void release(DeviceBuffer* buf) = 0;  // resets *buf; releasing an empty buffer is a no-op
   virtual Expected<HostBuffer> allocate_pinned(uint64_t bytes) = 0;
   virtual void release_pinned(HostBuffer* buf) = 0;
+  // Page-locks existing host memory in place (e.g. the read-only mmap of a model file) so copies from
+  // it are asynchronous like copies from allocate_pinned memory. The range is widened to whole pages;
+  // the HostBuffer returned is that page range (hand it back with unregister_host before the memory
+  // goes). Registered ranges must not overlap. The memory is registered read-only for the device
+  // (CUDA: cudaHostRegisterReadOnly | cudaHostRegisterPortable), so PROT_READ mappings work. Errors
+  // (driver or OS refuses: read-only registration unsupported, RLIMIT_MEMLOCK, an overlapping range)
+  // are a Status; callers fall back to copying into allocate_pinned memory. Default: kUnsupported.
+  virtual Expected<HostBuffer> register_host(void* ptr, uint64_t bytes);
+  virtual void unregister_host(HostBuffer* buf);  // resets *buf; an empty buffer is a no-op
   virtual Expected<MemoryInfo> memory_info() = 0;
 
   // ---- streams and events ----------------------------------------------------------------------
@@ -119,7 +129,9 @@ struct EmulatedOptions {
   uint64_t device_total = 0;         // reported device memory; 0 = budget
   double copy_gbps = 0;              // throttle copies to this many GB/s (0 = memcpy speed), to make
                                      // copy/compute overlap and missing waits visible in tests
-  bool require_pinned = false;       // a copy touching non-pinned host memory is an error
+  bool require_pinned = false;       // a copy touching non-pinned host memory is an error (memory
+                                     // from allocate_pinned or inside one register_host range is pinned)
+  bool refuse_register = false;      // register_host fails (kDevice), as a driver that cannot pin would
   bool poison = true;                // fill new blocks with 0xff (NaN in F32/F16/BF16), as a GPU leaves
                                      // fresh memory undefined
   std::string name = "emulated";

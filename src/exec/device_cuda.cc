@@ -2,6 +2,7 @@
 // a kDevice Status with the CUDA error string; a missing driver or GPU is "no usable CUDA GPU: <reason>",
 // never a crash. The arena is one cudaMalloc of the whole budget made at creation.
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <map>
@@ -103,6 +104,7 @@ class CudaDevice final : public Device {
     cudaSetDevice(ordinal_);
     cudaDeviceSynchronize();
     for (auto& [p, n] : pinned_) cudaFreeHost(reinterpret_cast<void*>(p));
+    for (auto& [p, n] : registered_) cudaHostUnregister(reinterpret_cast<void*>(p));
     cudaFree(base_);
   }
 
@@ -146,6 +148,46 @@ class CudaDevice final : public Device {
     cudaFreeHost(buf->ptr);
     *buf = HostBuffer{};
   }
+  Expected<HostBuffer> register_host(void* ptr, uint64_t bytes) override {
+    if (ptr == nullptr || bytes == 0)
+      return make_error(ErrorCode::kInvalidArgument, "register_host of an empty host range");
+    FERRY_RETURN_IF_ERROR(use());
+    // A read-only mapping (the model's mmap is PROT_READ) can only be pinned with
+    // cudaHostRegisterReadOnly, which needs this attribute (else cudaErrorNotSupported).
+    int supported = 0, read_only = 0;
+    FERRY_CUDA_RETURN(cudaDeviceGetAttribute(&supported, cudaDevAttrHostRegisterSupported, ordinal_));
+    FERRY_CUDA_RETURN(cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, ordinal_));
+    if (!supported || !read_only)
+      return make_error(ErrorCode::kUnsupported, "%s cannot register %shost memory (driver / platform)", name_.c_str(),
+                        supported ? "read-only " : "");
+    const long ps = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = static_cast<uintptr_t>(ps > 0 ? ps : 4096);
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(ptr) / page * page;
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(ptr) + bytes + page - 1) / page * page;
+    void* p = reinterpret_cast<void*>(lo);
+    const cudaError_t e = cudaHostRegister(p, hi - lo, cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // keep the failure out of later launch checks
+      return make_error(ErrorCode::kDevice, "cannot register %s of host memory at %p in place: %s",
+                        format_bytes(hi - lo).c_str(), p, cudaGetErrorString(e));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    registered_[lo] = hi - lo;
+    registered_bytes_ += hi - lo;
+    return HostBuffer{p, hi - lo};
+  }
+  void unregister_host(HostBuffer* buf) override {
+    if (buf == nullptr || buf->ptr == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = registered_.find(reinterpret_cast<uintptr_t>(buf->ptr));
+      FERRY_ASSERT_MSG(it != registered_.end(), "unregister_host of a range not registered with this device");
+      registered_bytes_ -= it->second;
+      registered_.erase(it);
+    }
+    if (cudaHostUnregister(buf->ptr) != cudaSuccess) cudaGetLastError();
+    *buf = HostBuffer{};
+  }
   Expected<MemoryInfo> memory_info() override {
     FERRY_RETURN_IF_ERROR(use());
     size_t free_b = 0, total_b = 0;
@@ -162,6 +204,7 @@ class CudaDevice final : public Device {
     m.arena_blocks = arena_.blocks();
     std::lock_guard<std::mutex> lock(mu_);
     m.pinned_bytes = pinned_bytes_;
+    m.registered_bytes = registered_bytes_;
     return m;
   }
 
@@ -260,6 +303,8 @@ class CudaDevice final : public Device {
   std::mutex mu_;
   std::map<uintptr_t, uint64_t> pinned_;
   uint64_t pinned_bytes_ = 0;
+  std::map<uintptr_t, uint64_t> registered_;  // page range start -> bytes (register_host)
+  uint64_t registered_bytes_ = 0;
 };
 
 }  // namespace

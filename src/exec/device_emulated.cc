@@ -4,6 +4,7 @@
 #include "exec/device_emulated.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -132,9 +133,12 @@ struct EmulatedState {
   uint64_t capacity = 0;
   std::unique_ptr<ArenaAllocator> arena;
 
-  std::mutex mu;                              // guards pinned and workers
+  std::mutex mu;                              // guards pinned, registered and workers
   std::map<uintptr_t, uint64_t> pinned;       // address -> bytes
   uint64_t pinned_bytes = 0;
+  std::map<uintptr_t, uint64_t> registered;   // page-aligned address -> bytes (register_host)
+  uint64_t registered_bytes = 0;
+  int64_t register_calls = 0;
   std::vector<std::weak_ptr<Worker>> workers;
 
   std::atomic<uint64_t> moved[3] = {0, 0, 0};
@@ -148,13 +152,24 @@ struct EmulatedState {
     auto b = reinterpret_cast<uintptr_t>(base);
     return a >= b && a < b + capacity;
   }
-  bool is_pinned(const void* p, uint64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu);
+  // [p, p + bytes) inside one range of `ranges` (caller holds mu).
+  static bool inside(const std::map<uintptr_t, uint64_t>& ranges, const void* p, uint64_t bytes) {
     auto a = reinterpret_cast<uintptr_t>(p);
-    auto it = pinned.upper_bound(a);
-    if (it == pinned.begin()) return false;
+    auto it = ranges.upper_bound(a);
+    if (it == ranges.begin()) return false;
     --it;
     return a >= it->first && a + bytes <= it->first + it->second;
+  }
+  // Any byte of [a, a + bytes) inside a range of `ranges` (caller holds mu).
+  static bool overlaps(const std::map<uintptr_t, uint64_t>& ranges, uintptr_t a, uint64_t bytes) {
+    auto it = ranges.lower_bound(a + bytes);  // first range starting at or past the end
+    if (it == ranges.begin()) return false;
+    --it;
+    return it->first + it->second > a;
+  }
+  bool is_pinned(const void* p, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu);
+    return inside(pinned, p, bytes) || inside(registered, p, bytes);
   }
   // Sleeps so that `bytes` take at least bytes / copy_gbps since `start`.
   void throttle(uint64_t bytes, Clock::time_point start) const {
@@ -231,6 +246,50 @@ void EmulatedDevice::release_pinned(HostBuffer* buf) {
   *buf = HostBuffer{};
 }
 
+Expected<HostBuffer> EmulatedDevice::register_host(void* ptr, uint64_t bytes) {
+  if (ptr == nullptr || bytes == 0)
+    return make_error(ErrorCode::kInvalidArgument, "emulated device: register_host of an empty range");
+  if (state_->options.refuse_register)
+    return make_error(ErrorCode::kDevice, "emulated device: register_host refused (refuse_register)");
+  // Whole pages, as CUDA pins them.
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096);
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(ptr) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(ptr) + bytes + page - 1) / page * page;
+  if (state_->in_arena(reinterpret_cast<void*>(lo)) || state_->in_arena(reinterpret_cast<void*>(hi - 1)))
+    return make_error(ErrorCode::kInvalidArgument, "emulated device: register_host of device memory %p", ptr);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (EmulatedState::overlaps(state_->registered, lo, hi - lo) || EmulatedState::overlaps(state_->pinned, lo, hi - lo))
+    return make_error(ErrorCode::kInvalidArgument,
+                      "emulated device: register_host [%p, +%llu) overlaps memory that is already pinned", ptr,
+                      static_cast<unsigned long long>(bytes));
+  state_->registered[lo] = hi - lo;
+  state_->registered_bytes += hi - lo;
+  ++state_->register_calls;
+  return HostBuffer{reinterpret_cast<void*>(lo), hi - lo};
+}
+
+void EmulatedDevice::unregister_host(HostBuffer* buf) {
+  if (buf == nullptr || buf->ptr == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->registered.find(reinterpret_cast<uintptr_t>(buf->ptr));
+    FERRY_ASSERT_MSG(it != state_->registered.end(), "unregister_host of a range not registered with this device");
+    state_->registered_bytes -= it->second;
+    state_->registered.erase(it);
+  }
+  *buf = HostBuffer{};
+}
+
+bool EmulatedDevice::is_registered(const void* p, uint64_t bytes) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return EmulatedState::inside(state_->registered, p, bytes);
+}
+
+int64_t EmulatedDevice::register_calls() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->register_calls;
+}
+
 Expected<MemoryInfo> EmulatedDevice::memory_info() {
   MemoryInfo m;
   const ArenaAllocator& a = *state_->arena;
@@ -244,6 +303,7 @@ Expected<MemoryInfo> EmulatedDevice::memory_info() {
   m.arena_blocks = a.blocks();
   std::lock_guard<std::mutex> lock(state_->mu);
   m.pinned_bytes = state_->pinned_bytes;
+  m.registered_bytes = state_->registered_bytes;
   return m;
 }
 

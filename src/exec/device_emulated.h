@@ -30,6 +30,8 @@ class EmulatedDevice final : public Device {
   void release(DeviceBuffer* buf) override;
   Expected<HostBuffer> allocate_pinned(uint64_t bytes) override;
   void release_pinned(HostBuffer* buf) override;
+  Expected<HostBuffer> register_host(void* ptr, uint64_t bytes) override;
+  void unregister_host(HostBuffer* buf) override;
   Expected<MemoryInfo> memory_info() override;
 
   Expected<std::unique_ptr<Stream>> create_stream() override;
@@ -52,6 +54,9 @@ class EmulatedDevice final : public Device {
   uint64_t bytes_h2d() const;
   uint64_t bytes_d2h() const;
   uint64_t bytes_d2d() const;
+  // Test introspection: [p, p + bytes) lies inside one live register_host range; successful calls so far.
+  bool is_registered(const void* p, uint64_t bytes) const;
+  int64_t register_calls() const;
 
  private:
   explicit EmulatedDevice(std::shared_ptr<EmulatedState> state);

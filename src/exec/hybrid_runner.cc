@@ -1,24 +1,40 @@
 // HybridRunner implementation. Load: allocate every arena block up front (KV, vectors, resident
 // weights, ring, activations, metadata, CudaOps scratch) so a budget problem shows at load, not mid
-// step; upload resident weights once through pinned staging; copy streamed sub-layers' weights once
-// into pinned host memory in the exact slot layout (one copy per sub-layer per step). Step: metadata
+// step; upload resident weights once through pinned staging; make streamed sub-layers' weights
+// copyable asynchronously: copied once (threads) into pinned host memory in the exact slot layout (one
+// copy per sub-layer per step), or the mmap registered in place (one copy per matrix). Step: metadata
 // up, then sub-layers in order; device work is enqueued on the compute stream (CUDA: kernels;
 // emulated: host functions on its worker, so stream order and event waits are real), the copy stream
 // stays up to K sub-layers ahead, and the host only blocks where data must cross to the CPU.
 #include "exec/hybrid_runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <system_error>
+#include <thread>
 
+#include "base/cpu_info.h"
 #include "exec/device_cuda.h"
 #include "exec/weight_ring.h"
 #include "tensor/repack.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace ferry::exec {
+
+const char* pin_mode_name(PinMode mode) {
+  switch (mode) {
+    case PinMode::kCopy: return "copy";
+    case PinMode::kRegister: return "register";
+  }
+  return "unknown";
+}
 
 namespace {
 
@@ -35,6 +51,43 @@ double now_ms() {
 constexpr int32_t kHostHeadChunk = 32;
 // Pinned staging for uploads at load (two halves alternate so memcpy and copy overlap).
 constexpr uint64_t kStageBytes = 32ull << 20;
+// Register mode: page ranges that merely touch are joined up to this size (fewer driver calls), larger
+// ones stay apart so several threads pin them at once.
+constexpr uint64_t kRegisterChunk = 256ull << 20;
+
+// Runs fn(0 .. n-1) on up to `threads` threads (the caller's included), items in order as threads
+// free up. The first error is returned; after it no new item starts.
+Status parallel_items(size_t n, int32_t threads, const std::function<Status(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status first = Status::ok();
+  auto work = [&] {
+    for (;;) {
+      if (failed.load()) return;
+      const size_t j = next.fetch_add(1);
+      if (j >= n) return;
+      Status st = fn(j);
+      if (!st.is_ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.is_ok()) first = std::move(st);
+        failed = true;
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int32_t t = 1; t < threads && static_cast<size_t>(t) < n; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the ones running (and this one) take the rest
+    }
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  return first;
+}
 
 // The weight matrices of a sub-layer (what residency and streaming move), in a fixed order.
 std::vector<TensorView*> matrices_of(model::ModelWeights& w, const model::SubLayer& s) {
@@ -145,6 +198,7 @@ class Runner final : public HybridRunner {
     xs_.reset();
     for (DeviceBuffer& b : blocks_) dev_->release(&b);
     for (HostBuffer& h : pinned_) dev_->release_pinned(&h);
+    for (HostBuffer& h : registered_) dev_->unregister_host(&h);
   }
 
   Status init();
@@ -163,8 +217,10 @@ class Runner final : public HybridRunner {
     }
   }
   const std::vector<std::pair<std::string, uint64_t>>& arena_blocks() const override { return block_tags_; }
-  uint64_t pinned_weight_bytes() const override { return pinned_weight_bytes_; }
+  uint64_t pinned_weight_bytes() const override { return pin_.bytes; }
   double load_seconds() const override { return load_s_; }
+  double pin_seconds() const override { return pin_.seconds; }
+  const PinStats& pin_stats() const override { return pin_; }
 
  private:
   TierStats blank_stats(int32_t tokens, plan::Strategy s, double pred) const {
@@ -187,6 +243,13 @@ class Runner final : public HybridRunner {
     return h;
   }
   Status choose_placements();
+  std::vector<size_t> streamed_any() const;  // sub-layers streamed in some tier, ascending
+  int32_t pin_threads(size_t items) const;
+  // Register mode: page-locks the mmap ranges of streamed matrices in place; on failure leaves nothing
+  // registered and pin_.mode = kCopy with the reason in pin_.note (the caller then copies).
+  void register_streamed();
+  // Copy mode: one pinned buffer per streamed sub-layer in slot layout, filled by several threads.
+  Status copy_streamed();
   Status upload(void* dst, const void* src, uint64_t bytes);
   // A matrix, repacked on the way when `to` is kSplit (whole rows per staging half).
   Status upload_matrix(void* dst, const TensorView& src, ferry::Layout to);
@@ -234,7 +297,7 @@ class Runner final : public HybridRunner {
   std::vector<std::vector<Placement>> placements_;  // per tier
   std::vector<std::vector<size_t>> streamed_;       // per tier: streamed sub-layers in order
   std::vector<SlotLayout> layout_;                  // per sub-layer
-  std::vector<char*> pinned_src_;                   // per sub-layer: pinned copy (streamed ones) or null
+  std::vector<std::vector<WeightRing::Piece>> pieces_;  // per sub-layer: what a fill copies (streamed ones)
   std::vector<TierStats> stats_;
 
   std::unique_ptr<Stream> cs_, xs_;                 // compute, copy
@@ -249,7 +312,8 @@ class Runner final : public HybridRunner {
   std::vector<DeviceBuffer> blocks_;
   std::vector<std::pair<std::string, uint64_t>> block_tags_;
   std::vector<HostBuffer> pinned_;
-  uint64_t pinned_weight_bytes_ = 0;
+  std::vector<HostBuffer> registered_;             // register mode: page ranges of the mmap
+  PinStats pin_;
   double load_s_ = 0;
 
   model::ModelWeights dev_w_;      // device views (streamed ones rebound per use, in stream order)
@@ -390,6 +454,10 @@ Status Runner::init() {
   layout_.resize(m);
   for (size_t i = 0; i < m; ++i) layout_[i] = layout_of(matrices_of(probe, subs_[i]), cuda_ && o_.split_layout);
   FERRY_RETURN_IF_ERROR(choose_placements());
+  pieces_.assign(m, {});
+  // Registration first: it decides the layout of streamed matrices, which resident uploads share.
+  pin_.mode = PinMode::kCopy;
+  if (o_.pin_mode == PinMode::kRegister) register_streamed();
 
   FERRY_ASSIGN_OR_RETURN(cs_, dev_->create_stream());
   FERRY_ASSIGN_OR_RETURN(xs_, dev_->create_stream());
@@ -480,27 +548,131 @@ Status Runner::init() {
   dev_->release_pinned(&stage_);
   FERRY_RETURN_IF_ERROR(st);
 
-  // Streamed sub-layers: one pinned copy each, in slot layout, so a step copies each with one call.
-  // (Copy once at load; registering the mmap instead is not measured yet.)
-  pinned_src_.assign(m, nullptr);
-  for (const auto& tier : streamed_)
-    for (size_t i : tier) {
-      if (pinned_src_[i]) continue;
-      FERRY_ASSIGN_OR_RETURN(HostBuffer hb, take_pinned(layout_[i].bytes));
-      model::ModelWeights hw = host_w_;
-      std::vector<TensorView*> src = matrices_of(hw, subs_[i]);
-      for (size_t k = 0; k < src.size(); ++k) {
-        char* dst = static_cast<char*>(hb.ptr) + layout_[i].offset[k];
-        if (layout_[i].layout[k] == ferry::Layout::kSplit && src[k]->layout == ferry::Layout::kGgml)
-          repack_to_split(src[k]->dtype, src[k]->ne[0], src[k]->nrows(), src[k]->data, dst);
-        else
-          std::memcpy(dst, src[k]->data, src[k]->nbytes());
-      }
-      pinned_src_[i] = static_cast<char*>(hb.ptr);
-      pinned_weight_bytes_ += layout_[i].bytes;
-    }
+  if (pin_.mode == PinMode::kCopy) FERRY_RETURN_IF_ERROR(copy_streamed());
   FERRY_RETURN_IF_ERROR(dev_->synchronize());
   load_s_ = (now_ms() - t_load) / 1e3;
+  return Status::ok();
+}
+
+std::vector<size_t> Runner::streamed_any() const {
+  std::vector<uint8_t> seen(subs_.size(), 0);
+  for (const auto& tier : streamed_)
+    for (size_t i : tier) seen[i] = 1;
+  std::vector<size_t> out;
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (seen[i]) out.push_back(i);
+  return out;
+}
+
+int32_t Runner::pin_threads(size_t items) const {
+  const int32_t want = o_.pin_threads > 0 ? o_.pin_threads : std::max(1, cpu_info().physical_cores);
+  return static_cast<int32_t>(std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(want), items)));
+}
+
+void Runner::register_streamed() {
+  const double t0 = now_ms();
+  const std::vector<size_t> items = streamed_any();
+  const long ps = sysconf(_SC_PAGESIZE);
+  const uintptr_t page = static_cast<uintptr_t>(ps > 0 ? ps : 4096);
+  model::ModelWeights hw = host_w_;
+  // Whole pages of every streamed matrix, merged where they overlap (a page shared by two matrices
+  // can be registered once only) and, up to kRegisterChunk, where they touch. The gaps between
+  // matrices (norm vectors, other tensors) are never registered, so no range crosses a hole between
+  // two mappings (split files).
+  struct Range {
+    uintptr_t lo, hi;
+  };
+  std::vector<Range> spans;
+  for (size_t i : items)
+    for (const TensorView* t : matrices_of(hw, subs_[i])) {
+      if (t->nbytes() == 0) continue;
+      const uintptr_t a = reinterpret_cast<uintptr_t>(t->data);
+      spans.push_back({a / page * page, (a + t->nbytes() + page - 1) / page * page});
+    }
+  std::sort(spans.begin(), spans.end(), [](const Range& a, const Range& b) { return a.lo < b.lo; });
+  std::vector<Range> ranges;
+  for (const Range& r : spans) {
+    if (!ranges.empty() && (r.lo < ranges.back().hi ||
+                            (r.lo == ranges.back().hi && ranges.back().hi - ranges.back().lo < kRegisterChunk)))
+      ranges.back().hi = std::max(ranges.back().hi, r.hi);
+    else
+      ranges.push_back(r);
+  }
+  // Largest first, so the threads finish together.
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.hi - a.lo > b.hi - b.lo; });
+  std::vector<HostBuffer> got(ranges.size());
+  std::vector<double> took(ranges.size(), 0.0);
+  pin_.threads = pin_threads(ranges.size());
+  const Status st = parallel_items(ranges.size(), pin_.threads, [&](size_t r) -> Status {
+    const double a = now_ms();
+    FERRY_ASSIGN_OR_RETURN(got[r], dev_->register_host(reinterpret_cast<void*>(ranges[r].lo), ranges[r].hi - ranges[r].lo));
+    took[r] = (now_ms() - a) / 1e3;
+    return Status::ok();
+  });
+  for (double x : took) pin_.alloc_s += x;
+  if (!st.is_ok()) {
+    for (HostBuffer& h : got) dev_->unregister_host(&h);
+    pin_.mode = PinMode::kCopy;
+    pin_.note = "registering the model mmap failed (" + st.message() + "); streamed weights are copied instead";
+    pin_.seconds = (now_ms() - t0) / 1e3;  // copy_streamed adds its own time
+    pin_.alloc_s = 0;
+    return;
+  }
+  pin_.mode = PinMode::kRegister;
+  pin_.ranges = static_cast<int32_t>(got.size());
+  for (const HostBuffer& h : got) pin_.bytes += h.bytes;
+  registered_ = std::move(got);
+  for (size_t i : items) {
+    // The mmap is read-only and copied as it is: streamed matrices keep the file's (ggml) layout even
+    // with split_layout; only resident ones (uploaded through staging) are repacked.
+    std::vector<TensorView*> mats = matrices_of(hw, subs_[i]);
+    layout_[i] = layout_of(mats, false);
+    for (size_t k = 0; k < mats.size(); ++k)
+      if (mats[k]->nbytes() > 0) pieces_[i].push_back({layout_[i].offset[k], mats[k]->data, mats[k]->nbytes()});
+  }
+  pin_.seconds = (now_ms() - t0) / 1e3;
+}
+
+Status Runner::copy_streamed() {
+  const double t0 = now_ms();
+  std::vector<size_t> items = streamed_any();
+  // Largest first, so the threads finish together.
+  std::stable_sort(items.begin(), items.end(), [&](size_t a, size_t b) { return layout_[a].bytes > layout_[b].bytes; });
+  std::vector<HostBuffer> bufs(items.size());
+  std::vector<double> alloc_s(items.size(), 0.0), copy_s(items.size(), 0.0);
+  const int32_t threads = pin_threads(items.size());
+  const Status st = parallel_items(items.size(), threads, [&](size_t j) -> Status {
+    const size_t i = items[j];
+    const double a = now_ms();
+    FERRY_ASSIGN_OR_RETURN(bufs[j], dev_->allocate_pinned(std::max<uint64_t>(layout_[i].bytes, 1)));
+    const double b = now_ms();
+    model::ModelWeights hw = host_w_;
+    std::vector<TensorView*> src = matrices_of(hw, subs_[i]);
+    for (size_t k = 0; k < src.size(); ++k) {
+      char* dst = static_cast<char*>(bufs[j].ptr) + layout_[i].offset[k];
+      if (layout_[i].layout[k] == ferry::Layout::kSplit && src[k]->layout == ferry::Layout::kGgml)
+        repack_to_split(src[k]->dtype, src[k]->ne[0], src[k]->nrows(), src[k]->data, dst);
+      else
+        std::memcpy(dst, src[k]->data, src[k]->nbytes());
+    }
+    alloc_s[j] = (b - a) / 1e3;
+    copy_s[j] = (now_ms() - b) / 1e3;
+    return Status::ok();
+  });
+  for (HostBuffer& h : bufs)
+    if (h) pinned_.push_back(h);  // released by the destructor, also after an error
+  FERRY_RETURN_IF_ERROR(st);
+  for (size_t j = 0; j < items.size(); ++j) {
+    const size_t i = items[j];
+    pieces_[i] = {{0, bufs[j].ptr, layout_[i].bytes}};
+    pin_.bytes += layout_[i].bytes;
+    pin_.alloc_s += alloc_s[j];
+    pin_.copy_s += copy_s[j];
+  }
+  pin_.mode = PinMode::kCopy;
+  pin_.threads = threads;
+  pin_.ranges = static_cast<int32_t>(items.size());
+  pin_.seconds += (now_ms() - t0) / 1e3;
   return Status::ok();
 }
 
@@ -522,12 +694,12 @@ Status Runner::fill(size_t tier, size_t j, Event* t0, Event* t1, bool* copied_ou
   const size_t i = S[j];
   const int32_t k = static_cast<int32_t>(j % ring_->slots());
   bool copied = false;
-  FERRY_RETURN_IF_ERROR(ring_->fill(k, static_cast<int32_t>(i), pinned_src_[i], layout_[i].bytes, *xs_, t0, t1, &copied));
+  FERRY_RETURN_IF_ERROR(ring_->fill(k, static_cast<int32_t>(i), pieces_[i], *xs_, t0, t1, &copied));
   if (copied_out) *copied_out = copied;
   if (st) {
     if (copied) {
       ++st->copies;
-      st->copy_bytes += layout_[i].bytes;
+      for (const WeightRing::Piece& p : pieces_[i]) st->copy_bytes += p.bytes;
     } else {
       ++st->prefetch_hits;
     }

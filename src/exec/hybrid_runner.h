@@ -42,6 +42,14 @@ struct StepIo {
   int32_t n_out = 0;
 };
 
+// Where streamed sub-layers' weights are copied to the device from (DESIGN.md §3: "pinned host copies").
+enum class PinMode : uint8_t {
+  kCopy,      // copy each into pinned host memory once at load, in slot layout (one copy per fill)
+  kRegister,  // page-lock the model file's mmap in place and copy from it (one copy per matrix per
+              // fill; no second host copy of the weights, no split-layout repack of streamed matrices)
+};
+const char* pin_mode_name(PinMode mode);  // "copy", "register"
+
 struct HybridOptions {
   int32_t n_cells = 4096;    // KV cells (the engine's n_ctx); also the planned context
   int32_t n_batch = 512;     // most tokens per step; the largest tier
@@ -58,6 +66,22 @@ struct HybridOptions {
   // CUDA: store quantized matrices whose type has a split layout (tensor/repack.h) repacked, so the
   // decode kernels read 16-byte-aligned quant planes. Lossless (same bytes, same values).
   bool split_layout = false;
+  // Streamed weights: copied once into pinned memory, or the mmap registered in place. A registration
+  // the driver refuses falls back to kCopy (PinStats::note says why).
+  PinMode pin_mode = PinMode::kCopy;
+  int32_t pin_threads = 0;   // threads copying / registering streamed weights at load (0 = physical cores)
+};
+
+// The load phase that makes streamed weights copyable asynchronously.
+struct PinStats {
+  PinMode mode = PinMode::kCopy;  // the mode in effect (kCopy after a failed registration)
+  std::string note;               // why kRegister fell back to kCopy; empty otherwise
+  double seconds = 0;             // wall time of the phase (a failed registration attempt included)
+  double alloc_s = 0;             // summed over threads: allocate_pinned (copy) / register_host (register)
+  double copy_s = 0;              // summed over threads: memcpy / split repack into pinned memory (copy)
+  int32_t threads = 0;
+  int32_t ranges = 0;             // pinned buffers (copy) or registered page ranges (register)
+  uint64_t bytes = 0;             // page-locked bytes holding streamed weights
 };
 
 // Measured per tier (accumulated over steps until reset_stats()).
@@ -106,9 +130,13 @@ class HybridRunner {
   virtual void reset_stats() = 0;
   // Arena blocks this runner asked for, bytes by tag ("kv", "ring", "weights", ...), for reports.
   virtual const std::vector<std::pair<std::string, uint64_t>>& arena_blocks() const = 0;
-  // Pinned host bytes holding streamed weights, and the seconds it took to fill them at load.
+  // Page-locked host bytes holding streamed weights (pinned copies, or registered mmap pages), and the
+  // seconds the whole load took.
   virtual uint64_t pinned_weight_bytes() const = 0;
   virtual double load_seconds() const = 0;
+  // The part of load_seconds() spent pinning streamed weights (copy or registration), with details.
+  virtual double pin_seconds() const = 0;
+  virtual const PinStats& pin_stats() const = 0;
 };
 
 // Device bytes a HybridRunner takes for `plan` beyond what the plan's accounting names (activation

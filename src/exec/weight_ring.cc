@@ -29,17 +29,27 @@ void* WeightRing::slot_ptr(int32_t k) const {
 
 Status WeightRing::fill(int32_t k, int32_t item, const void* src, uint64_t bytes, Stream& copy, Event* t0, Event* t1,
                         bool* copied) {
+  const Piece one{0, src, bytes};
+  return fill(k, item, std::span<const Piece>(&one, 1), copy, t0, t1, copied);
+}
+
+Status WeightRing::fill(int32_t k, int32_t item, std::span<const Piece> pieces, Stream& copy, Event* t0, Event* t1,
+                        bool* copied) {
   FERRY_ASSERT(k >= 0 && k < slots());
   if (copied) *copied = false;
   Slot& s = slot_[k];
   if (s.item == item) return Status::ok();
-  if (bytes > slot_bytes_)
-    return make_error(ErrorCode::kInternal, "weight ring: item of %llu bytes does not fit a slot of %llu bytes",
-                      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(slot_bytes_));
+  for (const Piece& p : pieces)
+    if (p.offset > slot_bytes_ || p.bytes > slot_bytes_ - p.offset)
+      return make_error(ErrorCode::kInternal,
+                        "weight ring: piece [%llu, +%llu) of item %d does not fit a slot of %llu bytes",
+                        static_cast<unsigned long long>(p.offset), static_cast<unsigned long long>(p.bytes), item,
+                        static_cast<unsigned long long>(slot_bytes_));
   s.item = -1;  // until the copy is enqueued, the slot holds nothing we can name
   FERRY_RETURN_IF_ERROR(device_.wait(copy, *s.freed));
   if (t0) FERRY_RETURN_IF_ERROR(device_.record(*t0, copy));
-  FERRY_RETURN_IF_ERROR(device_.copy_h2d(slot_ptr(k), src, bytes, copy));
+  for (const Piece& p : pieces)
+    FERRY_RETURN_IF_ERROR(device_.copy_h2d(static_cast<char*>(slot_ptr(k)) + p.offset, p.src, p.bytes, copy));
   if (t1) FERRY_RETURN_IF_ERROR(device_.record(*t1, copy));
   FERRY_RETURN_IF_ERROR(device_.record(*s.filled, copy));
   s.item = item;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -32,6 +33,15 @@ class WeightRing {
   // holds it. The copy is ordered after the slot's last consumer. t0 / t1: optional timing events
   // recorded around the copy. *copied says whether a copy was issued.
   Status fill(int32_t k, int32_t item, const void* src, uint64_t bytes, Stream& copy, Event* t0 = nullptr,
+              Event* t1 = nullptr, bool* copied = nullptr);
+  // The same with the item in pieces (one copy each, in order; t0 / t1 around all of them): a
+  // sub-layer copied straight from a registered mmap, whose matrices are not contiguous there.
+  struct Piece {
+    uint64_t offset = 0;        // inside the slot
+    const void* src = nullptr;  // host memory (pinned or registered for an async copy)
+    uint64_t bytes = 0;
+  };
+  Status fill(int32_t k, int32_t item, std::span<const Piece> pieces, Stream& copy, Event* t0 = nullptr,
               Event* t1 = nullptr, bool* copied = nullptr);
   // Later work of `compute` waits until slot k's fill completed.
   Status acquire(int32_t k, Stream& compute);

@@ -1,6 +1,9 @@
 // Tests of the device arena and the emulated device: budget refusal with numbers, best-fit reuse, stream
-// ordering, events (record / wait / query / elapsed), copy validation. They run in CI without a GPU.
+// ordering, events (record / wait / query / elapsed), copy validation, host registration (read-only
+// mappings, whole pages, overlaps). They run in CI without a GPU.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -222,6 +225,60 @@ TEST(EmulatedDevice, RejectsBadAddresses) {
   ASSERT_TRUE(dev->synchronize().is_ok());
   dev->release_pinned(&pinned);
   EXPECT_EQ(std::move(dev->memory_info()).value().pinned_bytes, 0u);
+}
+
+// register_host pins a read-only mapping in place: whole pages, copies from inside it pass the pinned
+// check, overlaps and empty ranges are refused, unregistering makes it pageable again.
+TEST(EmulatedDevice, RegisterHostReadOnlyMapping) {
+  EmulatedOptions o;
+  o.require_pinned = true;
+  auto dev = make_dev(o);
+  auto s = std::move(dev->create_stream()).value();
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t map_bytes = 8 * page;
+  void* m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* base = static_cast<uint8_t*>(m);
+  std::memset(base, 7, map_bytes);
+  ASSERT_EQ(mprotect(m, map_bytes, PROT_READ), 0);  // as the model file's mmap
+  auto buf = std::move(dev->allocate(4 * page, "x")).value();
+  EXPECT_FALSE(dev->copy_h2d(buf.ptr, base + page + 100, 1000, *s).is_ok());  // pageable
+  // An unaligned range inside pages 1..2 registers pages 1..2 whole.
+  auto h = dev->register_host(base + page + 100, page);
+  ASSERT_TRUE(h.has_value()) << h.status().message();
+  EXPECT_EQ(h->ptr, base + page);
+  EXPECT_EQ(h->bytes, 2 * page);
+  EXPECT_TRUE(dev->is_registered(base + page, 2 * page));
+  EXPECT_FALSE(dev->is_registered(base + page, 2 * page + 1));
+  EXPECT_EQ(std::move(dev->memory_info()).value().registered_bytes, 2 * page);
+  EXPECT_EQ(std::move(dev->memory_info()).value().pinned_bytes, 0u);
+  EXPECT_TRUE(dev->copy_h2d(buf.ptr, base + page, 2 * page, *s).is_ok());
+  EXPECT_FALSE(dev->copy_h2d(buf.ptr, base + 2 * page, 2 * page, *s).is_ok());  // runs past the range
+  ASSERT_TRUE(dev->synchronize().is_ok());
+  EXPECT_EQ(static_cast<uint8_t*>(buf.ptr)[2 * page - 1], 7);
+  // Overlapping pages are refused (as CUDA's "already registered"); a disjoint range is fine.
+  EXPECT_FALSE(dev->register_host(base + 2 * page + 10, 10).has_value());
+  EXPECT_FALSE(dev->register_host(base, page + 1).has_value());
+  auto h2 = dev->register_host(base + 3 * page, page);
+  ASSERT_TRUE(h2.has_value()) << h2.status().message();
+  EXPECT_FALSE(dev->register_host(base, 0).has_value());
+  EXPECT_FALSE(dev->register_host(buf.ptr, 16).has_value());  // device memory
+  EXPECT_EQ(dev->register_calls(), 2);
+  dev->unregister_host(&*h);
+  EXPECT_FALSE(*h);
+  EXPECT_FALSE(dev->is_registered(base + page, 1));
+  EXPECT_FALSE(dev->copy_h2d(buf.ptr, base + page, 16, *s).is_ok());
+  dev->unregister_host(&*h2);
+  EXPECT_EQ(std::move(dev->memory_info()).value().registered_bytes, 0u);
+  dev->release(&buf);
+  munmap(m, map_bytes);
+
+  o.refuse_register = true;
+  auto refusing = make_dev(o);
+  std::vector<uint8_t> host(64);
+  auto r = refusing->register_host(host.data(), host.size());
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().code(), ErrorCode::kDevice);
 }
 
 TEST(EmulatedDevice, SynchronizeWaitsForAllStreams) {

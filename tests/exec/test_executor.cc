@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/step_runner.h"
+#include "exec/device_emulated.h"
 #include "exec/hybrid_runner.h"
 #include "format/gguf.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -288,6 +289,92 @@ TEST(Executor, DecodeReusesPrefetchedSlots) {
   ASSERT_EQ(t1.tokens, 1);
   EXPECT_EQ(t1.steps, 6);
   if (!(*runner)->placements().front().empty() && t1.copies > 0) EXPECT_GT(t1.prefetch_hits, 0);
+}
+
+// Streamed weights copied from the registered mmap (PinMode::kRegister) give the same logits as the
+// pinned copies (kCopy, several copy threads) at the minimum budget, where FFNs stream; the emulated
+// device (require_pinned) saw every streamed matrix inside a registered range. A device that refuses
+// registration falls back to copying, with a note.
+TEST(Executor, RegisteredMmapMatchesPinnedCopy) {
+  TempDir dir;
+  auto l = load(dir, tiny("llama", DType::Q8_0));
+  ASSERT_TRUE(l);
+  const Script sc = script(11, 4);
+  const std::vector<float> ref = cpu_logits(*l, sc);
+  auto min = exec::hybrid_min_budget(l->spec, l->subs, setup_for(0, std::nullopt));
+  ASSERT_TRUE(min.has_value()) << min.status().message();
+
+  auto run_mode = [&](exec::PinMode mode, bool refuse, std::unique_ptr<exec::HybridRunner>* keep) {
+    exec::HybridSetup s = setup_for(*min, plan::Strategy::kGpuStream);
+    s.options.pin_mode = mode;
+    s.options.pin_threads = 3;
+    s.emulated.refuse_register = refuse;
+    auto runner = exec::make_hybrid_runner(l->spec, l->weights, l->subs, s);
+    EXPECT_TRUE(runner.has_value()) << runner.status().message();
+    if (!runner) return std::vector<float>{};
+    std::vector<float> got =
+        replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return (*runner)->run(io, out); });
+    *keep = std::move(*runner);
+    return got;
+  };
+  std::unique_ptr<exec::HybridRunner> copy_r, reg_r, fallback_r;
+  const std::vector<float> copied = run_mode(exec::PinMode::kCopy, false, &copy_r);
+  const std::vector<float> registered = run_mode(exec::PinMode::kRegister, false, &reg_r);
+  const std::vector<float> fallback = run_mode(exec::PinMode::kRegister, true, &fallback_r);
+  ASSERT_TRUE(copy_r && reg_r && fallback_r);
+  expect_close(ref, copied, "copy");
+  expect_close(ref, registered, "register");
+  EXPECT_EQ(copied, registered);  // the same bytes reach the same kernels
+  EXPECT_EQ(copied, fallback);
+
+  // Copy mode: pinned buffers, several threads, nothing registered.
+  const exec::PinStats& pc = copy_r->pin_stats();
+  EXPECT_EQ(pc.mode, exec::PinMode::kCopy);
+  EXPECT_GT(pc.bytes, 0u);
+  EXPECT_GT(pc.ranges, 1);
+  EXPECT_GT(pc.threads, 1);
+  EXPECT_EQ(copy_r->pin_seconds(), pc.seconds);
+  EXPECT_LE(copy_r->pin_seconds(), copy_r->load_seconds());
+  EXPECT_EQ(std::move(copy_r->device().memory_info()).value().registered_bytes, 0u);
+
+  // Register mode: streaming happened, every streamed matrix lies in a registered range.
+  const exec::PinStats& pr = reg_r->pin_stats();
+  EXPECT_EQ(pr.mode, exec::PinMode::kRegister) << pr.note;
+  EXPECT_TRUE(pr.note.empty());
+  EXPECT_GT(pr.ranges, 0);
+  EXPECT_EQ(reg_r->pinned_weight_bytes(), pr.bytes);
+  EXPECT_EQ(std::move(reg_r->device().memory_info()).value().registered_bytes, pr.bytes);
+  auto* emu = dynamic_cast<exec::EmulatedDevice*>(&reg_r->device());
+  ASSERT_NE(emu, nullptr);
+  EXPECT_EQ(emu->register_calls(), pr.ranges);
+  int64_t copies = 0;
+  uint64_t copy_bytes = 0;
+  for (const exec::TierStats& t : reg_r->stats()) {
+    copies += t.copies;
+    copy_bytes += t.copy_bytes;
+  }
+  EXPECT_GT(copies, 0);
+  EXPECT_GT(copy_bytes, 0u);
+  int streamed_matrices = 0;
+  for (const auto& pl : reg_r->placements())
+    for (size_t i = 0; i < pl.size(); ++i) {
+      if (pl[i] != plan::Placement::kStreamed) continue;
+      for (const model::WeightRef& w : l->subs[i].weights) {
+        if (w.rows <= 1) continue;  // norms and biases are resident vectors
+        const gguf::TensorInfo* t = l->file->find_tensor(w.name);
+        ASSERT_NE(t, nullptr) << w.name;
+        EXPECT_TRUE(emu->is_registered(t->data, t->nbytes)) << w.name;
+        ++streamed_matrices;
+      }
+    }
+  EXPECT_GT(streamed_matrices, 0);
+
+  // Refused registration: copied instead, and said so.
+  const exec::PinStats& pf = fallback_r->pin_stats();
+  EXPECT_EQ(pf.mode, exec::PinMode::kCopy);
+  EXPECT_NE(pf.note.find("refuse_register"), std::string::npos) << pf.note;
+  EXPECT_GT(pf.bytes, 0u);
+  EXPECT_EQ(std::move(fallback_r->device().memory_info()).value().registered_bytes, 0u);
 }
 
 // A timeline records copies, device sub-layers and CPU sub-layers of the first steps, in order, within

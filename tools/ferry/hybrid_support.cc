@@ -67,6 +67,10 @@ void add_hybrid_options(CLI::App& app, HybridArgs* a, bool bench) {
                  "VRAM budget (bytes or K/M/G suffix, e.g. 2G): run the planner's hybrid CPU/GPU plan under it");
   app.add_option("--profile", a->profile_path, "hardware profile JSON for --vram (default: this machine's cached one)");
   app.add_option("--ring", a->ring_slots, "weight ring slots for --vram (K >= 2)")->check(CLI::Range(2, 64));
+  app.add_option("--pin", a->pin,
+                 "with --vram: streamed weights are copied once into pinned memory (copy) or the model's mmap is "
+                 "page-locked in place (register; falls back to copy if the driver refuses)")
+      ->check(CLI::IsMember({"copy", "register"}));
   if (!bench) return;
   app.add_flag("--explain", a->explain, "with --vram: measured time per sub-layer and copy");
   app.add_option("--timeline", a->timeline_path,
@@ -94,6 +98,7 @@ void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, con
   const int32_t threads = opt->n_threads;
   const int32_t n_seq = opt->n_seq_max;
   const int32_t ring = a.ring_slots;
+  const exec::PinMode pin = a.pin == "register" ? exec::PinMode::kRegister : exec::PinMode::kCopy;
   const bool measure = a.explain;
   auto c = std::make_shared<const RunnerConfig>(std::move(cfg));
   opt->runner_factory = [=](const model::ModelSpec& spec, const model::ModelWeights& w, const gguf::ModelFile& file,
@@ -109,6 +114,7 @@ void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, con
     s.options.cpu_threads = threads;
     s.options.max_sequences = n_seq;
     s.options.measure = measure;
+    s.options.pin_mode = pin;
     s.options.force_strategy = c->force_strategy;
     auto r = exec::make_hybrid_runner(spec, w, subs, s);
     if (c->check) FERRY_RETURN_IF_ERROR(c->check(r ? Status::ok() : r.status(), r ? r->get() : nullptr));
@@ -190,6 +196,20 @@ std::string hybrid_report_text(const HybridState& s, bool explain) {
                 mib(ps.ring_slot_bytes).c_str(), mib(ps.arena.kv).c_str(), mib(r.pinned_weight_bytes()).c_str(),
                 r.load_seconds(), s.profile_origin.c_str());
   out += line;
+  const exec::PinStats& pin = r.pin_stats();
+  if (pin.bytes > 0 || !pin.note.empty()) {
+    const bool reg = pin.mode == exec::PinMode::kRegister;
+    char work[96];
+    if (reg)
+      std::snprintf(work, sizeof work, "register %.2f thread-s", pin.alloc_s);
+    else
+      std::snprintf(work, sizeof work, "alloc %.2f + copy %.2f thread-s", pin.alloc_s, pin.copy_s);
+    std::snprintf(line, sizeof line, "pin: %s %s in %d %s, %.2f s (%d threads; %s)\n", exec::pin_mode_name(pin.mode),
+                  mib(pin.bytes).c_str(), pin.ranges, reg ? "registered ranges" : "pinned buffers", pin.seconds,
+                  pin.threads, work);
+    out += line;
+    if (!pin.note.empty()) out += "pin: note: " + pin.note + "\n";
+  }
   for (size_t t = 0; t < ps.tiers.size(); ++t) {
     const exec::TierStats& st = r.stats()[t];
     if (st.steps == 0) continue;
@@ -240,6 +260,11 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
   j["limit_cp_ms"] = ps.limit_cp_ms;
   j["pinned_weight_bytes"] = r.pinned_weight_bytes();
   j["load_s"] = r.load_seconds();
+  const exec::PinStats& pin = r.pin_stats();
+  j["pin_s"] = r.pin_seconds();
+  j["pin"] = {{"mode", exec::pin_mode_name(pin.mode)}, {"seconds", pin.seconds}, {"alloc_s", pin.alloc_s},
+              {"copy_s", pin.copy_s}, {"threads", pin.threads}, {"ranges", pin.ranges}, {"bytes", pin.bytes},
+              {"note", pin.note}};
   j["tiers"] = nlohmann::json::array();
   for (size_t t = 0; t < ps.tiers.size(); ++t) {
     const exec::TierStats& st = r.stats()[t];
@@ -251,6 +276,7 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
     tj["measured_ms"] = st.steps ? st.wall_ms / st.steps : 0.0;
     tj["copies"] = st.copies;
     tj["copy_bytes"] = st.copy_bytes;
+    tj["copy_ms"] = st.copy_ms;  // in-step copies, measured with --explain only (0 otherwise)
     tj["prefetch_hits"] = st.prefetch_hits;
     tj["graph_replays"] = st.graph_replays;
     tj["graph_captures"] = st.graph_captures;

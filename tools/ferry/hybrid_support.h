@@ -26,11 +26,12 @@ struct HybridArgs {
   std::string vram_text;      // --vram SIZE; empty = no hybrid executor
   std::string profile_path;   // --profile FILE
   int32_t ring_slots = 2;     // --ring K
+  std::string pin = "copy";   // --pin copy|register: streamed weights copied to pinned memory / mmap registered
   bool explain = false;       // --explain: per sub-layer timing (bench)
   std::string timeline_path;  // --timeline FILE: SVG of a few steps (bench)
 };
 
-// Adds --vram, --profile, --ring (and for bench --explain and --timeline) to app.
+// Adds --vram, --profile, --ring, --pin (and for bench --explain and --timeline) to app.
 void add_hybrid_options(CLI::App& app, HybridArgs* a, bool bench);
 
 // Filled by install_runner_factory; runner is set once Engine::load built it (owned by the engine).
