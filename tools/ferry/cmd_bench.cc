@@ -150,8 +150,9 @@ int run(const BenchArgs& a) {
   for (int32_t& t : gen) t = next_token();
 
   std::vector<float> logits;
-  if (a.warmup) {  // pages the weights in and grows every scratch buffer once
-    std::vector<int32_t> w(prompt.begin(), prompt.begin() + std::min<int32_t>(a.n_prompt, 16));
+  if (a.warmup) {  // pages the weights in, grows every scratch buffer and loads every kernel once: one
+                   // prefill chunk of the measured size (as llama-bench's warm-up run), one decode step
+    std::vector<int32_t> w(prompt.begin(), prompt.begin() + std::min<int32_t>(a.n_prompt, a.batch));
     if (w.empty()) w.push_back(gen.empty() ? 0 : gen[0]);
     ferry::Status st = prefill(engine, w, a.batch, &logits);
     if (st.is_ok()) st = decode(engine, {w[0]}, static_cast<int32_t>(w.size()), &logits);
