@@ -69,6 +69,7 @@ KernelTable build(CpuIsa isa) {
     fill_avx512(&t);
     fill_avx512_panel(&t);
     fill_avx512_kquants(&t);
+    fill_avx512_legacy(&t);
   }
 #endif
   t.isa = isa;

@@ -100,5 +100,6 @@ void fill_avx2(KernelTable* t);
 void fill_avx512(KernelTable* t);
 void fill_avx512_panel(KernelTable* t);
 void fill_avx512_kquants(KernelTable* t);
+void fill_avx512_legacy(KernelTable* t);  // needs AVX512_VBMI too (checks cpuid itself)
 
 }  // namespace ferry::kernels::cpu

@@ -8,6 +8,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     kernels/cpu/kernels_avx512.cc
     kernels/cpu/kernels_avx512_panel.cc
     kernels/cpu/kernels_avx512_kquants.cc
+    kernels/cpu/kernels_avx512_legacy.cc
   )
 endif()
 ferry_module(kernels_cpu DEPS tensor base SOURCES
@@ -25,6 +26,9 @@ set(FERRY_KCPU_AVX2 -mavx2 -mfma -mf16c -mbmi2)
 # -Wno-maybe-uninitialized: GCC 12 false positives inside avx512fintrin.h (_mm512_undefined_*).
 set(FERRY_KCPU_AVX512 ${FERRY_KCPU_AVX2} -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
   -Wno-maybe-uninitialized)
+# The VBMI kernels are installed only when cpuid reports AVX512_VBMI (fill_avx512_legacy checks).
+set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_legacy.cc
+  PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512};-mavx512vbmi")
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx2.cc
   PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX2}")
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512.cc
