@@ -1,7 +1,7 @@
 // Microbenchmarks of CpuOps at llama3-8b shapes, per weight type and dispatch level:
 //   matvec/<type>/<isa>        decode: one token, K=4096 x N=14336 (ffn_up); GB/s of weights read.
 //                              The weights cycle through >= 1 GiB so they come from DRAM, not the LLC.
-//   matvec_hot/<type>/<isa>    the same kernel on a 4096 x 1024 matrix that stays in cache: the
+//   matvec_hot/<type>/<isa>    the same kernel on a 4096 x 256 matrix that stays in L2 (quantized): the
 //                              kernel's compute rate (what it could stream if memory kept up).
 //   matmul/<type>/<isa>/<T>    prefill: T tokens, 4096 x 4096; GFLOP/s (2 K N T per call).
 //   membw                      the host's streaming read bandwidth (kernels/cpu/membw.h).
@@ -57,7 +57,7 @@ std::vector<float> make_x(int64_t K, int64_t T) {
 }
 
 void bm_matvec(benchmark::State& st, DType type, CpuIsa isa, bool hot) {
-  const int64_t K = 4096, N = hot ? 1024 : 14336;
+  const int64_t K = 4096, N = hot ? 256 : 14336;  // hot: 0.6-1.1 MB quantized, in L2
   const size_t rb = ferry::row_bytes(type, K), mat_bytes = rb * N;
   const int64_t n_mats = hot ? 1 : static_cast<int64_t>((size_t{1} << 30) / mat_bytes) + 1;
   std::vector<uint8_t> w = make_weights(type, K, N * n_mats);

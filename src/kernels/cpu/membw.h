@@ -1,5 +1,6 @@
 // Host memory bandwidth, measured: n_threads threads stream-read a buffer larger than any last-level
-// cache (default 1 GiB) and the best of `reps` passes is reported in GB/s (1e9 bytes/s). This is the
+// cache (default 1 GiB) with two loops (with and without software prefetch), `reps` passes each, and
+// the best pass is reported in GB/s (1e9 bytes/s). This is the
 // "host_gb_s" that decode speed is compared against (ferry bench, bench/RESULTS_cpu.md).
 #pragma once
 
