@@ -319,7 +319,7 @@ struct FloatAdapter {
 // activations once for the RPW rows and accumulates. With PDL the first weight loads are issued before
 // grid_dependency_wait(), i.e. while quantize_q8 still runs; nothing before the wait reads x or writes.
 template <class A, int NT, int RPW, int U>
-__global__ void __launch_bounds__(kV2Threads, (NT <= 2 ? A::kMinBlocks : 2))
+__global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
     matvec_v2_kernel(MatvecSet set, int64_t N, int64_t K, int S, typename A::Act act, int T) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int groups = kV2Warps / S;
@@ -416,9 +416,11 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
   const int64_t N = set.row_end[set.n - 1];
   const int n_chunks = static_cast<int>(K / A::kElems);
   const int64_t row_groups = (N + RPW - 1) / RPW;
-  // Warps per row: enough warps for about half of every SM's warp slots, as long as each warp keeps at
-  // least one full 32-chunk load instruction per row.
-  const int64_t want_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * 32;
+  // Warps per row: enough warps to fill every SM's resident slots once (the register budget allows
+  // kMinBlocks blocks per SM), as long as each warp keeps at least one full 32-chunk load instruction per
+  // row. More warps than that only split rows further (fewer loads in flight per warp, more reductions).
+  constexpr int kMinBlocks = NT <= 2 ? A::kMinBlocks : 2;
+  const int64_t want_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps * kMinBlocks;
   int S = 1;
   while (S < kV2Warps && row_groups * S < want_warps && n_chunks >= 2 * kWarp * S) S *= 2;
   const int groups = kV2Warps / S;
