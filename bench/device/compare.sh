@@ -104,17 +104,17 @@ PY
 }
 
 # ---- full VRAM ----------------------------------------------------------------------------------------
-if [ "${FULL:-0}" = 1 ]; then
+if [ -n "${FULL:-}" ] && [ "${FULL:-0}" != 0 ]; then
   log "## full VRAM: llama3-8b, ferry --device cuda vs llama-bench -ngl 99 -fa 1"
   for t in ${FULL_TYPES:-Q4_0 Q4_K F16}; do
     m=$(synth llama3-8b "$t") || { log "synth llama3-8b $t failed"; continue; }
-    for p in 512 4096; do
+    for p in ${FULL_PROMPTS:-512 4096}; do
       timeout 180 "$F" bench -m "$m" --device cuda -p $p -n $([ $p = 512 ] && echo 128 || echo 16) -b 512 --json \
         > "$OUTD/full_ferry_${t}_$p.json" 2> "$OUTD/full_ferry_${t}_$p.err"
       log "| ferry llama3-8b $t p$p | $(fr_json "$OUTD/full_ferry_${t}_$p.json") |"
     done
     if [ -n "$LB" ]; then
-      timeout 240 "$LB" -m "$m" -ngl 99 -fa 1 -p 512,4096 -n 128 -r 2 -o json > "$OUTD/full_llama_${t}.json" 2> "$OUTD/full_llama_${t}.err"
+      timeout 240 "$LB" -m "$m" -ngl 99 -fa 1 -p ${FULL_LB_PROMPTS:-512,4096} -n 128 -r 2 -o json > "$OUTD/full_llama_${t}.json" 2> "$OUTD/full_llama_${t}.err"
       log "| llama.cpp llama3-8b $t | $(lb_json "$OUTD/full_llama_${t}.json") |"
     fi
     [ "${KEEP:-0}" = 1 ] || [ "$t" != F16 ] || rm -f "$m"
@@ -140,7 +140,7 @@ if [ "${CPU:-0}" = 1 ]; then
       > "$OUTD/cpu_ferry_$t.json" 2> "$OUTD/cpu_ferry_$t.err"
     log "| ferry cpu llama3-8b $t | $(fr_json "$OUTD/cpu_ferry_$t.json") host_gb_s=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("host_gb_s","-"))' "$OUTD/cpu_ferry_$t.json" 2>/dev/null) |"
     if [ -n "$LB" ]; then
-      CUDA_VISIBLE_DEVICES= timeout 300 "$LB" -m "$m" -ngl 0 -nopo 1 -t "$T" -p 512 -n ${CPU_GEN:-32} -r 1 -o json \
+      CUDA_VISIBLE_DEVICES= timeout 300 "$LB" -m "$m" -ngl 0 -nopo 1 ${LB_ARGS:-} -t "$T" -p 512 -n ${CPU_GEN:-32} -r 1 -o json \
         > "$OUTD/cpu_llama_$t.json" 2> "$OUTD/cpu_llama_$t.err"
       log "| llama.cpp cpu llama3-8b $t | $(lb_json "$OUTD/cpu_llama_$t.json") |"
     fi
@@ -164,7 +164,7 @@ if [ -n "${HYB:-}" ]; then
         if [ -n "$LB" ] && [ "${SKIP_LLAMA:-0}" != 1 ]; then
           free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
           margin=$(( free - gb * 1024 ))
-          peak_run "$OUTD/hyb_llama_$tag.peak" timeout 300 "$LB" -m "$m" -fitt "$margin" -fa 1 -p "$np" -n ${GEN:-128} -r 1 -o json \
+          peak_run "$OUTD/hyb_llama_$tag.peak" timeout 300 "$LB" -m "$m" -fitt "$margin" -fa 1 ${LB_ARGS:-} -p "$np" -n ${GEN:-128} -r 1 -o json \
             > "$OUTD/hyb_llama_$tag.json" 2> "$OUTD/hyb_llama_$tag.err"
           log "| llama.cpp $p $t ${gb}G p$np (fitt $margin) | $(lb_json "$OUTD/hyb_llama_$tag.json") smi_peak=$(cat "$OUTD/hyb_llama_$tag.peak")MiB |"
         fi
