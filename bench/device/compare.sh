@@ -113,7 +113,7 @@ if [ -n "${FULL:-}" ] && [ "${FULL:-0}" != 0 ]; then
         > "$OUTD/full_ferry_${t}_$p.json" 2> "$OUTD/full_ferry_${t}_$p.err"
       log "| ferry llama3-8b $t p$p | $(fr_json "$OUTD/full_ferry_${t}_$p.json") |"
     done
-    if [ -n "$LB" ]; then
+    if [ -n "$LB" ] && [ "${SKIP_LLAMA:-0}" != 1 ]; then
       timeout 240 "$LB" -m "$m" -ngl 99 -fa 1 -p ${FULL_LB_PROMPTS:-512,4096} -n 128 -r 2 -o json > "$OUTD/full_llama_${t}.json" 2> "$OUTD/full_llama_${t}.err"
       log "| llama.cpp llama3-8b $t | $(lb_json "$OUTD/full_llama_${t}.json") |"
     fi
