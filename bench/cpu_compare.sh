@@ -3,7 +3,7 @@
 #   bench/cpu_compare.sh FERRY_BIN LLAMA_BENCH_BIN THREADS OUTDIR MODEL...
 # Per model and round: `ferry bench --device cpu -t T -p P -n N -r R --json`, then llama-bench
 # (-t T -p P -n N -r R -o json, CUDA hidden: CUDA_VISIBLE_DEVICES= -ngl 0 -nopo 1), each under
-# `timeout`. Writes OUTDIR/cpu_compare.md (a table: prefill and decode tok/s of both, ratios, ferry's
+# a time limit. Writes OUTDIR/cpu_compare.md (a table: prefill and decode tok/s of both, ratios, ferry's
 # decode GB/s against the host bandwidth it measured, CPU ms per token of both) and the raw logs in
 # OUTDIR/raw/. A run that fails or times out gives "fail" in its cells; the others go on.
 # Env: P (512) N (64) R (2) TIMEOUT (300 s per run) ROUNDS (1; >1 alternates ferry and llama.cpp and
@@ -38,21 +38,65 @@ RAW=$OUT/raw
 } > "$RAW/machine.txt"
 cat "$RAW/machine.txt"
 
-# run TAG CMD...: runs CMD under timeout with stdout/stderr to RAW/TAG.{out,err}; writes
-# "rc wall_s user_s sys_s loadavg1" to RAW/TAG.time.
+# run TAG CMD...: runs CMD with stdout/stderr to RAW/TAG.{out,err}; writes "rc wall_s user_s sys_s
+# loadavg1" to RAW/TAG.time. Past TIMEOUT seconds the run is killed (rc 124), after its threads' states
+# and, when gdb is installed, their stacks are saved to RAW/TAG.hang (what a hang was waiting on).
+# Sets CPU to "user sys" seconds of this shell's finished children, from `times` (which must run in
+# this shell: a $(...) subshell has no children of its own).
+children_cpu() {
+  times > "$RAW/.times"
+  CPU=$(sed -n 2p "$RAW/.times" | sed 's/m/ /g; s/s//g' | awk '{printf "%.3f %.3f", $1 * 60 + $2, $3 * 60 + $4}')
+}
+dump_hang() {
+  local pid=$1 out=$2
+  {
+    echo "timed out after ${TMO}s; load $(cat /proc/loadavg)"
+    grep -E '^(State|Threads|VmRSS|voluntary|nonvoluntary)' "/proc/$pid/status" 2>/dev/null
+    for t in /proc/"$pid"/task/*; do
+      echo "thread ${t##*/}: $(cut -d' ' -f3 "$t/stat" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null) utime+stime=$(cut -d' ' -f14,15 "$t/stat" 2>/dev/null)"
+    done
+    if command -v gdb > /dev/null; then
+      timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)' | head -400
+    fi
+  } > "$out" 2>&1
+}
 run() {
   local tag=$1
   shift
-  local load rc wall user sys
+  local load rc c0 c1 t0 t1 pid wd
   load=$(cut -d' ' -f1 /proc/loadavg)
-  # The time keyword (not a pipeline or $(...), whose subshells see no CPU time of this shell's children).
-  local TIMEFORMAT='%R %U %S'
-  { time timeout "$TMO" "$@" > "$RAW/$tag.out" 2> "$RAW/$tag.err"; } 2> "$RAW/$tag.tm"
+  rm -f "$RAW/$tag.hang"
+  children_cpu
+  c0=$CPU
+  t0=$(date +%s.%N)
+  "$@" > "$RAW/$tag.out" 2> "$RAW/$tag.err" &
+  pid=$!
+  (
+    trap 'kill "$sp" 2> /dev/null; exit 0' TERM
+    sleep "$TMO" &
+    sp=$!
+    wait "$sp"
+    if kill -0 "$pid" 2> /dev/null; then
+      dump_hang "$pid" "$RAW/$tag.hang"
+      kill -TERM "$pid" 2> /dev/null
+      for _ in 1 2 3 4 5 6 7 8 9 10; do
+        kill -0 "$pid" 2> /dev/null || exit 0
+        sleep 0.5
+      done
+      kill -KILL "$pid" 2> /dev/null
+    fi
+  ) &
+  wd=$!
+  wait "$pid"
   rc=$?
-  read -r wall user sys < "$RAW/$tag.tm"
-  rm -f "$RAW/$tag.tm"
-  echo "$rc $wall $user $sys $load" > "$RAW/$tag.time"
-  if ((rc != 0)); then echo "  $tag: exit $rc (see $RAW/$tag.err)" >&2; fi
+  kill -TERM "$wd" 2> /dev/null
+  wait "$wd" 2> /dev/null
+  t1=$(date +%s.%N)
+  children_cpu
+  c1=$CPU
+  [[ -e $RAW/$tag.hang ]] && rc=124
+  echo "$rc $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}') $(echo "$c0 $c1" | awk '{printf "%.3f %.3f", $3 - $1, $4 - $2}') $load" > "$RAW/$tag.time"
+  if ((rc != 0)); then echo "  $tag: exit $rc (see $RAW/$tag.err, and $tag.hang when 124)" >&2; fi
   return 0
 }
 
