@@ -76,7 +76,10 @@ void ThreadPool::dispatch(Call call, void* ctx) {
   uint32_t g = gen_.load(std::memory_order_relaxed) + 1;
   if (g == 0) g = 1;  // 0 means "closed" in open_
   open_.store(g, std::memory_order_seq_cst);
-  gen_.store(g, std::memory_order_release);
+  // seq_cst, not release: notify_all skips the futex wake when libstdc++'s waiter count reads 0, and a
+  // release store may still sit in the store buffer when that count is read (StoreLoad reordering),
+  // so a worker that was just going to sleep on the old value would miss this job.
+  gen_.store(g, std::memory_order_seq_cst);
   gen_.notify_all();
   call(ctx, 0, n_threads_);
   open_.store(0, std::memory_order_seq_cst);
