@@ -14,10 +14,35 @@ int split_planes(DType t, SplitPlane* planes) {
       planes[0] = {2, 16};   // qs
       planes[1] = {0, 2};    // d
       return 2;
+    case DType::Q4_1:
+      planes[0] = {4, 16};   // qs
+      planes[1] = {0, 4};    // d, m
+      return 2;
+    case DType::Q5_0:
+      planes[0] = {6, 16};   // qs
+      planes[1] = {2, 4};    // qh
+      planes[2] = {0, 2};    // d
+      return 3;
+    case DType::Q5_1:
+      planes[0] = {8, 16};   // qs
+      planes[1] = {4, 4};    // qh
+      planes[2] = {0, 4};    // d, m
+      return 3;
     case DType::Q8_0:
       planes[0] = {2, 32};   // qs
       planes[1] = {0, 2};    // d
       return 2;
+    case DType::Q2_K:
+      planes[0] = {16, 64};  // qs
+      planes[1] = {0, 16};   // scales
+      planes[2] = {80, 4};   // d, dmin
+      return 3;
+    case DType::Q3_K:
+      planes[0] = {32, 64};  // qs
+      planes[1] = {0, 32};   // hmask
+      planes[2] = {96, 12};  // scales
+      planes[3] = {108, 2};  // d
+      return 4;
     case DType::Q6_K:
       planes[0] = {0, 128};    // ql
       planes[1] = {128, 64};   // qh
@@ -40,6 +65,12 @@ size_t split_plane_offset(DType t, int64_t K, int p) {
 }
 
 bool split_layout_supported(DType t, int64_t K) {
+  // The types whose split rows the CUDA kernels read (decode, prefill dequantization, embedding).
+  constexpr DType kDeviceSplitTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                         DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q6_K};
+  bool device = false;
+  for (DType d : kDeviceSplitTypes) device |= d == t;
+  if (!device) return false;
   SplitPlane planes[kMaxSplitPlanes];
   if (split_planes(t, planes) == 0) return false;
   const int64_t be = traits(t).block_elems;

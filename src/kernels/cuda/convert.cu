@@ -3,7 +3,7 @@
 // types (dequant32 from quant_units.h, the code the host tests check), one per element otherwise.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
-#include "kernels/cuda/quant_units.h"
+#include "kernels/cuda/quant_chunks.h"
 #include "tensor/repack.h"
 
 namespace ferry::kernels::cuda {
@@ -197,7 +197,12 @@ cudaError_t dequant_rows_f16(DType type, const void* w, int64_t w_stride, int64_
     if (!split_layout_supported(type, K)) return cudaErrorInvalidValue;
     switch (type) {
       case DType::Q4_0: return launch_dequant<DType::Q4_0, true>(w, w_stride, K, rows, out, stream);
+      case DType::Q4_1: return launch_dequant<DType::Q4_1, true>(w, w_stride, K, rows, out, stream);
+      case DType::Q5_0: return launch_dequant<DType::Q5_0, true>(w, w_stride, K, rows, out, stream);
+      case DType::Q5_1: return launch_dequant<DType::Q5_1, true>(w, w_stride, K, rows, out, stream);
       case DType::Q8_0: return launch_dequant<DType::Q8_0, true>(w, w_stride, K, rows, out, stream);
+      case DType::Q2_K: return launch_dequant<DType::Q2_K, true>(w, w_stride, K, rows, out, stream);
+      case DType::Q3_K: return launch_dequant<DType::Q3_K, true>(w, w_stride, K, rows, out, stream);
       case DType::Q6_K: return launch_dequant<DType::Q6_K, true>(w, w_stride, K, rows, out, stream);
       default: return cudaErrorInvalidValue;
     }
@@ -234,7 +239,12 @@ cudaError_t embed_rows(DType type, const void* table, int64_t table_stride, int6
     if (!split_layout_supported(type, d)) return cudaErrorInvalidValue;
     switch (type) {
       case DType::Q4_0: return launch_embed<DType::Q4_0, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
+      case DType::Q4_1: return launch_embed<DType::Q4_1, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
+      case DType::Q5_0: return launch_embed<DType::Q5_0, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
+      case DType::Q5_1: return launch_embed<DType::Q5_1, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
       case DType::Q8_0: return launch_embed<DType::Q8_0, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
+      case DType::Q2_K: return launch_embed<DType::Q2_K, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
+      case DType::Q3_K: return launch_embed<DType::Q3_K, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
       case DType::Q6_K: return launch_embed<DType::Q6_K, true>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
       default: return cudaErrorInvalidValue;
     }

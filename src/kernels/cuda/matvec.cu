@@ -11,7 +11,7 @@
 // Bytes moved per call ~= N * row_bytes (+ the small x): bench_cuda_ops reports GB/s against a d2d copy.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
-#include "kernels/cuda/quant_units.h"
+#include "kernels/cuda/quant_chunks.h"
 #include "tensor/repack.h"
 
 #include <type_traits>
@@ -243,9 +243,11 @@ struct QuantAdapter {
   using W = typename D::W;
   using X = typename D::X;
   static constexpr int kElems = D::kElems;
-  // Blocks per SM the register budget is set for (1-2 tokens; 3-8 tokens use 2): 3 = 85 registers, 24
-  // warps per SM; Q5_K / Q6_K keep 2 (128 registers), as 85 spilled (ptxas -v).
-  static constexpr int kMinBlocks = (Q == DType::Q5_K || Q == DType::Q6_K) ? 2 : 3;
+  // Blocks per SM the register budget is set for (1-2 tokens; 3-8 tokens use 2): 3 = 80 registers, 24
+  // warps per SM; the k-quants with big chunk images keep 2 (128 registers, 16 warps), as 80 spilled
+  // (ptxas -v; Q4_1 / Q5_0 / Q5_1 spill 4-12 bytes at 80, kept: occupancy is worth more).
+  static constexpr int kMinBlocks =
+      (Q == DType::Q2_K || Q == DType::Q3_K || Q == DType::Q5_K || Q == DType::Q6_K) ? 2 : 3;
   struct Act {
     const int8_t* xq;   // [T][K]
     const float2* xds;  // [T][K / 32]
@@ -505,7 +507,12 @@ bool matvec_v2_supported(DType type, Layout layout, const void* w, int64_t w_str
   if (!aligned16(w) || w_stride % 16 != 0 || K <= 0) return false;
   switch (type) {
     case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
     case DType::Q8_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q6_K:
       return layout == Layout::kSplit && split_layout_supported(type, K);
     case DType::Q4_K:
@@ -523,10 +530,15 @@ bool matvec_v2_supported(DType type, Layout layout, const void* w, int64_t w_str
 
 cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int T,
                             const MatvecLaunch& launch, cudaStream_t stream) {
-  if (!set_ok(set, T) || K % 256 != 0) return cudaErrorInvalidValue;
+  if (!set_ok(set, T) || K % 64 != 0) return cudaErrorInvalidValue;
   switch (type) {
     case DType::Q4_0: return launch_v2_tokens<QuantAdapter<DType::Q4_0>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q4_1: return launch_v2_tokens<QuantAdapter<DType::Q4_1>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q5_0: return launch_v2_tokens<QuantAdapter<DType::Q5_0>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q5_1: return launch_v2_tokens<QuantAdapter<DType::Q5_1>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q8_0: return launch_v2_tokens<QuantAdapter<DType::Q8_0>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q2_K: return launch_v2_tokens<QuantAdapter<DType::Q2_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q3_K: return launch_v2_tokens<QuantAdapter<DType::Q3_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q4_K: return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, stream);

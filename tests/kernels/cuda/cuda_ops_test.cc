@@ -188,14 +188,16 @@ HostTensor sub(const HostTensor& a, int64_t r0, int64_t N, int64_t T) {
   return s;
 }
 
-// What the v2 kernels read: split-layout Q4_0 / Q8_0 / Q6_K (repacked on the host), ggml Q4_K / Q5_K, and
-// the float types.
+// What the v2 kernels read: the split layout of the legacy types, Q2_K, Q3_K and Q6_K (repacked on the
+// host), ggml Q4_K / Q5_K, and the float types.
 struct V2Case {
   DType type;
   bool split;
 };
-const V2Case kV2Cases[] = {{DType::Q4_0, true}, {DType::Q8_0, true}, {DType::Q6_K, true}, {DType::Q4_K, false},
-                           {DType::Q5_K, false}, {DType::F16, false}, {DType::BF16, false}, {DType::F32, false}};
+const V2Case kV2Cases[] = {{DType::Q4_0, true},  {DType::Q4_1, true},  {DType::Q5_0, true},  {DType::Q5_1, true},
+                           {DType::Q8_0, true},  {DType::Q2_K, true},  {DType::Q3_K, true},  {DType::Q6_K, true},
+                           {DType::Q4_K, false}, {DType::Q5_K, false}, {DType::F16, false},  {DType::BF16, false},
+                           {DType::F32, false}};
 std::string v2_name(const V2Case& c) { return std::string(dtype_name(c.type)) + (c.split ? "_split" : ""); }
 
 class CudaMatvecV2 : public ::testing::TestWithParam<V2Case> {};
@@ -212,11 +214,20 @@ TEST_P(CudaMatvecV2, ShapesAndTokenCounts) {
   RefOps ref;
   for (int64_t K : {256, 4096, 14336}) {
     if (split && !split_layout_supported(t, K)) continue;
-    const int64_t n_max = K == 14336 ? 1003 : 4097;
-    HostTensor w = random_weights(rng, t, K, n_max);
+    // 1003 random rows, tiled to n_max rows (and their reference outputs likewise): the reference and the
+    // quantization cost of 1003 rows, row indices up to 4097.
+    constexpr int64_t kBase = 1003;
+    const int64_t n_max = K == 14336 ? kBase : 4097;
+    HostTensor base = random_weights(rng, t, K, kBase);
     HostTensor x = random_f32(rng, K, 8);
-    HostTensor want(DType::F32, n_max, 8);
-    ref.matmul(w.view, quant ? q8_activations(x, K, 8).view : x.view, want.view);
+    HostTensor want_base(DType::F32, kBase, 8);
+    ref.matmul(base.view, quant ? q8_activations(x, K, 8).view : x.view, want_base.view);
+    HostTensor w(t, K, n_max), want(DType::F32, n_max, 8);
+    const size_t rb = base.view.row_size();
+    for (int64_t n = 0; n < n_max; ++n) {
+      std::memcpy(w.view.row(n), base.view.row(n % kBase), rb);
+      for (int64_t tk = 0; tk < 8; ++tk) want.data<float>()[tk * n_max + n] = want_base.data<float>()[tk * kBase + n % kBase];
+    }
     DevTensor dw(*E, split ? to_split(w) : w), dx(*E, x), dout(*E, DType::F32, n_max, 8);
     ASSERT_EQ(dw.view.layout, split ? Layout::kSplit : Layout::kGgml);
     for (int64_t N : {1, 7, 1000, 4097}) {
@@ -367,7 +378,8 @@ TEST_P(CudaEmbed, MatchesRef) {
 TEST(CudaOps, EmbedSplitTables) {
   REQUIRE_GPU();
   std::mt19937 rng(98);
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                  DType::Q6_K}) {
     const int64_t d = 2048, vocab = 37;
     HostTensor table = random_weights(rng, t, d, vocab);
     HostTensor tokens = i32({5, 0, 36, 5, 17, 36, 1});

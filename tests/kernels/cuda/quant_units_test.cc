@@ -1,6 +1,6 @@
 // Host tests of kernels/cuda/quant_units.h: the per-type decoders the CUDA kernels run, checked on the CPU
 // against the reference dequantizer (tensor/quant.h) so layout mistakes are caught in CI without a GPU.
-#include "kernels/cuda/quant_units.h"
+#include "kernels/cuda/quant_chunks.h"
 
 #include <gtest/gtest.h>
 
@@ -176,7 +176,12 @@ float chunk_dot_row(const uint8_t* row, int64_t K, const int8_t* xq, const XDs* 
 float dispatch_chunk_dot(DType t, const uint8_t* row, int64_t K, const int8_t* xq, const XDs* xds) {
   switch (t) {
     case DType::Q4_0: return chunk_dot_row<DType::Q4_0>(row, K, xq, xds);
+    case DType::Q4_1: return chunk_dot_row<DType::Q4_1>(row, K, xq, xds);
+    case DType::Q5_0: return chunk_dot_row<DType::Q5_0>(row, K, xq, xds);
+    case DType::Q5_1: return chunk_dot_row<DType::Q5_1>(row, K, xq, xds);
     case DType::Q8_0: return chunk_dot_row<DType::Q8_0>(row, K, xq, xds);
+    case DType::Q2_K: return chunk_dot_row<DType::Q2_K>(row, K, xq, xds);
+    case DType::Q3_K: return chunk_dot_row<DType::Q3_K>(row, K, xq, xds);
     case DType::Q6_K: return chunk_dot_row<DType::Q6_K>(row, K, xq, xds);
     case DType::Q4_K: return chunk_dot_row<DType::Q4_K>(row, K, xq, xds);
     case DType::Q5_K: return chunk_dot_row<DType::Q5_K>(row, K, xq, xds);
@@ -188,7 +193,12 @@ void dispatch_dequant_split(DType t, const uint8_t* row, int64_t K, float* out) 
   for (int g = 0; g < K / 32; ++g) {
     switch (t) {
       case DType::Q4_0: dequant32_split<DType::Q4_0>(row, K, g, out + 32 * g); break;
+      case DType::Q4_1: dequant32_split<DType::Q4_1>(row, K, g, out + 32 * g); break;
+      case DType::Q5_0: dequant32_split<DType::Q5_0>(row, K, g, out + 32 * g); break;
+      case DType::Q5_1: dequant32_split<DType::Q5_1>(row, K, g, out + 32 * g); break;
       case DType::Q8_0: dequant32_split<DType::Q8_0>(row, K, g, out + 32 * g); break;
+      case DType::Q2_K: dequant32_split<DType::Q2_K>(row, K, g, out + 32 * g); break;
+      case DType::Q3_K: dequant32_split<DType::Q3_K>(row, K, g, out + 32 * g); break;
       case DType::Q6_K: dequant32_split<DType::Q6_K>(row, K, g, out + 32 * g); break;
       default: FAIL();
     }
@@ -276,9 +286,11 @@ TEST_P(QuantUnitsChunk, EachChunkAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(V2, QuantUnitsChunk,
-                         ::testing::Values(ChunkCase{DType::Q4_0, true}, ChunkCase{DType::Q8_0, true},
-                                           ChunkCase{DType::Q6_K, true}, ChunkCase{DType::Q4_K, false},
-                                           ChunkCase{DType::Q5_K, false}),
+                         ::testing::Values(ChunkCase{DType::Q4_0, true}, ChunkCase{DType::Q4_1, true},
+                                           ChunkCase{DType::Q5_0, true}, ChunkCase{DType::Q5_1, true},
+                                           ChunkCase{DType::Q8_0, true}, ChunkCase{DType::Q2_K, true},
+                                           ChunkCase{DType::Q3_K, true}, ChunkCase{DType::Q6_K, true},
+                                           ChunkCase{DType::Q4_K, false}, ChunkCase{DType::Q5_K, false}),
                          [](const ::testing::TestParamInfo<ChunkCase>& i) {
                            return std::string(dtype_name(i.param.type)) + (i.param.split ? "_split" : "_ggml");
                          });
