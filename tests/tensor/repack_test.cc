@@ -13,7 +13,8 @@
 namespace ferry {
 namespace {
 
-constexpr DType kSplitTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q6_K};
+constexpr DType kSplitTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                  DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q6_K};
 
 std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -36,7 +37,17 @@ TEST(Repack, SupportedRule) {
   EXPECT_TRUE(split_layout_supported(DType::Q6_K, 14336));   // 56 super-blocks
   EXPECT_FALSE(split_layout_supported(DType::Q6_K, 256));
   EXPECT_FALSE(split_layout_supported(DType::Q6_K, 5120));   // 20 super-blocks x 210 B
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_K, DType::Q5_K}) {
+  EXPECT_TRUE(split_layout_supported(DType::Q5_1, 64));
+  EXPECT_FALSE(split_layout_supported(DType::Q5_1, 32));
+  EXPECT_TRUE(split_layout_supported(DType::Q4_1, 128));
+  EXPECT_FALSE(split_layout_supported(DType::Q4_1, 64));
+  EXPECT_TRUE(split_layout_supported(DType::Q5_0, 256));
+  EXPECT_FALSE(split_layout_supported(DType::Q5_0, 128));
+  EXPECT_TRUE(split_layout_supported(DType::Q2_K, 1024));
+  EXPECT_FALSE(split_layout_supported(DType::Q2_K, 512));
+  EXPECT_TRUE(split_layout_supported(DType::Q3_K, 2048));
+  EXPECT_FALSE(split_layout_supported(DType::Q3_K, 1024));
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_K, DType::Q5_K, DType::Q8_1, DType::Q8_K}) {
     EXPECT_FALSE(split_layout_supported(t, 4096)) << dtype_name(t);
   }
   // The rule is exactly: a split layout exists and the row size is a multiple of 16.
@@ -77,7 +88,7 @@ TEST(Repack, RoundTripAndFieldPlacement) {
     const int np = split_planes(t, p);
     const int be = traits(t).block_elems;
     const size_t bb = static_cast<size_t>(traits(t).block_bytes);
-    for (int64_t K : {256, 2048, 4096, 14336}) {
+    for (int64_t K : {64, 128, 256, 1024, 2048, 4096, 14336}) {
       if (!split_layout_supported(t, K)) continue;
       for (int64_t rows : {1, 3, 7, 33}) {
         const size_t rb = row_bytes(t, K);
