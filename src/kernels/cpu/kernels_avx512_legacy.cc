@@ -208,6 +208,10 @@ void direct_legacy512(const MatArgs& a) {
       if constexpr (S::kNib) {
         __m512i d[C][4];
         for (int g = 0; g < 4; ++g) {
+          if (!kFull && 4 * g >= n) {  // past the row's last block
+            for (int c = 0; c < C; ++c) d[c][g] = _mm512_setzero_si512();
+            continue;
+          }
           __m512i lo, hi;
           levels(g, &lo, &hi);
           for (int c = 0; c < C; ++c) {
@@ -223,6 +227,10 @@ void direct_legacy512(const MatArgs& a) {
         for (int h = 0; h < 2; ++h) {
           __m512i d[C][4];
           for (int g = 0; g < 4; ++g) {
+            if (!kFull && 2 * (4 * h + g) >= n) {  // past the row's last block
+              for (int c = 0; c < C; ++c) d[c][g] = _mm512_setzero_si512();
+              continue;
+            }
             __m512i u, unused;
             levels(4 * h + g, &u, &unused);
             const int64_t b = 16 * ch + 2 * (4 * h + g);
