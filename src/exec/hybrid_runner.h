@@ -64,8 +64,9 @@ struct HybridOptions {
   bool cuda_graphs = true;
   int32_t graph_max_tokens = 8;
   // CUDA: store quantized matrices whose type has a split layout (tensor/repack.h) repacked, so the
-  // decode kernels read 16-byte-aligned quant planes. Lossless (same bytes, same values).
-  bool split_layout = false;
+  // decode kernels read 16-byte-aligned quant planes. Lossless (same bytes, same values). Checked on
+  // the H200: test_cuda_ops (split vs ggml layout, every awkward shape) and whole-model equality.
+  bool split_layout = true;
   // Streamed weights: copied once into pinned memory, or the mmap registered in place. A registration
   // the driver refuses falls back to kCopy (PinStats::note says why).
   PinMode pin_mode = PinMode::kCopy;

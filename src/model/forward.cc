@@ -117,9 +117,11 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
   ops.rms_norm(x, L.attn_norm, spec.rms_eps, xn);
   record(hook, xn, "blk.%d.attn_norm", il);
 
-  ops.matmul(L.attn_q, xn, q);
-  ops.matmul(L.attn_k, xn, k);
-  ops.matmul(L.attn_v, xn, v);
+  {  // q, k, v share their input: a backend may quantize it once and fuse the launches
+    const TensorView* ws[3] = {&L.attn_q, &L.attn_k, &L.attn_v};
+    TensorView outs[3] = {q, k, v};
+    ops.matmul_many(3, ws, xn, outs);
+  }
   if (present(L.attn_q_bias)) ops.add(q, L.attn_q_bias, q);
   if (present(L.attn_k_bias)) ops.add(k, L.attn_k_bias, k);
   if (present(L.attn_v_bias)) ops.add(v, L.attn_v_bias, v);
@@ -169,8 +171,11 @@ void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   ops.rms_norm(x, L.ffn_norm, spec.rms_eps, xn);
   record(hook, xn, "blk.%d.ffn_norm", il);
 
-  ops.matmul(L.ffn_gate, xn, gate);
-  ops.matmul(L.ffn_up, xn, up);
+  {
+    const TensorView* ws[2] = {&L.ffn_gate, &L.ffn_up};
+    TensorView outs[2] = {gate, up};
+    ops.matmul_many(2, ws, xn, outs);
+  }
   ops.glu(gate, up, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate);
   record(hook, gate, "blk.%d.ffn_act", il);
 
