@@ -278,6 +278,15 @@ class Runner final : public HybridRunner {
   // CUDA graph. Returns false in *used when this step is not eligible (nothing was done).
   Status run_graph(const StepIo& in, float* logits, size_t ti, bool* used);
   double tl_ms(Event& e);  // device event time on the timeline (ms from its origin), -1 if unknown
+  // KV cells a graph-replayed step scans: scan rounded up to a bucket (<= 1/8 extra past 2048 cells).
+  int32_t scan_bucket(int32_t scan) const {
+    int32_t g = 256;
+    while (g * 8 < scan) g *= 2;
+    return std::min(o_.n_cells, (std::max(scan, 1) + g - 1) / g * g);
+  }
+  // Replays (capturing on first use) the resident attention / FFN sub-layers [first, end) of a step.
+  Status replay_segment(size_t ti, size_t first, size_t end, const kernels::BatchMeta& db,
+                        const kernels::KvView& dkv, int32_t n, const StepIo& in, float* logits);
   void tl_span(Lane lane, double t0, double t1, const std::string& label, uint64_t bytes = 0);
   Status device_sublayer(size_t i, const kernels::BatchMeta& db, const kernels::KvView& dkv, int32_t n,
                          const StepIo& in, float* logits);
@@ -332,10 +341,12 @@ class Runner final : public HybridRunner {
     size_t tier = 0;
     int32_t n = 0, bucket = 0;
     std::vector<int32_t> rows;
+    size_t first = 0, end = 0;  // segment graphs: sub-layers [first, end); whole-step graphs: 0, 0
     bool operator==(const GraphKey& o) const {
-      return tier == o.tier && n == o.n && bucket == o.bucket && rows == o.rows;
+      return tier == o.tier && n == o.n && bucket == o.bucket && rows == o.rows && first == o.first && end == o.end;
     }
   };
+  Expected<int> find_or_capture(GraphKey key, const std::function<void()>& enqueue);
   std::vector<std::pair<GraphKey, int>> graphs_;   // key -> CudaOpsBundle graph id
   std::vector<uint8_t> graph_ok_;                  // per tier: eligible placement
 
@@ -821,6 +832,38 @@ void Runner::tl_span(Lane lane, double t0, double t1, const std::string& label, 
   tl_->spans.push_back(std::move(sp));
 }
 
+Expected<int> Runner::find_or_capture(GraphKey key, const std::function<void()>& enqueue) {
+  for (const auto& [k, gid] : graphs_)
+    if (k == key) return gid;
+  if (graphs_.size() >= 256) {  // bounded: start over (steps keep working, capture is ~ms)
+    bundle_->drop_graphs();
+    graphs_.clear();
+  }
+  FERRY_RETURN_IF_ERROR(bundle_->begin_capture());
+  enqueue();
+  FERRY_ASSIGN_OR_RETURN(int id, bundle_->end_capture());
+  const size_t tier = key.tier;
+  graphs_.emplace_back(std::move(key), id);
+  ++stats_[tier].graph_captures;
+  return id;
+}
+
+Status Runner::replay_segment(size_t ti, size_t first, size_t end, const kernels::BatchMeta& db,
+                              const kernels::KvView& dkv, int32_t n, const StepIo& in, float* logits) {
+  GraphKey key{ti, n, dkv.n_cells, {}, first, end};
+  auto id = find_or_capture(key, [&] {
+    for (size_t i = first; i < end; ++i) (void)device_sublayer(i, db, dkv, n, in, logits);
+  });
+  if (!id) {  // this device / driver cannot capture: enqueue one by one from now on
+    bundle_->clear_status();
+    o_.cuda_graphs = false;
+    for (size_t i = first; i < end; ++i) FERRY_RETURN_IF_ERROR(device_sublayer(i, db, dkv, n, in, logits));
+    return Status::ok();
+  }
+  ++stats_[ti].graph_replays;
+  return bundle_->replay(*id);
+}
+
 Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used) {
   *used = false;
   const int32_t n = in.n_tokens;
@@ -831,9 +874,7 @@ Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used)
   // Scan a bucket of cells (<= 1/8 extra beyond 2048 cells) so one graph serves many steps; the padding
   // cells carry sequence -1 and position -1, which no query sees.
   const int32_t scan = in.n_cells_scan;
-  int32_t g = 256;
-  while (g * 8 < scan) g *= 2;
-  const int32_t bucket = std::min(o_.n_cells, (std::max(scan, 1) + g - 1) / g * g);
+  const int32_t bucket = scan_bucket(scan);
   int32_t* h = h_meta_;
   std::memcpy(h, in.tokens, n * sizeof(int32_t));
   std::memcpy(h + n, in.pos, n * sizeof(int32_t));
@@ -860,16 +901,8 @@ Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used)
   FERRY_RETURN_IF_ERROR(dev_->copy_h2d(d_meta_, h, (4ull * n + 2ull * bucket) * sizeof(int32_t), *cs_));
   FERRY_RETURN_IF_ERROR(dev_->copy_h2d(d_s_.x.data, h_s_.x.data, d_bytes, *cs_));
 
-  GraphKey key{ti, n, bucket, std::vector<int32_t>(in.out_rows, in.out_rows + in.n_out)};
-  int id = -1;
-  for (const auto& [k, gid] : graphs_)
-    if (k == key) id = gid;
-  if (id < 0) {
-    if (graphs_.size() >= 64) {  // bounded: start over (steps keep working, capture is ~ms)
-      bundle_->drop_graphs();
-      graphs_.clear();
-    }
-    FERRY_RETURN_IF_ERROR(bundle_->begin_capture());
+  GraphKey key{ti, n, bucket, std::vector<int32_t>(in.out_rows, in.out_rows + in.n_out), 0, 0};
+  auto captured = find_or_capture(std::move(key), [&] {
     const model::ModelSpec* spec = &spec_;
     const model::ModelWeights* w = &dev_w_;
     const model::Scratch* ds = &d_s_;
@@ -889,17 +922,14 @@ Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used)
         default: break;
       }
     }
-    auto captured = bundle_->end_capture();
-    if (!captured) {
-      bundle_->clear_status();
-      o_.cuda_graphs = false;  // this device / driver cannot capture: run ops one by one from now on
-      *used = false;
-      return Status::ok();
-    }
-    id = *captured;
-    graphs_.emplace_back(std::move(key), id);
-    ++stats_[ti].graph_captures;
+  });
+  if (!captured) {
+    bundle_->clear_status();
+    o_.cuda_graphs = false;  // this device / driver cannot capture: run ops one by one from now on
+    *used = false;
+    return Status::ok();
   }
+  const int id = *captured;
   FERRY_RETURN_IF_ERROR(bundle_->replay(id));
   const size_t V = static_cast<size_t>(spec_.n_vocab);
   FERRY_RETURN_IF_ERROR(dev_->copy_d2h(h_s_.logits.data, d_s_.logits.data, in.n_out * V * sizeof(float), *cs_));
@@ -926,7 +956,6 @@ Status Runner::run(const StepIo& in, float* logits) {
     }
   const std::vector<Placement>& pl = placements_[ti];
   TierStats& st = stats_[ti];
-  const int32_t scan = in.n_cells_scan;
   if (tl_ && tl_->full()) tl_ = nullptr;
   const bool rec = tl_ != nullptr;
   const bool timed = o_.measure || rec;
@@ -954,14 +983,22 @@ Status Runner::run(const StepIo& in, float* logits) {
     }
   }
 
+  // Segment graphs: runs of resident device sub-layers replayed from CUDA graphs (the step scans a
+  // bucket of cells then, as in run_graph; device and host views both see the padding cells).
+  const bool seg_graphs = cuda_ && o_.cuda_graphs && !timed && n <= o_.graph_max_tokens;
+  const int32_t scan = seg_graphs ? scan_bucket(in.n_cells_scan) : in.n_cells_scan;
+  const int32_t real_scan = in.n_cells_scan;
+
   // Batch metadata: one pinned mirror, one upload.
   int32_t* h = h_meta_;
   std::memcpy(h, in.tokens, n * sizeof(int32_t));
   std::memcpy(h + n, in.pos, n * sizeof(int32_t));
   std::memcpy(h + 2 * n, in.seq, n * sizeof(int32_t));
   std::memcpy(h + 3 * n, in.cell, n * sizeof(int32_t));
-  std::memcpy(h + 4 * n, in.cell_pos, scan * sizeof(int32_t));
-  std::memcpy(h + 4 * n + scan, in.cell_seq, scan * sizeof(int32_t));
+  std::memcpy(h + 4 * n, in.cell_pos, real_scan * sizeof(int32_t));
+  std::fill(h + 4 * n + real_scan, h + 4 * n + scan, -1);
+  std::memcpy(h + 4 * n + scan, in.cell_seq, real_scan * sizeof(int32_t));
+  std::fill(h + 4 * n + scan + real_scan, h + 4 * n + 2 * scan, -1);
   auto views = [&](int32_t* base, Where where, kernels::BatchMeta* b, kernels::KvView* kv) {
     b->n_tokens = n;
     b->pos = TensorView::make(DType::I32, base + n, n, 1, 1, 1, where);
@@ -1026,6 +1063,15 @@ Status Runner::run(const StepIo& in, float* logits) {
       s = cpu_sublayer(i, hb, htok, n, in, logits);
       cpu_t1[i] = now_ms();
       continue;
+    }
+    if (seg_graphs && pl[i] == Placement::kResident && subs_[i].kind != SubLayerKind::kHead) {
+      size_t e = i;
+      while (e < subs_.size() && pl[e] == Placement::kResident && subs_[e].kind != SubLayerKind::kHead) ++e;
+      if (e - i >= 2) {
+        s = replay_segment(ti, i, e, db, dkv, n, in, logits);
+        i = e - 1;  // the loop's ++i moves past the segment
+        continue;
+      }
     }
     int32_t slot = -1;
     if (pl[i] == Placement::kStreamed) {
