@@ -231,12 +231,23 @@ void fpanel_mul(const MatArgs& a) {
   const auto* p = reinterpret_cast<const float*>(a.w);
   const float* x[C];
   for (int c = 0; c < C; ++c) x[c] = reinterpret_cast<const float*>(a.act + c * a.act_stride);
-  __m512 acc[C];
-  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < a.K; ++k) {
+  // Two accumulators per column (even and odd k): an FMA has a 4-cycle latency and two ports, so 8
+  // chains left no slack (measured +10-15% on F16 prefill matmuls).
+  __m512 acc[C], acc1[C];
+  for (int c = 0; c < C; ++c) acc[c] = acc1[c] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 2 <= a.K; k += 2) {
+    const __m512 w0 = _mm512_loadu_ps(p + k * R), w1 = _mm512_loadu_ps(p + (k + 1) * R);
+    for (int c = 0; c < C; ++c) {
+      acc[c] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[c][k]), acc[c]);
+      acc1[c] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x[c][k + 1]), acc1[c]);
+    }
+  }
+  if (k < a.K) {
     const __m512 wv = _mm512_loadu_ps(p + k * R);
     for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[c][k]), acc[c]);
   }
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_add_ps(acc[c], acc1[c]);
   const __mmask16 m = row_mask(static_cast<int>(a.n_rows));
   for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(a.out + c * a.out_stride, m, acc[c]);
 }
