@@ -495,7 +495,9 @@ int pick_splits(int64_t base_blocks, int n_cells, int cells_per_step, int sm_cou
   const int64_t want = 2LL * (sm_count > 0 ? sm_count : 100);
   if (base_blocks >= want) return 1;
   int64_t s = (want + base_blocks - 1) / base_blocks;
-  const int64_t max_by_cells = (n_cells + 2LL * cells_per_step - 1) / (2LL * cells_per_step);
+  // At least one step of cells per split: a decode step over a short cache is latency-bound, and more
+  // splits (one tile each) put more SMs on it.
+  const int64_t max_by_cells = (n_cells + cells_per_step - 1) / cells_per_step;
   if (s > max_by_cells) s = max_by_cells;
   if (s > 64) s = 64;
   return s < 1 ? 1 : static_cast<int>(s);

@@ -28,6 +28,49 @@ __global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, fl
   for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
 }
 
+// Rows of up to 1024 * P floats, 16-byte aligned, ne0 % 4 == 0 (the model's hidden size): every thread
+// loads its P float4 of x and of w before the reduction, so the loads of a row are all in flight at
+// once (the scalar loop above waits for each load in turn: a decode step's norms are latency-bound).
+template <int P>
+__global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const float* __restrict__ w, float eps,
+                                                           RowView out) {
+  const float4* xr = reinterpret_cast<const float4*>(x.row(blockIdx.x));
+  const float4* wr = reinterpret_cast<const float4*>(w);
+  float4* yr = reinterpret_cast<float4*>(out.row(blockIdx.x));
+  const int n4 = static_cast<int>(x.ne0 / 4);
+  float4 xv[P], wv[P];
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const int i = threadIdx.x + j * 256;
+    xv[j] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    wv[j] = i < n4 ? wr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    ss = fmaf(xv[j].x, xv[j].x, ss);
+    ss = fmaf(xv[j].y, xv[j].y, ss);
+    ss = fmaf(xv[j].z, xv[j].z, ss);
+    ss = fmaf(xv[j].w, xv[j].w, ss);
+  }
+  ss = warp_sum(ss);
+  __shared__ float part[256 / kWarp];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) part[warp] = ss;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < 256 / kWarp; ++i) total += part[i];
+  const float inv = rsqrtf(total / static_cast<float>(x.ne0) + eps);
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const int i = threadIdx.x + j * 256;
+    if (i < n4)
+      yr[i] = make_float4(xv[j].x * inv * wv[j].x, xv[j].y * inv * wv[j].y, xv[j].z * inv * wv[j].z,
+                          xv[j].w * inv * wv[j].w);
+  }
+}
+
 // Short rows (heads for q/k norms): one warp per row, 4 rows per block.
 __global__ void rms_norm_warp_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / kWarp;
@@ -125,7 +168,16 @@ __global__ void kv_store_kernel(RowView k, RowView v, const int32_t* __restrict_
 cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView& out, cudaStream_t stream) {
   const int64_t rows = x.nrows();
   if (rows <= 0) return cudaSuccess;
-  if (x.ne0 >= 1024) {
+  const bool vec = x.ne0 % 4 == 0 && x.ne0 <= 8192 && aligned16(x.data) && aligned16(out.data) && aligned16(w) &&
+                   x.nb1 % 16 == 0 && x.nb2 % 16 == 0 && x.nb3 % 16 == 0 && out.nb1 % 16 == 0 && out.nb2 % 16 == 0 &&
+                   out.nb3 % 16 == 0;
+  if (x.ne0 >= 1024 && vec) {
+    const unsigned g = static_cast<unsigned>(rows);
+    if (x.ne0 <= 1024) rms_norm_vec_kernel<1><<<g, 256, 0, stream>>>(x, w, eps, out);
+    else if (x.ne0 <= 2048) rms_norm_vec_kernel<2><<<g, 256, 0, stream>>>(x, w, eps, out);
+    else if (x.ne0 <= 4096) rms_norm_vec_kernel<4><<<g, 256, 0, stream>>>(x, w, eps, out);
+    else rms_norm_vec_kernel<8><<<g, 256, 0, stream>>>(x, w, eps, out);
+  } else if (x.ne0 >= 1024) {
     rms_norm_block_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, eps, out);
   } else {
     rms_norm_warp_kernel<<<ceil_div(rows, 4), 4 * kWarp, 0, stream>>>(x, w, eps, out);

@@ -405,7 +405,8 @@ TEST(CudaOps, RmsNormRowsAndHeads) {
   struct Shape {
     int64_t a, b, c;
   };
-  for (Shape s : {Shape{4096, 3, 1}, Shape{128, 8, 17}, Shape{576, 100, 1}, Shape{64, 5, 3}}) {
+  for (Shape s : {Shape{4096, 3, 1}, Shape{128, 8, 17}, Shape{576, 100, 1}, Shape{64, 5, 3}, Shape{1024, 2, 1},
+                  Shape{1028, 3, 1}, Shape{2560, 2, 2}, Shape{5120, 2, 1}, Shape{8192, 1, 1}, Shape{4098, 2, 1}}) {
     HostTensor x = random_f32(rng, s.a, s.b, s.c, -2.f, 2.f);
     HostTensor w = random_f32(rng, s.a);
     HostTensor want(DType::F32, s.a, s.b, s.c);
