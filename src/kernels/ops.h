@@ -78,6 +78,11 @@ class Ops {
   virtual void scale(const TensorView& x, float s, TensorView out) = 0;
   // Rotary embedding in place on x [head_dim, n_head, n_tokens] at positions batch.pos.
   virtual void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) = 0;
+  // rope on q and on k (same positions and parameters); a backend may do both in one pass.
+  virtual void rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const RopeParams& p) {
+    rope(q, batch, p);
+    rope(k, batch, p);
+  }
   // Writes k, v ([head_dim * n_kv_head, n_tokens] F32) into the cache cells batch.cell (as F16).
   virtual void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) = 0;
   // Causal attention of q [head_dim, n_head, n_tokens] over the cache (cells of the same sequence

@@ -139,8 +139,7 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
     record(hook, k, "blk.%d.Kcur_normed", il);
   }
   const RopeParams rope = layer_rope(spec, w, il);
-  ops.rope(q3, batch, rope);
-  ops.rope(k3, batch, rope);
+  ops.rope_qk(q3, k3, batch, rope);
   record(hook, q, "blk.%d.Qcur_rope", il);
   record(hook, k, "blk.%d.Kcur_rope", il);
   if (prescale_q(spec)) ops.scale(q, spec.kq_scale(), q);

@@ -408,6 +408,36 @@ void CudaOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
   check(cu::rope(a, ctx_.stream()), "rope");
 }
 
+void CudaOps::rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const RopeParams& p) {
+  if (!ctx_.ok()) return;
+  if (k.ne[0] != q.ne[0] || k.ne[2] != q.ne[2] || k.nb[0] != 4 || k.ne[3] != 1 || k.dtype != DType::F32) {
+    rope(q, batch, p);
+    rope(k, batch, p);
+    return;
+  }
+  FERRY_ASSERT(q.dtype == DType::F32 && q.nb[0] == 4 && q.ne[3] == 1);
+  FERRY_ASSERT(q.ne[2] == batch.n_tokens && batch.pos.dtype == DType::I32);
+  FERRY_ASSERT(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= q.ne[0]);
+  cu::RopeArgs a;
+  a.x = static_cast<char*>(q.data);
+  a.nb1 = static_cast<int64_t>(q.nb[1]);
+  a.nb2 = static_cast<int64_t>(q.nb[2]);
+  a.head_dim = static_cast<int32_t>(q.ne[0]);
+  a.n_head = static_cast<int32_t>(q.ne[1]);
+  a.n_tokens = static_cast<int32_t>(q.ne[2]);
+  a.n_rot = p.n_rot;
+  a.freq_base = p.freq_base;
+  a.freq_scale = p.freq_scale;
+  a.neox = p.neox;
+  a.freq_factors = p.freq_factors.data ? p.freq_factors.ptr<const float>() : nullptr;
+  a.pos = batch.pos.ptr<const int32_t>();
+  a.x2 = static_cast<char*>(k.data);
+  a.nb1_2 = static_cast<int64_t>(k.nb[1]);
+  a.nb2_2 = static_cast<int64_t>(k.nb[2]);
+  a.n_head2 = static_cast<int32_t>(k.ne[1]);
+  check(cu::rope(a, ctx_.stream()), "rope_qk");
+}
+
 void CudaOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) {
   if (!ctx_.ok()) return;
   FERRY_ASSERT(k.dtype == DType::F32 && v.dtype == DType::F32 && same_shape(k, v) && is_2d(k));

@@ -115,6 +115,7 @@ class CudaOps final : public Ops {
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
   void scale(const TensorView& x, float s, TensorView out) override;
   void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) override;
+  void rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const RopeParams& p) override;
   void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) override;
   void attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                  TensorView out) override;

@@ -135,9 +135,17 @@ __global__ void rope_kernel(RopeArgs a) {
   }
   __syncthreads();
   char* xt = a.x + static_cast<int64_t>(t) * a.nb2;
-  for (int j = threadIdx.x; j < half * a.n_head; j += blockDim.x) {
-    const int h = j / half, i = j % half;
-    float* x = reinterpret_cast<float*>(xt + h * a.nb1);
+  char* xt2 = a.x2 ? a.x2 + static_cast<int64_t>(t) * a.nb2_2 : nullptr;
+  for (int j = threadIdx.x; j < half * (a.n_head + a.n_head2); j += blockDim.x) {
+    int h = j / half;
+    const int i = j % half;
+    float* x;
+    if (h < a.n_head) {
+      x = reinterpret_cast<float*>(xt + h * a.nb1);
+    } else {
+      h -= a.n_head;
+      x = reinterpret_cast<float*>(xt2 + h * a.nb1_2);
+    }
     const int i0 = a.neox ? i : 2 * i;
     const int i1 = a.neox ? i + half : 2 * i + 1;
     const float x0 = x[i0], x1 = x[i1];

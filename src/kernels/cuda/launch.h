@@ -108,6 +108,10 @@ struct RopeArgs {
   bool neox = false;
   const float* freq_factors = nullptr;  // [n_rot / 2] or null
   const int32_t* pos = nullptr;         // [n_tokens]
+  // Optional second tensor rotated by the same launch (k after q): same head_dim and n_tokens.
+  char* x2 = nullptr;
+  int64_t nb1_2 = 0, nb2_2 = 0;
+  int32_t n_head2 = 0;
 };
 cudaError_t rope(const RopeArgs& a, cudaStream_t stream);
 

@@ -499,6 +499,16 @@ TEST(CudaOps, Rope) {
       E->ops->rope(dx.view, db, dp);
       SYNC();
       expect_close(dx.download(), want, 1e-6, "rope variant " + std::to_string(variant) + " T=" + std::to_string(T));
+      // rope_qk: q as above plus a k of 2 heads, one launch.
+      HostTensor k = random_f32(rng, hd, 2, T);
+      HostTensor want_k = k;
+      want_k.view.data = want_k.bytes.data();
+      ref.rope(want_k.view, hb, hp);
+      DevTensor dq(*E, x), dk(*E, k);
+      E->ops->rope_qk(dq.view, dk.view, db, dp);
+      SYNC();
+      expect_close(dq.download(), want, 1e-6, "rope_qk q variant " + std::to_string(variant));
+      expect_close(dk.download(), want_k, 1e-6, "rope_qk k variant " + std::to_string(variant));
     }
   }
 }
