@@ -38,6 +38,7 @@ if [ -n "${DIAG:-}" ]; then
   [ -s /root/m/llama3-8b-$DIAG.gguf ] || /root/bin/ferry synth --preset llama3-8b --type $DIAG --fast -o /root/m/llama3-8b-$DIAG.gguf > /dev/null 2>&1
   OUT=$OUT bash bench/device/diag.sh /root/m/llama3-8b-$DIAG.gguf /root/bin/ferry
 fi
+if [ -n "${EXTRA:-}" ]; then bash -c "$EXTRA"; fi
 find $R -name '*.gguf' -o -name '*.bin' -o -name '*.samples' | xargs rm -f
 tar czf $OUT/res.tgz -C $OUT r && rm -rf $R
 ls -la $OUT

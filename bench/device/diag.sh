@@ -19,7 +19,7 @@ for line in open(sys.argv[1]):
 print("tier 1 ms per step by sub-layer kind:", {k: round(v, 3) for k, v in tot.items()}, "sum", round(sum(tot.values()), 3))
 PY
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$NCU" ]; then
+if [ -n "$NCU" ] && [ "${NO_NCU:-0}" != 1 ]; then
   timeout ${NCU_TIMEOUT:-150} "$NCU" --graph-profiling node --metrics gpu__time_duration.sum --csv --launch-skip ${NCU_SKIP:-0} \
     --launch-count ${NCU_COUNT:-1400} "$F" bench -m "$M" --device cuda -p 8 -n 2 --no-warmup --no-membw > "$R/diag_ncu.csv" 2> "$R/diag_ncu.err"
   echo "ncu exit $?"
