@@ -279,6 +279,33 @@ class Runner final : public HybridRunner {
   Status run_graph(const StepIo& in, float* logits, size_t ti, bool* used);
   double tl_ms(Event& e);  // device event time on the timeline (ms from its origin), -1 if unknown
   // KV cells a graph-replayed step scans: scan rounded up to a bucket (<= 1/8 extra past 2048 cells).
+  // Writes the step's metadata into the pinned mirror h_meta_ (tokens, pos, seq, cell [n], then
+  // cell_pos, cell_seq [scan], cells past the real scan padded with -1) and returns the host and device
+  // views of it.
+  void stage_meta(const StepIo& in, int32_t scan, kernels::BatchMeta* hb, kernels::KvView* hkv,
+                  kernels::BatchMeta* db, kernels::KvView* dkv) {
+    const int32_t n = in.n_tokens, real = in.n_cells_scan;
+    int32_t* h = h_meta_;
+    std::memcpy(h, in.tokens, n * sizeof(int32_t));
+    std::memcpy(h + n, in.pos, n * sizeof(int32_t));
+    std::memcpy(h + 2 * n, in.seq, n * sizeof(int32_t));
+    std::memcpy(h + 3 * n, in.cell, n * sizeof(int32_t));
+    std::memcpy(h + 4 * n, in.cell_pos, real * sizeof(int32_t));
+    std::fill(h + 4 * n + real, h + 4 * n + scan, -1);
+    std::memcpy(h + 4 * n + scan, in.cell_seq, real * sizeof(int32_t));
+    std::fill(h + 4 * n + scan + real, h + 4 * n + 2 * scan, -1);
+    auto views = [&](int32_t* base, Where where, kernels::BatchMeta* b, kernels::KvView* kv) {
+      b->n_tokens = n;
+      b->pos = TensorView::make(DType::I32, base + n, n, 1, 1, 1, where);
+      b->seq = TensorView::make(DType::I32, base + 2 * n, n, 1, 1, 1, where);
+      b->cell = TensorView::make(DType::I32, base + 3 * n, n, 1, 1, 1, where);
+      kv->cell_pos = TensorView::make(DType::I32, base + 4 * n, std::max(scan, 1), 1, 1, 1, where);
+      kv->cell_seq = TensorView::make(DType::I32, base + 4 * n + scan, std::max(scan, 1), 1, 1, 1, where);
+      kv->n_cells = scan;
+    };
+    if (hb) views(h, Where::kHost, hb, hkv);
+    views(d_meta_, dev_where_, db, dkv);
+  }
   int32_t scan_bucket(int32_t scan) const {
     int32_t g = 256;
     while (g * 8 < scan) g *= 2;
@@ -873,26 +900,11 @@ Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used)
   *used = true;
   // Scan a bucket of cells (<= 1/8 extra beyond 2048 cells) so one graph serves many steps; the padding
   // cells carry sequence -1 and position -1, which no query sees.
-  const int32_t scan = in.n_cells_scan;
-  const int32_t bucket = scan_bucket(scan);
-  int32_t* h = h_meta_;
-  std::memcpy(h, in.tokens, n * sizeof(int32_t));
-  std::memcpy(h + n, in.pos, n * sizeof(int32_t));
-  std::memcpy(h + 2 * n, in.seq, n * sizeof(int32_t));
-  std::memcpy(h + 3 * n, in.cell, n * sizeof(int32_t));
-  std::memcpy(h + 4 * n, in.cell_pos, scan * sizeof(int32_t));
-  std::fill(h + 4 * n + scan, h + 4 * n + bucket, -1);
-  std::memcpy(h + 4 * n + bucket, in.cell_seq, scan * sizeof(int32_t));
-  std::fill(h + 4 * n + bucket + scan, h + 4 * n + 2 * bucket, -1);
+  const int32_t bucket = scan_bucket(in.n_cells_scan);
   kernels::BatchMeta db;
   kernels::KvView dkv;
-  db.n_tokens = n;
-  db.pos = TensorView::make(DType::I32, d_meta_ + n, n, 1, 1, 1, dev_where_);
-  db.seq = TensorView::make(DType::I32, d_meta_ + 2 * n, n, 1, 1, 1, dev_where_);
-  db.cell = TensorView::make(DType::I32, d_meta_ + 3 * n, n, 1, 1, 1, dev_where_);
-  dkv.cell_pos = TensorView::make(DType::I32, d_meta_ + 4 * n, bucket, 1, 1, 1, dev_where_);
-  dkv.cell_seq = TensorView::make(DType::I32, d_meta_ + 4 * n + bucket, bucket, 1, 1, 1, dev_where_);
-  dkv.n_cells = bucket;
+  stage_meta(in, bucket, nullptr, nullptr, &db, &dkv);
+  int32_t* h = h_meta_;
 
   // Embedding on the CPU (one row per token), then everything else from the graph.
   const TensorView htok = TensorView::make(DType::I32, h, n);
@@ -987,31 +999,12 @@ Status Runner::run(const StepIo& in, float* logits) {
   // bucket of cells then, as in run_graph; device and host views both see the padding cells).
   const bool seg_graphs = cuda_ && o_.cuda_graphs && !timed && n <= o_.graph_max_tokens;
   const int32_t scan = seg_graphs ? scan_bucket(in.n_cells_scan) : in.n_cells_scan;
-  const int32_t real_scan = in.n_cells_scan;
 
   // Batch metadata: one pinned mirror, one upload.
-  int32_t* h = h_meta_;
-  std::memcpy(h, in.tokens, n * sizeof(int32_t));
-  std::memcpy(h + n, in.pos, n * sizeof(int32_t));
-  std::memcpy(h + 2 * n, in.seq, n * sizeof(int32_t));
-  std::memcpy(h + 3 * n, in.cell, n * sizeof(int32_t));
-  std::memcpy(h + 4 * n, in.cell_pos, real_scan * sizeof(int32_t));
-  std::fill(h + 4 * n + real_scan, h + 4 * n + scan, -1);
-  std::memcpy(h + 4 * n + scan, in.cell_seq, real_scan * sizeof(int32_t));
-  std::fill(h + 4 * n + scan + real_scan, h + 4 * n + 2 * scan, -1);
-  auto views = [&](int32_t* base, Where where, kernels::BatchMeta* b, kernels::KvView* kv) {
-    b->n_tokens = n;
-    b->pos = TensorView::make(DType::I32, base + n, n, 1, 1, 1, where);
-    b->seq = TensorView::make(DType::I32, base + 2 * n, n, 1, 1, 1, where);
-    b->cell = TensorView::make(DType::I32, base + 3 * n, n, 1, 1, 1, where);
-    kv->cell_pos = TensorView::make(DType::I32, base + 4 * n, std::max(scan, 1), 1, 1, 1, where);
-    kv->cell_seq = TensorView::make(DType::I32, base + 4 * n + scan, std::max(scan, 1), 1, 1, 1, where);
-    kv->n_cells = scan;
-  };
   kernels::BatchMeta hb, db;
   kernels::KvView hkv, dkv;
-  views(h, Where::kHost, &hb, &hkv);
-  views(d_meta_, dev_where_, &db, &dkv);
+  stage_meta(in, scan, &hb, &hkv, &db, &dkv);
+  int32_t* h = h_meta_;
   const TensorView htok = TensorView::make(DType::I32, h, n);
 
   // Prefetches the previous step issued after its end: their spans are complete now (this step's

@@ -387,8 +387,9 @@ void CudaOps::scale(const TensorView& x, float s, TensorView out) {
   check(cu::scale(row_view(x), s, row_view(out), ctx_.stream()), "scale");
 }
 
-void CudaOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
-  if (!ctx_.ok()) return;
+namespace {
+
+cu::RopeArgs rope_args(const TensorView& x, const BatchMeta& batch, const RopeParams& p) {
   FERRY_ASSERT(x.dtype == DType::F32 && x.nb[0] == 4 && x.ne[3] == 1);
   FERRY_ASSERT(x.ne[2] == batch.n_tokens && batch.pos.dtype == DType::I32);
   FERRY_ASSERT(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= x.ne[0]);
@@ -405,7 +406,14 @@ void CudaOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
   a.neox = p.neox;
   a.freq_factors = p.freq_factors.data ? p.freq_factors.ptr<const float>() : nullptr;
   a.pos = batch.pos.ptr<const int32_t>();
-  check(cu::rope(a, ctx_.stream()), "rope");
+  return a;
+}
+
+}  // namespace
+
+void CudaOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
+  if (!ctx_.ok()) return;
+  check(cu::rope(rope_args(x, batch, p), ctx_.stream()), "rope");
 }
 
 void CudaOps::rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const RopeParams& p) {
@@ -415,22 +423,7 @@ void CudaOps::rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const 
     rope(k, batch, p);
     return;
   }
-  FERRY_ASSERT(q.dtype == DType::F32 && q.nb[0] == 4 && q.ne[3] == 1);
-  FERRY_ASSERT(q.ne[2] == batch.n_tokens && batch.pos.dtype == DType::I32);
-  FERRY_ASSERT(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= q.ne[0]);
-  cu::RopeArgs a;
-  a.x = static_cast<char*>(q.data);
-  a.nb1 = static_cast<int64_t>(q.nb[1]);
-  a.nb2 = static_cast<int64_t>(q.nb[2]);
-  a.head_dim = static_cast<int32_t>(q.ne[0]);
-  a.n_head = static_cast<int32_t>(q.ne[1]);
-  a.n_tokens = static_cast<int32_t>(q.ne[2]);
-  a.n_rot = p.n_rot;
-  a.freq_base = p.freq_base;
-  a.freq_scale = p.freq_scale;
-  a.neox = p.neox;
-  a.freq_factors = p.freq_factors.data ? p.freq_factors.ptr<const float>() : nullptr;
-  a.pos = batch.pos.ptr<const int32_t>();
+  cu::RopeArgs a = rope_args(q, batch, p);
   a.x2 = static_cast<char*>(k.data);
   a.nb1_2 = static_cast<int64_t>(k.nb[1]);
   a.nb2_2 = static_cast<int64_t>(k.nb[2]);
