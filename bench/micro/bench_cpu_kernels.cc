@@ -4,10 +4,17 @@
 //   matvec_hot/<type>/<isa>    the same kernel on a 4096 x 256 matrix that stays in L2 (quantized): the
 //                              kernel's compute rate (what it could stream if memory kept up).
 //   matmul/<type>/<isa>/<T>    prefill: T tokens, 4096 x 4096; GFLOP/s (2 K N T per call).
+//   decode_layers/<type>/<isa> the 7 matmuls of a llama3-8b decode step per layer (q, k, v, o, gate, up,
+//                              down; one token), over >= 1 GiB of distinct layers: GB/s of weights,
+//                              against membw (decode without the model's other ops).
 //   membw                      the host's streaming read bandwidth (kernels/cpu/membw.h).
 //   pool_dispatch/<threads>    an empty parallel_for: wake-up + join latency of the thread pool.
 // Threads: FERRY_BENCH_THREADS (default: physical cores).
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -87,6 +94,66 @@ void bm_matmul(benchmark::State& st, DType type, CpuIsa isa, int64_t T) {
   st.counters["tok/s"] = benchmark::Counter(static_cast<double>(T) * st.iterations(), benchmark::Counter::kIsRate);
 }
 
+void bm_decode_layers(benchmark::State& st, DType type, CpuIsa isa) {
+  struct Shape {
+    int64_t K, N;
+  };
+  const Shape shapes[] = {{4096, 4096}, {4096, 1024}, {4096, 1024}, {4096, 4096},
+                          {4096, 14336}, {4096, 14336}, {14336, 4096}};
+  size_t layer_bytes = 0;
+  for (const Shape& sh : shapes) layer_bytes += ferry::row_bytes(type, sh.K) * sh.N;
+  const int64_t n_layers = static_cast<int64_t>((size_t{1} << 30) / layer_bytes) + 1;
+  // One block row per shape, repeated (as make_weights), laid out layer after layer.
+  std::vector<std::vector<uint8_t>> rows;
+  for (const Shape& sh : shapes) rows.push_back(make_weights(type, sh.K, 1));
+  std::vector<uint8_t> wbuf;
+  uint8_t* w = nullptr;
+  // FERRY_BENCH_WEIGHTS=FILE: the weights are read from FILE's page cache through a private mapping
+  // (as a model's are), its bytes overwritten by nothing (timing does not depend on the values).
+  const char* file = std::getenv("FERRY_BENCH_WEIGHTS");
+  size_t file_bytes = 0;
+  if (file != nullptr) {
+    const int fd = ::open(file, O_RDONLY);
+    struct stat sb {};
+    if (fd >= 0 && ::fstat(fd, &sb) == 0 && static_cast<size_t>(sb.st_size) >= layer_bytes * static_cast<size_t>(n_layers)) {
+      file_bytes = static_cast<size_t>(sb.st_size);
+      void* p = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p != MAP_FAILED) w = static_cast<uint8_t*>(p);
+    }
+    if (fd >= 0) ::close(fd);
+    if (w == nullptr) {
+      st.SkipWithError("FERRY_BENCH_WEIGHTS: cannot map the file or it is too small");
+      return;
+    }
+  } else {
+    wbuf.resize(layer_bytes * static_cast<size_t>(n_layers));
+    w = wbuf.data();
+  }
+  size_t off = 0;
+  std::vector<size_t> offs;
+  for (int64_t l = 0; l < n_layers; ++l)
+    for (size_t i = 0; i < 7; ++i) {
+      offs.push_back(off);
+      const size_t rb = rows[i].size();
+      for (int64_t n = 0; n < shapes[i].N; ++n, off += rb)
+        if (file == nullptr) std::memcpy(w + off, rows[i].data(), rb);
+    }
+  std::vector<float> x = make_x(14336, 1), y(14336);
+  auto ops = make_cpu_ops(bench_threads(), isa);
+  int64_t l = 0;
+  for (auto _ : st) {
+    for (size_t i = 0; i < 7; ++i) {
+      const Shape& sh = shapes[i];
+      TensorView wv = TensorView::make(type, w + offs[static_cast<size_t>(l) * 7 + i], sh.K, sh.N);
+      ops->matmul(wv, TensorView::make(DType::F32, x.data(), sh.K, 1), TensorView::make(DType::F32, y.data(), sh.N, 1));
+    }
+    benchmark::DoNotOptimize(y.data());
+    l = (l + 1) % n_layers;
+  }
+  st.counters["GB/s"] = benchmark::Counter(static_cast<double>(layer_bytes) * st.iterations(), benchmark::Counter::kIsRate);
+  if (file_bytes > 0) ::munmap(w, file_bytes);
+}
+
 void bm_membw(benchmark::State& st) {
   double gbs = 0;
   for (auto _ : st) gbs = measure_read_gbs(bench_threads());
@@ -111,6 +178,9 @@ int main(int argc, char** argv) {
           ->UseRealTime();
       benchmark::RegisterBenchmark(("matvec_hot/" + tag).c_str(), bm_matvec, t, isa, true)
           ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("decode_layers/" + tag).c_str(), bm_decode_layers, t, isa)
+          ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
       for (int64_t T : {4, 16, 64, 512})
         benchmark::RegisterBenchmark(("matmul/" + tag + "/" + std::to_string(T)).c_str(), bm_matmul, t, isa, T)
