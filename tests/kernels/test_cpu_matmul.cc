@@ -260,5 +260,46 @@ TEST(CpuMatmul, StridedViews) {
   }
 }
 
+// matmul_many (q/k/v, gate/up): the same numbers as one matmul per weight, bit for bit (merged into one
+// pool job for few tokens, sequential otherwise), with a strided output among them.
+TEST(CpuMatmul, MatmulManyEqualsMatmuls) {
+  for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+    const int64_t K = 512;
+    const int64_t Ns[3] = {300, 64, 64};
+    for (int64_t T : {1, 3, 12}) {
+      std::vector<Problem> ps;
+      for (int i = 0; i < 3; ++i) ps.push_back(make_problem(type, K, Ns[i], T, 100 + 7 * i));
+      TensorView x = TensorView::make(DType::F32, const_cast<float*>(ps[0].x.data()), K, T);
+      for (CpuIsa isa : levels()) {
+        auto ops = make_cpu_ops(3, isa);
+        std::vector<TensorView> wv;
+        std::vector<std::vector<float>> want(3), got(3);
+        std::vector<TensorView> outs;
+        for (int i = 0; i < 3; ++i) {
+          wv.push_back(TensorView::make(type, const_cast<uint8_t*>(ps[i].w.data()), K, Ns[i]));
+          want[i].assign(static_cast<size_t>(Ns[i] * T), NAN);
+          ops->matmul(wv[i], x, TensorView::make(DType::F32, want[i].data(), Ns[i], T));
+          const int64_t ld = i == 1 ? Ns[i] + 5 : Ns[i];  // one strided output
+          got[i].assign(static_cast<size_t>(ld * T), -1.f);
+          TensorView o = TensorView::make(DType::F32, got[i].data(), Ns[i], T);
+          o.nb[1] = static_cast<size_t>(ld) * sizeof(float);
+          outs.push_back(o);
+        }
+        const TensorView* wp[3] = {&wv[0], &wv[1], &wv[2]};
+        ops->matmul_many(3, wp, x, outs.data());
+        for (int i = 0; i < 3; ++i) {
+          const int64_t ld = i == 1 ? Ns[i] + 5 : Ns[i];
+          for (int64_t t = 0; t < T; ++t) {
+            for (int64_t r = 0; r < Ns[i]; ++r)
+              ASSERT_EQ(got[i][t * ld + r], want[i][t * Ns[i] + r])
+                  << dtype_name(type) << " " << cpu_isa_name(isa) << " T=" << T << " matrix " << i << " row " << r;
+            for (int64_t r = Ns[i]; r < ld; ++r) ASSERT_EQ(got[i][t * ld + r], -1.f) << "wrote past the row";
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ferry::kernels

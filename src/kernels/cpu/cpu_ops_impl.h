@@ -42,6 +42,7 @@ class CpuOps final : public Ops {
   void embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) override;
   void matmul(const TensorView& w, const TensorView& x, TensorView out) override;
+  void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
   void scale(const TensorView& x, float s, TensorView out) override;
   void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) override;

@@ -132,4 +132,70 @@ void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
   }
 }
 
+// Several matmuls of one activation x (q/k/v, gate/up): for few tokens, x is converted once and all the
+// weights' rows are split over the pool as one job, so the threads meet once instead of once per
+// matrix (each meeting costs the slowest thread's tail). Otherwise one matmul after the other.
+void CpuOps::matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
+  constexpr int kMaxMany = 8;
+  bool merge = n >= 2 && n <= kMaxMany && pool_.size() > 1;
+  const int64_t K = ws[0]->ne[0], T = x.ne[1];
+  const MatKernel* mk = nullptr;
+  if (merge) {
+    FERRY_ASSERT(static_cast<uint32_t>(ws[0]->dtype) < 32);
+    mk = &tab_->mat[static_cast<uint32_t>(ws[0]->dtype)];
+    merge = mk->direct != nullptr && T >= 1 && T <= mk->direct_cols && x.dtype == DType::F32 && x.ne[0] == K &&
+            x.ne[2] == 1 && K % traits(ws[0]->dtype).block_elems == 0;
+    for (int i = 0; merge && i < n; ++i) {
+      const TensorView& w = *ws[i];
+      merge = w.dtype == ws[0]->dtype && w.ne[0] == K && w.ne[2] == 1 && w.ne[3] == 1 && w.where == Where::kHost &&
+              outs[i].dtype == DType::F32 && outs[i].ne[0] == w.ne[1] && outs[i].ne[1] == T && outs[i].ne[2] == 1 &&
+              outs[i].data != x.data;
+    }
+  }
+  if (!merge) {
+    for (int i = 0; i < n; ++i) matmul(*ws[i], x, outs[i]);
+    return;
+  }
+  const size_t act_stride = mk->act_bytes(K);
+  uint8_t* act = act_.get(act_stride * static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t)
+    mk->quantize(static_cast<const float*>(x.row(t)), K, act + static_cast<size_t>(t) * act_stride);
+
+  int64_t first[kMaxMany + 1];  // global row index of each matrix's first row
+  first[0] = 0;
+  size_t max_stride = 0;
+  for (int i = 0; i < n; ++i) {
+    first[i + 1] = first[i] + ws[i]->ne[1];
+    max_stride = std::max(max_stride, ws[i]->nb[1]);
+  }
+  auto rows_body = [&](int64_t g0, int64_t g1) {
+    for (int i = 0; i < n && g0 < g1; ++i) {
+      if (g0 >= first[i + 1]) continue;
+      const int64_t r0 = g0 - first[i], r1 = std::min(g1, first[i + 1]) - first[i];
+      const TensorView& w = *ws[i];
+      const auto* w0 = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r0) * w.nb[1];
+      const size_t ramp = std::min<size_t>(4096, static_cast<size_t>(r1 - r0) * w.nb[1]);
+      for (size_t off = 0; off < ramp; off += 64) __builtin_prefetch(w0 + off, 0, 3);
+      MatArgs a;
+      a.K = K;
+      a.w = w0;
+      a.w_stride = w.nb[1];
+      a.n_rows = r1 - r0;
+      a.act = act;
+      a.act_stride = act_stride;
+      a.n_cols = static_cast<int>(T);
+      a.out = static_cast<float*>(outs[i].data) + r0;
+      a.out_stride = outs[i].nb[1] / sizeof(float);
+      mk->direct(a);
+      g0 = first[i] + r1;
+    }
+  };
+  if (first[n] * K * T < (1 << 17)) {
+    rows_body(0, first[n]);
+    return;
+  }
+  const int64_t grain = static_cast<int64_t>(16384 / (max_stride + 1)) + 4;
+  pool_.parallel_for(first[n], grain, kDecodeChunksPerThread, rows_body);
+}
+
 }  // namespace ferry::kernels::cpu
