@@ -10,21 +10,26 @@ namespace {
 
 // ---- kernels -----------------------------------------------------------------------------------------
 
+// Sum of v over a block of 256 threads (every thread gets it).
+__device__ __forceinline__ float block256_sum(float v) {
+  v = warp_sum(v);
+  __shared__ float part[256 / kWarp];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < 256 / kWarp; ++i) total += part[i];
+  return total;
+}
+
 // Long rows (>= 1024): one block of 256 threads per row.
 __global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
   const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
   float* yr = reinterpret_cast<float*>(out.row(blockIdx.x));
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
-  ss = warp_sum(ss);
-  __shared__ float part[256 / kWarp];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (lane == 0) part[warp] = ss;
-  __syncthreads();
-  float total = 0.f;
-#pragma unroll
-  for (int i = 0; i < 256 / kWarp; ++i) total += part[i];
-  const float inv = rsqrtf(total / static_cast<float>(x.ne0) + eps);
+  const float inv = rsqrtf(block256_sum(ss) / static_cast<float>(x.ne0) + eps);
   for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
 }
 
@@ -53,15 +58,7 @@ __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const floa
     ss = fmaf(xv[j].z, xv[j].z, ss);
     ss = fmaf(xv[j].w, xv[j].w, ss);
   }
-  ss = warp_sum(ss);
-  __shared__ float part[256 / kWarp];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (lane == 0) part[warp] = ss;
-  __syncthreads();
-  float total = 0.f;
-#pragma unroll
-  for (int i = 0; i < 256 / kWarp; ++i) total += part[i];
-  const float inv = rsqrtf(total / static_cast<float>(x.ne0) + eps);
+  const float inv = rsqrtf(block256_sum(ss) / static_cast<float>(x.ne0) + eps);
 #pragma unroll
   for (int j = 0; j < P; ++j) {
     const int i = threadIdx.x + j * 256;
