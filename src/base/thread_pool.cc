@@ -1,11 +1,14 @@
 // ThreadPool: see thread_pool.h. Protocol per job (generation g):
-//   caller: store job; slots_ = 1; open_ = g; gen_ = g (release) + notify; run its own call (slot 0),
+//   caller: store job; slots_ = 1; open_ = g; gen_ = g (seq_cst) + notify; run its own call (slot 0),
 //           which claims work until none is left; open_ = 0; wait until active_ == 0.
 //   worker: on seeing gen_ == g: active_++; if open_ == g, take a slot and run the call; active_--.
 // active_ is raised before open_ is read and open_ is cleared before active_ is read (both seq_cst), so
 // either the caller waits for the worker or the worker sees the job closed and never touches it.
-// Waiting = spin_ polls, then a futex sleep (std::atomic::wait); notify is cheap when nobody sleeps.
+// Waiting = spin_ polls with pause, then polls with sched_yield for up to yield_us_, then a futex sleep
+// (std::atomic::wait); notify is cheap when nobody sleeps.
 #include "base/thread_pool.h"
+
+#include <chrono>
 
 #include "base/cpu_info.h"
 
@@ -20,13 +23,28 @@ namespace ferry {
 
 namespace {
 
-// Waits until pred(a.load()) holds: spins `spin` times, then sleeps. Returns the value seen.
+// Waits until pred(a.load()) holds: spins `spin` times with `pause`, then yields the CPU between
+// polls until `yield_us` microseconds have passed, then sleeps. Returns the value seen.
+// Why the yield phase: a decode step's matmuls leave a worker idle for the rest of the job's tail and
+// the caller's serial ops between jobs, often 30-300 us; a 2000-`pause` spin lasts only ~27 us on a
+// Sapphire Rapids class core (pause ~13 ns), so workers fell asleep before almost every job (112 of
+// 129 jobs per 8B decode step) and each job then paid a futex wake-up per worker. Yielding keeps
+// them ready without taking the CPU from other threads of a busy machine (sched_yield gives it away).
 template <typename T, typename Pred>
-T wait_until(const std::atomic<T>& a, Pred pred, int spin) {
+T wait_until(const std::atomic<T>& a, Pred pred, int spin, int yield_us) {
   for (int i = 0; i < spin; ++i) {
     const T v = a.load(std::memory_order_acquire);
     if (pred(v)) return v;
     FERRY_PAUSE();
+  }
+  if (yield_us > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 1;; ++i) {
+      const T v = a.load(std::memory_order_acquire);
+      if (pred(v)) return v;
+      std::this_thread::yield();
+      if ((i & 7) == 0 && std::chrono::steady_clock::now() - t0 > std::chrono::microseconds(yield_us)) break;
+    }
   }
   for (;;) {
     const T v = a.load(std::memory_order_acquire);
@@ -54,7 +72,7 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker(int) {
   uint32_t seen = 0;
   for (;;) {
-    seen = wait_until(gen_, [seen](uint32_t v) { return v != seen; }, spin_);
+    seen = wait_until(gen_, [seen](uint32_t v) { return v != seen; }, spin_, yield_us_);
     if (stop_) return;
     active_.fetch_add(1, std::memory_order_seq_cst);
     if (open_.load(std::memory_order_seq_cst) == seen) {
@@ -83,7 +101,7 @@ void ThreadPool::dispatch(Call call, void* ctx) {
   gen_.notify_all();
   call(ctx, 0, n_threads_);
   open_.store(0, std::memory_order_seq_cst);
-  wait_until(active_, [](int32_t v) { return v == 0; }, spin_);
+  wait_until(active_, [](int32_t v) { return v == 0; }, spin_, yield_us_);
   busy_.store(false, std::memory_order_release);
 }
 
