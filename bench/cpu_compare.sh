@@ -8,7 +8,8 @@
 # OUTDIR/raw/. A run that fails or times out gives "fail" in its cells; the others go on.
 # Env: P (512) N (64) R (2) TIMEOUT (300 s per run) ROUNDS (1; >1 alternates ferry and llama.cpp and
 #      reports the best round of each), LLAMA_ARGS (extra llama-bench flags, e.g. "-fa 1"),
-#      FERRY_ARGS (extra ferry bench flags), CPU_TIME (1: also time llama-bench's CPU use, below).
+#      FERRY_ARGS (extra ferry bench flags), CPU_TIME (1: also time llama-bench's CPU use, below),
+#      REPORT_ONLY (1: no runs, only the table from OUTDIR/raw; same ROUNDS and models).
 # CPU ms per token (how much work a token costs, the steadier figure on a shared machine): ferry prints
 # its own; for llama.cpp, prefill and decode run as separate llama-bench calls, timed by bash (user +
 # sys of the process), less a baseline call (-p 0 -n 1 -r 1 --no-warmup: load + one token), over the
@@ -24,11 +25,12 @@ fi
 FERRY=$1 LB=$2 T=$3 OUT=$4
 shift 4
 P=${P:-512} N=${N:-64} R=${R:-2} TMO=${TIMEOUT:-300} ROUNDS=${ROUNDS:-1} CPU_TIME=${CPU_TIME:-1}
+REPORT_ONLY=${REPORT_ONLY:-0}
 LLAMA_ARGS=${LLAMA_ARGS:-} FERRY_ARGS=${FERRY_ARGS:-}
 mkdir -p "$OUT/raw" || exit 1
 RAW=$OUT/raw
 
-{
+((REPORT_ONLY)) || {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "host: $(hostname); cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); $(nproc) CPUs usable"
   echo "ferry: $FERRY ($(cd "$(dirname "$0")" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
@@ -104,6 +106,7 @@ names=()
 for model in "$@"; do
   name=$(basename "$model" .gguf)
   names+=("$name")
+  ((REPORT_ONLY)) && continue
   if [[ ! -r $model ]]; then
     echo "$model: not readable" > "$RAW/$name.missing"
     echo "$name: not readable, skipped" >&2
@@ -227,7 +230,7 @@ lines.append(f"# ferry vs llama.cpp, CPU, {T} threads, prefill {P} tokens, decod
 lines.append("")
 lines.append(read(os.path.join(raw, "machine.txt")).strip().replace("\n", "  \n"))
 lines.append("")
-lines.append("tok/s: mean of the reps (best round when several). GB/s: ferry's weight bytes read per decoded token x "
+lines.append("tok/s: mean of the reps (best round when several; CPU ms/tok from that round). GB/s: ferry's weight bytes read per decoded token x "
              "decode tok/s; host: ferry's streaming-read measurement at the same thread count. CPU ms/tok: "
              "process CPU time (all threads) per token. load: 1-minute load average when the run started.")
 lines.append("")
@@ -251,11 +254,16 @@ for name in names:
     host = fbest["host_gb_s"] if fbest else None
     frac = "%.0f%% of %.1f" % (100 * gbs / host, host) if fbest and host else "—"
     lgbs = wb * ltg / 1e9 if wb and ltg else None
-    fpc = best([-x["prefill_cpu_ms_per_tok"] for x in fr if x])
-    ftc = best([-x["decode_cpu_ms_per_tok"] for x in fr if x])
-    lpc = best([-x["pp_cpu"] for x in lr if x["pp_cpu"] is not None])
-    ltc = best([-x["tg_cpu"] for x in lr if x["tg_cpu"] is not None])
-    neg = lambda v: None if v is None else -v
+    # CPU ms/tok: from the round whose tok/s is reported (llama.cpp's is a difference of two runs, so a
+    # minimum over rounds would pick the noise).
+    def of_best(rows, rate, cpu):
+        rows = [x for x in rows if x and x.get(rate) is not None]
+        return max(rows, key=lambda x: x[rate])[cpu] if rows else None
+    fpc = of_best(fr, "prefill_tok_s", "prefill_cpu_ms_per_tok")
+    ftc = of_best(fr, "decode_tok_s", "decode_cpu_ms_per_tok")
+    lpc = of_best(lr, "pp", "pp_cpu")
+    ltc = of_best(lr, "tg", "tg_cpu")
+    neg = lambda v: v
     loads = [x["load"] for x in fr if x] + [x["load"] for x in lr if x["load"] is not None]
     lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s |" % (
         name, f(wb / 2**30 if wb else None), f(fpp), f(lpp), ratio(fpp, lpp), f(ftg), f(ltg), ratio(ftg, ltg),
