@@ -246,6 +246,12 @@ void run_attention_case(const AttnCase& c, uint32_t seed) {
     expect_close(out1, out0, 1e-3, 1e-3,
                  std::string(cpu_isa_name(isa)) + " attention hd=" + std::to_string(c.hd) + " T=" +
                      std::to_string(c.T) + " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_kv_head));
+    // Work split by KV-head groups (1 thread) or by query heads (8 threads, few tokens): same numbers.
+    auto ops1 = make_cpu_ops(1, isa), ops8 = make_cpu_ops(8, isa);
+    std::vector<float> o1(out0.size()), o8(out0.size());
+    ops1->attention(f32(q, c.hd, c.n_head, c.T), kv_of(k1, v1), batch, ap, f32(o1, c.hd * c.n_head, c.T));
+    ops8->attention(f32(q, c.hd, c.n_head, c.T), kv_of(k1, v1), batch, ap, f32(o8, c.hd * c.n_head, c.T));
+    ASSERT_EQ(o1, o8) << cpu_isa_name(isa) << " attention: 1 vs 8 threads";
   }
 }
 
@@ -254,6 +260,7 @@ TEST(CpuOps, Attention) {
   for (int64_t T : kTokens) {
     run_attention_case({64, 4, 4, T, 10, 0, 0.f}, seed++);    // MHA
     run_attention_case({128, 8, 2, T, 33, 0, 0.f}, seed++);   // GQA 4
+    run_attention_case({128, 8, 2, T, 300, 0, 0.f}, seed++);  // GQA 4, long history (split over threads)
     run_attention_case({64, 6, 1, T, 7, 5, 0.f}, seed++);     // MQA + sliding window
     run_attention_case({72, 4, 2, T, 20, 0, 30.f}, seed++);   // head_dim not a multiple of 16, soft-cap
     run_attention_case({40, 2, 2, T, 0, 0, 0.f}, seed++);     // head_dim % 16 != 0, empty history
