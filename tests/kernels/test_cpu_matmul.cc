@@ -301,5 +301,27 @@ TEST(CpuMatmul, MatmulManyEqualsMatmuls) {
   }
 }
 
+// Prefill with many panels per thread (groups of up to 4 packed panels share each pass over the
+// tokens), a partial last group and a partial last panel.
+TEST(CpuMatmul, PanelGroups) {
+  uint32_t seed = 500;
+  for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+    for (int64_t T : {9, 20}) {
+      const int64_t K = 512, N = 16 * 9 + 5;
+      const Problem p = make_problem(type, K, N, T, seed++);
+      const Expect e = emulate(p);
+      for (CpuIsa isa : levels()) {
+        for (int threads : {1, 2}) {
+          auto ops = make_cpu_ops(threads, isa);
+          const std::vector<float> got = run_matmul(*ops, p);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], e.exact[i], 1e-5 * e.mag[i] + 1e-6)
+                << dtype_name(type) << " " << cpu_isa_name(isa) << " T=" << T << " threads=" << threads << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ferry::kernels
