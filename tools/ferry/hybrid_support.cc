@@ -67,9 +67,11 @@ void add_hybrid_options(CLI::App& app, HybridArgs* a, bool bench) {
                  "VRAM budget (bytes or K/M/G suffix, e.g. 2G): run the planner's hybrid CPU/GPU plan under it");
   app.add_option("--profile", a->profile_path, "hardware profile JSON for --vram (default: this machine's cached one)");
   app.add_option("--ring", a->ring_slots, "weight ring slots for --vram (K >= 2)")->check(CLI::Range(2, 64));
-  app.add_option("--cuda-graphs", a->cuda_graphs, "CUDA: replay all-resident decode steps from graphs (1) or not (0)");
+  app.add_option("--cuda-graphs", a->cuda_graphs, "CUDA: replay all-resident decode steps from graphs (1) or not (0)")
+      ->check(CLI::Range(0, 1));
   app.add_option("--split-layout", a->split_layout,
-                 "CUDA: store Q4_0/Q8_0/Q6_K/... matrices in the split layout the fast decode kernels read (1) or as in the file (0)");
+                 "CUDA: store Q4_0/Q8_0/Q6_K/... matrices in the split layout the fast decode kernels read (1) or as in the file (0)")
+      ->check(CLI::Range(0, 1));
   app.add_option("--pin", a->pin,
                  "with --vram: streamed weights are copied once into pinned memory (copy) or the model's mmap is "
                  "page-locked in place (register; falls back to copy if the driver refuses)")
@@ -101,7 +103,7 @@ void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, con
   const int32_t threads = opt->n_threads;
   const int32_t n_seq = opt->n_seq_max;
   const int32_t ring = a.ring_slots;
-  const bool graphs = a.cuda_graphs, split = a.split_layout;
+  const bool graphs = a.cuda_graphs != 0, split = a.split_layout != 0;
   const exec::PinMode pin = a.pin == "register" ? exec::PinMode::kRegister : exec::PinMode::kCopy;
   const bool measure = a.explain;
   auto c = std::make_shared<const RunnerConfig>(std::move(cfg));

@@ -26,8 +26,8 @@ struct HybridArgs {
   std::string vram_text;      // --vram SIZE; empty = no hybrid executor
   std::string profile_path;   // --profile FILE
   int32_t ring_slots = 2;     // --ring K
-  bool cuda_graphs = true;    // --cuda-graphs 0|1 (A/B studies)
-  bool split_layout = true;   // --split-layout 0|1 (A/B studies)
+  int32_t cuda_graphs = 1;    // --cuda-graphs 0|1 (A/B studies)
+  int32_t split_layout = 1;   // --split-layout 0|1 (A/B studies)
   std::string pin = "copy";   // --pin copy|register: streamed weights copied to pinned memory / mmap registered
   bool explain = false;       // --explain: per sub-layer timing (bench)
   std::string timeline_path;  // --timeline FILE: SVG of a few steps (bench)
