@@ -72,6 +72,13 @@ class Ops {
   virtual void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
     for (int i = 0; i < n; ++i) matmul(*ws[i], x, outs[i]);
   }
+  // acc += W x (an output projection followed by the residual add). tmp [N, T] F32 is scratch the
+  // default uses (matmul into tmp, then add); a backend may add in the matmul's epilogue instead (the same
+  // single rounding of acc + (W x)) and leave tmp untouched.
+  virtual void matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) {
+    matmul(w, x, tmp);
+    add(acc, tmp, acc);
+  }
   // out = a + b, b broadcast along rows when b.ne[1] == 1 (bias). In place (out == a) allowed.
   virtual void add(const TensorView& a, const TensorView& b, TensorView out) = 0;
   // out = x * s. In place allowed.
@@ -82,6 +89,13 @@ class Ops {
   virtual void rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const RopeParams& p) {
     rope(q, batch, p);
     rope(k, batch, p);
+  }
+  // rope_qk, then kv_store of the rotated k and of v; k3 is k viewed per head [head_dim, n_kv_head, n].
+  // A backend may do it in one pass (the rotated k is still written back to k).
+  virtual void rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, const TensorView& v,
+                             const BatchMeta& batch, const RopeParams& p, KvView kv) {
+    rope_qk(q3, k3, batch, p);
+    kv_store(k, v, batch, kv);
   }
   // Writes k, v ([head_dim * n_kv_head, n_tokens] F32) into the cache cells batch.cell (as F16).
   virtual void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) = 0;

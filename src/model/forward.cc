@@ -32,6 +32,8 @@ void record(const DebugHook* hook, const TensorView& t, const char* fmt, ...) {
   (*hook)(name, t);
 }
 
+bool recording(const DebugHook* hook) { return hook != nullptr && *hook; }
+
 // gemma3's graph multiplies q by the attention scale before attention (and attends with scale 1);
 // the math is the same either way, the rounding is llama.cpp's only this way.
 bool prescale_q(const ModelSpec& spec) { return spec.arch == Arch::kGemma3; }
@@ -139,15 +141,23 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
     record(hook, k, "blk.%d.Kcur_normed", il);
   }
   const RopeParams rope = layer_rope(spec, w, il);
-  ops.rope_qk(q3, k3, batch, rope);
-  record(hook, q, "blk.%d.Qcur_rope", il);
-  record(hook, k, "blk.%d.Kcur_rope", il);
-  if (prescale_q(spec)) ops.scale(q, spec.kq_scale(), q);
-
-  ops.kv_store(k, v, batch, kv);
+  if (prescale_q(spec) || recording(hook)) {
+    ops.rope_qk(q3, k3, batch, rope);
+    record(hook, q, "blk.%d.Qcur_rope", il);
+    record(hook, k, "blk.%d.Kcur_rope", il);
+    if (prescale_q(spec)) ops.scale(q, spec.kq_scale(), q);
+    ops.kv_store(k, v, batch, kv);
+  } else {
+    ops.rope_qk_store(q3, k3, k, v, batch, rope, kv);
+  }
   ops.attention(q3, kv, batch, layer_attn(spec, il), attn);
   record(hook, attn, "blk.%d.kqv_out", il);
 
+  // Without a bias, post-norm or a recorder, the projection is added to x where it is computed.
+  if (!present(L.attn_output_bias) && !spec.post_norms && !recording(hook)) {
+    ops.matmul_acc(L.attn_output, attn, proj, x);
+    return;
+  }
   ops.matmul(L.attn_output, attn, proj);
   if (present(L.attn_output_bias)) ops.add(proj, L.attn_output_bias, proj);
   record(hook, proj, "blk.%d.attn_out", il);
@@ -178,6 +188,10 @@ void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   ops.glu(gate, up, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate);
   record(hook, gate, "blk.%d.ffn_act", il);
 
+  if (!spec.post_norms && !recording(hook)) {
+    ops.matmul_acc(L.ffn_down, gate, proj, x);
+    return;
+  }
   ops.matmul(L.ffn_down, gate, proj);
   record(hook, proj, "blk.%d.ffn_out", il);
   if (spec.post_norms) {
