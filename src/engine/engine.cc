@@ -3,8 +3,7 @@
 // batch completely before anything is computed (a bad batch changes nothing), places its tokens in
 // free cells, and hands the step to the StepRunner.
 #include <algorithm>
-#include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 #include "engine/engine.h"
 #include "engine/kv_cells.h"
@@ -51,7 +50,7 @@ class EngineImpl final : public Engine {
   static Expected<std::unique_ptr<Engine>> load(const EngineOptions& options);
 
  private:
-  Status validate(const Batch& batch) const;
+  Status validate(const Batch& batch);
 
   EngineOptions options_;
   std::unique_ptr<gguf::ModelFile> file_;
@@ -62,6 +61,10 @@ class EngineImpl final : public Engine {
   std::unique_ptr<StepRunner> runner_;
   std::vector<int32_t> cell_of_token_;  // scratch: cells of the current step
   std::vector<int32_t> out_rows_;       // scratch: rows that want logits
+  // Scratch of validate: the batch's (seq, pos), sorted. Members (like the two above) so a step
+  // allocates nothing once the largest batch has been seen.
+  std::vector<std::pair<int32_t, int32_t>> seen_;
+  std::vector<float> discard_;          // logits of a step whose caller passed none
 };
 
 Expected<std::unique_ptr<Engine>> EngineImpl::load(const EngineOptions& options) {
@@ -97,7 +100,7 @@ Expected<std::unique_ptr<Engine>> EngineImpl::load(const EngineOptions& options)
   return std::unique_ptr<Engine>(std::move(e));
 }
 
-Status EngineImpl::validate(const Batch& batch) const {
+Status EngineImpl::validate(const Batch& batch) {
   const int32_t n = batch.size();
   if (n == 0) return make_error(ErrorCode::kInvalidArgument, "empty batch");
   if (batch.pos.size() != batch.tokens.size() || batch.seq.size() != batch.tokens.size() ||
@@ -106,8 +109,7 @@ Status EngineImpl::validate(const Batch& batch) const {
                       batch.tokens.size(), batch.pos.size(), batch.seq.size(), batch.logits.size());
   if (n > options_.n_batch)
     return make_error(ErrorCode::kInvalidArgument, "batch of %d tokens exceeds n_batch %d", n, options_.n_batch);
-  // Positions each sequence of the batch already holds, to refuse a (seq, pos) given twice.
-  std::unordered_map<int32_t, std::unordered_set<int32_t>> held;
+  seen_.clear();
   for (int32_t i = 0; i < n; ++i) {
     if (batch.tokens[i] < 0 || batch.tokens[i] >= spec_.n_vocab)
       return make_error(ErrorCode::kInvalidArgument, "token id %d at batch row %d is outside the vocabulary (0..%d)",
@@ -117,20 +119,23 @@ Status EngineImpl::validate(const Batch& batch) const {
                         options_.n_seq_max - 1);
     if (batch.pos[i] < 0)
       return make_error(ErrorCode::kInvalidArgument, "negative position %d at batch row %d", batch.pos[i], i);
-    held.emplace(batch.seq[i], std::unordered_set<int32_t>{});
+    seen_.emplace_back(batch.seq[i], batch.pos[i]);
   }
+  // A (seq, pos) given twice in the batch, or already held by a cell: sorted pairs, then one pass over
+  // the cells with a binary search each (no per-step allocation, O((n + cells) log n)).
+  std::sort(seen_.begin(), seen_.end());
+  auto dup = std::adjacent_find(seen_.begin(), seen_.end());
   const int32_t* cpos = cells_->pos_data();
   const int32_t* cseq = cells_->seq_data();
-  for (int32_t c = 0; c < cells_->size(); ++c) {
-    auto it = held.find(cseq[c]);
-    if (it != held.end()) it->second.insert(cpos[c]);
+  for (int32_t c = 0; dup == seen_.end() && c < cells_->size(); ++c) {
+    if (cseq[c] < 0) continue;
+    auto it = std::lower_bound(seen_.begin(), seen_.end(), std::make_pair(cseq[c], cpos[c]));
+    if (it != seen_.end() && *it == std::make_pair(cseq[c], cpos[c])) dup = it;
   }
-  for (int32_t i = 0; i < n; ++i) {
-    if (!held[batch.seq[i]].insert(batch.pos[i]).second)
-      return make_error(ErrorCode::kInvalidArgument,
-                        "position %d of sequence %d is already in the KV cache or the batch (seq_rm it first)",
-                        batch.pos[i], batch.seq[i]);
-  }
+  if (dup != seen_.end())
+    return make_error(ErrorCode::kInvalidArgument,
+                      "position %d of sequence %d is already in the KV cache or the batch (seq_rm it first)",
+                      dup->second, dup->first);
   return Status::ok();
 }
 
@@ -156,8 +161,8 @@ Status EngineImpl::step(const Batch& batch, std::vector<float>* logits) {
   in.n_out = static_cast<int32_t>(out_rows_.size());
 
   const size_t old = logits ? logits->size() : 0;
-  std::vector<float> discard;
-  std::vector<float>* dst = logits ? logits : &discard;
+  discard_.clear();
+  std::vector<float>* dst = logits ? logits : &discard_;
   dst->resize(old + out_rows_.size() * static_cast<size_t>(spec_.n_vocab));
   Status st = runner_->run(in, dst->data() + old);
   if (!st.is_ok()) {
