@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/cuda/launch.h"
 #include "tensor/repack.h"
@@ -116,6 +117,36 @@ void CudaContext::set_stream(CUstream_st* stream) {
 CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(options) {
   opt_.matvec_max_tokens = std::clamp(opt_.matvec_max_tokens, 0, 8);
   if (opt_.matvec_rows_per_warp != 2 && opt_.matvec_rows_per_warp != 4) opt_.matvec_rows_per_warp = 1;
+  if (const char* e = std::getenv("FERRY_CUDA_MATVEC"); e && (e[0] == '2' || e[0] == '3') && e[1] == 0)
+    opt_.matvec_kernel = e[0] - '0';
+  if (const char* e = std::getenv("FERRY_CUDA_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.fuse = e[0] == '1';
+  if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
+  stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
+}
+
+int8_t* CudaOps::stash_xq() const { return static_cast<int8_t*>(ctx_.scratch()) + body_bytes(); }
+char* CudaOps::stash_xds() const { return reinterpret_cast<char*>(stash_xq()) + kStashElems; }
+
+bool CudaOps::stashable(const TensorView& out) const {
+  const int64_t K = out.ne[0], T = out.ne[1];
+  return stash_bytes_ > 0 && out.dtype == DType::F32 && is_2d(out) && K % 32 == 0 && out.nb[0] == 4 &&
+         out.nb[1] == static_cast<size_t>(K) * 4 && T >= 1 && T <= opt_.matvec_max_tokens &&
+         static_cast<uint64_t>(K * T) <= kStashElems;
+}
+
+bool CudaOps::stash_hit(const TensorView& x) const {
+  return stash_.src != nullptr && stash_.src == static_cast<const char*>(x.data) && stash_.K == x.ne[0] &&
+         stash_.T == x.ne[1] && x.nb[1] == static_cast<size_t>(x.ne[0]) * 4;
+}
+
+void CudaOps::note_write(const TensorView& t) {
+  if (stash_.src == nullptr) return;
+  const char* a = static_cast<const char*>(t.data);
+  const char* b = a + t.nbytes();
+  const char* s0 = stash_.src;
+  const char* s1 = s0 + stash_.K * stash_.T * 4;
+  if (a < s1 && s0 < b) forget_stash();
 }
 
 uint64_t CudaOps::scratch_bytes(const CudaScratchShape& s) {
@@ -125,7 +156,7 @@ uint64_t CudaOps::scratch_bytes(const CudaScratchShape& s) {
                                                  std::max<uint64_t>(4096, (64ull << 20) / (2 * k)));
   const uint64_t gemm = align256(static_cast<uint64_t>(s.max_tokens) * k * 2) + align256(chunk_rows * k * 2);
   const uint64_t attn = static_cast<uint64_t>(cu::attention_scratch_bytes(16, s.n_head, s.head_dim, 64));
-  return std::max({q8, gemm, attn}) + 4096;
+  return std::max({q8, gemm, attn}) + 4096 + kStashBytes;
 }
 
 void CudaOps::check(int err, const char* what) {
@@ -133,6 +164,7 @@ void CudaOps::check(int err, const char* what) {
 }
 
 void CudaOps::embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) {
+  forget_stash();
   if (!ctx_.ok()) return;
   const int64_t n = tokens.ne[0];
   FERRY_ASSERT(tokens.dtype == DType::I32 && out.dtype == DType::F32 && is_2d(table) && is_2d(out));
@@ -151,11 +183,17 @@ void CudaOps::rms_norm(const TensorView& x, const TensorView& w, float eps, Tens
   if (!ctx_.ok()) return;
   FERRY_ASSERT(x.dtype == DType::F32 && w.dtype == DType::F32 && out.dtype == DType::F32);
   FERRY_ASSERT(same_shape(x, out) && w.ne[0] == x.ne[0]);
-  check(cu::rms_norm(row_view(x), w.ptr<const float>(), eps, row_view(out), ctx_.stream()), "rms_norm");
+  forget_stash();
+  const bool stash = stashable(out) && cu::rms_norm_quantizes(row_view(x), w.ptr<const float>(), row_view(out));
+  check(cu::rms_norm(row_view(x), w.ptr<const float>(), eps, row_view(out), ctx_.stream(), stash ? stash_xq() : nullptr,
+                     stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
+        "rms_norm");
+  if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
 }
 
 void CudaOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
   if (!ctx_.ok()) return;
+  note_write(out);
   if (x.ne[1] <= opt_.matvec_max_tokens) {
     matmul_vec(w, x, out);
   } else {
@@ -165,6 +203,7 @@ void CudaOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
 
 void CudaOps::matmul_path(const TensorView& w, const TensorView& x, TensorView out, int path) {
   if (!ctx_.ok()) return;
+  note_write(out);
   if (path == 0) {
     matmul_vec(w, x, out);
   } else {
@@ -201,10 +240,11 @@ cu::MatvecSet one_matrix(const TensorView& w, float* out, int64_t out_stride) {
 
 }  // namespace
 
-void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView out) {
+void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView out, bool accumulate) {
   check_matmul_shapes(w, x, out);
   const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
   const bool v2 = use_v2(w, x);
+  FERRY_ASSERT(v2 || !accumulate);
   if (w.layout == Layout::kSplit && !v2) {  // only the v2 kernels read split rows
     matmul_gemm(w, x, out);
     return;
@@ -214,16 +254,26 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   cu::MatvecLaunch launch;
   launch.sm_count = ctx_.sm_count();
   launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
+  launch.accumulate = accumulate;
+  launch.kernel = opt_.matvec_kernel;
+  const bool stashed = T <= 8 && stash_hit(x);
   for (int64_t t0 = 0; t0 < T; t0 += 8) {
     const int nt = static_cast<int>(std::min<int64_t>(8, T - t0));
     const float* xt = x.ptr<const float>() + t0 * x_stride;
     float* ot = out.ptr<float>() + t0 * out_stride;
     if (quant) {
       FERRY_ASSERT(K % traits(w.dtype).block_elems == 0);
-      Scratch sc(ctx_.scratch(), ctx_.scratch_bytes());
-      auto* xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(nt) * K));
-      auto* xds = static_cast<float2*>(sc.take(static_cast<uint64_t>(nt) * (K / 32) * sizeof(float2)));
-      check(cu::quantize_q8(xt, x_stride, K, nt, xq, xds, ctx_.stream()), "matmul: quantize_q8");
+      int8_t* xq = nullptr;
+      float2* xds = nullptr;
+      if (stashed) {  // quantized by the kernel that wrote x
+        xq = stash_xq();
+        xds = reinterpret_cast<float2*>(stash_xds());
+      } else {
+        Scratch sc(ctx_.scratch(), body_bytes());
+        xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(nt) * K));
+        xds = static_cast<float2*>(sc.take(static_cast<uint64_t>(nt) * (K / 32) * sizeof(float2)));
+        check(cu::quantize_q8(xt, x_stride, K, nt, xq, xds, ctx_.stream()), "matmul: quantize_q8");
+      }
       if (v2) {
         check(cu::matvec_quant_v2(w.dtype, one_matrix(w, ot, out_stride), K, xq, xds, nt, launch, ctx_.stream()),
               "matmul: matvec_quant_v2");
@@ -261,10 +311,14 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     any_quant |= v2[i] && traits(ws[i]->dtype).quantized;
   }
   const int64_t x_stride = static_cast<int64_t>(x.nb[1] / 4);
-  Scratch sc(ctx_.scratch(), ctx_.scratch_bytes());
+  Scratch sc(ctx_.scratch(), body_bytes());
   int8_t* xq = nullptr;
   float2* xds = nullptr;
-  if (any_quant) {  // one quantization of x for all the quantized weights
+  for (int i = 0; i < n; ++i) note_write(outs[i]);
+  if (any_quant && stash_hit(x)) {  // quantized by the kernel that wrote x
+    xq = stash_xq();
+    xds = reinterpret_cast<float2*>(stash_xds());
+  } else if (any_quant) {  // one quantization of x for all the quantized weights
     xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(T) * K));
     xds = static_cast<float2*>(sc.take(static_cast<uint64_t>(T) * (K / 32) * sizeof(float2)));
     check(cu::quantize_q8(x.ptr<const float>(), x_stride, K, static_cast<int>(T), xq, xds, ctx_.stream()),
@@ -288,6 +342,7 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     }
     cu::MatvecLaunch launch;
     launch.sm_count = ctx_.sm_count();
+    launch.kernel = opt_.matvec_kernel;
     if (traits(ws[i]->dtype).quantized) {
       // PDL only right after quantize_q8 (later launches would just wait for their predecessor).
       launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90 && first_quant_launch;
@@ -304,6 +359,16 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
   for (int i = 0; i < n; ++i) {
     if (!v2[i]) matmul(*ws[i], x, outs[i]);
   }
+}
+
+void CudaOps::matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) {
+  if (!ctx_.ok()) return;
+  if (!opt_.fuse || x.ne[1] > opt_.matvec_max_tokens || !use_v2(w, x) || !same_shape(tmp, acc)) {
+    Ops::matmul_acc(w, x, tmp, acc);
+    return;
+  }
+  note_write(acc);
+  matmul_vec(w, x, acc, /*accumulate=*/true);
 }
 
 void CudaOps::matmul_gemm(const TensorView& w, const TensorView& x, TensorView out) {
@@ -333,12 +398,12 @@ void CudaOps::matmul_gemm(const TensorView& w, const TensorView& x, TensorView o
   // Token chunks: the activations in F16 take at most half the scratch.
   const uint64_t row16 = static_cast<uint64_t>(K) * 2;
   int64_t t_chunk = T;
-  if (align256(static_cast<uint64_t>(T) * row16) > ctx_.scratch_bytes() / 2) {
-    t_chunk = std::max<int64_t>(1, static_cast<int64_t>((ctx_.scratch_bytes() / 2) / row16) - 1);
+  if (align256(static_cast<uint64_t>(T) * row16) > body_bytes() / 2) {
+    t_chunk = std::max<int64_t>(1, static_cast<int64_t>((body_bytes() / 2) / row16) - 1);
   }
   for (int64_t t0 = 0; t0 < T; t0 += t_chunk) {
     const int64_t nt = std::min(t_chunk, T - t0);
-    Scratch sc(ctx_.scratch(), ctx_.scratch_bytes());
+    Scratch sc(ctx_.scratch(), body_bytes());
     void* x16 = sc.take(static_cast<uint64_t>(nt) * row16);
     check(cu::convert_activations(x.ptr<const float>() + t0 * (x.nb[1] / 4), static_cast<int64_t>(x.nb[1] / 4), K, nt,
                                   x16, bf16, ctx_.stream()),
@@ -374,6 +439,7 @@ void CudaOps::matmul_gemm(const TensorView& w, const TensorView& x, TensorView o
 }
 
 void CudaOps::add(const TensorView& a, const TensorView& b, TensorView out) {
+  forget_stash();
   if (!ctx_.ok()) return;
   FERRY_ASSERT(a.dtype == DType::F32 && b.dtype == DType::F32 && out.dtype == DType::F32 && same_shape(a, out));
   const bool bcast = b.ne[1] == 1 && b.ne[2] == 1 && b.ne[3] == 1 && a.nrows() > 1;
@@ -382,6 +448,7 @@ void CudaOps::add(const TensorView& a, const TensorView& b, TensorView out) {
 }
 
 void CudaOps::scale(const TensorView& x, float s, TensorView out) {
+  forget_stash();
   if (!ctx_.ok()) return;
   FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32 && same_shape(x, out));
   check(cu::scale(row_view(x), s, row_view(out), ctx_.stream()), "scale");
@@ -412,11 +479,13 @@ cu::RopeArgs rope_args(const TensorView& x, const BatchMeta& batch, const RopePa
 }  // namespace
 
 void CudaOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
+  forget_stash();
   if (!ctx_.ok()) return;
   check(cu::rope(rope_args(x, batch, p), ctx_.stream()), "rope");
 }
 
 void CudaOps::rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const RopeParams& p) {
+  forget_stash();
   if (!ctx_.ok()) return;
   if (k.ne[0] != q.ne[0] || k.ne[2] != q.ne[2] || k.nb[0] != 4 || k.ne[3] != 1 || k.dtype != DType::F32) {
     rope(q, batch, p);
@@ -432,6 +501,7 @@ void CudaOps::rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const 
 }
 
 void CudaOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) {
+  forget_stash();
   if (!ctx_.ok()) return;
   FERRY_ASSERT(k.dtype == DType::F32 && v.dtype == DType::F32 && same_shape(k, v) && is_2d(k));
   FERRY_ASSERT(kv.k.dtype == DType::F16 && kv.v.dtype == DType::F16 && kv.k.ne[0] == k.ne[0] && kv.v.ne[0] == k.ne[0]);
@@ -442,6 +512,40 @@ void CudaOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta
         "kv_store");
 }
 
+void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, const TensorView& v,
+                            const BatchMeta& batch, const RopeParams& p, KvView kv) {
+  if (!ctx_.ok()) return;
+  forget_stash();
+  const bool fusable = opt_.fuse && p.n_rot == q3.ne[0] && k3.ne[0] == q3.ne[0] && k3.ne[2] == q3.ne[2] &&
+                       k3.nb[0] == 4 && k3.nb[1] == static_cast<size_t>(k3.ne[0]) * 4 && k3.ne[3] == 1 &&
+                       k3.dtype == DType::F32 && k3.data == k.data &&
+                       k.dtype == DType::F32 && v.dtype == DType::F32 && same_shape(k, v) && is_2d(k) &&
+                       k.nb[0] == 4 && v.nb[0] == 4 && k.ne[0] == k3.ne[0] * k3.ne[1] &&
+                       static_cast<int64_t>(k3.nb[1]) * k3.ne[1] <= static_cast<int64_t>(k.nb[1]) &&
+                       k3.nb[2] == k.nb[1] && kv.k.dtype == DType::F16 && kv.v.dtype == DType::F16 &&
+                       kv.k.ne[0] == k.ne[0] && kv.v.ne[0] == k.ne[0] && kv.k.ne[1] == kv.v.ne[1] &&
+                       k.ne[1] == batch.n_tokens && batch.cell.dtype == DType::I32;
+  if (!fusable) {
+    Ops::rope_qk_store(q3, k3, k, v, batch, p, kv);
+    return;
+  }
+  cu::RopeArgs a = rope_args(q3, batch, p);
+  a.x2 = static_cast<char*>(k3.data);
+  a.nb1_2 = static_cast<int64_t>(k3.nb[1]);
+  a.nb2_2 = static_cast<int64_t>(k3.nb[2]);
+  a.n_head2 = static_cast<int32_t>(k3.ne[1]);
+  a.v = static_cast<const char*>(v.data);
+  a.v_nb1 = static_cast<int64_t>(v.nb[1]);
+  a.kv_dim = static_cast<int32_t>(k.ne[0]);
+  a.cell = batch.cell.ptr<const int32_t>();
+  a.k_cache = kv.k.ptr<__half>();
+  a.v_cache = kv.v.ptr<__half>();
+  a.k_cache_stride = static_cast<int64_t>(kv.k.nb[1]);
+  a.v_cache_stride = static_cast<int64_t>(kv.v.nb[1]);
+  a.n_cells = kv.k.ne[1];
+  check(cu::rope(a, ctx_.stream()), "rope_qk_store");
+}
+
 void CudaOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                         TensorView out) {
   attention_path(q, kv, batch, p, out, opt_.attention_mma ? 1 : 0, 0);
@@ -449,6 +553,7 @@ void CudaOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& 
 
 void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                              TensorView out, int kernel, int splits) {
+  forget_stash();
   if (!ctx_.ok()) return;
   FERRY_ASSERT(q.dtype == DType::F32 && q.nb[0] == 4 && q.ne[0] == p.head_dim && q.ne[1] == p.n_head);
   FERRY_ASSERT(q.ne[2] == batch.n_tokens && out.dtype == DType::F32 && out.nb[0] == 4);
@@ -480,7 +585,7 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
   a.out = out.ptr<float>();
   a.out_nb1 = static_cast<int64_t>(out.nb[1]);
   check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.max_smem_optin(), ctx_.scratch(),
-                      static_cast<int64_t>(ctx_.scratch_bytes()), ctx_.stream()),
+                      static_cast<int64_t>(body_bytes()), ctx_.stream()),
         "attention");
 }
 
@@ -488,10 +593,16 @@ void CudaOps::glu(const TensorView& gate, const TensorView& up, Activation act, 
   if (!ctx_.ok()) return;
   FERRY_ASSERT(gate.dtype == DType::F32 && up.dtype == DType::F32 && out.dtype == DType::F32);
   FERRY_ASSERT(same_shape(gate, up) && same_shape(gate, out));
-  check(cu::glu(row_view(gate), row_view(up), act == Activation::kSilu ? 0 : 1, row_view(out), ctx_.stream()), "glu");
+  forget_stash();
+  const bool stash = stashable(out);
+  check(cu::glu(row_view(gate), row_view(up), act == Activation::kSilu ? 0 : 1, row_view(out), ctx_.stream(),
+                stash ? stash_xq() : nullptr, stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
+        "glu");
+  if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
 }
 
 void CudaOps::gather_rows(const TensorView& x, const int32_t* rows, TensorView out) {
+  forget_stash();
   if (!ctx_.ok()) return;
   FERRY_ASSERT(x.dtype == out.dtype && x.ne[0] == out.ne[0] && is_2d(x) && is_2d(out));
   FERRY_ASSERT(x.layout == out.layout);  // whole rows are copied, so split rows stay split
@@ -502,6 +613,7 @@ void CudaOps::gather_rows(const TensorView& x, const int32_t* rows, TensorView o
 }
 
 void CudaOps::argmax_rows(const TensorView& x, TensorView out) {
+  forget_stash();
   if (!ctx_.ok()) return;
   FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::I32 && is_2d(x) && out.ne[0] == x.ne[1]);
   check(cu::argmax_rows(x.ptr<const float>(), static_cast<int64_t>(x.nb[1] / 4), x.ne[0], x.ne[1], out.ptr<int32_t>(),

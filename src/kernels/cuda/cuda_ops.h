@@ -84,6 +84,13 @@ struct CudaOpsOptions {
   bool attention_mma = true;
   // Rows of W dequantized per cuBLAS call (0 = as many as fit in the scratch, at most 16384).
   int32_t gemm_chunk_rows = 0;
+  // Decode matvec for 1-2 tokens where the rows fill the GPU: 3 = persistent, software-pipelined v3
+  // kernel (matvec.cu), 2 = v2. Environment FERRY_CUDA_MATVEC=2|3 overrides (A/B benchmarks).
+  int32_t matvec_kernel = 3;
+  // Fused decode epilogues (environment FERRY_CUDA_FUSE=0|1 overrides): rms_norm and glu also write
+  // the Q8 activations the next matvec of that tensor reads (its quantize_q8 is skipped); matmul_acc adds
+  // in the matvec's epilogue; rope_qk_store is one kernel. Same arithmetic as the unfused ops, bit for bit.
+  bool fuse = true;
 };
 
 // Largest shapes a CudaOps will see, for sizing its scratch.
@@ -112,11 +119,15 @@ class CudaOps final : public Ops {
   // Decode (T <= matvec_max_tokens): x quantized once, one v2 launch per (type, layout) group of up to 4
   // weights; weights the v2 kernels do not read go through matmul one by one.
   void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) override;
+  // Decode: the matvec adds into acc (tmp unused); else Ops' default.
+  void matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
   void scale(const TensorView& x, float s, TensorView out) override;
   void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) override;
   void rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const RopeParams& p) override;
   void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) override;
+  void rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, const TensorView& v, const BatchMeta& batch,
+                     const RopeParams& p, KvView kv) override;
   void attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                  TensorView out) override;
   void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) override;
@@ -133,13 +144,32 @@ class CudaOps final : public Ops {
 
  private:
   void check(int cuda_error, const char* what);  // cudaError_t as int
-  void matmul_vec(const TensorView& w, const TensorView& x, TensorView out);
+  void matmul_vec(const TensorView& w, const TensorView& x, TensorView out, bool accumulate = false);
   void matmul_gemm(const TensorView& w, const TensorView& x, TensorView out);
   bool use_v2(const TensorView& w, const TensorView& x) const;
   void check_matmul_shapes(const TensorView& w, const TensorView& x, const TensorView& out) const;
 
+  // The Q8 stash: activations quantized by the op that produced them (rms_norm, glu), kept at the end of
+  // the scratch until any other op runs or something writes over the source. stash_for(x) is where the
+  // stash holds x's Q8 image, or null.
+  struct Q8Stash {
+    const char* src = nullptr;  // the F32 tensor it quantizes: [K, T], rows contiguous
+    int64_t K = 0, T = 0;
+  };
+  static constexpr uint64_t kStashElems = 131072;  // T * K int8
+  static constexpr uint64_t kStashBytes = kStashElems + kStashElems / 32 * 8;
+  uint64_t body_bytes() const { return ctx_.scratch_bytes() - stash_bytes_; }  // scratch minus the stash
+  int8_t* stash_xq() const;
+  char* stash_xds() const;  // float2 [T][K / 32]
+  bool stashable(const TensorView& out) const;  // a norm / glu output the stash can take
+  bool stash_hit(const TensorView& x) const;
+  void note_write(const TensorView& t);         // forgets the stash when t overlaps its source
+  void forget_stash() { stash_ = {}; }
+
   CudaContext& ctx_;
   CudaOpsOptions opt_;
+  uint64_t stash_bytes_ = 0;  // 0: scratch too small, no stash
+  Q8Stash stash_;
 };
 
 }  // namespace ferry::kernels

@@ -36,9 +36,32 @@ __global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, fl
 // Rows of up to 1024 * P floats, 16-byte aligned, ne0 % 4 == 0 (the model's hidden size): every thread
 // loads its P float4 of x and of w before the reduction, so the loads of a row are all in flight at
 // once (the scalar loop above waits for each load in turn: a decode step's norms are latency-bound).
+// quantize_q8's arithmetic on 32 values held as float4 by 8 consecutive lanes (lane % 8 == block lane):
+// the same max, scale, rounding and integer sum, so the result is bit for bit quantize_q8's.
+__device__ __forceinline__ void quantize_q8_by8(float4 v, int8_t* xq4, float2* xds_blk, bool writer) {
+  const unsigned mask = 0xFFu << (threadIdx.x & 24u);  // this lane's group of 8 (the others may be idle)
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
+  const float d = amax / 127.f;
+  const int q0 = amax > 0.f ? __float2int_rn(v.x / d) : 0;
+  const int q1 = amax > 0.f ? __float2int_rn(v.y / d) : 0;
+  const int q2 = amax > 0.f ? __float2int_rn(v.z / d) : 0;
+  const int q3 = amax > 0.f ? __float2int_rn(v.w / d) : 0;
+  int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(mask, sum, o);
+  const uint32_t packed = (static_cast<uint32_t>(q0) & 0xFFu) | ((static_cast<uint32_t>(q1) & 0xFFu) << 8) |
+                          ((static_cast<uint32_t>(q2) & 0xFFu) << 16) | ((static_cast<uint32_t>(q3) & 0xFFu) << 24);
+  *reinterpret_cast<uint32_t*>(xq4) = packed;
+  if (writer) *xds_blk = make_float2(d, d * static_cast<float>(sum));
+}
+
 template <int P>
 __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const float* __restrict__ w, float eps,
-                                                           RowView out) {
+                                                           RowView out, int8_t* __restrict__ xq,
+                                                           float2* __restrict__ xds) {
+  allow_dependents();  // a matvec launched with PDL may start loading its weights now
   const float4* xr = reinterpret_cast<const float4*>(x.row(blockIdx.x));
   const float4* wr = reinterpret_cast<const float4*>(w);
   float4* yr = reinterpret_cast<float4*>(out.row(blockIdx.x));
@@ -62,9 +85,16 @@ __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const floa
 #pragma unroll
   for (int j = 0; j < P; ++j) {
     const int i = threadIdx.x + j * 256;
-    if (i < n4)
-      yr[i] = make_float4(xv[j].x * inv * wv[j].x, xv[j].y * inv * wv[j].y, xv[j].z * inv * wv[j].z,
-                          xv[j].w * inv * wv[j].w);
+    const float4 y = make_float4(xv[j].x * inv * wv[j].x, xv[j].y * inv * wv[j].y, xv[j].z * inv * wv[j].z,
+                                 xv[j].w * inv * wv[j].w);
+    if (i < n4) yr[i] = y;
+    // n4 % 8 == 0 when quantizing, so the 8 lanes of a block agree on i < n4 (the shuffles stay in it).
+    if (xq != nullptr && j * 256 < n4) {
+      if (i < n4) {
+        const int64_t t = blockIdx.x;
+        quantize_q8_by8(y, xq + t * x.ne0 + 4 * i, xds + t * (x.ne0 / 32) + i / 8, threadIdx.x % 8 == 0);
+      }
+    }
   }
 }
 
@@ -98,7 +128,11 @@ __global__ void scale_kernel(RowView x, float s, RowView out, int64_t total) {
   reinterpret_cast<float*>(out.row(r))[k] = reinterpret_cast<const float*>(x.row(r))[k] * s;
 }
 
-__global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64_t total) {
+// xq non-null: out.ne0 % 32 == 0 and total % 32 == 0, so each warp holds one whole 32-block of a row and
+// quantizes it with quantize_q8's arithmetic (warp_max, the same rounding, warp_sum_int).
+__global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64_t total, int8_t* __restrict__ xq,
+                           float2* __restrict__ xds) {
+  allow_dependents();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t r = i / out.ne0, k = i % out.ne0;
@@ -111,7 +145,16 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
     const float kSqrt2OverPi = 0.7978845608028654f;
     a = 0.5f * g * (1.f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
   }
-  reinterpret_cast<float*>(out.row(r))[k] = a * u;
+  const float y = a * u;
+  reinterpret_cast<float*>(out.row(r))[k] = y;
+  if (xq != nullptr) {
+    const float amax = warp_max(fabsf(y));
+    const float d = amax / 127.f;
+    const int q = amax > 0.f ? __float2int_rn(y / d) : 0;
+    const int sum = warp_sum_int(q);
+    xq[i] = static_cast<int8_t>(q);  // i = r * ne0 + k: [T][K] contiguous
+    if (threadIdx.x % kWarp == 0) xds[i / 32] = make_float2(d, d * static_cast<float>(sum));
+  }
 }
 
 // One block per token. The angles are computed once per token in double (theta reaches 1e4-1e5 rad at
@@ -131,6 +174,8 @@ __global__ void rope_kernel(RopeArgs a) {
     cs[i] = make_float2(static_cast<float>(cn), static_cast<float>(sn));
   }
   __syncthreads();
+  const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
+  const bool cell_ok = cell >= 0 && cell < a.n_cells;
   char* xt = a.x + static_cast<int64_t>(t) * a.nb2;
   char* xt2 = a.x2 ? a.x2 + static_cast<int64_t>(t) * a.nb2_2 : nullptr;
   for (int j = threadIdx.x; j < half * (a.n_head + a.n_head2); j += blockDim.x) {
@@ -147,8 +192,20 @@ __global__ void rope_kernel(RopeArgs a) {
     const int i1 = a.neox ? i + half : 2 * i + 1;
     const float x0 = x[i0], x1 = x[i1];
     const float c = cs[i].x, s = cs[i].y;
-    x[i0] = x0 * c - x1 * s;
-    x[i1] = x0 * s + x1 * c;
+    const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+    x[i0] = y0;
+    x[i1] = y1;
+    if (a.k_cache != nullptr && j >= half * a.n_head && cell_ok) {  // a k head: its cache column too
+      __half* kc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.k_cache) + cell * a.k_cache_stride) +
+                   static_cast<int64_t>(h) * a.head_dim;
+      kc[i0] = __float2half_rn(y0);
+      kc[i1] = __float2half_rn(y1);
+    }
+  }
+  if (a.v_cache != nullptr && cell_ok) {
+    const float* vt = reinterpret_cast<const float*>(a.v + static_cast<int64_t>(t) * a.v_nb1);
+    __half* vc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.v_cache) + cell * a.v_cache_stride);
+    for (int e = threadIdx.x; e < a.kv_dim; e += blockDim.x) vc[e] = __float2half_rn(vt[e]);
   }
 }
 
@@ -170,18 +227,30 @@ __global__ void kv_store_kernel(RowView k, RowView v, const int32_t* __restrict_
 
 // ---- launchers -------------------------------------------------------------------------------------
 
-cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView& out, cudaStream_t stream) {
+namespace {
+// The float4 kernel (rms_norm_vec_kernel) takes the row.
+bool rms_norm_vec_ok(const RowView& x, const float* w, const RowView& out) {
+  return x.ne0 >= 1024 && x.ne0 % 4 == 0 && x.ne0 <= 8192 && aligned16(x.data) && aligned16(out.data) &&
+         aligned16(w) && x.nb1 % 16 == 0 && x.nb2 % 16 == 0 && x.nb3 % 16 == 0 && out.nb1 % 16 == 0 &&
+         out.nb2 % 16 == 0 && out.nb3 % 16 == 0;
+}
+}  // namespace
+
+bool rms_norm_quantizes(const RowView& x, const float* w, const RowView& out) {
+  return rms_norm_vec_ok(x, w, out) && x.ne0 % 32 == 0 && out.ne2 == 1 && out.ne3 == 1 && out.nb1 == x.ne0 * 4;
+}
+
+cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView& out, cudaStream_t stream, int8_t* xq,
+                     float2* xds) {
   const int64_t rows = x.nrows();
   if (rows <= 0) return cudaSuccess;
-  const bool vec = x.ne0 % 4 == 0 && x.ne0 <= 8192 && aligned16(x.data) && aligned16(out.data) && aligned16(w) &&
-                   x.nb1 % 16 == 0 && x.nb2 % 16 == 0 && x.nb3 % 16 == 0 && out.nb1 % 16 == 0 && out.nb2 % 16 == 0 &&
-                   out.nb3 % 16 == 0;
-  if (x.ne0 >= 1024 && vec) {
+  if (xq != nullptr && !rms_norm_quantizes(x, w, out)) return cudaErrorInvalidValue;
+  if (rms_norm_vec_ok(x, w, out)) {
     const unsigned g = static_cast<unsigned>(rows);
-    if (x.ne0 <= 1024) rms_norm_vec_kernel<1><<<g, 256, 0, stream>>>(x, w, eps, out);
-    else if (x.ne0 <= 2048) rms_norm_vec_kernel<2><<<g, 256, 0, stream>>>(x, w, eps, out);
-    else if (x.ne0 <= 4096) rms_norm_vec_kernel<4><<<g, 256, 0, stream>>>(x, w, eps, out);
-    else rms_norm_vec_kernel<8><<<g, 256, 0, stream>>>(x, w, eps, out);
+    if (x.ne0 <= 1024) rms_norm_vec_kernel<1><<<g, 256, 0, stream>>>(x, w, eps, out, xq, xds);
+    else if (x.ne0 <= 2048) rms_norm_vec_kernel<2><<<g, 256, 0, stream>>>(x, w, eps, out, xq, xds);
+    else if (x.ne0 <= 4096) rms_norm_vec_kernel<4><<<g, 256, 0, stream>>>(x, w, eps, out, xq, xds);
+    else rms_norm_vec_kernel<8><<<g, 256, 0, stream>>>(x, w, eps, out, xq, xds);
   } else if (x.ne0 >= 1024) {
     rms_norm_block_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, eps, out);
   } else {
@@ -204,15 +273,23 @@ cudaError_t scale(const RowView& x, float s, const RowView& out, cudaStream_t st
   return cudaGetLastError();
 }
 
-cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& out, cudaStream_t stream) {
+cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& out, cudaStream_t stream, int8_t* xq,
+                float2* xds) {
   const int64_t total = out.ne0 * out.nrows();
   if (total <= 0) return cudaSuccess;
-  glu_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(gate, up, act, out, total);
+  if (xq != nullptr && (out.ne0 % 32 != 0 || out.ne2 != 1 || out.ne3 != 1 || out.nb1 != out.ne0 * 4)) {
+    return cudaErrorInvalidValue;
+  }
+  glu_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(gate, up, act, out, total, xq, xds);
   return cudaGetLastError();
 }
 
 cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 0 || a.n_rot <= 0) return cudaSuccess;
+  if (a.k_cache != nullptr && (a.x2 == nullptr || a.n_rot != a.head_dim || a.cell == nullptr || a.v == nullptr ||
+                               a.v_cache == nullptr || a.kv_dim != a.head_dim * a.n_head2)) {
+    return cudaErrorInvalidValue;
+  }
   rope_kernel<<<static_cast<unsigned>(a.n_tokens), 128, (a.n_rot / 2) * sizeof(float2), stream>>>(a);
   return cudaGetLastError();
 }

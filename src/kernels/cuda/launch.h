@@ -57,6 +57,8 @@ struct MatvecSet {
 struct MatvecLaunch {
   int sm_count = 132;  // sizes the grid (warps per row when N is small)
   bool pdl = false;    // programmatic dependent launch after quantize_q8 (sm_90+): weight loads start early
+  bool accumulate = false;  // out += W x instead of out = W x (bitwise the same as a separate add)
+  int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N)
 };
 // Whether the v2 kernels read weights of this type / layout / shape / alignment: Q4_0, Q8_0, Q6_K in the
 // split layout (split_layout_supported), Q4_K, Q5_K in ggml's layout (K % 256 == 0), F32 / F16 / BF16
@@ -92,12 +94,19 @@ cudaError_t argmax_rows(const float* x, int64_t x_stride, int64_t n, int64_t T, 
                         cudaStream_t stream);
 
 // ---- elementwise -----------------------------------------------------------------------------------
-cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView& out, cudaStream_t stream);
+// xq / xds non-null (out [K, T] with contiguous rows, K % 32 == 0): out is also quantized exactly as
+// quantize_q8 would (xq [T][K], xds [T][K / 32]), in the same kernel.
+cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView& out, cudaStream_t stream,
+                     int8_t* xq = nullptr, float2* xds = nullptr);
+// Whether rms_norm can quantize for these views (else pass xq = xds = nullptr).
+bool rms_norm_quantizes(const RowView& x, const float* w, const RowView& out);
 // out = a + b; b_broadcast: b has one row, added to every row.
 cudaError_t add(const RowView& a, const RowView& b, bool b_broadcast, const RowView& out, cudaStream_t stream);
 cudaError_t scale(const RowView& x, float s, const RowView& out, cudaStream_t stream);
 // act: 0 = silu, 1 = gelu (tanh approximation).
-cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& out, cudaStream_t stream);
+// xq / xds: as rms_norm's.
+cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& out, cudaStream_t stream,
+                int8_t* xq = nullptr, float2* xds = nullptr);
 
 struct RopeArgs {
   char* x = nullptr;          // [head_dim, n_head, n_tokens]
@@ -112,6 +121,16 @@ struct RopeArgs {
   char* x2 = nullptr;
   int64_t nb1_2 = 0, nb2_2 = 0;
   int32_t n_head2 = 0;
+  // Optional KV store in the same launch (rope_qk_store; needs x2 = k, n_rot == head_dim): the rotated k
+  // (x2 [kv_dim] per token) and v [kv_dim] per token (row stride v_nb1 bytes) go to the F16 cache
+  // columns cell[t] (skipped when outside [0, n_cells)).
+  const char* v = nullptr;
+  int64_t v_nb1 = 0;
+  int32_t kv_dim = 0;
+  const int32_t* cell = nullptr;
+  __half* k_cache = nullptr;
+  __half* v_cache = nullptr;
+  int64_t k_cache_stride = 0, v_cache_stride = 0, n_cells = 0;
 };
 cudaError_t rope(const RopeArgs& a, cudaStream_t stream);
 

@@ -218,6 +218,8 @@ struct RowRef {
   float* out;
   int64_t out_stride;
 };
+__device__ __forceinline__ void store_out(float* p, float v, bool accumulate) { *p = accumulate ? *p + v : v; }
+
 __device__ __forceinline__ RowRef row_ref(const MatvecSet& s, int64_t n) {
   const void* w = s.w[0];
   float* out = s.out[0];
@@ -322,7 +324,7 @@ struct FloatAdapter {
 // grid_dependency_wait(), i.e. while quantize_q8 still runs; nothing before the wait reads x or writes.
 template <class A, int NT, int RPW, int U>
 __global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
-    matvec_v2_kernel(MatvecSet set, int64_t N, int64_t K, int S, typename A::Act act, int T) {
+    matvec_v2_kernel(MatvecSet set, int64_t N, int64_t K, int S, typename A::Act act, int T, bool accumulate) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int groups = kV2Warps / S;
   const int g = warp / S, sp = warp % S;
@@ -388,7 +390,7 @@ __global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
           if (S == 1) {
             if (n0 + r < N) {
               const RowRef ref = row_ref(set, n0 + r);
-              ref.out[t * ref.out_stride] = v;
+              store_out(ref.out + t * ref.out_stride, v, accumulate);
             }
           } else {
             red[warp][r * NT + t] = v;
@@ -406,7 +408,7 @@ __global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
         float v = 0.f;
         for (int s = 0; s < S; ++s) v += red[gg * S + s][j];
         const RowRef ref = row_ref(set, n);
-        ref.out[t * ref.out_stride] = v;
+        store_out(ref.out + t * ref.out_stride, v, accumulate);
       }
     }
   }
@@ -436,8 +438,127 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = l.pdl ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, matvec_v2_kernel<A, NT, RPW, U>, set, N, K, S, act, T);
+  const cudaError_t e =
+      cudaLaunchKernelEx(&cfg, matvec_v2_kernel<A, NT, RPW, U>, set, N, K, S, act, T, l.accumulate);
   return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+// ---- v3: persistent warps, weights of the next tile loaded while the current one is computed -----------
+// A warp owns rows warp, warp + W, warp + 2W, ... (W warps in the grid, chosen so every warp gets the
+// same number of rows, +-1) and walks them as tiles of 32 * U chunks (one "round" of a row). It issues the
+// loads of tile j + 1 before it computes tile j, so each lane always has U 16-byte weight loads in flight;
+// a v2 warp loads, waits, computes and exits (one round per warp for a 4096-wide Q4_0 row), and the
+// memory system idles between its exit and the next block's first loads. T <= 2, one warp per row.
+template <class A, int NT, int U>
+__global__ void __launch_bounds__(kV2Threads, 2)
+    matvec_v3_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename A::Act act, int T,
+                     bool accumulate) {
+  const int lane = threadIdx.x % kWarp;
+  int64_t n = static_cast<int64_t>(blockIdx.x) * kV2Warps + threadIdx.x / kWarp;
+  if (n >= N || n >= n_warps) return;
+  const int n_chunks = static_cast<int>(K / A::kElems);
+  constexpr int kTile = kWarp * U;
+  const int rounds = (n_chunks + kTile - 1) / kTile;
+  RowRef ref = row_ref(set, n);
+  int round = 0;
+  typename A::W w[U], wn[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
+  grid_dependency_wait();
+  float acc[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.f;
+  for (;;) {
+    // The next tile: the next round of this row, else round 0 of the warp's next row.
+    int64_t n2 = n;
+    int round2 = round + 1;
+    if (round2 == rounds) {
+      round2 = 0;
+      n2 = n + n_warps;
+    }
+    const bool more = n2 < N;  // warp-uniform
+    const RowRef ref2 = (more && n2 != n) ? row_ref(set, n2) : ref;
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        A::load(ref2.w, K, min(round2 * kTile + lane + u * kWarp, n_chunks - 1), wn[u]);
+    }
+    const int c0 = round * kTile + lane;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t < T) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int c = min(c0 + u * kWarp, n_chunks - 1);
+          typename A::X x;
+          A::load_x(c, act, t, x);
+          const float d = A::dot(w[u], c, x);
+          acc[t] += c0 + u * kWarp < n_chunks ? d : 0.f;
+        }
+      }
+    }
+    if (round == rounds - 1) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t < T) {
+          const float v = warp_sum(acc[t]);
+          if (lane == 0) store_out(ref.out + t * ref.out_stride, v, accumulate);
+        }
+        acc[t] = 0.f;
+      }
+    }
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) w[u] = wn[u];
+    n = n2;
+    round = round2;
+    ref = ref2;
+  }
+}
+
+// Resident blocks per SM of a v3 instantiation (its register use decides), asked once.
+template <class A, int NT, int U>
+int v3_blocks_per_sm() {
+  static const int blocks = [] {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U>, kV2Threads, 0) != cudaSuccess ||
+        b < 1) {
+      (void)cudaGetLastError();
+      b = 2;
+    }
+    return b;
+  }();
+  return blocks;
+}
+
+template <class A, int NT, int U>
+cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& act, int T, const MatvecLaunch& l,
+                      cudaStream_t stream) {
+  const int64_t N = set.row_end[set.n - 1];
+  const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps *
+                            v3_blocks_per_sm<A, NT, U>();
+  const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
+  const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(ceil_div(n_warps, kV2Warps));
+  cfg.blockDim = dim3(kV2Threads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = l.pdl ? 1 : 0;
+  const cudaError_t e =
+      cudaLaunchKernelEx(&cfg, matvec_v3_kernel<A, NT, U>, set, N, K, n_warps, act, T, l.accumulate);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+// v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
+template <class A>
+bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
+  if (l.kernel != 3 || T > 2) return false;
+  const int64_t N = set.row_end[set.n - 1];
+  return N >= static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps;
 }
 
 // Token-count variants: 1 and 2 tokens one row per warp; 3..8 tokens two rows per warp (each activation
@@ -446,6 +567,9 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
 template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
                              const MatvecLaunch& l, cudaStream_t stream) {
+  if (v3_fits<A>(set, T, l)) {
+    return T == 1 ? launch_v3<A, 1, 4>(set, K, act, T, l, stream) : launch_v3<A, 2, 4>(set, K, act, T, l, stream);
+  }
   if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);
   if (T == 2) return launch_v2<A, 2, 1, 4>(set, K, act, T, l, stream);
   if (T <= 4) return launch_v2<A, 4, 2, 2>(set, K, act, T, l, stream);

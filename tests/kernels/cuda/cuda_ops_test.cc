@@ -355,6 +355,117 @@ TEST(CudaOps, MatmulMany) {
   }
 }
 
+// ---- decode fusions and the v3 matvec ------------------------------------------------------------------
+
+// The persistent v3 kernel (rows >= the GPU's warp slots, 1-2 tokens) against v2 on the same weights:
+// K = 14336 gives rows of several rounds with a partial last one; K = 4096 one round per row.
+TEST(CudaOps, MatvecV3MatchesV2) {
+  REQUIRE_GPU();
+  std::mt19937 rng(21);
+  const V2Case cases[] = {{DType::Q4_0, true}, {DType::Q4_K, false}, {DType::Q6_K, true},
+                          {DType::Q8_0, true}, {DType::F16, false},  {DType::Q5_K, false}};
+  kernels::CudaOpsOptions o2, o3;
+  o2.matvec_kernel = 2;
+  o3.matvec_kernel = 3;
+  kernels::CudaOps v2(*E->ctx, o2), v3(*E->ctx, o3);
+  for (const V2Case& c : cases) {
+    for (int64_t K : {4096, 14336}) {
+      const int64_t N = K == 4096 ? 5003 : 1500;
+      HostTensor w = random_weights(rng, c.type, K, N);
+      DevTensor dw(*E, c.split ? to_split(w) : w);
+      for (int64_t T : {1, 2}) {
+        HostTensor x = random_f32(rng, K, T);
+        DevTensor dx(*E, x), d2(*E, DType::F32, N, T), d3(*E, DType::F32, N, T);
+        d2.poison();
+        d3.poison();
+        v2.matmul(dw.view, dx.view, d2.view);
+        v3.matmul(dw.view, dx.view, d3.view);
+        SYNC();
+        expect_close(d3.download(), d2.download(), 1e-6,
+                     "v3 vs v2 " + v2_name(c) + " K=" + std::to_string(K) + " T=" + std::to_string(T));
+      }
+    }
+  }
+}
+
+// rms_norm -> matmul_many with the Q8 stash, glu -> matmul_acc (stash + epilogue add), rope_qk_store:
+// the fused ops against the unfused ones (fuse = false, v2 kernels): the same values.
+TEST(CudaOps, DecodeFusionsMatchUnfused) {
+  REQUIRE_GPU();
+  std::mt19937 rng(22);
+  kernels::CudaOpsOptions of, op;
+  op.fuse = false;
+  op.matvec_kernel = 2;
+  kernels::CudaOps fused(*E->ctx, of), plain(*E->ctx, op);
+  const int64_t K = 4096, ff = 1536;
+  const V2Case types[] = {{DType::Q4_0, true}, {DType::Q4_K, false}, {DType::F16, false}};
+  for (const V2Case& c : types) {
+    HostTensor wq = random_weights(rng, c.type, K, 2048), wk = random_weights(rng, c.type, K, 512);
+    HostTensor wd = random_weights(rng, c.type, ff, K);
+    DevTensor dwq(*E, c.split ? to_split(wq) : wq), dwk(*E, c.split ? to_split(wk) : wk);
+    DevTensor dwd(*E, c.split ? to_split(wd) : wd);
+    for (int64_t T : {1, 2, 5, 12}) {
+      HostTensor x = random_f32(rng, K, T, 1, -2.f, 2.f), nw = random_f32(rng, K);
+      HostTensor g = random_f32(rng, ff, T, 1, -3.f, 3.f), u = random_f32(rng, ff, T);
+      HostTensor acc = random_f32(rng, K, T);
+      DevTensor dx(*E, x), dnw(*E, nw);
+      const std::string what = v2_name(c) + " T=" + std::to_string(T);
+      HostTensor got[2][4];
+      for (int f = 0; f < 2; ++f) {
+        kernels::CudaOps& ops = f == 0 ? fused : plain;
+        DevTensor xn(*E, DType::F32, K, T), q(*E, DType::F32, 2048, T), k(*E, DType::F32, 512, T);
+        ops.rms_norm(dx.view, dnw.view, 1e-5f, xn.view);
+        const TensorView* ws[2] = {&dwq.view, &dwk.view};
+        TensorView outs[2] = {q.view, k.view};
+        ops.matmul_many(2, ws, xn.view, outs);
+        DevTensor dg(*E, g), du(*E, u), dacc(*E, acc), tmp(*E, DType::F32, K, T);
+        ops.glu(dg.view, du.view, Activation::kSilu, dg.view);
+        ops.matmul_acc(dwd.view, dg.view, tmp.view, dacc.view);
+        SYNC();
+        got[f][0] = xn.download();
+        got[f][1] = q.download();
+        got[f][2] = k.download();
+        got[f][3] = dacc.download();
+      }
+      EXPECT_EQ(got[0][0].bytes, got[1][0].bytes) << "rms_norm " << what;
+      expect_close(got[0][1], got[1][1], 1e-6, "norm -> matmul_many q " + what);
+      expect_close(got[0][2], got[1][2], 1e-6, "norm -> matmul_many k " + what);
+      expect_close(got[0][3], got[1][3], 1e-6, "glu -> matmul_acc " + what);
+    }
+  }
+  // rope_qk_store: q 8 heads, k / v 2 heads of 128, cells with one out of range (skipped by both).
+  const int64_t hd = 128, T = 3, cells = 16;
+  HostTensor q = random_f32(rng, hd, 8, T), k = random_f32(rng, hd * 2, T), v = random_f32(rng, hd * 2, T);
+  HostTensor pos = i32({5, 900, 70000}), cell = i32({3, 15, 99});
+  HostTensor kc0(DType::F16, hd * 2, cells);
+  DevTensor dpos(*E, pos), dcell(*E, cell);
+  for (bool neox : {false, true}) {
+    RopeParams p;
+    p.n_rot = hd;
+    p.neox = neox;
+    HostTensor out[2][4];
+    for (int f = 0; f < 2; ++f) {
+      kernels::CudaOps& ops = f == 0 ? fused : plain;
+      DevTensor dq(*E, q), dk(*E, k), dv(*E, v), dkc(*E, kc0), dvc(*E, kc0);
+      BatchMeta b;
+      b.n_tokens = T;
+      b.pos = dpos.view;
+      b.cell = dcell.view;
+      KvView kv;
+      kv.k = dkc.view;
+      kv.v = dvc.view;
+      TensorView k3 = TensorView::make(DType::F32, dk.view.data, hd, 2, T, 1, dk.view.where);
+      ops.rope_qk_store(dq.view, k3, dk.view, dv.view, b, p, kv);
+      SYNC();
+      out[f][0] = dq.download();
+      out[f][1] = dk.download();
+      out[f][2] = dkc.download();
+      out[f][3] = dvc.download();
+    }
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out[0][i].bytes, out[1][i].bytes) << "rope_qk_store part " << i << (neox ? " neox" : "");
+  }
+}
+
 // ---- embed -----------------------------------------------------------------------------------------
 
 class CudaEmbed : public ::testing::TestWithParam<DType> {};
