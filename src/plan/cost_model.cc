@@ -132,14 +132,44 @@ double CostModel::cpu_matmul_s(DType t, int64_t rows, int64_t cols, double token
   return profile_.cpu.call_overhead_us * 1e-6 + std::max(compute, memory);
 }
 
-double CostModel::gpu_matmul_s(DType t, int64_t rows, int64_t cols, double tokens) const {
+double CostModel::gpu_kernel_issue_s(bool graph) const {
   FERRY_ASSERT(has_gpu());
-  const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(cols) * tokens;
-  const double bytes = static_cast<double>(row_bytes(t, cols)) * static_cast<double>(rows) +
-                       4.0 * tokens * static_cast<double>(rows + cols);
-  const double compute = flops / (gpu_gflops(t, tokens) * 1e9);
-  const double memory = bytes / (profile_.gpu->mem_bw_gbs * 1e9);
-  return profile_.gpu->launch_us * 1e-6 + std::max(compute, memory);
+  if (!graph) return profile_.gpu->launch_us * 1e-6;
+  const double g = profile_.gpu->graph_kernel_us > 0 ? profile_.gpu->graph_kernel_us : kGraphKernelUsDefault;
+  return std::min(g, profile_.gpu->launch_us) * 1e-6;
+}
+
+double CostModel::gpu_matmul_kernel_s(DType t, int64_t rows, int64_t cols, double tokens) const {
+  FERRY_ASSERT(has_gpu());
+  const GpuProfile& g = *profile_.gpu;
+  const DType used = nearest_measured(t, true);
+  const ThroughputCurve* curve = nullptr;
+  for (const auto& c : g.matmul)
+    if (c.dtype == used) curve = &c;
+  FERRY_ASSERT(curve);
+  const double elems = static_cast<double>(rows) * static_cast<double>(cols);
+  const double probe_elems = static_cast<double>(curve->rows) * static_cast<double>(curve->cols);
+  // The probe times back-to-back CudaOps::matmul calls on a probe_elems matrix. Each call carries a
+  // fixed part (the activation quantize / convert kernel and the gap between dependent kernels, about
+  // one launch) that does not grow with the matrix; the rest is per element. A real step pays its
+  // fixed costs per kernel (gpu_kernel_issue_s), so only the per-element part scales. The floor of a
+  // quarter of the probe time keeps a noisy launch_us from making tiny probe points free.
+  const double probe_s = 2.0 * probe_elems * tokens / (gpu_gflops(t, tokens) * 1e9);
+  const double per_elem_s = std::max(probe_s - g.launch_us * 1e-6, 0.25 * probe_s) / probe_elems;
+  double kernel = per_elem_s * elems;
+  const double wbytes = static_cast<double>(row_bytes(t, cols)) * static_cast<double>(rows);
+  const double act_bytes = 4.0 * tokens * static_cast<double>(rows + cols);
+  kernel = std::max(kernel, (wbytes + act_bytes) / (kGpuStreamShare * g.mem_bw_gbs * 1e9));
+  // GEMM path of a quantized weight: dequantize to an F16 copy (written), which cuBLAS reads. At the
+  // probe's 4096 x 4096 the 32 MiB copy stays in L2; a larger matrix's copy goes to DRAM and back
+  // (mem_bw counts read + written bytes, as this traffic does).
+  if (tokens > kGpuMatvecMaxTokens && traits(t).quantized && elems > probe_elems)
+    kernel += 2.0 * 2.0 * elems / (g.mem_bw_gbs * 1e9);
+  return kernel;
+}
+
+double CostModel::gpu_matmul_s(DType t, int64_t rows, int64_t cols, double tokens) const {
+  return gpu_kernel_issue_s(false) + gpu_matmul_kernel_s(t, rows, cols, tokens);
 }
 
 namespace {
@@ -182,18 +212,22 @@ double CostModel::cpu_sublayer_s(const SubLayer& s, const ModelSpec& spec, int64
   return t;
 }
 
-double CostModel::gpu_sublayer_s(const SubLayer& s, const ModelSpec& spec, int64_t n, int64_t c) const {
+double CostModel::gpu_sublayer_s(const SubLayer& s, const ModelSpec& spec, int64_t n, int64_t c, bool graph) const {
   FERRY_ASSERT(has_gpu());
   const double bw = profile_.gpu->mem_bw_gbs * 1e9;
-  const double launch = profile_.gpu->launch_us * 1e-6;
-  if (s.kind == SubLayerKind::kEmbed) return launch + (s.weight_bytes_read(spec, n) + s.activation_bytes(spec, n)) / bw;
-  double t = matmuls_s(s, spec, n, [&](DType dt, int64_t r, int64_t k, double tok) { return gpu_matmul_s(dt, r, k, tok); });
+  const double issue = gpu_kernel_issue_s(graph);
+  if (s.kind == SubLayerKind::kEmbed) return issue + (s.weight_bytes_read(spec, n) + s.activation_bytes(spec, n)) / bw;
+  int kernels = small_ops(s, spec);
+  double t = matmuls_s(s, spec, n, [&](DType dt, int64_t r, int64_t k, double tok) {
+    ++kernels;
+    return gpu_matmul_kernel_s(dt, r, k, tok);
+  });
   if (s.kind == SubLayerKind::kAttention) {
     const double core_flops = s.flops(spec, n, c) - matrix_flops(s, static_cast<double>(n));
     const double gqa = static_cast<double>(spec.n_head) / spec.n_kv_head;
     t += std::max(s.kv_bytes_read(spec, n, c) / bw, core_flops / (gpu_gflops(DType::F16, n * gqa) * 1e9));
   }
-  t += small_ops(s, spec) * launch + 2.0 * s.activation_bytes(spec, n) / bw;
+  t += kernels * issue + 2.0 * s.activation_bytes(spec, n) / bw;
   return t;
 }
 

@@ -4,6 +4,9 @@
 // threads) and bandwidth the measured memory bandwidth: a roofline over measured curves, not
 // datasheet peaks. Sub-layer times add the attention core, the small ops and their per-call costs.
 // Copies: latency + bytes / link bandwidth (alone, or with CPU kernels running).
+// GPU matmuls are scaled from the probe's 4096 x 4096 point by element count with the probe's
+// per-call fixed cost taken out, so real (larger) shapes stream at the kernel's rate; decode steps
+// replayed from CUDA graphs pay a graph node per kernel instead of a launch (see gpu_matmul_s).
 #pragma once
 
 #include <cstdint>
@@ -30,13 +33,24 @@ class CostModel {
   double gpu_gflops(DType t, double tokens) const;
   double host_bw_gbs() const;  // host memory read bandwidth at cpu_threads()
 
-  // One matmul y[rows, n] = W[rows, cols] x[cols, n], seconds.
+  // One matmul y[rows, n] = W[rows, cols] x[cols, n], seconds. The GPU version is a launched call:
+  // gpu_kernel_issue_s(false) + gpu_matmul_kernel_s.
   double cpu_matmul_s(DType t, int64_t rows, int64_t cols, double tokens) const;
   double gpu_matmul_s(DType t, int64_t rows, int64_t cols, double tokens) const;
+  // Device time of the matmul's kernels alone (no issue cost): the probe's time at `tokens` minus its
+  // per-call fixed cost, scaled by rows * cols / the probe's; never faster than the weight bytes at
+  // kGpuStreamShare of the device bandwidth. GEMM path (tokens > kGpuMatvecMaxTokens) of a quantized
+  // matrix larger than the probe's: + the dequantized F16 copy's DRAM round trip (the probe's copy
+  // stayed in L2).
+  double gpu_matmul_kernel_s(DType t, int64_t rows, int64_t cols, double tokens) const;
+  // Cost of issuing one kernel: a launch (profile launch_us), or a node of a replayed CUDA graph.
+  double gpu_kernel_issue_s(bool graph) const;
 
-  // A whole sub-layer at n new tokens and context c (for the head, n = rows of logits).
+  // A whole sub-layer at n new tokens and context c (for the head, n = rows of logits). `graph`: the
+  // sub-layer is replayed from a CUDA graph (resident decode steps, see the executor).
   double cpu_sublayer_s(const model::SubLayer& s, const model::ModelSpec& spec, int64_t n, int64_t c) const;
-  double gpu_sublayer_s(const model::SubLayer& s, const model::ModelSpec& spec, int64_t n, int64_t c) const;
+  double gpu_sublayer_s(const model::SubLayer& s, const model::ModelSpec& spec, int64_t n, int64_t c,
+                        bool graph = false) const;
 
   // Weight copy host -> device from pinned memory (bandwidth only; the copy engine is a pipeline).
   double h2d_s(double bytes) const;
@@ -63,6 +77,18 @@ class CostModel {
   HardwareProfile profile_;  // a copy: the model outlives whatever it was built from
   int32_t threads_;
 };
+
+// The CUDA backend's matvec kernels take steps of up to this many tokens (kernels/cuda/matvec.cu);
+// larger steps dequantize to F16 and run cuBLAS GEMMs.
+constexpr double kGpuMatvecMaxTokens = 8;
+// Share of the profile's device copy bandwidth (read + write bytes of a D2D copy) that a weight-
+// streaming kernel can reach at most: a ceiling for dtypes whose probe point is faster than that
+// (e.g. F16 matvec), the "0.6-0.75 x copy bandwidth" of large-matrix decode kernels on Hopper.
+constexpr double kGpuStreamShare = 0.75;
+// Issue cost of one kernel node of a replayed CUDA graph when the profile does not measure it
+// (gpu.graph_kernel_us): ~1 us between dependent kernels on Hopper. Session 2 all-resident decode
+// (~600 kernels a step) fits it: measured 5.7 ms = ~4.3 GB of Q4_K at the probe's rate + ~0.6 ms.
+constexpr double kGraphKernelUsDefault = 1.5;
 
 // Bits per weight of a dtype (block bytes * 8 / block elements).
 double bits_per_weight(DType t);

@@ -84,13 +84,21 @@ std::string plan_to_json(const PlanSet& ps) {
   j["eval_context"] = ps.eval_context;
   j["cpu_threads"] = ps.cpu_threads;
   j["cuda_context_headroom"] = ps.cuda_context_bytes;
-  j["ring"] = json{{"slots", ps.ring_slots}, {"slot_bytes", ps.ring_slot_bytes}};
+  json ring = json{{"slots", ps.ring_slots},
+                   {"slot_bytes", ps.ring_slot_bytes},
+                   {"chosen_by", ps.ring_auto ? "planner" : "user"}};
+  json depths = json::array();
+  for (const RingChoice& c : ps.ring_choices)
+    depths.push_back(json{{"slots", c.slots}, {"scenario_ms", ms(c.scenario_ms)}, {"decode_ms", ms(c.decode_ms)}});
+  ring["depths"] = depths;  // the best plan of each depth tried (the chosen one has the lowest scenario_ms)
+  j["ring"] = ring;
   j["arena"] = vram_json(ps.arena);
   j["predicted"] = json{{"prompt_tokens", std::min(ps.options.prompt_tokens, ps.options.context)},
                         {"ttft_ms", ms(ps.ttft_ms)},
                         {"decode_tok_s", std::round(ps.decode_tok_s * 1000.0) / 1000.0},
                         {"gen_tokens", ps.options.gen_tokens},
-                        {"scenario_ms", ms(ps.scenario_ms)}};
+                        {"scenario_ms", ms(ps.scenario_ms)},
+                        {"first_decode_extra_ms", ms(ps.first_decode_extra_ms)}};
   j["limits"] = json{{"weights_total", ps.weights_total},
                      {"weights_resident", ps.weights_resident},
                      {"decode_ms_w_minus_r_over_h", ms(ps.limit_h_ms)},
@@ -157,6 +165,21 @@ std::string plan_to_text(const PlanSet& ps) {
                 : "0",
             format_bytes(a.scratch).c_str(), format_bytes(a.workspace).c_str(), format_bytes(a.total).c_str(),
             format_bytes(ps.cuda_context_bytes).c_str());
+    if (!ps.ring_choices.empty()) {
+      // Ring depth: each K tried with its best resident set (scenario = TTFT + decode of gen_tokens).
+      std::string tried;
+      for (const RingChoice& c : ps.ring_choices) {
+        char b[96];
+        std::snprintf(b, sizeof b, "%sK=%d %.2f", tried.empty() ? "" : ", ", c.slots, c.decode_ms);
+        tried += b;
+      }
+      if (ps.ring_slots > 0)
+        appendf(out, "  ring depth K=%d (%s); decode ms per depth tried: %s\n", ps.ring_slots,
+                ps.ring_auto ? "planner's choice" : "given", tried.c_str());
+      else
+        appendf(out, "  no ring (%s); decode ms per depth tried: %s\n",
+                ps.ring_auto ? "planner's choice" : "a ring was given but no ring planned better", tried.c_str());
+    }
   }
   appendf(out, "predicted: TTFT %.1f ms for %.0f tokens, decode %.2f tok/s", ps.ttft_ms, prompt, ps.decode_tok_s);
   if (ps.gpu)

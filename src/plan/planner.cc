@@ -62,6 +62,11 @@ Planner::Planner(const HardwareProfile& profile, PlannerOptions options) : profi
 
 namespace {
 
+// Ring depths the planner tries when PlannerOptions::ring_slots is 0. A deeper ring lets the copy
+// engine run further ahead across runs of resident / CPU sub-layers, and keeps up to K streamed
+// sub-layers in their slots from one decode step to the next; each slot costs resident bytes.
+constexpr int32_t kRingDepths[] = {2, 3, 4, 6, 8};
+
 constexpr uint64_t kAlign = 256;  // device allocations are 256-byte aligned
 uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
@@ -81,10 +86,12 @@ uint64_t spread_key(uint32_t i, uint32_t count) {
 
 struct Costs {            // one sub-layer at one (n, c)
   double cpu_s = 0, gpu_s = 0, copy_s = 0;
+  double gpu_graph_s = 0; // on the GPU, replayed from a CUDA graph
 };
 
 struct Variant {          // a ring configuration and what it implies
   uint64_t slot = 0;      // 0 = no ring
+  int32_t slots = 0;      // K (0 when there is no ring)
   uint64_t fixed = 0;     // KV + scratch + workspace + vectors + ring
   uint64_t must = 0;      // matrices that must be resident (attention that cannot stream)
   bool feasible = false;
@@ -127,6 +134,7 @@ class Builder {
         k.cpu_s = cm_.cpu_sublayer_s(subs_[j], spec_, rows, c);
         if (cm_.has_gpu()) {
           k.gpu_s = cm_.gpu_sublayer_s(subs_[j], spec_, rows, c);
+          k.gpu_graph_s = cm_.gpu_sublayer_s(subs_[j], spec_, rows, c, /*graph=*/true);
           k.copy_s = cm_.h2d_s(static_cast<double>(mat_bytes_[j]));
         }
       }
@@ -171,11 +179,12 @@ class Builder {
     return v;
   }
 
-  Variant variant(uint64_t slot) const {
+  Variant variant(uint64_t slot, int32_t slots) const {
     Variant v;
     v.slot = slot;
+    v.slots = slot > 0 ? slots : 0;
     v.fixed = kv_bytes() + scratch_bytes() + o_.workspace_bytes + vectors_total() +
-              (slot > 0 ? static_cast<uint64_t>(o_.ring_slots) * slot : 0);
+              static_cast<uint64_t>(v.slots) * slot;
     for (size_t i = 0; i < subs_.size(); ++i)
       if (is_attn(i) && mat_bytes_[i] > slot) v.must += mat_bytes_[i];  // == must_resident
     v.feasible = v.fixed + v.must <= o_.vram_budget;
@@ -303,18 +312,44 @@ class Builder {
     return out;
   }
 
+  // Which sub-layers the executor replays from CUDA graphs (exec/hybrid_runner.cc): in steps of up to
+  // kGpuMatvecMaxTokens tokens, the whole step when everything after the embedding is resident, else
+  // every run of >= 2 consecutive resident sub-layers other than the head.
+  std::vector<char> graphed(const std::vector<Placement>& pl, int64_t n) const {
+    std::vector<char> g(subs_.size(), 0);
+    if (static_cast<double>(n) > kGpuMatvecMaxTokens) return g;
+    bool all = true;
+    for (size_t i = 0; i < subs_.size(); ++i)
+      if (!is_embed(i) && pl[i] != Placement::kResident) all = false;
+    if (all) {
+      for (size_t i = 0; i < subs_.size(); ++i) g[i] = !is_embed(i);
+      return g;
+    }
+    auto segment = [&](size_t i) { return pl[i] == Placement::kResident && !is_head(i) && !is_embed(i); };
+    for (size_t i = 0; i < subs_.size();) {
+      size_t e = i;
+      while (e < subs_.size() && segment(e)) ++e;
+      if (e - i >= 2)
+        for (size_t k = i; k < e; ++k) g[k] = 1;
+      i = e > i ? e : i + 1;
+    }
+    return g;
+  }
+
   std::vector<SimItem> items(const std::vector<Placement>& pl, int64_t n, int64_t c) const {
     std::vector<SimItem> out;
     out.reserve(subs_.size());
     bool prev_gpu = false;  // a step starts on the host (token ids)
     const double act = 4.0 * spec_.n_embd * static_cast<double>(n);
+    const std::vector<char> graph = graphed(pl, n);
     for (size_t i = 0; i < subs_.size(); ++i) {
       const Costs& k = costs(i, n, c);
       SimItem it;
+      it.id = static_cast<int32_t>(i);
       it.on_gpu = pl[i] != Placement::kCpu;
       it.streamed = pl[i] == Placement::kStreamed;
       if (it.on_gpu != prev_gpu) it.xfer_s = it.on_gpu ? cm_.activation_h2d_s(act) : cm_.activation_d2h_s(act);
-      it.compute_s = it.on_gpu ? k.gpu_s : k.cpu_s;
+      it.compute_s = it.on_gpu ? (graph[i] ? k.gpu_graph_s : k.gpu_s) : k.cpu_s;
       if (is_head(i) && it.on_gpu)  // logits back to the host for sampling
         it.compute_s += cm_.activation_d2h_s(4.0 * spec_.n_vocab * static_cast<double>(out_rows(n)));
       it.copy_s = it.streamed ? k.copy_s : 0;
@@ -324,29 +359,33 @@ class Builder {
     return out;
   }
 
-  SimParams sim_params() const {
+  SimParams sim_params(int32_t slots) const {
     SimParams p;
-    p.ring_slots = std::max(1, o_.ring_slots);
+    p.ring_slots = std::max(1, slots);
     p.cpu_share_while_copying = cm_.cpu_share_while_copying();
     p.copy_share_while_cpu = cm_.copy_share_while_cpu();
     return p;
   }
 
   // Steady-state step time: three identical steps back to back, the last one measured.
-  double step_s(const std::vector<Placement>& pl, int64_t n, int64_t c) const {
+  double step_s(const std::vector<Placement>& pl, int64_t n, int64_t c, int32_t slots) const {
     const std::vector<SimItem> it = items(pl, n, c);
-    const SimResult r = simulate({it, it, it}, sim_params());
+    const SimResult r = simulate({it, it, it}, sim_params(slots));
     return r.step_end[2] - r.step_end[1];
   }
 
-  StrategyEstimate estimate(Strategy s, std::vector<Placement> pl, int64_t n, int64_t c) const {
+  StrategyEstimate estimate(Strategy s, std::vector<Placement> pl, int64_t n, int64_t c, int32_t slots) const {
     StrategyEstimate e;
     e.strategy = s;
     e.feasible = true;
-    e.step_ms = step_s(pl, n, c) * 1e3;
-    for (const SimItem& it : items(pl, n, c)) {
+    const std::vector<SimItem> it3 = items(pl, n, c);
+    const SimResult r = simulate({it3, it3, it3}, sim_params(slots));
+    e.step_ms = (r.step_end[2] - r.step_end[1]) * 1e3;
+    // Copies actually made in the steady state: streamed sub-layers still in their slot from the
+    // previous step are not copied again.
+    e.copy_ms = r.step_copy_s[2] * 1e3;
+    for (const SimItem& it : it3) {
       (it.on_gpu ? e.gpu_ms : e.cpu_ms) += it.compute_s * 1e3;
-      e.copy_ms += it.copy_s * 1e3;
       e.xfer_ms += it.xfer_s * 1e3;
     }
     for (size_t i = 0; i < pl.size(); ++i) {
@@ -359,7 +398,8 @@ class Builder {
   }
 
   // The three strategies for one tier, given the resident set and the ring slot size.
-  std::vector<StrategyEstimate> strategies(const std::vector<bool>& res, uint64_t slot, int64_t n, int64_t c) const {
+  std::vector<StrategyEstimate> strategies(const std::vector<bool>& res, uint64_t slot, int32_t slots, int64_t n,
+                                           int64_t c) const {
     const size_t m = subs_.size();
     std::vector<Placement> base(m, Placement::kCpu);
     std::vector<size_t> flex;  // non-resident sub-layers that may go either way
@@ -373,7 +413,7 @@ class Builder {
 
     std::vector<Placement> stream = base;
     for (size_t i : flex) stream[i] = Placement::kStreamed;
-    StrategyEstimate gs = estimate(Strategy::kGpuStream, stream, n, c);
+    StrategyEstimate gs = estimate(Strategy::kGpuStream, stream, n, c, slots);
     if (slot == 0) {
       gs.feasible = false;
       gs.why_not = "no ring: every attention sub-layer is resident and nothing else may stream";
@@ -383,7 +423,7 @@ class Builder {
     }
     out.push_back(gs);
 
-    StrategyEstimate st = estimate(Strategy::kStatic, base, n, c);
+    StrategyEstimate st = estimate(Strategy::kStatic, base, n, c, slots);
     out.push_back(st);
 
     StrategyEstimate dyn;
@@ -408,7 +448,7 @@ class Builder {
       std::vector<Placement> pl = base;
       const size_t k = (flex.size() * f + kSteps / 2) / kSteps;
       for (size_t j = 0; j < k; ++j) pl[flex[order[j]]] = Placement::kStreamed;
-      const double t = step_s(pl, n, c);
+      const double t = step_s(pl, n, c, slots);
       if (t < best * (1 - 1e-9)) {
         best = t;
         best_pl = pl;
@@ -419,7 +459,7 @@ class Builder {
       for (size_t i : flex) {
         std::vector<Placement> pl = best_pl;
         pl[i] = pl[i] == Placement::kCpu ? Placement::kStreamed : Placement::kCpu;
-        const double t = step_s(pl, n, c);
+        const double t = step_s(pl, n, c, slots);
         if (t < best * (1 - 1e-9)) {
           best = t;
           best_pl = std::move(pl);
@@ -428,7 +468,7 @@ class Builder {
       }
       if (!improved) break;
     }
-    dyn = estimate(Strategy::kDynamic, best_pl, n, c);
+    dyn = estimate(Strategy::kDynamic, best_pl, n, c, slots);
     bool any_cpu = false, any_stream = false;
     for (size_t i : flex) (best_pl[i] == Placement::kCpu ? any_cpu : any_stream) = true;
     if (!any_cpu || !any_stream) {
@@ -521,7 +561,8 @@ struct Candidate {
   std::vector<bool> resident;
   std::map<int32_t, Plan> tiers;        // computed tiers by token count
   double ttft_ms = 0;
-  double objective = 0;                 // ttft + gen_tokens * tier-1 step (ms)
+  double first_decode_extra_ms = 0;     // the first decode step's extra time (ring refill after prefill)
+  double objective = 0;                 // ttft + first_decode_extra + gen_tokens * tier-1 step (ms)
 };
 
 const Plan& tier_plan(const Builder& b, Candidate& cand, int32_t n) {
@@ -529,7 +570,7 @@ const Plan& tier_plan(const Builder& b, Candidate& cand, int32_t n) {
   if (it != cand.tiers.end()) return it->second;
   Plan p;
   p.tokens = n;
-  p.candidates = b.strategies(cand.resident, cand.variant->slot, n, b.eval_context());
+  p.candidates = b.strategies(cand.resident, cand.variant->slot, cand.variant->slots, n, b.eval_context());
   choose(p);
   return cand.tiers.emplace(n, std::move(p)).first->second;
 }
@@ -544,8 +585,16 @@ void evaluate(const Builder& b, Candidate& cand, const PlannerOptions& o) {
     steps.push_back(b.items(tier_plan(b, cand, b.tier_for(n)).placement, n, done));
     done += n;
   }
-  cand.ttft_ms = simulate(steps, b.sim_params()).step_end.back() * 1e3;
-  cand.objective = cand.ttft_ms + o.gen_tokens * tier_plan(b, cand, 1).predicted_ms;
+  // Then the first decode step: the ring holds the prompt tier's sub-layers, so its first copies are
+  // made again (the steady decode step may find its streamed sub-layers still in their slots).
+  const Plan& t1 = tier_plan(b, cand, 1);
+  if (o.gen_tokens > 0) steps.push_back(b.items(t1.placement, 1, P));
+  const SimResult r = simulate(steps, b.sim_params(cand.variant->slots));
+  const size_t last_prompt = steps.size() - (o.gen_tokens > 0 ? 2 : 1);
+  cand.ttft_ms = r.step_end[last_prompt] * 1e3;
+  cand.first_decode_extra_ms =
+      o.gen_tokens > 0 ? std::max(0.0, (r.step_end.back() - r.step_end[last_prompt]) * 1e3 - t1.predicted_ms) : 0;
+  cand.objective = cand.ttft_ms + cand.first_decode_extra_ms + o.gen_tokens * t1.predicted_ms;
 }
 
 // The full PlanSet of the chosen candidate.
@@ -553,13 +602,13 @@ PlanSet finish(const Builder& b, Candidate& cand, const PlannerOptions& o) {
   PlanSet ps;
   const Variant& v = *cand.variant;
   ps.resident = cand.resident;
-  ps.ring_slots = v.slot > 0 ? o.ring_slots : 0;
+  ps.ring_slots = v.slots;
   ps.ring_slot_bytes = v.slot;
   VramBreakdown a;
   a.kv = b.kv_bytes();
   a.scratch = b.scratch_bytes();
   a.workspace = o.workspace_bytes;
-  a.ring = v.slot > 0 ? static_cast<uint64_t>(o.ring_slots) * v.slot : 0;
+  a.ring = static_cast<uint64_t>(v.slots) * v.slot;
   a.weights = b.vectors_total();
   for (size_t i = 0; i < ps.resident.size(); ++i)
     if (ps.resident[i]) a.weights += b.mat_bytes()[i];
@@ -574,6 +623,7 @@ PlanSet finish(const Builder& b, Candidate& cand, const PlannerOptions& o) {
   ps.ttft_ms = cand.ttft_ms;
   ps.decode_tok_s = 1e3 / ps.tiers.front().predicted_ms;
   ps.scenario_ms = cand.objective;
+  ps.first_decode_extra_ms = cand.first_decode_extra_ms;
   return ps;
 }
 
@@ -585,7 +635,9 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
   if (o.context < 1) return make_error(ErrorCode::kInvalidArgument, "context must be >= 1 (got %d)", o.context);
   if (o.batch < 1 || o.batch > (1 << 20))
     return make_error(ErrorCode::kInvalidArgument, "batch must be in [1, 1048576] (got %d)", o.batch);
-  if (o.ring_slots < 2) return make_error(ErrorCode::kInvalidArgument, "ring needs at least 2 slots (got %d)", o.ring_slots);
+  if (o.ring_slots != 0 && (o.ring_slots < 2 || o.ring_slots > 64))
+    return make_error(ErrorCode::kInvalidArgument, "ring slots must be 0 (the planner chooses) or 2..64 (got %d)",
+                      o.ring_slots);
   if (o.max_sequences < 1) return make_error(ErrorCode::kInvalidArgument, "max_sequences must be >= 1");
   FERRY_RETURN_IF_ERROR(validate_profile(profile_));
 
@@ -646,10 +698,21 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
     std::vector<uint64_t> slots = {0};
     if (max_attn > 0) slots.push_back(max_attn);
     if (max_layer > max_attn) slots.push_back(max_layer);
+    // Ring depths: the user's K, else every K of kRingDepths (the deeper rings only where their slots
+    // fit: an infeasible variant yields no candidate).
+    std::vector<int32_t> depths;
+    if (o.ring_slots > 0) depths = {o.ring_slots};
+    else depths.assign(std::begin(kRingDepths), std::end(kRingDepths));
     std::vector<Variant> variants;
     uint64_t min_budget = UINT64_MAX;
     const Variant* smallest = nullptr;
-    for (uint64_t s : slots) variants.push_back(b.variant(s));
+    for (uint64_t s : slots) {
+      if (s == 0) {
+        variants.push_back(b.variant(0, 0));
+        continue;
+      }
+      for (int32_t k : depths) variants.push_back(b.variant(s, k));
+    }
     for (const Variant& v : variants)
       if (v.fixed + v.must < min_budget) {
         min_budget = v.fixed + v.must;
@@ -671,15 +734,33 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
       }
     }
     Candidate* best_c = nullptr;
+    std::map<int32_t, const Candidate*> best_by_depth;  // K -> its best candidate (K = 0: no ring)
+    auto better_c = [](const Candidate& a, const Candidate* b) {
+      // Ties (within 1e-12): the shallower ring, then the smaller arena, then the earlier variant.
+      if (!b || a.objective < b->objective * (1 - 1e-12)) return true;
+      if (a.objective > b->objective * (1 + 1e-12)) return false;
+      if (a.variant->slots != b->variant->slots) return a.variant->slots < b->variant->slots;
+      return a.need < b->need;
+    };
     for (Candidate& c : cands) {
       evaluate(b, c, o);
-      // Ties: the smaller arena, then the earlier variant (deterministic).
-      if (!best_c || c.objective < best_c->objective * (1 - 1e-12) ||
-          (c.objective <= best_c->objective * (1 + 1e-12) && c.need < best_c->need))
-        best_c = &c;
+      if (better_c(c, best_c)) best_c = &c;
+      const Candidate*& d = best_by_depth[c.variant->slots];
+      if (better_c(c, d)) d = &c;
     }
     std::optional<PlanSet> best;
-    if (best_c) best = finish(b, *best_c, o);
+    if (best_c) {
+      best = finish(b, *best_c, o);
+      best->ring_auto = o.ring_slots == 0;
+      for (const auto& [k, c] : best_by_depth) {
+        if (k == 0) continue;
+        RingChoice rc;
+        rc.slots = k;
+        rc.scenario_ms = c->objective;
+        rc.decode_ms = (c->objective - c->ttft_ms - c->first_decode_extra_ms) / std::max(1, o.gen_tokens);
+        best->ring_choices.push_back(rc);
+      }
+    }
     if (!best) {
       const Variant& v = *smallest;
       return make_error(ErrorCode::kOutOfMemory,
@@ -689,7 +770,7 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
                         spec.name.empty() ? "this model" : spec.name.c_str(), o.context,
                         format_bytes(b.kv_bytes()).c_str(), format_bytes(b.scratch_bytes()).c_str(),
                         format_bytes(o.workspace_bytes).c_str(), format_bytes(b.vectors_total()).c_str(),
-                        v.slot > 0 ? ("ring " + std::to_string(o.ring_slots) + " x " + format_bytes(v.slot)).c_str()
+                        v.slot > 0 ? ("ring " + std::to_string(v.slots) + " x " + format_bytes(v.slot)).c_str()
                                    : ("resident attention " + format_bytes(v.must)).c_str());
     }
     std::vector<std::string> notes = std::move(ps.notes);
@@ -727,6 +808,22 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
   for (std::string& n : cm.notes_for(subs)) ps.notes.push_back(std::move(n));
   if (profile_.source == "estimated") ps.notes.push_back("profile is estimated, not measured: run `ferry profile`");
   return ps;
+}
+
+Expected<double> predict_step_ms(const HardwareProfile& profile, const PlannerOptions& options, const ModelSpec& spec,
+                                 const std::vector<SubLayer>& subs, const std::vector<Placement>& placement,
+                                 int32_t tokens, int32_t ring_slots) {
+  FERRY_RETURN_IF_ERROR(validate_profile(profile));
+  if (placement.size() != subs.size())
+    return make_error(ErrorCode::kInvalidArgument, "placement has %zu entries for %zu sub-layers", placement.size(),
+                      subs.size());
+  if (tokens < 1 || ring_slots < 1) return make_error(ErrorCode::kInvalidArgument, "tokens and ring slots must be >= 1");
+  const CostModel cm(profile, options.cpu_threads);
+  for (Placement p : placement)
+    if (p != Placement::kCpu && !cm.has_gpu())
+      return make_error(ErrorCode::kInvalidArgument, "the profile has no GPU: every sub-layer must be on the CPU");
+  const Builder b(cm, spec, subs, options);
+  return b.step_s(placement, tokens, b.eval_context(), ring_slots) * 1e3;
 }
 
 std::string format_bytes(uint64_t bytes) {

@@ -38,7 +38,9 @@ struct StrategyEstimate {
   bool feasible = false;
   std::string why_not;               // when !feasible
   double step_ms = 0;                // steady-state step time
-  double cpu_ms = 0, gpu_ms = 0, copy_ms = 0, xfer_ms = 0;  // work per step, each resource alone
+  // Work per step, each resource alone; copy_ms: the copies a steady step makes (streamed sub-layers
+  // still in their ring slot from the previous step are not copied again).
+  double cpu_ms = 0, gpu_ms = 0, copy_ms = 0, xfer_ms = 0;
   std::vector<Placement> placement;  // per sub-layer
   int32_t n_cpu = 0, n_streamed = 0; // sub-layers (matrices) on the CPU / streamed
 };
@@ -68,7 +70,7 @@ struct PlannerOptions {
   int32_t context = 4096;            // planned context: the KV cache holds this many tokens
   int32_t batch = 1024;              // largest tier (tokens per step)
   int32_t cpu_threads = 0;           // 0 = profile's default
-  int32_t ring_slots = 2;            // K >= 2
+  int32_t ring_slots = 0;            // K: 0 = the planner tries 2, 3, 4, 6, 8 and keeps the best; else 2..64
   int32_t max_sequences = 1;         // rows of logits per step (sequences decoded together)
   // The scenario the shared resident set is optimised for, and TTFT / tok/s are predicted at:
   // a prompt of prompt_tokens, then gen_tokens decode steps.
@@ -77,6 +79,13 @@ struct PlannerOptions {
   int32_t eval_context = 0;          // context of tier estimates; 0 = min(prompt_tokens, context)
   uint64_t workspace_bytes = 32ull << 20;          // cuBLAS workspace (its recommendation on Hopper)
   uint64_t cuda_context_bytes = 512ull << 20;      // outside the budget: context + module + handles
+};
+
+// One ring depth the planner evaluated: the best resident set it allows at the budget.
+struct RingChoice {
+  int32_t slots = 0;                 // K
+  double scenario_ms = 0;            // ttft + gen_tokens * decode step (what the planner minimises)
+  double decode_ms = 0;              // tier-1 step
 };
 
 struct PlanSet {
@@ -90,7 +99,9 @@ struct PlanSet {
   std::string gpu_name;
   std::string profile_source;        // "measured" | "estimated"
   std::string profile_fingerprint;
-  int32_t ring_slots = 0;            // 0: no ring
+  int32_t ring_slots = 0;            // K; 0: no ring
+  bool ring_auto = false;            // K chosen by the planner (options.ring_slots == 0)
+  std::vector<RingChoice> ring_choices;  // each depth tried (with a ring), increasing K
   uint64_t ring_slot_bytes = 0;
   uint64_t min_budget = 0;           // the smallest budget that has a plan
   VramBreakdown arena;               // == every tier's vram
@@ -103,6 +114,10 @@ struct PlanSet {
   // larger budget (the candidates of a smaller budget are a subset of a larger one's); single tiers
   // may trade a few percent against it.
   double scenario_ms = 0;
+  // Part of scenario_ms: the first decode step's time beyond the steady tier-1 step (the ring holds
+  // the prompt tier's sub-layers after prefill, so streamed sub-layers a steady decode step finds in
+  // their slots are copied once more). scenario_ms = ttft_ms + this + gen_tokens * tier-1 step.
+  double first_decode_extra_ms = 0;
   uint64_t weights_total = 0;        // W: matrix bytes read per decode step (embed excluded)
   uint64_t weights_resident = 0;     // R
   double limit_h_ms = 0;             // (W - R) / H: the decode ceiling of DESIGN.md §4
@@ -124,6 +139,14 @@ class Planner {
   HardwareProfile profile_;
   PlannerOptions options_;
 };
+
+// The planner's predicted steady-state step time (ms) of a given placement (one per sub-layer) at
+// `tokens` new tokens, context options.eval_context (0: min(prompt_tokens, context)), and a ring of
+// `ring_slots` slots: what Plan::predicted_ms is for the placement the planner chose. For checking
+// the model against measurements and comparing ring depths on one placement.
+Expected<double> predict_step_ms(const HardwareProfile& profile, const PlannerOptions& options,
+                                 const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
+                                 const std::vector<Placement>& placement, int32_t tokens, int32_t ring_slots);
 
 // Token tiers 1, 2, 4, ... up to batch (batch itself included when not a power of two).
 std::vector<int32_t> token_tiers(int32_t batch);

@@ -73,6 +73,9 @@ struct GpuProfile {
   uint64_t memory_bytes = 0;
   double mem_bw_gbs = 0;                 // device memory, bytes read + written per second by a copy
   double launch_us = 0;                  // kernel launch overhead
+  // Issue cost of one kernel node of a replayed CUDA graph; 0 = not measured (older profiles, and the
+  // current prober): the cost model then uses kGraphKernelUsDefault. Optional key, written when > 0.
+  double graph_kernel_us = 0;
   std::vector<ThroughputCurve> matmul;   // one per dtype (threads = 0)
 };
 

@@ -83,13 +83,68 @@ TEST(Simulate, RingOverlapsCopiesWithCompute) {
   std::vector<SimItem> step(4, SimItem{true, true, 0, 1.0, 1.0});
   SimParams p;
   p.ring_slots = 2;
+  p.prefetch_after_step_end = false;  // copies run on into the next step as slots free up
   const SimResult r = simulate({step, step, step}, p);
   EXPECT_NEAR(r.step_end[2] - r.step_end[1], 4.0, 1e-9);  // steady state: max(copy, compute)
   EXPECT_NEAR(r.step_end[0], 5.0, 1e-9);                  // cold: the first copy is exposed
+  EXPECT_EQ(r.copies, 12);
+  // The executor issues a step's first K copies after the previous step's end: every step exposes
+  // its first copy.
+  p.prefetch_after_step_end = true;
+  const SimResult re = simulate({step, step, step}, p);
+  EXPECT_NEAR(re.step_end[2] - re.step_end[1], 5.0, 1e-9);
   // One slot: copy and compute of the same slot cannot overlap.
   p.ring_slots = 1;
+  p.prefetch_after_step_end = false;
   const SimResult r1 = simulate({step, step, step}, p);
   EXPECT_NEAR(r1.step_end[2] - r1.step_end[1], 8.0, 1e-9);
+}
+
+TEST(Simulate, SubLayersStayInTheirSlotsWhenTheRingHoldsThemAll) {
+  // Three streamed sub-layers (ids 0..2), copy 1.0, compute 0.5 each.
+  std::vector<SimItem> step;
+  for (int32_t i = 0; i < 3; ++i) step.push_back(SimItem{true, true, 0, 0.5, 1.0, i});
+  SimParams p;
+  p.ring_slots = 4;
+  const SimResult r = simulate({step, step, step}, p);
+  EXPECT_EQ(r.copies, 3);  // the first step only
+  EXPECT_NEAR(r.step_end[2] - r.step_end[1], 1.5, 1e-9);
+  EXPECT_DOUBLE_EQ(r.step_copy_s[2], 0.0);
+  // Two slots: slot 0 takes ids 0 and 2 in turn (copied every step), slot 1 keeps id 1.
+  p.ring_slots = 2;
+  const SimResult r2 = simulate({step, step, step}, p);
+  EXPECT_EQ(r2.copies, 3 + 2 + 2);
+  EXPECT_DOUBLE_EQ(r2.step_copy_s[2], 2.0);
+  // Items without an id are never reused.
+  for (SimItem& it : step) it.id = -1;
+  p.ring_slots = 4;
+  EXPECT_EQ(simulate({step, step, step}, p).copies, 9);
+}
+
+TEST(Simulate, DeeperRingRunsAheadAcrossCpuStretches) {
+  // S S C C C C S S: two streamed, a long CPU stretch (4 x 1.0), two streamed. Copies 1.0, GPU compute
+  // 0.1. With K = 2 the copies of the last two wait for the first two's compute, then start only
+  // when the stretch has begun; with K = 4 all four copies run back to back from the step's start.
+  std::vector<SimItem> step;
+  int32_t id = 0;
+  for (int i = 0; i < 2; ++i) step.push_back(SimItem{true, true, 0, 0.1, 1.0, id++});
+  for (int i = 0; i < 4; ++i) step.push_back(SimItem{false, false, 0, 1.0, 0, id++});
+  for (int i = 0; i < 2; ++i) step.push_back(SimItem{true, true, 0, 0.1, 1.0, id++});
+  for (int i = 0; i < 2; ++i) step.push_back(SimItem{false, false, 0, 0.2, 0, id++});  // tail on the CPU
+  SimParams p;
+  double prev = 1e30;
+  for (int32_t k : {2, 3, 4}) {
+    p.ring_slots = k;
+    const SimResult r = simulate({step, step, step}, p);
+    const double t = r.step_end[2] - r.step_end[1];
+    EXPECT_LE(t, prev + 1e-12) << "K=" << k;
+    prev = t;
+  }
+  p.ring_slots = 2;
+  const SimResult r2 = simulate({step, step, step}, p);
+  p.ring_slots = 4;
+  const SimResult r4 = simulate({step, step, step}, p);
+  EXPECT_LT(r4.step_end[2] - r4.step_end[1], r2.step_end[2] - r2.step_end[1] - 0.5);
 }
 
 TEST(Simulate, HostMemoryContentionSlowsBoth) {

@@ -92,7 +92,7 @@ Expected<Model> load_model(const std::string& path, const std::string& preset, c
 int cmd_plan(int argc, char** argv) {
   CLI::App app{"Show the execution plan of a model for a VRAM budget", "ferry plan"};
   std::string model_path, preset, type = "F16", vram_text, profile_path;
-  int ctx = 4096, batch = 1024, threads = 0, prompt = 1024;
+  int ctx = 4096, batch = 1024, threads = 0, prompt = 1024, ring = 0;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model file");
   app.add_option("--preset", preset, "plan a synth preset's shapes instead of a file (e.g. minitron-8b)");
@@ -108,6 +108,7 @@ int cmd_plan(int argc, char** argv) {
   app.add_option("--prompt-tokens", prompt, "prompt length TTFT is predicted for")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--ring", ring, "weight ring slots K >= 2 (default: the planner chooses K)")->check(CLI::Range(2, 64));
   app.add_option("--profile", profile_path, "hardware profile JSON (default: this machine's cached profile)");
   app.add_flag("--json", json, "print the plan as JSON");
   int rc = 0;
@@ -136,6 +137,7 @@ int cmd_plan(int argc, char** argv) {
   o.batch = batch;
   o.cpu_threads = threads;
   o.prompt_tokens = prompt;
+  o.ring_slots = ring;  // 0: the planner searches K
   Expected<plan::PlanSet> ps = plan::Planner(*prof, o).plan(m->spec, m->subs);
   if (!ps) return cli::report(ps.status());
   if (json) {
