@@ -154,7 +154,7 @@ struct HybridSetup {
   int32_t ordinal = 0;
   plan::HardwareProfile profile;
   HybridOptions options;
-  int32_t ring_slots = 2;
+  int32_t ring_slots = 2;            // K; 0 = the planner chooses (ferry run / bench without --ring)
   EmulatedOptions emulated;          // budget is overwritten with vram_budget
   int32_t prompt_tokens = 1024;      // planner scenario
   int32_t gen_tokens = 128;
