@@ -264,6 +264,10 @@ TEST(CpuOps, Attention) {
     run_attention_case({64, 6, 1, T, 7, 5, 0.f}, seed++);     // MQA + sliding window
     run_attention_case({72, 4, 2, T, 20, 0, 30.f}, seed++);   // head_dim not a multiple of 16, soft-cap
     run_attention_case({40, 2, 2, T, 0, 0, 0.f}, seed++);     // head_dim % 16 != 0, empty history
+    run_attention_case({64, 9, 3, T, 200, 0, 0.f}, seed++);   // GQA 3 (smollm2), several cell chunks
+    run_attention_case({256, 4, 1, T, 130, 0, 0.f}, seed++);  // head_dim 256 (gemma3), MQA
+    run_attention_case({80, 6, 2, T, 150, 9, 0.f}, seed++);   // head_dim % 32 == 16, window
+    run_attention_case({128, 32, 8, T, 2500, 0, 0.f}, seed++);  // llama3-8b heads, > 32 chunks of 64
   }
 }
 

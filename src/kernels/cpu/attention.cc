@@ -5,12 +5,29 @@
 // A thread keeps the visible-cell list of its last token, so consecutive items of one token share it.
 // Numerics as llama.cpp's (flash attention off, F16 cache): q rounded to F16 for the K product, float
 // scores, softmax probabilities rounded to F16 for the V product.
+// Decode (few tokens) on levels with the cells kernels instead splits each token's visible cells into
+// chunks: a job computes every head's scores for each chunk (streaming whole K rows), the caller takes
+// the softmax per head, a second job sums each chunk's share of V rows, and the caller adds the chunks'
+// partial outputs in chunk order. The chunking depends only on the number of visible cells, so the
+// result does not depend on the thread count.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/status.h"
 #include "kernels/cpu/cpu_ops_impl.h"
 
 namespace ferry::kernels::cpu {
+
+namespace {
+
+// Cells path: tokens per step it is used for, cells per chunk, most chunks (the partial outputs are
+// n_head * hd floats per chunk).
+constexpr int64_t kCellsMaxTokens = 4;
+constexpr int kCellsChunkMin = 64;
+constexpr int kCellsMaxChunks = 32;
+
+}  // namespace
 
 void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                        TensorView out) {
@@ -23,6 +40,10 @@ void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
   FERRY_ASSERT(batch.pos.dtype == DType::I32 && batch.seq.dtype == DType::I32);
   FERRY_ASSERT(kv.cell_pos.dtype == DType::I32 && kv.cell_seq.dtype == DType::I32);
   if (n_tok == 0) return;
+  if (tab_->attn_cells_scores != nullptr && n_tok <= kCellsMaxTokens && hd % tab_->attn_cells_hd_multiple == 0) {
+    for (int64_t t = 0; t < n_tok; ++t) attention_cells(q, kv, batch, p, t, out);
+    return;
+  }
   const int32_t* pos = batch.pos.ptr<const int32_t>();
   const int32_t* seq = batch.seq.ptr<const int32_t>();
   const int32_t* cpos = kv.cell_pos.ptr<const int32_t>();
@@ -82,6 +103,76 @@ void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
   } else {
     pool_.parallel_for(n_items, 1, body);
   }
+}
+
+void CpuOps::attention_cells(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
+                             int64_t t, TensorView out) {
+  const int hd = p.head_dim, n_head = p.n_head, n_kv = p.n_kv_head, group = n_head / n_kv;
+  const int32_t pos = batch.pos.ptr<const int32_t>()[t], seq = batch.seq.ptr<const int32_t>()[t];
+  const int32_t* cpos = kv.cell_pos.ptr<const int32_t>();
+  const int32_t* cseq = kv.cell_seq.ptr<const int32_t>();
+  const int n_cells = kv.n_cells;
+  const size_t head_floats = static_cast<size_t>(n_head) * hd;
+
+  // Shared scratch: visible cells, q rounded to F16 [n_head][hd], scores [n_head][n_vis], then the
+  // chunks' partial outputs [n_chunks][n_head][hd].
+  auto align64 = [](size_t b) { return (b + 63) & ~size_t{63}; };
+  const size_t vis_bytes = align64(static_cast<size_t>(n_cells) * 4);
+  const size_t q_bytes = align64(head_floats * 4);
+  const size_t s_bytes = align64(static_cast<size_t>(n_head) * static_cast<size_t>(n_cells) * 4);
+  const size_t part_bytes = head_floats * 4 * kCellsMaxChunks;
+  uint8_t* base = per_thread_.get(vis_bytes + q_bytes + s_bytes + part_bytes);
+  auto* vis = reinterpret_cast<int32_t*>(base);
+  auto* q16 = reinterpret_cast<float*>(base + vis_bytes);
+  auto* scores = reinterpret_cast<float*>(base + vis_bytes + q_bytes);
+  auto* part = reinterpret_cast<float*>(base + vis_bytes + q_bytes + s_bytes);
+
+  int n_vis = 0;
+  for (int32_t c = 0; c < n_cells; ++c) {
+    if (cseq[c] != seq || cpos[c] < 0 || cpos[c] > pos) continue;
+    if (p.window > 0 && pos - cpos[c] >= p.window) continue;
+    vis[n_vis++] = c;
+  }
+  FERRY_ASSERT_MSG(n_vis > 0, "attention: a token sees no cell (its own K/V must be stored first)");
+  for (int h = 0; h < n_head; ++h)
+    tab_->round_f16(static_cast<const float*>(q.row(h, t)), q16 + static_cast<size_t>(h) * hd, hd);
+
+  const int n_chunks = std::min(kCellsMaxChunks, (n_vis + kCellsChunkMin - 1) / kCellsChunkMin);
+  const int chunk = (n_vis + n_chunks - 1) / n_chunks;
+  const auto* kb = static_cast<const uint8_t*>(kv.k.data);
+  const auto* vb = static_cast<const uint8_t*>(kv.v.data);
+  const bool parallel = n_chunks > 1 && pool_.size() > 1;
+
+  auto scores_body = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int j0 = static_cast<int>(c) * chunk, n = std::min(chunk, n_vis - j0);
+      tab_->attn_cells_scores(q16, n_kv, group, hd, kb, kv.k.nb[1], vis + j0, n, p.scale, p.softcap, scores + j0,
+                              n_vis);
+    }
+  };
+  if (parallel) {
+    pool_.parallel_for(n_chunks, 1, 1, scores_body);
+  } else {
+    scores_body(0, n_chunks);
+  }
+  for (int h = 0; h < n_head; ++h) tab_->softmax(scores + static_cast<size_t>(h) * n_vis, n_vis);
+
+  auto values_body = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int j0 = static_cast<int>(c) * chunk, n = std::min(chunk, n_vis - j0);
+      float* o = part + static_cast<size_t>(c) * head_floats;
+      std::memset(o, 0, head_floats * sizeof(float));
+      tab_->attn_cells_values(scores + j0, n_vis, n_kv, group, hd, vb, kv.v.nb[1], vis + j0, n, o);
+    }
+  };
+  if (parallel) {
+    pool_.parallel_for(n_chunks, 1, 1, values_body);
+  } else {
+    values_body(0, n_chunks);
+  }
+  float* o = static_cast<float*>(out.row(t));
+  std::memcpy(o, part, head_floats * sizeof(float));
+  for (int c = 1; c < n_chunks; ++c) tab_->add(o, part + static_cast<size_t>(c) * head_floats, o, static_cast<int64_t>(head_floats));
 }
 
 }  // namespace ferry::kernels::cpu

@@ -59,6 +59,9 @@ class CpuOps final : public Ops {
   // Runs fn(i1, i2, i3) for every row of t (dims 1..3), in parallel when there is enough work.
   template <typename F>
   void for_rows(const TensorView& t, F&& fn);
+  // Decode attention of token t split over its visible cells (the table's attn_cells kernels).
+  void attention_cells(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p, int64_t t,
+                       TensorView out);
 
   const KernelTable* tab_;
   ThreadPool pool_;

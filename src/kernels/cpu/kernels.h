@@ -89,6 +89,20 @@ struct KernelTable {
   // out[g * hd + i] = sum_j p[g * n + j] * v_cell_j[i].
   void (*attn_values)(const float* p, int ng, const uint8_t* v, size_t v_stride, const int32_t* cells, int n,
                       int hd, float* out) = nullptr;
+
+  // Decode attention split over cells (null where the level has none; CpuOps then splits by head).
+  // A cell's K / V row holds all n_kv heads (n_kv * hd halfs, contiguous), so walking cells streams
+  // the cache; walking one head's slices instead touches 2 * hd of every n_kv * 2 * hd bytes and ran
+  // at DRAM latency (~2.6 GB/s for an 8B model's cache). q: n_kv * group heads of hd floats (head h *
+  // group + g uses KV head h), already rounded to F16 values.
+  // s[head * s_stride + j] = softcap(scale * q_head . k_cell_j) for j < n.
+  void (*attn_cells_scores)(const float* q, int n_kv, int group, int hd, const uint8_t* k, size_t k_stride,
+                            const int32_t* cells, int n, float scale, float softcap, float* s,
+                            int64_t s_stride) = nullptr;
+  // out[head * hd + i] += sum_j p[head * p_stride + j] * v_cell_j[head / group][i], j in order.
+  void (*attn_cells_values)(const float* p, int64_t p_stride, int n_kv, int group, int hd, const uint8_t* v,
+                            size_t v_stride, const int32_t* cells, int n, float* out) = nullptr;
+  int attn_cells_hd_multiple = 0;  // the cells kernels need hd % this == 0
 };
 
 // The table of a supported level (built once, immutable).
