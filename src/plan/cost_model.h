@@ -86,8 +86,9 @@ constexpr double kGpuMatvecMaxTokens = 8;
 // (e.g. F16 matvec), the "0.6-0.75 x copy bandwidth" of large-matrix decode kernels on Hopper.
 constexpr double kGpuStreamShare = 0.75;
 // Issue cost of one kernel node of a replayed CUDA graph when the profile does not measure it
-// (gpu.graph_kernel_us): ~1 us between dependent kernels on Hopper. Session 2 all-resident decode
-// (~600 kernels a step) fits it: measured 5.7 ms = ~4.3 GB of Q4_K at the probe's rate + ~0.6 ms.
+// (gpu.graph_kernel_us): the gap between dependent kernels of a graph on Hopper is ~1-2 us. 1.5 was
+// fitted to session 2's all-resident qwen3-8b Q4_K decode (~650 kernels a step) on
+// h200-host-measured.json: predicted 5.05 ms against 5.7 ms measured (1.0 us predicts 4.72 ms).
 constexpr double kGraphKernelUsDefault = 1.5;
 
 // Bits per weight of a dtype (block bytes * 8 / block elements).

@@ -8,7 +8,8 @@
 //    its matrices). The embedding is a row gather on the CPU in every strategy.
 //  - Sub-layers whose matrices exceed a ring slot never stream (they are resident or on the CPU).
 //  - The ring (K slots of ring_slot_bytes) exists when ring_slots > 0; slot size is chosen among
-//    {no ring, largest attention, largest layer sub-layer}, whichever plans best.
+//    {no ring, largest attention, largest layer sub-layer} and K among kRingDepths (or the user's K),
+//    whichever plans best; the slots' bytes come off the resident set.
 #include "plan/planner.h"
 
 #include <algorithm>
