@@ -133,7 +133,10 @@ __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArg
 
 // ---- split combine ---------------------------------------------------------------------------------
 
+// With a.xq (head_dim % 32 == 0, out rows contiguous) the output is also quantized as quantize_q8 would
+// (each warp step d = lane + 32 j is one whole 32-block of the row).
 __global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
+  allow_dependents();  // the output projection's matvec (PDL) may start loading its weights
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
@@ -156,7 +159,17 @@ __global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
       const float w = __expf(part.ml[static_cast<int64_t>(s) * n_rows + row].x - ref);
       acc = fmaf(w, part.o[(static_cast<int64_t>(s) * n_rows + row) * D + d], acc);
     }
-    out[d] = acc * inv;
+    const float y = acc * inv;
+    out[d] = y;
+    if (a.xq != nullptr) {
+      const float amax = warp_max(fabsf(y));
+      const float dq = amax / 127.f;
+      const int q = amax > 0.f ? __float2int_rn(y / dq) : 0;
+      const int sum = warp_sum_int(q);
+      const int64_t e = static_cast<int64_t>(t) * a.n_head * D + static_cast<int64_t>(h) * D + d;
+      a.xq[e] = static_cast<int8_t>(q);
+      if (lane == 0) a.xds[e / 32] = make_float2(dq, dq * static_cast<float>(sum));
+    }
   }
 }
 
@@ -557,8 +570,14 @@ cudaError_t attention_prepare(int device, int* max_smem_optin) {
   return cudaSuccess;
 }
 
-cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
-                      int64_t scratch_bytes, cudaStream_t stream) {
+cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
+                      int64_t scratch_bytes, cudaStream_t stream, bool* quantized) {
+  if (quantized != nullptr) *quantized = false;
+  AttnArgs a = a_in;
+  if (a.xq != nullptr && (a.head_dim % 32 != 0 || a.out_nb1 != static_cast<int64_t>(a.n_head) * a.head_dim * 4)) {
+    a.xq = nullptr;
+    a.xds = nullptr;
+  }
   if (a.n_tokens <= 0) return cudaSuccess;
   if (a.head_dim > 256 || a.n_kv_head <= 0 || a.n_head % a.n_kv_head != 0) return cudaErrorInvalidValue;
   const int D = a.head_dim;
@@ -597,7 +616,9 @@ cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, i
   }
   if (e != cudaSuccess || splits == 1) return e;
   attn_combine_kernel<<<ceil_div(n_rows, 4), 4 * kWarp, 0, stream>>>(a, splits, part);
-  return cudaGetLastError();
+  e = cudaGetLastError();
+  if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
+  return e;
 }
 
 }  // namespace ferry::kernels::cuda

@@ -584,9 +584,16 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
   a.window = p.window;
   a.out = out.ptr<float>();
   a.out_nb1 = static_cast<int64_t>(out.nb[1]);
+  const bool stash = stashable(out);
+  if (stash) {
+    a.xq = stash_xq();
+    a.xds = reinterpret_cast<float2*>(stash_xds());
+  }
+  bool quantized = false;
   check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.max_smem_optin(), ctx_.scratch(),
-                      static_cast<int64_t>(body_bytes()), ctx_.stream()),
+                      static_cast<int64_t>(body_bytes()), ctx_.stream(), &quantized),
         "attention");
+  if (stash && quantized) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
 }
 
 void CudaOps::glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) {

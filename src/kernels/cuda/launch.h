@@ -154,6 +154,9 @@ struct AttnArgs {
   int32_t window = 0;
   float* out = nullptr;             // [head_dim * n_head, n_tokens]
   int64_t out_nb1 = 0;
+  // Optional: out quantized as quantize_q8 would, by the split-combine kernel (see attention()).
+  int8_t* xq = nullptr;
+  float2* xds = nullptr;
 };
 // Scratch bytes attention needs for `splits` > 1 (partial results).
 int64_t attention_scratch_bytes(int n_tokens, int n_head, int head_dim, int splits);
@@ -163,8 +166,10 @@ cudaError_t attention_prepare(int device, int* max_smem_optin);
 // kernel: 0 = plain (any head_dim <= 256), 1 = tensor cores (head_dim 64, 128, 256; sm_75+; falls back to
 // plain when the variant needs more shared memory than max_smem_optin).
 // splits: KV ranges done by different blocks then combined; 0 = pick from the SM count.
+// *quantized (optional): whether a.xq / a.xds were written (only the split-combine kernel quantizes, and
+// only with head_dim % 32 == 0 and contiguous out rows).
 cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
-                      int64_t scratch_bytes, cudaStream_t stream);
+                      int64_t scratch_bytes, cudaStream_t stream, bool* quantized = nullptr);
 bool attention_mma_supported(int head_dim);
 
 }  // namespace ferry::kernels::cuda

@@ -783,6 +783,23 @@ void run_attention_case(Env* E, const AttnCase& c) {
                    std::string(c.name) + " kernel=" + std::to_string(kernel) + " splits=" + std::to_string(splits));
     }
   }
+  // The split-combine kernel also writes out's Q8 image (the stash) for the next matvec: that matvec must
+  // give what it gives on out quantized by itself (an unfused CudaOps), bit for bit.
+  const int64_t K = static_cast<int64_t>(D) * c.n_head;
+  if (D % 32 == 0 && c.n_tokens <= 8 && K % 256 == 0) {
+    HostTensor w = random_weights(rng, DType::Q4_K, K, 64);
+    DevTensor dw(*E, w), m1(*E, DType::F32, 64, c.n_tokens), m2(*E, DType::F32, 64, c.n_tokens);
+    kernels::CudaOpsOptions op;
+    op.fuse = false;
+    kernels::CudaOps plain(*E->ctx, op);
+    for (int kernel : {0, 1}) {
+      E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, 3);
+      E->ops->matmul(dw.view, dout.view, m1.view);
+      plain.matmul(dw.view, dout.view, m2.view);
+      SYNC();
+      EXPECT_EQ(m1.download().bytes, m2.download().bytes) << c.name << " kernel=" << kernel << ": stash after attention";
+    }
+  }
 }
 
 TEST(CudaAttention, Cases) {
