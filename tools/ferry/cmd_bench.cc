@@ -307,7 +307,6 @@ int cmd_bench(int argc, char** argv) {
   app.add_flag("--json", a.json, "print one JSON object");
   app.add_flag("!--no-warmup", a.warmup, "skip the warm-up step");
   app.add_flag("!--no-membw", a.membw, "skip the host bandwidth measurement (host_gb_s = 0)");
-  a.hybrid.ring_slots = 0;  // no --ring: the planner chooses the ring depth K
   ferry::cli::add_hybrid_options(app, &a.hybrid, true);
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;

@@ -215,7 +215,6 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--chat", a.chat, "wrap the prompt in the model's chat template (ChatML or Gemma)");
   app.add_option("--system", a.system, "system message for --chat");
   app.add_flag("--ignore-eos", a.ignore_eos, "keep generating past end-of-generation tokens");
-  a.hybrid.ring_slots = 0;  // no --ring: the planner chooses the ring depth K
   ferry::cli::add_hybrid_options(app, &a.hybrid, false);
 
   int code = 0;
