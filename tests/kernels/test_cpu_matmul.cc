@@ -301,6 +301,43 @@ TEST(CpuMatmul, MatmulManyEqualsMatmuls) {
   }
 }
 
+// matmul_acc (acc += W x, the add done by each task) equals matmul then add bit for bit, on the
+// direct path (few tokens, pool split and inline), the panel path (prefill) and a strided acc.
+TEST(CpuMatmul, MatmulAccEqualsMatmulThenAdd) {
+  for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16}) {
+    for (int64_t N : {64, 1000}) {
+      const int64_t K = 512;
+      for (int64_t T : {1, 3, 40}) {
+        Problem p = make_problem(type, K, N, T, 500 + static_cast<uint32_t>(N + T));
+        TensorView w = TensorView::make(type, p.w.data(), K, N);
+        TensorView x = TensorView::make(DType::F32, p.x.data(), K, T);
+        std::vector<float> acc0(static_cast<size_t>(N * T));
+        for (size_t i = 0; i < acc0.size(); ++i) acc0[i] = 0.25f * static_cast<float>(i % 17) - 2.f;
+        for (CpuIsa isa : levels()) {
+          auto ops = make_cpu_ops(2, isa);
+          std::vector<float> tmp(acc0.size()), want = acc0;
+          ops->matmul(w, x, TensorView::make(DType::F32, tmp.data(), N, T));
+          ops->add(TensorView::make(DType::F32, want.data(), N, T), TensorView::make(DType::F32, tmp.data(), N, T),
+                   TensorView::make(DType::F32, want.data(), N, T));
+          const int64_t ld = N + 3;  // strided acc
+          std::vector<float> got(static_cast<size_t>(ld * T), -7.f), tmp2(acc0.size());
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t r = 0; r < N; ++r) got[t * ld + r] = acc0[t * N + r];
+          TensorView acc = TensorView::make(DType::F32, got.data(), N, T);
+          acc.nb[1] = static_cast<size_t>(ld) * sizeof(float);
+          ops->matmul_acc(w, x, TensorView::make(DType::F32, tmp2.data(), N, T), acc);
+          for (int64_t t = 0; t < T; ++t) {
+            for (int64_t r = 0; r < N; ++r)
+              ASSERT_EQ(got[t * ld + r], want[t * N + r])
+                  << dtype_name(type) << " " << cpu_isa_name(isa) << " N=" << N << " T=" << T << " row " << r;
+            for (int64_t r = N; r < ld; ++r) ASSERT_EQ(got[t * ld + r], -7.f) << "wrote past the row";
+          }
+        }
+      }
+    }
+  }
+}
+
 // Prefill with many panels per thread (groups of up to 4 packed panels share each pass over the
 // tokens), a partial last group and a partial last panel.
 TEST(CpuMatmul, PanelGroups) {

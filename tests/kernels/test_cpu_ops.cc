@@ -164,6 +164,49 @@ TEST(CpuOps, Rope) {
   }
 }
 
+// rope_qk_store (one pass per token) equals rope of q, rope of k, then kv_store, bit for bit.
+TEST(CpuOps, RopeQkStoreEqualsSeparateOps) {
+  const int64_t hd = 64, n_head = 8, n_kv = 2, kvd = hd * n_kv, n_cells = 200;
+  for (CpuIsa isa : levels()) {
+    auto ops = make_cpu_ops(2, isa);
+    for (int64_t T : kTokens) {
+      std::vector<int32_t> pos(T), cell(T);
+      for (int64_t t = 0; t < T; ++t) {
+        pos[t] = static_cast<int32_t>((t * 37) % 4099);
+        cell[t] = static_cast<int32_t>((t * 53 + 7) % n_cells);
+      }
+      BatchMeta batch;
+      batch.n_tokens = static_cast<int32_t>(T);
+      batch.pos = i32(pos);
+      batch.cell = i32(cell);
+      for (int variant = 0; variant < 2; ++variant) {
+        RopeParams p;
+        p.n_rot = static_cast<int32_t>(hd);
+        p.freq_base = 500000.f;
+        p.neox = variant == 1;
+        std::vector<float> q0 = randn(hd * n_head * T, 30 + variant), k0 = randn(kvd * T, 40 + variant);
+        std::vector<float> v = randn(kvd * T, 50 + variant), q1 = q0, k1 = k0;
+        std::vector<uint16_t> kc0(kvd * n_cells, 1), vc0(kvd * n_cells, 2), kc1 = kc0, vc1 = vc0;
+        auto kv_of = [&](std::vector<uint16_t>& kb, std::vector<uint16_t>& vb) {
+          KvView kv;
+          kv.k = TensorView::make(DType::F16, kb.data(), kvd, n_cells);
+          kv.v = TensorView::make(DType::F16, vb.data(), kvd, n_cells);
+          return kv;
+        };
+        ops->rope_qk(f32(q0, hd, n_head, T), f32(k0, hd, n_kv, T), batch, p);
+        ops->kv_store(f32(k0, kvd, T), f32(v, kvd, T), batch, kv_of(kc0, vc0));
+        ops->rope_qk_store(f32(q1, hd, n_head, T), f32(k1, hd, n_kv, T), f32(k1, kvd, T), f32(v, kvd, T), batch, p,
+                           kv_of(kc1, vc1));
+        const std::string what = std::string(cpu_isa_name(isa)) + " T=" + std::to_string(T);
+        ASSERT_EQ(q1, q0) << what;
+        ASSERT_EQ(k1, k0) << what;
+        ASSERT_EQ(kc1, kc0) << what;
+        ASSERT_EQ(vc1, vc0) << what;
+      }
+    }
+  }
+}
+
 // A cache of n_cells cells holding several sequences; a batch of T new tokens stored with kv_store,
 // then attention. Cells are shuffled (a token's history is not contiguous).
 struct AttnCase {

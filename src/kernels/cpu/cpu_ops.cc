@@ -113,36 +113,89 @@ void CpuOps::glu(const TensorView& gate, const TensorView& up, Activation act, T
 // RoPE angles as ggml computes them (and RefOps' kLlamaCpp numerics): in float, theta_i = pos *
 // base^(-2i / n_rot) by repeated multiplication, th = freq_scale * (theta_i / freq_factor[i]), cosf /
 // sinf; then the rotation of every head of the token.
+namespace {
+
+struct RopeTables {
+  int64_t half = 0;
+  const float* ff = nullptr;  // freq factors or null
+  float theta_scale = 1.f;
+  size_t slice = 0;           // per-thread bytes: cos + sin
+};
+
+RopeTables rope_tables(const RopeParams& p, int64_t hd) {
+  FERRY_ASSERT(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= hd);
+  RopeTables r;
+  r.half = p.n_rot / 2;
+  if (p.freq_factors.data != nullptr) {
+    FERRY_ASSERT(p.freq_factors.dtype == DType::F32 && p.freq_factors.ne[0] >= r.half);
+    r.ff = p.freq_factors.ptr<const float>();
+  }
+  r.theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  r.slice = static_cast<size_t>(r.half) * 2 * sizeof(float) + 64;
+  return r;
+}
+
+// cs / sn [half] for position pos.
+void rope_angles(const RopeTables& r, const RopeParams& p, int32_t pos, float* cs, float* sn) {
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < r.half; ++i) {
+    const float th = p.freq_scale * (theta / (r.ff != nullptr ? r.ff[i] : 1.0f));
+    cs[i] = std::cos(th);
+    sn[i] = std::sin(th);
+    theta *= r.theta_scale;
+  }
+}
+
+}  // namespace
+
 void CpuOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
   const int64_t hd = x.ne[0], n_head = x.ne[1], n_tok = x.ne[2];
   FERRY_ASSERT(x.dtype == DType::F32 && n_tok == batch.n_tokens && x.ne[3] == 1);
-  FERRY_ASSERT(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= hd);
+  const RopeTables r = rope_tables(p, hd);
   const int32_t* pos = ivec(batch.pos);
-  const int64_t half = p.n_rot / 2;
-  const float* ff = nullptr;
-  if (p.freq_factors.data != nullptr) {
-    FERRY_ASSERT(p.freq_factors.dtype == DType::F32 && p.freq_factors.ne[0] >= half);
-    ff = p.freq_factors.ptr<const float>();
-  }
-  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
-  // Per-thread slice: cos + sin.
-  const size_t slice = static_cast<size_t>(half) * 2 * sizeof(float) + 64;
-  uint8_t* base = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
+  uint8_t* base = per_thread_.get(r.slice * static_cast<size_t>(pool_.size()));
   auto body = [&](int64_t t0, int64_t t1, int ith) {
-    auto* cs = reinterpret_cast<float*>(base + slice * static_cast<size_t>(ith));
-    float* sn = cs + half;
+    auto* cs = reinterpret_cast<float*>(base + r.slice * static_cast<size_t>(ith));
+    float* sn = cs + r.half;
     for (int64_t t = t0; t < t1; ++t) {
-      float theta = static_cast<float>(pos[t]);
-      for (int64_t i = 0; i < half; ++i) {
-        const float th = p.freq_scale * (theta / (ff != nullptr ? ff[i] : 1.0f));
-        cs[i] = std::cos(th);
-        sn[i] = std::sin(th);
-        theta *= theta_scale;
-      }
-      for (int64_t h = 0; h < n_head; ++h) tab_->rope(frow(x, h, t), cs, sn, half, p.neox);
+      rope_angles(r, p, pos[t], cs, sn);
+      for (int64_t h = 0; h < n_head; ++h) tab_->rope(frow(x, h, t), cs, sn, r.half, p.neox);
     }
   };
   if (n_tok * n_head * hd < kParallelElems || n_tok < 2) {
+    body(0, n_tok, 0);
+  } else {
+    pool_.parallel_for(n_tok, 1, body);
+  }
+}
+
+// rope_qk + kv_store in one pass per token: the angles once for q and k, and the rotated k row
+// converted to the cache while it is in L1. Same numbers as the three ops.
+void CpuOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, const TensorView& v,
+                           const BatchMeta& batch, const RopeParams& p, KvView kv) {
+  const int64_t hd = q3.ne[0], n_head = q3.ne[1], n_kv = k3.ne[1], n_tok = batch.n_tokens, kvd = k.ne[0];
+  FERRY_ASSERT(q3.dtype == DType::F32 && k3.dtype == DType::F32 && q3.ne[2] == n_tok && k3.ne[2] == n_tok);
+  FERRY_ASSERT(k3.ne[0] == hd && q3.ne[3] == 1 && k3.ne[3] == 1);
+  FERRY_ASSERT(k.dtype == DType::F32 && v.dtype == DType::F32 && same_shape(k, v) && k.ne[1] == n_tok);
+  FERRY_ASSERT(kvd == hd * n_kv && k3.data == k.data);
+  FERRY_ASSERT(kv.k.dtype == DType::F16 && kv.v.dtype == DType::F16 && kv.k.ne[0] == kvd && kv.v.ne[0] == kvd);
+  const int32_t* cell = ivec(batch.cell);
+  for (int64_t t = 0; t < n_tok; ++t) FERRY_ASSERT(cell[t] >= 0 && cell[t] < kv.k.ne[1]);
+  const RopeTables r = rope_tables(p, hd);
+  const int32_t* pos = ivec(batch.pos);
+  uint8_t* base = per_thread_.get(r.slice * static_cast<size_t>(pool_.size()));
+  auto body = [&](int64_t t0, int64_t t1, int ith) {
+    auto* cs = reinterpret_cast<float*>(base + r.slice * static_cast<size_t>(ith));
+    float* sn = cs + r.half;
+    for (int64_t t = t0; t < t1; ++t) {
+      rope_angles(r, p, pos[t], cs, sn);
+      for (int64_t h = 0; h < n_head; ++h) tab_->rope(frow(q3, h, t), cs, sn, r.half, p.neox);
+      for (int64_t h = 0; h < n_kv; ++h) tab_->rope(frow(k3, h, t), cs, sn, r.half, p.neox);
+      tab_->f32_to_f16(frow(k, t), static_cast<uint16_t*>(kv.k.row(cell[t])), kvd);
+      tab_->f32_to_f16(frow(v, t), static_cast<uint16_t*>(kv.v.row(cell[t])), kvd);
+    }
+  };
+  if (n_tok * (n_head + 2 * n_kv) * hd < kParallelElems || n_tok < 2) {
     body(0, n_tok, 0);
   } else {
     pool_.parallel_for(n_tok, 1, body);

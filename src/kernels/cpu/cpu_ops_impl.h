@@ -43,9 +43,12 @@ class CpuOps final : public Ops {
   void rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) override;
   void matmul(const TensorView& w, const TensorView& x, TensorView out) override;
   void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) override;
+  void matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
   void scale(const TensorView& x, float s, TensorView out) override;
   void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) override;
+  void rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, const TensorView& v, const BatchMeta& batch,
+                     const RopeParams& p, KvView kv) override;
   void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) override;
   void attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                  TensorView out) override;
@@ -59,6 +62,8 @@ class CpuOps final : public Ops {
   // Runs fn(i1, i2, i3) for every row of t (dims 1..3), in parallel when there is enough work.
   template <typename F>
   void for_rows(const TensorView& t, F&& fn);
+  // matmul into out; with acc, each task then adds its rows of out into acc (acc += W x in the job).
+  void matmul_into(const TensorView& w, const TensorView& x, TensorView out, const TensorView* acc);
   // Decode attention of token t split over its visible cells (the table's attn_cells kernels).
   void attention_cells(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p, int64_t t,
                        TensorView out);

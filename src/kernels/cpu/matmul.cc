@@ -28,7 +28,17 @@ constexpr int kDecodeChunksPerThread = 8;
 
 }  // namespace
 
-void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
+void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) { matmul_into(w, x, out, nullptr); }
+
+// acc += W x: the matmul into tmp, and each task adds the rows it computed into acc while they are in
+// L1 (no separate add op, no extra pass over tmp). The same single rounding as matmul then add.
+void CpuOps::matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) {
+  FERRY_ASSERT(acc.dtype == DType::F32 && acc.ne[0] == w.ne[1] && acc.ne[1] == x.ne[1] && acc.ne[2] == 1);
+  FERRY_ASSERT(acc.data != x.data && acc.data != tmp.data);
+  matmul_into(w, x, tmp, &acc);
+}
+
+void CpuOps::matmul_into(const TensorView& w, const TensorView& x, TensorView out, const TensorView* acc) {
   const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
   FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32);
   FERRY_ASSERT(x.ne[0] == K && out.ne[0] == N && out.ne[1] == T && x.ne[2] == 1 && out.ne[2] == 1);
@@ -55,6 +65,15 @@ void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
 
   float* out0 = static_cast<float*>(out.data);
   const size_t out_stride = out.nb[1] / sizeof(float);
+  // Rows [r0, r1) of columns [c0, c1): acc += out.
+  float* acc0 = acc != nullptr ? static_cast<float*>(acc->data) : nullptr;
+  const size_t acc_stride = acc != nullptr ? acc->nb[1] / sizeof(float) : 0;
+  auto accumulate = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* a = acc0 + static_cast<size_t>(c) * acc_stride + r0;
+      tab_->add(a, out0 + static_cast<size_t>(c) * out_stride + r0, a, r1 - r0);
+    }
+  };
   const auto* w0 = static_cast<const uint8_t*>(w.data);
   const size_t w_stride = w.nb[1];
 
@@ -109,6 +128,8 @@ void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
             a.out = out0 + static_cast<size_t>(c0) * out_stride + (p0 + i) * kPanelRows;
             mk.panel_mul(a);
           }
+          if (acc0 != nullptr)
+            accumulate(p0 * kPanelRows, std::min<int64_t>(N, (p0 + np) * kPanelRows), c0, c0 + a.n_cols);
         }
       }
     });
@@ -139,6 +160,7 @@ void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
         a.n_cols = static_cast<int>(T - c0 < dc ? T - c0 : dc);
         a.out = out0 + static_cast<size_t>(c0) * out_stride + s0;
         mk.direct(a);
+        if (acc0 != nullptr) accumulate(s0, s1, c0, c0 + a.n_cols);
       }
     }
   };
