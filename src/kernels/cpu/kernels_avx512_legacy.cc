@@ -25,11 +25,7 @@
 namespace ferry::kernels::cpu {
 namespace {
 
-#ifndef FERRY_PF_AHEAD
-#define FERRY_PF_AHEAD 4096
-#define FERRY_PF_HINT _MM_HINT_T0
-#endif
-constexpr size_t kAhead = FERRY_PF_AHEAD;   // software prefetch distance, as simd_direct_impl.h
+constexpr size_t kAhead = 4096;   // software prefetch distance, as simd_direct_impl.h
 constexpr int64_t kMaxK = 32768;  // the act copies live on the stack; longer rows use the 256-bit kernel
 
 // A legacy 32-level block type: nibble levels (Q4_0, Q4_1) or int8 levels (Q8_0); kOff: value =
@@ -154,7 +150,7 @@ void direct_legacy512(const MatArgs& a) {
       constexpr bool kFull = decltype(full)::value;
       const uint8_t* p = row + ch * 16 * S::kBytes;
       const int n = static_cast<int>(nb - 16 * ch < 16 ? nb - 16 * ch : 16);
-      for (int off = 0; off < 16 * S::kBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead + off, FERRY_PF_HINT);
+      for (int off = 0; off < 16 * S::kBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead + off, _MM_HINT_T0);
       __m512i hdr;
       if constexpr (kFull) {
         hdr = _mm512_i32gather_epi32(goff, p, 1);
