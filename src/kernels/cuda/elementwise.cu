@@ -10,6 +10,8 @@ namespace {
 
 // ---- kernels -----------------------------------------------------------------------------------------
 
+constexpr int kRopeThreads = 128;
+
 // Sum of v over a block of 256 threads (every thread gets it).
 __device__ __forceinline__ float block256_sum(float v) {
   v = warp_sum(v);
@@ -157,55 +159,55 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
   }
 }
 
-// One block per token. The angles are computed once per token in double (theta reaches 1e4-1e5 rad at
-// long positions, where float would be off by ~1e-3 rad; RefOps is double too), then every head
-// rotates with them: theta_i = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i].
-__global__ void rope_kernel(RopeArgs a) {
-  extern __shared__ float2 cs[];  // [n_rot / 2] {cos, sin}
+// Grid (token, block): blocks [0, rot_blocks) rotate one (head, pair) per thread over the q heads then
+// the x2 (k) heads; blocks after them copy v into the cache (rope_qk_store). Each thread computes its own
+// angle in double (theta reaches 1e4-1e5 rad at long positions, where float would be off by ~1e-3 rad;
+// RefOps is double too): theta_i = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i]. A block per
+// token with a loop over pairs was latency-bound (17 us a decode step's call: each pass waits for its
+// loads); this way every load of the step is in flight at once.
+__global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_blocks) {
   const int half = a.n_rot / 2;
   const int t = blockIdx.x;
-  const double p = static_cast<double>(a.pos[t]);
-  const double log2_base = log2(static_cast<double>(a.freq_base));
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
-    if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
-    double sn, cn;
-    sincos(theta, &sn, &cn);
-    cs[i] = make_float2(static_cast<float>(cn), static_cast<float>(sn));
-  }
-  __syncthreads();
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
   const bool cell_ok = cell >= 0 && cell < a.n_cells;
-  char* xt = a.x + static_cast<int64_t>(t) * a.nb2;
-  char* xt2 = a.x2 ? a.x2 + static_cast<int64_t>(t) * a.nb2_2 : nullptr;
-  for (int j = threadIdx.x; j < half * (a.n_head + a.n_head2); j += blockDim.x) {
-    int h = j / half;
-    const int i = j % half;
-    float* x;
-    if (h < a.n_head) {
-      x = reinterpret_cast<float*>(xt + h * a.nb1);
-    } else {
-      h -= a.n_head;
-      x = reinterpret_cast<float*>(xt2 + h * a.nb1_2);
-    }
-    const int i0 = a.neox ? i : 2 * i;
-    const int i1 = a.neox ? i + half : 2 * i + 1;
-    const float x0 = x[i0], x1 = x[i1];
-    const float c = cs[i].x, s = cs[i].y;
-    const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
-    x[i0] = y0;
-    x[i1] = y1;
-    if (a.k_cache != nullptr && j >= half * a.n_head && cell_ok) {  // a k head: its cache column too
-      __half* kc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.k_cache) + cell * a.k_cache_stride) +
-                   static_cast<int64_t>(h) * a.head_dim;
-      kc[i0] = __float2half_rn(y0);
-      kc[i1] = __float2half_rn(y1);
-    }
-  }
-  if (a.v_cache != nullptr && cell_ok) {
+  if (static_cast<int>(blockIdx.y) >= rot_blocks) {  // v -> cache
+    if (a.v_cache == nullptr || !cell_ok) return;
+    const int e = (blockIdx.y - rot_blocks) * kRopeThreads + threadIdx.x;
+    if (e >= a.kv_dim) return;
     const float* vt = reinterpret_cast<const float*>(a.v + static_cast<int64_t>(t) * a.v_nb1);
     __half* vc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.v_cache) + cell * a.v_cache_stride);
-    for (int e = threadIdx.x; e < a.kv_dim; e += blockDim.x) vc[e] = __float2half_rn(vt[e]);
+    vc[e] = __float2half_rn(vt[e]);
+    return;
+  }
+  const int j = blockIdx.y * kRopeThreads + threadIdx.x;
+  if (j >= half * (a.n_head + a.n_head2)) return;
+  int h = j / half;
+  const int i = j % half;
+  float* x;
+  if (h < a.n_head) {
+    x = reinterpret_cast<float*>(a.x + static_cast<int64_t>(t) * a.nb2 + h * a.nb1);
+  } else {
+    h -= a.n_head;
+    x = reinterpret_cast<float*>(a.x2 + static_cast<int64_t>(t) * a.nb2_2 + h * a.nb1_2);
+  }
+  const int i0 = a.neox ? i : 2 * i;
+  const int i1 = a.neox ? i + half : 2 * i + 1;
+  const float x0 = x[i0], x1 = x[i1];  // issued before the angle's arithmetic
+  const double p = static_cast<double>(a.pos[t]);
+  const double log2_base = log2(static_cast<double>(a.freq_base));
+  double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
+  if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
+  double sn, cn;
+  sincos(theta, &sn, &cn);
+  const float c = static_cast<float>(cn), s = static_cast<float>(sn);
+  const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+  x[i0] = y0;
+  x[i1] = y1;
+  if (a.k_cache != nullptr && j >= half * a.n_head && cell_ok) {  // a k head: its cache column too
+    __half* kc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.k_cache) + cell * a.k_cache_stride) +
+                 static_cast<int64_t>(h) * a.head_dim;
+    kc[i0] = __float2half_rn(y0);
+    kc[i1] = __float2half_rn(y1);
   }
 }
 
@@ -290,7 +292,11 @@ cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
                                a.v_cache == nullptr || a.kv_dim != a.head_dim * a.n_head2)) {
     return cudaErrorInvalidValue;
   }
-  rope_kernel<<<static_cast<unsigned>(a.n_tokens), 128, (a.n_rot / 2) * sizeof(float2), stream>>>(a);
+  const int pairs = a.n_rot / 2 * (a.n_head + a.n_head2);
+  const int rot_blocks = static_cast<int>(ceil_div(pairs, kRopeThreads));
+  const int v_blocks = a.v_cache != nullptr ? static_cast<int>(ceil_div(a.kv_dim, kRopeThreads)) : 0;
+  rope_kernel<<<dim3(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(rot_blocks + v_blocks)), kRopeThreads, 0,
+                stream>>>(a, rot_blocks);
   return cudaGetLastError();
 }
 
