@@ -3,9 +3,12 @@
 // batch completely before anything is computed (a bad batch changes nothing), places its tokens in
 // free cells, and hands the step to the StepRunner.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "engine/engine.h"
+#include "engine/huge_weights.h"
 #include "engine/kv_cells.h"
 #include "engine/step_runner.h"
 #include "format/gguf.h"
@@ -56,6 +59,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<gguf::ModelFile> file_;
   model::ModelSpec spec_;
   model::ModelWeights weights_;
+  std::unique_ptr<HugePageBuffer> huge_weights_;  // where weights_ points when set (outlives runner_)
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<KvCells> cells_;
   std::unique_ptr<StepRunner> runner_;
@@ -95,6 +99,9 @@ Expected<std::unique_ptr<Engine>> EngineImpl::load(const EngineOptions& options)
     return std::unique_ptr<Engine>(std::move(e));
   }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Ops> ops, make_ops(options.device, options.n_threads));
+  const char* env = std::getenv("FERRY_CPU_HUGEPAGES");
+  if (options.device == "cpu" && options.cpu_huge_pages && !(env != nullptr && std::strcmp(env, "0") == 0))
+    e->huge_weights_ = copy_weights_to_huge_pages(*e->file_, &e->weights_, options.n_threads);
   FERRY_ASSIGN_OR_RETURN(e->runner_,
                          make_ops_runner(e->spec_, e->weights_, std::move(ops), n_ctx, e->options_.n_batch));
   return std::unique_ptr<Engine>(std::move(e));

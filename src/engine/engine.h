@@ -57,6 +57,9 @@ struct EngineOptions {
   std::string device = "cpu";  // cpu | ref | ref-exact | cuda | emulated (ref: RefOps with llama.cpp's
                                // rounding points; ref-exact: RefOps, math as written)
   uint64_t vram_budget = 0;    // bytes; 0 = no budget (whole model on the device if it fits)
+  // device "cpu": copy the weights into transparent huge pages (engine/huge_weights.h) when that is
+  // possible; the environment variable FERRY_CPU_HUGEPAGES=0 also turns it off.
+  bool cpu_huge_pages = true;
   RunnerFactory runner_factory;  // set: builds the runner (device is then the factory's business)
 };
 

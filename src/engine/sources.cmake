@@ -4,4 +4,5 @@ ferry_module(engine DEPS model kernels_ref kernels_cpu text format tensor base S
   engine/engine.cc
   engine/kv_cells.cc
   engine/step_runner.cc
+  engine/huge_weights.cc
 )
