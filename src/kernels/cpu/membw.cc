@@ -4,8 +4,12 @@
 // software prefetch 4 KiB ahead; the best pass of either is reported. One core's read rate depends on
 // the loads: on a Sapphire Rapids class core, scalar words with prefetch read ~11.5 GB/s and 64-byte
 // loads ~14.5-15 GB/s, so the scalar loop understated the host by ~20% (and overstated the fraction of
-// it that decode reaches).
+// it that decode reaches). The buffer is in transparent huge pages where the kernel allows them, as
+// the CPU engine's weights are (engine/huge_weights.h): the best read rate the host offers (a plain
+// read loop gained only ~1-2 % from them on the development VM; the decode kernels ~5-10 %).
 #include "kernels/cpu/membw.h"
+
+#include <sys/mman.h>
 
 #include <chrono>
 #include <cstdint>
@@ -86,8 +90,20 @@ SumFn pick_sum() {
 double measure_read_gbs(int n_threads, size_t bytes, int reps) {
   constexpr size_t kChunk = size_t{1} << 20;
   bytes = (bytes + kChunk - 1) / kChunk * kChunk;
-  std::unique_ptr<uint64_t[]> buf(new (std::nothrow) uint64_t[bytes / 8]);
-  if (!buf) return 0.0;
+  constexpr size_t kHuge = size_t{2} << 20;
+  void* map = ::mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return 0.0;
+  struct Unmap {
+    size_t n;
+    void operator()(void* p) const { ::munmap(p, n); }
+  };
+  std::unique_ptr<void, Unmap> keep_map(map, Unmap{bytes + kHuge});
+  auto* base = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(map) + kHuge - 1) & ~(kHuge - 1));
+  ::madvise(base, bytes, MADV_HUGEPAGE);
+  struct NoFree {
+    uint64_t* p;
+    uint64_t* get() const { return p; }
+  } buf{base};
   ThreadPool pool(n_threads);
   const int64_t n_chunks = static_cast<int64_t>(bytes / kChunk);
   // Touch every page from the pool (first-touch places pages near the threads that read them).
