@@ -44,6 +44,8 @@ __host__ __device__ inline int64_t partial_o_bytes(int64_t rows, int D, int spli
 constexpr int kPlainWarps = 4;
 
 __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArgs a, int splits, Partials part) {
+  grid_dependency_wait();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
+  allow_dependents();
   __shared__ float qs[kPlainWarps][256];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kPlainWarps + warp;  // token * n_head + head
@@ -136,7 +138,8 @@ __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArg
 // With a.xq (head_dim % 32 == 0, out rows contiguous) the output is also quantized as quantize_q8 would
 // (each warp step d = lane + 32 j is one whole 32-block of the row).
 __global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
-  allow_dependents();  // the output projection's matvec (PDL) may start loading its weights
+  grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
+  allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
@@ -163,18 +166,28 @@ __global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
   const float L = warp_sum(w0 * l0 + w1 * l1);
   const float inv = L > 0.f ? 1.f / L : 0.f;
   float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
-  for (int d0 = 0; d0 < D; d0 += kWarp) {  // uniform trip count: the shuffles need every lane
-    const int d = d0 + lane;
-    const bool in = d < D;
-    float acc = 0.f;
-#pragma unroll 4
-    for (int s = 0; s < splits; ++s) {
-      const float w = __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp);
-      if (in) acc = fmaf(w, part.o[(static_cast<int64_t>(s) * n_rows + row) * D + d], acc);
+  // Lane handles d = lane + 32 j (j < 8: head_dim <= 256); per split all its loads are independent, so
+  // a split's row is one round of loads (a d-outer loop waited for each split's load in turn).
+  float acc[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) acc[j] = 0.f;
+  for (int s = 0; s < splits; ++s) {
+    const float w = __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp);
+    const float* po = part.o + (static_cast<int64_t>(s) * n_rows + row) * D;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = lane + kWarp * j;
+      if (d < D) acc[j] = fmaf(w, po[d], acc[j]);
     }
-    const float y = acc * inv;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    if (kWarp * j >= D) break;  // uniform: the shuffles below need every lane
+    const int d = lane + kWarp * j;
+    const bool in = d < D;
+    const float y = acc[j] * inv;
     if (in) out[d] = y;
-    if (a.xq != nullptr) {
+    if (a.xq != nullptr) {  // D % 32 == 0 here: every lane is in
       const float amax = warp_max(fabsf(y));
       const float dq = amax / 127.f;
       const int q = amax > 0.f ? __float2int_rn(y / dq) : 0;
@@ -239,6 +252,8 @@ struct MmaCfg {
 
 template <int D, bool SPLITW>
 __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, Partials part) {
+  grid_dependency_wait();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
+  allow_dependents();
   using Cfg = MmaCfg<D, SPLITW>;
   constexpr int R = Cfg::kRows, SK = Cfg::kSK, NCW = Cfg::kCellsW;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -543,8 +558,7 @@ cudaError_t launch_mma(const AttnArgs& a, int splits, Partials part, cudaStream_
   const auto kernel = attn_mma_kernel<D, SPLITW>;
   const int64_t rows_kvh = static_cast<int64_t>(a.n_tokens) * (a.n_head / a.n_kv_head);
   const dim3 grid(ceil_div(rows_kvh, Cfg::kRows), static_cast<unsigned>(a.n_kv_head), static_cast<unsigned>(splits));
-  kernel<<<grid, 128, Cfg::kSmem, stream>>>(a, splits, part);
-  return cudaGetLastError();
+  return launch_ex(pdl_default(), kernel, grid, dim3(128), Cfg::kSmem, stream, a, splits, part);
 }
 
 template <int D>
@@ -625,12 +639,11 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
     }
   } else {
     const dim3 grid(ceil_div(n_rows, kPlainWarps), static_cast<unsigned>(splits));
-    attn_plain_kernel<<<grid, kPlainWarps * kWarp, 0, stream>>>(a, splits, part);
-    e = cudaGetLastError();
+    e = launch_ex(pdl_default(), attn_plain_kernel, grid, dim3(kPlainWarps * kWarp), 0, stream, a, splits, part);
   }
   if (e != cudaSuccess || splits == 1) return e;
-  attn_combine_kernel<<<ceil_div(n_rows, 4), 4 * kWarp, 0, stream>>>(a, splits, part);
-  e = cudaGetLastError();
+  e = launch_ex(pdl_default(), attn_combine_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp), 0, stream, a, splits,
+                part);
   if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
   return e;
 }

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 
 namespace ferry::kernels::cuda {
 
@@ -47,6 +49,43 @@ __device__ __forceinline__ void allow_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
+}
+
+// Whether the small decode kernels launch with programmatic dependent launch (launch_ex): sm_90+, unless
+// the environment says FERRY_CUDA_PDL=0. Read once per process (a constant for the process's life).
+inline bool pdl_default() {
+  static const bool on = [] {
+    const char* e = std::getenv("FERRY_CUDA_PDL");
+    if (e != nullptr && e[0] == '0') return false;
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return on;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when pdl: the
+// kernel may be scheduled while the stream's previous kernel still runs, so it must call
+// grid_dependency_wait() before it reads anything earlier work wrote (and should call allow_dependents()
+// after it, so the chain is pre-launched one kernel deep, no deeper).
+template <typename... KArgs, typename... Args>
+cudaError_t launch_ex(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

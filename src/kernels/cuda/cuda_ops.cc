@@ -283,7 +283,6 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
               "matmul: matvec_quant");
       }
     } else if (v2) {
-      launch.pdl = false;  // x comes from an arbitrary previous kernel, which does not signal early
       check(cu::matvec_float_v2(w.dtype, one_matrix(w, ot, out_stride), K, xt, x_stride, nt, launch, ctx_.stream()),
             "matmul: matvec_float_v2");
     } else {
@@ -325,7 +324,6 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
           "matmul_many: quantize_q8");
   }
   bool done[64] = {};
-  bool first_quant_launch = true;
   for (int i = 0; i < n; ++i) {
     if (!v2[i] || done[i]) continue;
     // Group i with the later v2 weights of the same type and layout, up to kMatvecMaxMats.
@@ -343,10 +341,9 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     cu::MatvecLaunch launch;
     launch.sm_count = ctx_.sm_count();
     launch.kernel = opt_.matvec_kernel;
+    // PDL for every launch: each kernel of the chain lets the next one start loading its weights.
+    launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
     if (traits(ws[i]->dtype).quantized) {
-      // PDL only right after quantize_q8 (later launches would just wait for their predecessor).
-      launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90 && first_quant_launch;
-      first_quant_launch = false;
       check(cu::matvec_quant_v2(ws[i]->dtype, set, K, xq, xds, static_cast<int>(T), launch, ctx_.stream()),
             "matmul_many: matvec_quant_v2");
     } else {

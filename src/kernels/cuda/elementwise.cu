@@ -63,7 +63,8 @@ template <int P>
 __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const float* __restrict__ w, float eps,
                                                            RowView out, int8_t* __restrict__ xq,
                                                            float2* __restrict__ xds) {
-  allow_dependents();  // a matvec launched with PDL may start loading its weights now
+  grid_dependency_wait();  // launched with PDL (launch_ex): x comes from the previous kernel
+  allow_dependents();      // the next kernel (a matvec: its weight loads) may start now
   const float4* xr = reinterpret_cast<const float4*>(x.row(blockIdx.x));
   const float4* wr = reinterpret_cast<const float4*>(w);
   float4* yr = reinterpret_cast<float4*>(out.row(blockIdx.x));
@@ -134,6 +135,7 @@ __global__ void scale_kernel(RowView x, float s, RowView out, int64_t total) {
 // quantizes it with quantize_q8's arithmetic (warp_max, the same rounding, warp_sum_int).
 __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64_t total, int8_t* __restrict__ xq,
                            float2* __restrict__ xds) {
+  grid_dependency_wait();
   allow_dependents();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
@@ -166,6 +168,8 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
 // token with a loop over pairs was latency-bound (17 us a decode step's call: each pass waits for its
 // loads); this way every load of the step is in flight at once.
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_blocks) {
+  grid_dependency_wait();
+  allow_dependents();
   const int half = a.n_rot / 2;
   const int t = blockIdx.x;
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
@@ -248,11 +252,12 @@ cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView&
   if (rows <= 0) return cudaSuccess;
   if (xq != nullptr && !rms_norm_quantizes(x, w, out)) return cudaErrorInvalidValue;
   if (rms_norm_vec_ok(x, w, out)) {
-    const unsigned g = static_cast<unsigned>(rows);
-    if (x.ne0 <= 1024) rms_norm_vec_kernel<1><<<g, 256, 0, stream>>>(x, w, eps, out, xq, xds);
-    else if (x.ne0 <= 2048) rms_norm_vec_kernel<2><<<g, 256, 0, stream>>>(x, w, eps, out, xq, xds);
-    else if (x.ne0 <= 4096) rms_norm_vec_kernel<4><<<g, 256, 0, stream>>>(x, w, eps, out, xq, xds);
-    else rms_norm_vec_kernel<8><<<g, 256, 0, stream>>>(x, w, eps, out, xq, xds);
+    const dim3 g(static_cast<unsigned>(rows)), b(256);
+    const bool pdl = pdl_default();
+    if (x.ne0 <= 1024) return launch_ex(pdl, rms_norm_vec_kernel<1>, g, b, 0, stream, x, w, eps, out, xq, xds);
+    if (x.ne0 <= 2048) return launch_ex(pdl, rms_norm_vec_kernel<2>, g, b, 0, stream, x, w, eps, out, xq, xds);
+    if (x.ne0 <= 4096) return launch_ex(pdl, rms_norm_vec_kernel<4>, g, b, 0, stream, x, w, eps, out, xq, xds);
+    return launch_ex(pdl, rms_norm_vec_kernel<8>, g, b, 0, stream, x, w, eps, out, xq, xds);
   } else if (x.ne0 >= 1024) {
     rms_norm_block_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, eps, out);
   } else {
@@ -282,7 +287,8 @@ cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& 
   if (xq != nullptr && (out.ne0 % 32 != 0 || out.ne2 != 1 || out.ne3 != 1 || out.nb1 != out.ne0 * 4)) {
     return cudaErrorInvalidValue;
   }
-  glu_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(gate, up, act, out, total, xq, xds);
+  return launch_ex(pdl_default(), glu_kernel, dim3(ceil_div(total, 256)), dim3(256), 0, stream, gate, up, act, out, total,
+                   xq, xds);
   return cudaGetLastError();
 }
 
@@ -295,8 +301,9 @@ cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
   const int pairs = a.n_rot / 2 * (a.n_head + a.n_head2);
   const int rot_blocks = static_cast<int>(ceil_div(pairs, kRopeThreads));
   const int v_blocks = a.v_cache != nullptr ? static_cast<int>(ceil_div(a.kv_dim, kRopeThreads)) : 0;
-  rope_kernel<<<dim3(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(rot_blocks + v_blocks)), kRopeThreads, 0,
-                stream>>>(a, rot_blocks);
+  return launch_ex(pdl_default(), rope_kernel,
+                   dim3(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(rot_blocks + v_blocks)),
+                   dim3(kRopeThreads), 0, stream, a, rot_blocks);
   return cudaGetLastError();
 }
 

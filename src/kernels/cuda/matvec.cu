@@ -26,7 +26,8 @@ constexpr int kRowsPerBlock = 4;  // one warp per row, 4 warps per block
 // One warp per block of 32 activations: d = max|x| / 127, q = round(x / d).
 __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t x_stride, int64_t K, int64_t n_blocks,
                                    int8_t* __restrict__ xq, float2* __restrict__ xds) {
-  allow_dependents();  // a v2 matvec launched with PDL may start loading its weights now
+  grid_dependency_wait();  // launched with PDL (launch_ex): x comes from the previous kernel
+  allow_dependents();      // a v2 / v3 matvec launched with PDL may start loading its weights now
   const int64_t wid = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int64_t per_token = K / 32;
@@ -351,6 +352,7 @@ __global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
     for (int r = 0; r < RPW; ++r) A::load(row[r], K, c, w[u][r]);
   }
   grid_dependency_wait();
+  allow_dependents();  // the next kernel (PDL) may be scheduled; it waits for this grid to finish
   for (;;) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -465,6 +467,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
 #pragma unroll
   for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
   grid_dependency_wait();
+  allow_dependents();
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
@@ -593,8 +596,8 @@ cudaError_t quantize_q8(const float* x, int64_t x_stride, int64_t K, int T, int8
   if (K % 32 != 0 || T <= 0) return cudaErrorInvalidValue;
   const int64_t n_blocks = static_cast<int64_t>(T) * (K / 32);
   const int threads = 256;
-  quantize_q8_kernel<<<ceil_div(n_blocks * kWarp, threads), threads, 0, stream>>>(x, x_stride, K, n_blocks, xq, xds);
-  return cudaGetLastError();
+  return launch_ex(pdl_default(), quantize_q8_kernel, dim3(ceil_div(n_blocks * kWarp, threads)), dim3(threads), 0, stream,
+                   x, x_stride, K, n_blocks, xq, xds);
 }
 
 cudaError_t matvec_quant(DType type, const void* w, int64_t w_stride, int64_t K, int64_t N, const int8_t* xq,
