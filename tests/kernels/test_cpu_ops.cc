@@ -310,7 +310,9 @@ TEST(CpuOps, Attention) {
     run_attention_case({64, 9, 3, T, 200, 0, 0.f}, seed++);   // GQA 3 (smollm2), several cell chunks
     run_attention_case({256, 4, 1, T, 130, 0, 0.f}, seed++);  // head_dim 256 (gemma3), MQA
     run_attention_case({80, 6, 2, T, 150, 9, 0.f}, seed++);   // head_dim % 32 == 16, window
-    run_attention_case({128, 32, 8, T, 2500, 0, 0.f}, seed++);  // llama3-8b heads, > 32 chunks of 64
+    // llama3-8b heads, > 32 chunks of 64 cells (decode sizes only: the reference is slow at T = 69).
+    if (T <= 3) run_attention_case({128, 32, 8, T, 2500, 0, 0.f}, seed);
+    ++seed;
   }
 }
 
