@@ -14,6 +14,9 @@
 # its own; for llama.cpp, prefill and decode run as separate llama-bench calls, timed by bash (user +
 # sys of the process), less a baseline call (-p 0 -n 1 -r 1 --no-warmup: load + one token), over the
 # tokens processed (llama-bench's warm-up runs a whole prompt once, and one decode token).
+# ferry's CPU engine copies the weights into transparent huge pages at load (engine/huge_weights.h;
+# 1-8 s of page zeroing for an 8B model on the 2-core VM, not in the timed rates); FERRY_CPU_HUGEPAGES=0
+# in the environment keeps them in the file mapping, as llama.cpp's default mmap does.
 # Note: llama-bench decodes from an empty context, ferry bench after the P-token prompt (its attention
 # reads P more KV rows per token: ~2% of the weight bytes for llama3-8b at P = 512).
 set -uo pipefail
