@@ -473,6 +473,14 @@ cu::RopeArgs rope_args(const TensorView& x, const BatchMeta& batch, const RopePa
   return a;
 }
 
+// The second tensor (k) rotated by the same launch as the first (q).
+void rope_second(const TensorView& k, cu::RopeArgs* a) {
+  a->x2 = static_cast<char*>(k.data);
+  a->nb1_2 = static_cast<int64_t>(k.nb[1]);
+  a->nb2_2 = static_cast<int64_t>(k.nb[2]);
+  a->n_head2 = static_cast<int32_t>(k.ne[1]);
+}
+
 }  // namespace
 
 void CudaOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
@@ -490,10 +498,7 @@ void CudaOps::rope_qk(TensorView q, TensorView k, const BatchMeta& batch, const 
     return;
   }
   cu::RopeArgs a = rope_args(q, batch, p);
-  a.x2 = static_cast<char*>(k.data);
-  a.nb1_2 = static_cast<int64_t>(k.nb[1]);
-  a.nb2_2 = static_cast<int64_t>(k.nb[2]);
-  a.n_head2 = static_cast<int32_t>(k.ne[1]);
+  rope_second(k, &a);
   check(cu::rope(a, ctx_.stream()), "rope_qk");
 }
 
@@ -527,10 +532,7 @@ void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, c
     return;
   }
   cu::RopeArgs a = rope_args(q3, batch, p);
-  a.x2 = static_cast<char*>(k3.data);
-  a.nb1_2 = static_cast<int64_t>(k3.nb[1]);
-  a.nb2_2 = static_cast<int64_t>(k3.nb[2]);
-  a.n_head2 = static_cast<int32_t>(k3.ne[1]);
+  rope_second(k3, &a);
   a.v = static_cast<const char*>(v.data);
   a.v_nb1 = static_cast<int64_t>(v.nb[1]);
   a.kv_dim = static_cast<int32_t>(k.ne[0]);

@@ -430,19 +430,8 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
   int S = 1;
   while (S < kV2Warps && row_groups * S < want_warps && n_chunks >= 2 * kWarp * S) S *= 2;
   const int groups = kV2Warps / S;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(ceil_div(row_groups, groups));
-  cfg.blockDim = dim3(kV2Threads);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = l.pdl ? 1 : 0;
-  const cudaError_t e =
-      cudaLaunchKernelEx(&cfg, matvec_v2_kernel<A, NT, RPW, U>, set, N, K, S, act, T, l.accumulate);
-  return e != cudaSuccess ? e : cudaGetLastError();
+  return launch_ex(l.pdl, matvec_v2_kernel<A, NT, RPW, U>, dim3(ceil_div(row_groups, groups)), dim3(kV2Threads), 0,
+                   stream, set, N, K, S, act, T, l.accumulate);
 }
 
 // ---- v3: persistent warps, weights of the next tile loaded while the current one is computed -----------
@@ -542,18 +531,8 @@ cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& ac
                             v3_blocks_per_sm<A, NT, U>();
   const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
   const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(ceil_div(n_warps, kV2Warps));
-  cfg.blockDim = dim3(kV2Threads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = l.pdl ? 1 : 0;
-  const cudaError_t e =
-      cudaLaunchKernelEx(&cfg, matvec_v3_kernel<A, NT, U>, set, N, K, n_warps, act, T, l.accumulate);
-  return e != cudaSuccess ? e : cudaGetLastError();
+  return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), 0, stream,
+                   set, N, K, n_warps, act, T, l.accumulate);
 }
 
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
