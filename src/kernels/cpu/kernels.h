@@ -44,6 +44,7 @@ struct MatArgs {
   int n_cols = 0;                // <= direct_cols (direct) or kPanelCols (panel_mul)
   float* out = nullptr;          // out[c * out_stride + r]
   size_t out_stride = 0;         // in floats
+  bool accumulate = false;       // float panel kernels (K blocks after the first): out += the product
 };
 
 struct MatKernel {
@@ -59,6 +60,15 @@ struct MatKernel {
   size_t (*pack_tmp_bytes)(int64_t K) = nullptr;
   void (*panel_mul)(const MatArgs& a) = nullptr;
   int panel_min_tokens = 1 << 30;  // use the panel path from this many act columns on
+  // Float panels only ([K][kPanelRows] f32 panel, F32 act), optional:
+  //   panel_il: one or two consecutive packed panels (a.w; a.w + a.w_stride when a.n_rows > kPanelRows)
+  //             times up to panel_il_cols act columns held interleaved: a.act = [K][panel_il_cols] f32
+  //             (element k of column c at k * panel_il_cols + c; a.act_stride unused);
+  //   panel_k_block: K is walked in blocks of this many elements, each block applied to every column
+  //             group before the next (the panels' block stays in L1), a.accumulate after the first.
+  void (*panel_il)(const MatArgs& a) = nullptr;
+  int panel_il_cols = 0;
+  int64_t panel_k_block = 0;
 };
 
 struct KernelTable {

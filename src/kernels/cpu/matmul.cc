@@ -77,11 +77,26 @@ void CpuOps::matmul_into(const TensorView& w, const TensorView& x, TensorView ou
   if (T == 0 || N == 0) return;
 
   // 1. Activations -> act form, [T] columns of act_stride bytes.
+  // Float panel kernels with panel_il also get the act interleaved by column group behind it:
+  // [ceil(T / S)][K][S] f32 (S = panel_il_cols), written while each column is still in L1.
   const size_t act_stride = mk.act_bytes(K);
-  uint8_t* act = act_.get(act_stride * static_cast<size_t>(T));
+  const bool panel = mk.pack != nullptr && T >= mk.panel_min_tokens;
+  const int il_cols = panel && mk.panel_il != nullptr ? mk.panel_il_cols : 0;
+  const size_t il_group = static_cast<size_t>(K) * static_cast<size_t>(il_cols);  // floats per column group
+  const size_t act_total = (act_stride * static_cast<size_t>(T) + 63) / 64 * 64;
+  const size_t il_bytes = il_cols > 0 ? static_cast<size_t>((T + il_cols - 1) / il_cols) * il_group * sizeof(float) : 0;
+  uint8_t* act = act_.get(act_total + il_bytes);
+  float* il = reinterpret_cast<float*>(act + act_total);
   auto quantize = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      mk.quantize(static_cast<const float*>(x.row(t)), K, act + static_cast<size_t>(t) * act_stride);
+    for (int64_t t = t0; t < t1; ++t) {
+      uint8_t* col = act + static_cast<size_t>(t) * act_stride;
+      mk.quantize(static_cast<const float*>(x.row(t)), K, col);
+      if (il_cols > 0) {
+        const float* src = reinterpret_cast<const float*>(col);
+        float* dst = il + static_cast<size_t>(t / il_cols) * il_group + static_cast<size_t>(t % il_cols);
+        for (int64_t k = 0; k < K; ++k) dst[static_cast<size_t>(k) * static_cast<size_t>(il_cols)] = src[k];
+      }
+    }
   };
   if (T * K < (1 << 16)) {
     quantize(0, T);
@@ -108,16 +123,25 @@ void CpuOps::matmul_into(const TensorView& w, const TensorView& x, TensorView ou
   // the act (T columns, several MB at T = 512) is streamed from the LLC once per group instead of once
   // per panel, as long as the group's panels fit the L2 budget. (With 16 cores the per-panel act
   // stream was ~12 GB/s per core, ~200 GB/s of LLC traffic for a Q4_0 8B prefill.)
-  if (mk.pack != nullptr && T >= mk.panel_min_tokens) {
+  if (panel) {
     const size_t panel_bytes = mk.panel_bytes(K), tmp_bytes = mk.pack_tmp_bytes(K);
     const int64_t n_panels = (N + kPanelRows - 1) / kPanelRows;
-    int gp = static_cast<int>(std::min<size_t>(kMaxPanelGroup, std::max<size_t>(1, kPanelGroupL2Bytes / panel_bytes)));
+    // Float panels with K blocks read only one block of each panel per pass, so the L2 budget does
+    // not bound the group (and panel_il works on pairs).
+    const bool blocked = mk.panel_k_block > 0;
+    int gp = blocked ? kMaxPanelGroup
+                     : static_cast<int>(std::min<size_t>(kMaxPanelGroup, std::max<size_t>(1, kPanelGroupL2Bytes / panel_bytes)));
     // Keep at least one group per thread (k/v projections have few panels).
     gp = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(gp, n_panels / pool_.size())));
     const size_t slice = static_cast<size_t>(gp) * panel_bytes + tmp_bytes;
     uint8_t* scratch = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
     const int64_t n_groups_p = (n_panels + gp - 1) / gp;
-    const int64_t n_groups_c = (T + kPanelCols - 1) / kPanelCols;
+    const int cstep = il_cols > 0 ? il_cols : kPanelCols;
+    const int64_t kb = blocked ? mk.panel_k_block : K;
+    // Float panels: [K][kPanelRows] f32, act F32 (offsets of a K block).
+    const size_t kb_panel = blocked ? static_cast<size_t>(kb) * kPanelRows * sizeof(float) : 0;
+    const size_t kb_act = blocked ? static_cast<size_t>(kb) * sizeof(float) : 0;
+    const int64_t n_passes = (T + cstep - 1) / cstep * ((K + kb - 1) / kb);
     pool_.parallel_for(n_groups_p, 1, [&](int64_t g0, int64_t g1, int ith) {
       uint8_t* panels = scratch + slice * static_cast<size_t>(ith);
       uint8_t* tmp = panels + static_cast<size_t>(gp) * panel_bytes;
@@ -131,31 +155,54 @@ void CpuOps::matmul_into(const TensorView& w, const TensorView& x, TensorView ou
           mk.pack(K, w0 + static_cast<size_t>(r0) * w_stride, w_stride, nr[i], panels + i * panel_bytes, tmp);
         }
         MatArgs a;
-        a.K = K;
         a.act_stride = act_stride;
         a.out_stride = out_stride;
         // While this group computes, pull the next group's weight rows towards L2 in small doses per
-        // column group, so the next packs do not wait on DRAM (the pack was ~9% of an 8B prefill,
-        // mostly memory stalls).
+        // pass, so the next packs do not wait on DRAM (the pack was ~9% of an 8B prefill, mostly
+        // memory stalls).
         const int64_t next_r0 = (p0 + np) * kPanelRows;
         const int64_t next_rows = next_r0 < N ? std::min<int64_t>(N - next_r0, static_cast<int64_t>(gp) * kPanelRows) : 0;
         const size_t next_bytes = static_cast<size_t>(next_rows) * w_stride;
-        const size_t dose = (next_bytes / 64 + static_cast<size_t>(n_groups_c) - 1) / static_cast<size_t>(n_groups_c) * 64;
+        const size_t dose = (next_bytes / 64 + static_cast<size_t>(n_passes) - 1) / static_cast<size_t>(n_passes) * 64;
         const uint8_t* pf = w0 + static_cast<size_t>(next_r0) * w_stride;
         size_t pf_done = 0;
-        for (int64_t c0 = 0; c0 < T; c0 += kPanelCols) {
-          for (size_t e = pf_done + dose; pf_done < next_bytes && pf_done < e; pf_done += 64)
-            __builtin_prefetch(pf + pf_done, 0, 2);
-          a.act = act + static_cast<size_t>(c0) * act_stride;
-          a.n_cols = static_cast<int>(T - c0 < kPanelCols ? T - c0 : kPanelCols);
-          for (int i = 0; i < np; ++i) {
-            a.w = panels + i * panel_bytes;
-            a.n_rows = nr[i];
-            a.out = out0 + static_cast<size_t>(c0) * out_stride + (p0 + i) * kPanelRows;
-            mk.panel_mul(a);
+        for (int64_t k0 = 0, kbi = 0; k0 < K; k0 += kb, ++kbi) {
+          a.K = K - k0 < kb ? K - k0 : kb;
+          a.accumulate = k0 > 0;
+          const bool last_k = k0 + a.K >= K;
+          for (int64_t c0 = 0; c0 < T; c0 += cstep) {
+            for (size_t e = pf_done + dose; pf_done < next_bytes && pf_done < e; pf_done += 64)
+              __builtin_prefetch(pf + pf_done, 0, 2);
+            const int nc = static_cast<int>(T - c0 < cstep ? T - c0 : cstep);
+            const uint8_t* act_c = act + static_cast<size_t>(c0) * act_stride + static_cast<size_t>(kbi) * kb_act;
+            float* out_c = out0 + static_cast<size_t>(c0) * out_stride;
+            int i = 0;
+            if (il_cols > 0) {
+              // One or two panels per call on the interleaved act.
+              for (; i < np; i += 2) {
+                a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
+                a.w_stride = panel_bytes;
+                a.n_rows = i + 1 < np ? kPanelRows + nr[i + 1] : nr[i];
+                a.act = reinterpret_cast<const uint8_t*>(il + static_cast<size_t>(c0 / cstep) * il_group +
+                                                         static_cast<size_t>(k0) * static_cast<size_t>(cstep));
+                a.n_cols = nc;
+                a.out = out_c + (p0 + i) * kPanelRows;
+                mk.panel_il(a);
+              }
+            }
+            for (; i < np; ++i) {
+              for (int cc = 0; cc < nc; cc += kPanelCols) {
+                a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
+                a.n_rows = nr[i];
+                a.act = act_c + static_cast<size_t>(cc) * act_stride;
+                a.n_cols = nc - cc < kPanelCols ? nc - cc : kPanelCols;
+                a.out = out_c + static_cast<size_t>(cc) * out_stride + (p0 + i) * kPanelRows;
+                mk.panel_mul(a);
+              }
+            }
+            if (acc0 != nullptr && last_k)
+              accumulate(p0 * kPanelRows, std::min<int64_t>(N, (p0 + np) * kPanelRows), c0, c0 + nc);
           }
-          if (acc0 != nullptr)
-            accumulate(p0 * kPanelRows, std::min<int64_t>(N, (p0 + np) * kPanelRows), c0, c0 + a.n_cols);
         }
       }
     });
