@@ -160,6 +160,23 @@ inline __m128i unpack_scales_k4(__m128i hdr) {  // hdr: bytes 0-1 d, 2-3 dmin, 4
   return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(q, 2), _mm_set1_epi8(0x30)));  // q is 0 where unused
 }
 
+// unpack_scales_k4 on a zmm holding the same 16 header bytes in every 128-bit lane (a broadcast load
+// costs no shuffle): every lane gets the 8 scales then the 8 mins.
+inline __m512i unpack_scales_k4_x4(__m512i hdr) {
+  const __m512i p = _mm512_shuffle_epi8(hdr, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15)));
+  const __m512i q = _mm512_shuffle_epi8(hdr, _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
+  const __m512i m1 = _mm512_broadcast_i32x4(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+  const __m512i m2 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+  const __m512i lo = _mm512_or_si512(_mm512_and_si512(p, m1), _mm512_and_si512(_mm512_srli_epi16(p, 4), m2));
+  return _mm512_or_si512(lo, _mm512_and_si512(_mm512_srli_epi16(q, 2), _mm512_set1_epi8(0x30)));
+}
+
+// vpshufb index for unpack_scales_k4_x4's output: int16 lanes 0..15 <- scale byte a, 16..31 <- byte b.
+inline __m512i scale_shuffle(int a, int b) {
+  const __m512i lo = _mm512_set1_epi16(static_cast<short>(0xFF00 | a)), hi = _mm512_set1_epi16(static_cast<short>(0xFF00 | b));
+  return _mm512_mask_blend_epi16(0xFFFF0000u, lo, hi);  // odd bytes 0xFF: zero
+}
+
 // vpermw index: int16 lanes 0..15 <- scale 2j, lanes 16..31 <- scale 2j + 1.
 inline __m512i scale_index(int j) {
   return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<short>(2 * j)),
@@ -221,12 +238,113 @@ void direct_q4k512(const MatArgs& a) {
   }
 }
 
+// The faster Q4_K layout (rows up to kMaxK; longer ones use direct_q4k512). Not bit-equal to it (the
+// integer sums land in other lanes, the mins are summed in integers), equal to float rounding.
+//   - levels: the 128 level bytes as two 64-byte loads; low nibbles of qs[0..64) are groups 0 and 2,
+//     high nibbles groups 1 and 3 (likewise 4-7 from qs[64..128)): one shift for two zmm, and the act
+//     columns are copied once per call into that group order;
+//   - d and dmin of 16 super-blocks come from one gather; d * dx and dmin * dx per super-block go to a
+//     small stack table and reach the FMAs as embedded broadcasts (no shuffle port);
+//   - the mins: one vpmaddwd of the unpacked (scale, min) int16 vector with the act's group sums as
+//     int16 (exact), then one convert and one FMA with dmin * dx.
+constexpr int64_t kMaxK = 32768;
+
+template <int C>
+void direct_q4k512_v2(const MatArgs& a) {
+  const int64_t nsb = a.K / 256, nch = (nsb + 15) / 16;
+  alignas(64) int8_t qbuf[C][kMaxK];
+  alignas(64) int16_t qs16[C][kMaxK / 256][8];  // per super-block: the 8 group sums
+  alignas(64) float dxs[C][kMaxK / 256 + 16];    // dx per super-block, zero-padded to whole chunks
+  for (int c = 0; c < C; ++c) {
+    const ActView v = act_view(a.act + c * a.act_stride, a.K, 32);
+    for (int64_t i = 0; i < nsb; ++i) {
+      for (int h = 0; h < 2; ++h) {
+        const __m512i a0 = _mm512_loadu_si512(v.q + 256 * i + 128 * h), a1 = _mm512_loadu_si512(v.q + 256 * i + 128 * h + 64);
+        _mm512_store_si512(qbuf[c] + 256 * i + 128 * h, _mm512_shuffle_i64x2(a0, a1, 0x44));
+        _mm512_store_si512(qbuf[c] + 256 * i + 128 * h + 64, _mm512_shuffle_i64x2(a0, a1, 0xEE));
+      }
+      const __m128i g = _mm256_cvtepi32_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v.qs + 8 * i)));
+      _mm_store_si128(reinterpret_cast<__m128i*>(qs16[c][i]), g);
+      dxs[c][i] = v.dx[8 * i];
+    }
+    for (int64_t i = nsb; i < 16 * nch; ++i) dxs[c][i] = 0.f;
+  }
+  const __m512i mf = _mm512_set1_epi8(0x0F);
+  // Scale vectors: zmm 0 = groups (0, 2), 1 = (1, 3), 2 = (4, 6), 3 = (5, 7).
+  const __m512i ix0 = scale_shuffle(0, 2), ix1 = scale_shuffle(1, 3), ix2 = scale_shuffle(4, 6), ix3 = scale_shuffle(5, 7);
+  const __m128i ixm = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);  // mins as int16
+  const __m512i goff = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ4_K))));
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    const auto* blocks = reinterpret_cast<const BlockQ4_K*>(a.w + r * a.w_stride);
+    __m512 acc[C];
+    __m128 macc[C];
+    for (int c = 0; c < C; ++c) {
+      acc[c] = _mm512_setzero_ps();
+      macc[c] = _mm_setzero_ps();
+    }
+    for (int64_t ch = 0; ch < nch; ++ch) {
+      const int64_t i0 = 16 * ch, n = nsb - i0 < 16 ? nsb - i0 : 16;
+      const __mmask16 lanes = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+      const __m512i hdr = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, goff, blocks + i0, 1);
+      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr));
+      const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hdr, 16)));
+      alignas(64) float ddx[C][16], mdx[C][16];
+      for (int c = 0; c < C; ++c) {
+        const __m512 dx = _mm512_load_ps(dxs[c] + i0);
+        _mm512_store_ps(ddx[c], _mm512_mul_ps(d, dx));
+        _mm512_store_ps(mdx[c], _mm512_mul_ps(dmin, dx));
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = i0 + k;
+        const BlockQ4_K& b = blocks[i];
+        prefetch_sb(&b, sizeof(BlockQ4_K));
+        const __m512i sm = unpack_scales_k4_x4(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&b))));
+        // vpshufb, not vpermw: vpermw is 2 uops on the shuffle port here and cost ~25 % of the kernel.
+        const __m512i sc0 = _mm512_shuffle_epi8(sm, ix0);
+        const __m512i sc1 = _mm512_shuffle_epi8(sm, ix1);
+        const __m512i sc2 = _mm512_shuffle_epi8(sm, ix2);
+        const __m512i sc3 = _mm512_shuffle_epi8(sm, ix3);
+        const __m128i m16 = _mm_shuffle_epi8(_mm512_castsi512_si128(sm), ixm);
+        const __m512i qa = _mm512_loadu_si512(b.qs), qb = _mm512_loadu_si512(b.qs + 64);
+        const __m512i u0 = _mm512_and_si512(qa, mf);
+        const __m512i u1 = _mm512_and_si512(_mm512_srli_epi16(qa, 4), mf);
+        const __m512i u2 = _mm512_and_si512(qb, mf);
+        const __m512i u3 = _mm512_and_si512(_mm512_srli_epi16(qb, 4), mf);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* y = qbuf[c] + 256 * i;
+          __m512i isum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(u0, _mm512_load_si512(y)), sc0);
+          isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u1, _mm512_load_si512(y + 64)), sc1);
+          isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u2, _mm512_load_si512(y + 128)), sc2);
+          isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u3, _mm512_load_si512(y + 192)), sc3);
+          acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(ddx[c][k]), acc[c]);
+          const __m128i mq = _mm_madd_epi16(m16, _mm_load_si128(reinterpret_cast<const __m128i*>(qs16[c][i])));
+          macc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(mq), _mm_set1_ps(mdx[c][k]), macc[c]);
+        }
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      __m128 s4 = _mm_add_ps(macc[c], _mm_movehl_ps(macc[c], macc[c]));
+      s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+      a.out[c * a.out_stride + r] = _mm512_reduce_add_ps(acc[c]) - _mm_cvtss_f32(s4);
+    }
+  }
+}
+
 void direct_q4k512_cols(const MatArgs& a) {
+  if (a.K > kMaxK) {
+    switch (a.n_cols) {
+      case 1: return direct_q4k512<1>(a);
+      case 2: return direct_q4k512<2>(a);
+      case 3: return direct_q4k512<3>(a);
+      default: return direct_q4k512<4>(a);
+    }
+  }
   switch (a.n_cols) {
-    case 1: return direct_q4k512<1>(a);
-    case 2: return direct_q4k512<2>(a);
-    case 3: return direct_q4k512<3>(a);
-    default: return direct_q4k512<4>(a);
+    case 1: return direct_q4k512_v2<1>(a);
+    case 2: return direct_q4k512_v2<2>(a);
+    case 3: return direct_q4k512_v2<3>(a);
+    default: return direct_q4k512_v2<4>(a);
   }
 }
 
