@@ -295,6 +295,7 @@ void direct_q4k512_v2(const MatArgs& a) {
         _mm512_store_ps(ddx[c], _mm512_mul_ps(d, dx));
         _mm512_store_ps(mdx[c], _mm512_mul_ps(dmin, dx));
       }
+#pragma GCC unroll 2
       for (int64_t k = 0; k < n; ++k) {
         const int64_t i = i0 + k;
         const BlockQ4_K& b = blocks[i];
