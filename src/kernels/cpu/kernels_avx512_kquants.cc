@@ -5,7 +5,8 @@
 // apply d * dx, and the mins go through the act's group sums as floats. Against the shared 256-bit
 // kernel (a convert and an FMA per 32 levels) this is ~40% fewer instructions: decode of a Q4_K
 // llama3-8b was compute-bound at ~66% of the host's bandwidth on 2 cores (bench/RESULTS_cpu.md).
-// Levels are <= 63, so vpmaddubsw cannot saturate (63 * 127 * 2 < 32767).
+// Levels are <= 63, so vpmaddubsw cannot saturate (63 * 127 * 2 < 32767). Q4_K rows up to 32768 use
+// their own cheaper kernel (direct_q4k512, below).
 #include <immintrin.h>
 
 #include "kernels/cpu/generic_impl.h"
@@ -142,33 +143,18 @@ void direct_k512(const MatArgs& a) {
   }
 }
 
-// Q4_K only (the decode workhorse), same arithmetic as direct_k512<BlockQ4_K> (bit-equal results) but
-// cheaper per super-block, which kept it compute-bound at ~15 GB/s per core against Q4_0's ~23:
-//   - d, dmin and the 12 scale bytes come from one 16-byte load; the 6-bit scales and mins are
-//     unpacked with two vpshufb and a few masks (the scalar unpack stored 4 words and reloaded them as
-//     one vector: a failed store forward per super-block), d and dmin with one vcvtph2ps;
-//   - each zmm's int16 scale vector is one vpermw of the unpacked bytes widened once (no VBMI needed);
-//   - nothing goes through memory but the weights and the act.
-inline __m128i unpack_scales_k4(__m128i hdr) {  // hdr: bytes 0-1 d, 2-3 dmin, 4-15 the packed scales s0..s11
-  // -> bytes 0..7: scales, 8..15: mins (6-bit). j < 4: sc = s[j] & 63, m = s[j+4] & 63;
-  // j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4.
-  const __m128i p = _mm_shuffle_epi8(hdr, _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
-  const __m128i q = _mm_shuffle_epi8(hdr, _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11));
-  const __m128i m1 = _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
-  const __m128i m2 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15);
-  const __m128i lo = _mm_or_si128(_mm_and_si128(p, m1), _mm_and_si128(_mm_srli_epi16(p, 4), m2));
-  return _mm_or_si128(lo, _mm_and_si128(_mm_srli_epi16(q, 2), _mm_set1_epi8(0x30)));  // q is 0 where unused
-}
-
-// unpack_scales_k4 on a zmm holding the same 16 header bytes in every 128-bit lane (a broadcast load
-// costs no shuffle): every lane gets the 8 scales then the 8 mins.
+// Q4_K's 6-bit scales and mins, on a zmm holding a super-block's first 16 bytes (d, dmin, s0..s11) in
+// every 128-bit lane (a broadcast load: no shuffle) -> every lane: bytes 0..7 the scales, 8..15 the
+// mins. j < 4: sc = s[j] & 63, m = s[j+4] & 63; j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4,
+// m = (s[j+4] >> 4) | (s[j] >> 6) << 4. Replaces a scalar unpack whose four 32-bit stores were reloaded
+// as one vector (a failed store forward per super-block).
 inline __m512i unpack_scales_k4_x4(__m512i hdr) {
   const __m512i p = _mm512_shuffle_epi8(hdr, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15)));
   const __m512i q = _mm512_shuffle_epi8(hdr, _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
   const __m512i m1 = _mm512_broadcast_i32x4(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
   const __m512i m2 = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
   const __m512i lo = _mm512_or_si512(_mm512_and_si512(p, m1), _mm512_and_si512(_mm512_srli_epi16(p, 4), m2));
-  return _mm512_or_si512(lo, _mm512_and_si512(_mm512_srli_epi16(q, 2), _mm512_set1_epi8(0x30)));
+  return _mm512_or_si512(lo, _mm512_and_si512(_mm512_srli_epi16(q, 2), _mm512_set1_epi8(0x30)));  // q: 0 where unused
 }
 
 // vpshufb index for unpack_scales_k4_x4's output: int16 lanes 0..15 <- scale byte a, 16..31 <- byte b.
@@ -177,69 +163,10 @@ inline __m512i scale_shuffle(int a, int b) {
   return _mm512_mask_blend_epi16(0xFFFF0000u, lo, hi);  // odd bytes 0xFF: zero
 }
 
-// vpermw index: int16 lanes 0..15 <- scale 2j, lanes 16..31 <- scale 2j + 1.
-inline __m512i scale_index(int j) {
-  return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(static_cast<short>(2 * j)),
-                                 _mm512_set1_epi16(static_cast<short>(2 * j + 1)));
-}
-
-template <int C>
-void direct_q4k512(const MatArgs& a) {
-  constexpr int NG = 8;
-  const int64_t nsb = a.K / 256;
-  ActView act[C];
-  for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, 32);
-  const __m512i mf = _mm512_set1_epi8(0x0F);
-  const __m512i ix0 = scale_index(0), ix1 = scale_index(1), ix2 = scale_index(2), ix3 = scale_index(3);
-  for (int64_t r = 0; r < a.n_rows; ++r) {
-    const auto* blocks = reinterpret_cast<const BlockQ4_K*>(a.w + r * a.w_stride);
-    __m512 acc[C];
-    __m256 macc[C];
-    for (int c = 0; c < C; ++c) {
-      acc[c] = _mm512_setzero_ps();
-      macc[c] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < nsb; ++i) {
-      const BlockQ4_K& b = blocks[i];
-      prefetch_sb(&b, sizeof(BlockQ4_K));
-      const __m128i hdr = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
-      const __m128i sm = unpack_scales_k4(hdr);
-      const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));  // scales then mins as int16
-      const __m512i sc0 = _mm512_permutexvar_epi16(ix0, s16);
-      const __m512i sc1 = _mm512_permutexvar_epi16(ix1, s16);
-      const __m512i sc2 = _mm512_permutexvar_epi16(ix2, s16);
-      const __m512i sc3 = _mm512_permutexvar_epi16(ix3, s16);
-      const __m512i u0 = _mm512_and_si512(bcast_shift(b.qs, 0, 4), mf);
-      const __m512i u1 = _mm512_and_si512(bcast_shift(b.qs + 32, 0, 4), mf);
-      const __m512i u2 = _mm512_and_si512(bcast_shift(b.qs + 64, 0, 4), mf);
-      const __m512i u3 = _mm512_and_si512(bcast_shift(b.qs + 96, 0, 4), mf);
-      const __m128 dm = _mm_cvtph_ps(hdr);  // lane 0: d, lane 1: dmin
-      // The mins times dmin (the old kernel's mn = m * -dmin, negated at the FMA: the same rounding).
-      const __m256 mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sm, 8))),
-                                      _mm256_broadcastss_ps(_mm_movehdup_ps(dm)));
-      for (int c = 0; c < C; ++c) {
-        const int8_t* y = act[c].q + 256 * i;
-        __m512i isum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(u0, _mm512_loadu_si512(y)), sc0);
-        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u1, _mm512_loadu_si512(y + 64)), sc1);
-        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u2, _mm512_loadu_si512(y + 128)), sc2);
-        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u3, _mm512_loadu_si512(y + 192)), sc3);
-        const __m128 ddx = _mm_mul_ss(dm, _mm_load_ss(act[c].dx + i * NG));
-        acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(ddx), acc[c]);
-        macc[c] = _mm256_fnmadd_ps(mn, _mm256_loadu_ps(act[c].sy + i * NG), macc[c]);
-      }
-    }
-    for (int c = 0; c < C; ++c) {
-      const __m256 m = macc[c];
-      __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-      s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-      s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-      a.out[c * a.out_stride + r] = _mm512_reduce_add_ps(acc[c]) + _mm_cvtss_f32(s4);
-    }
-  }
-}
-
-// The faster Q4_K layout (rows up to kMaxK; longer ones use direct_q4k512). Not bit-equal to it (the
-// integer sums land in other lanes, the mins are summed in integers), equal to float rounding.
+// Q4_K (the decode workhorse) in its own kernel for rows up to kMaxK (longer ones: direct_k512). The
+// shared one was compute-bound at ~15.5 GB/s per core in L2 against Q4_0's ~23 (issue 3). Not
+// bit-equal to direct_k512 (the integer sums land in other lanes, the mins are summed in integers),
+// equal to float rounding. Per super-block:
 //   - levels: the 128 level bytes as two 64-byte loads; low nibbles of qs[0..64) are groups 0 and 2,
 //     high nibbles groups 1 and 3 (likewise 4-7 from qs[64..128)): one shift for two zmm, and the act
 //     columns are copied once per call into that group order;
@@ -250,7 +177,7 @@ void direct_q4k512(const MatArgs& a) {
 constexpr int64_t kMaxK = 32768;
 
 template <int C>
-void direct_q4k512_v2(const MatArgs& a) {
+void direct_q4k512(const MatArgs& a) {
   const int64_t nsb = a.K / 256, nch = (nsb + 15) / 16;
   alignas(64) int8_t qbuf[C][kMaxK];
   alignas(64) int16_t qs16[C][kMaxK / 256][8];  // per super-block: the 8 group sums
@@ -301,7 +228,8 @@ void direct_q4k512_v2(const MatArgs& a) {
         const BlockQ4_K& b = blocks[i];
         prefetch_sb(&b, sizeof(BlockQ4_K));
         const __m512i sm = unpack_scales_k4_x4(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&b))));
-        // vpshufb, not vpermw: vpermw is 2 uops on the shuffle port here and cost ~25 % of the kernel.
+        // In-lane vpshufb, not a cross-lane vpermw: the 4 vpermw per super-block took ~25 % of the kernel's
+        // time on the VM's Sapphire Rapids (matvec_hot 16.9 -> 22.5 GB/s with them replaced by adds).
         const __m512i sc0 = _mm512_shuffle_epi8(sm, ix0);
         const __m512i sc1 = _mm512_shuffle_epi8(sm, ix1);
         const __m512i sc2 = _mm512_shuffle_epi8(sm, ix2);
@@ -332,23 +260,6 @@ void direct_q4k512_v2(const MatArgs& a) {
   }
 }
 
-void direct_q4k512_cols(const MatArgs& a) {
-  if (a.K > kMaxK) {
-    switch (a.n_cols) {
-      case 1: return direct_q4k512<1>(a);
-      case 2: return direct_q4k512<2>(a);
-      case 3: return direct_q4k512<3>(a);
-      default: return direct_q4k512<4>(a);
-    }
-  }
-  switch (a.n_cols) {
-    case 1: return direct_q4k512_v2<1>(a);
-    case 2: return direct_q4k512_v2<2>(a);
-    case 3: return direct_q4k512_v2<3>(a);
-    default: return direct_q4k512_v2<4>(a);
-  }
-}
-
 template <typename Block, int G, void (*Decode)(const Block&, SuperBlock*)>
 void direct_k512_cols(const MatArgs& a) {
   switch (a.n_cols) {
@@ -356,6 +267,16 @@ void direct_k512_cols(const MatArgs& a) {
     case 2: return direct_k512<Block, G, Decode, 2>(a);
     case 3: return direct_k512<Block, G, Decode, 3>(a);
     default: return direct_k512<Block, G, Decode, 4>(a);
+  }
+}
+
+void direct_q4k512_cols(const MatArgs& a) {
+  if (a.K > kMaxK) return direct_k512_cols<BlockQ4_K, 32, decode_q4_k>(a);
+  switch (a.n_cols) {
+    case 1: return direct_q4k512<1>(a);
+    case 2: return direct_q4k512<2>(a);
+    case 3: return direct_q4k512<3>(a);
+    default: return direct_q4k512<4>(a);
   }
 }
 
