@@ -144,9 +144,9 @@ void direct_k512(const MatArgs& a) {
 }
 
 // Q4_K's 6-bit scales and mins, per 128-bit lane: a super-block's first 16 bytes (d, dmin, s0..s11)
-// -> bytes 0..7 the scales, 8..15 the mins. j < 4: sc = s[j] & 63, m = s[j+4] & 63; j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4,
-// m = (s[j+4] >> 4) | (s[j] >> 6) << 4. Replaces a scalar unpack whose four 32-bit stores were reloaded
-// as one vector (a failed store forward per super-block).
+// -> bytes 0..7 the scales, 8..15 the mins. j < 4: sc = s[j] & 63, m = s[j+4] & 63; j >= 4:
+// sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4. Replaces a scalar
+// unpack whose four 32-bit stores were reloaded as one vector (a failed store forward per super-block).
 inline __m512i unpack_scales_k4_x4(__m512i hdr) {
   const __m512i p = _mm512_shuffle_epi8(hdr, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15)));
   const __m512i q = _mm512_shuffle_epi8(hdr, _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
