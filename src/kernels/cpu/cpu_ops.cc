@@ -146,27 +146,37 @@ void rope_angles(const RopeTables& r, const RopeParams& p, int32_t pos, float* c
   }
 }
 
+// f(t, cs, sn) for every token t with its angles in cs / sn (a per-thread slice of base), over the pool
+// when `work` elements make it worth it.
+template <class F>
+void for_tokens_with_angles(ThreadPool& pool, uint8_t* base, const RopeTables& r, const RopeParams& p,
+                            const int32_t* pos, int64_t n_tok, int64_t work, F f) {
+  auto body = [&](int64_t t0, int64_t t1, int ith) {
+    auto* cs = reinterpret_cast<float*>(base + r.slice * static_cast<size_t>(ith));
+    float* sn = cs + r.half;
+    for (int64_t t = t0; t < t1; ++t) {
+      rope_angles(r, p, pos[t], cs, sn);
+      f(t, cs, sn);
+    }
+  };
+  if (work < kParallelElems || n_tok < 2) {
+    body(0, n_tok, 0);
+  } else {
+    pool.parallel_for(n_tok, 1, body);
+  }
+}
+
 }  // namespace
 
 void CpuOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
   const int64_t hd = x.ne[0], n_head = x.ne[1], n_tok = x.ne[2];
   FERRY_ASSERT(x.dtype == DType::F32 && n_tok == batch.n_tokens && x.ne[3] == 1);
   const RopeTables r = rope_tables(p, hd);
-  const int32_t* pos = ivec(batch.pos);
   uint8_t* base = per_thread_.get(r.slice * static_cast<size_t>(pool_.size()));
-  auto body = [&](int64_t t0, int64_t t1, int ith) {
-    auto* cs = reinterpret_cast<float*>(base + r.slice * static_cast<size_t>(ith));
-    float* sn = cs + r.half;
-    for (int64_t t = t0; t < t1; ++t) {
-      rope_angles(r, p, pos[t], cs, sn);
-      for (int64_t h = 0; h < n_head; ++h) tab_->rope(frow(x, h, t), cs, sn, r.half, p.neox);
-    }
-  };
-  if (n_tok * n_head * hd < kParallelElems || n_tok < 2) {
-    body(0, n_tok, 0);
-  } else {
-    pool_.parallel_for(n_tok, 1, body);
-  }
+  for_tokens_with_angles(pool_, base, r, p, ivec(batch.pos), n_tok, n_tok * n_head * hd,
+                         [&](int64_t t, const float* cs, const float* sn) {
+                           for (int64_t h = 0; h < n_head; ++h) tab_->rope(frow(x, h, t), cs, sn, r.half, p.neox);
+                         });
 }
 
 // rope_qk + kv_store in one pass per token: the angles once for q and k, and the rotated k row
@@ -182,24 +192,14 @@ void CpuOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, co
   const int32_t* cell = ivec(batch.cell);
   for (int64_t t = 0; t < n_tok; ++t) FERRY_ASSERT(cell[t] >= 0 && cell[t] < kv.k.ne[1]);
   const RopeTables r = rope_tables(p, hd);
-  const int32_t* pos = ivec(batch.pos);
   uint8_t* base = per_thread_.get(r.slice * static_cast<size_t>(pool_.size()));
-  auto body = [&](int64_t t0, int64_t t1, int ith) {
-    auto* cs = reinterpret_cast<float*>(base + r.slice * static_cast<size_t>(ith));
-    float* sn = cs + r.half;
-    for (int64_t t = t0; t < t1; ++t) {
-      rope_angles(r, p, pos[t], cs, sn);
-      for (int64_t h = 0; h < n_head; ++h) tab_->rope(frow(q3, h, t), cs, sn, r.half, p.neox);
-      for (int64_t h = 0; h < n_kv; ++h) tab_->rope(frow(k3, h, t), cs, sn, r.half, p.neox);
-      tab_->f32_to_f16(frow(k, t), static_cast<uint16_t*>(kv.k.row(cell[t])), kvd);
-      tab_->f32_to_f16(frow(v, t), static_cast<uint16_t*>(kv.v.row(cell[t])), kvd);
-    }
-  };
-  if (n_tok * (n_head + 2 * n_kv) * hd < kParallelElems || n_tok < 2) {
-    body(0, n_tok, 0);
-  } else {
-    pool_.parallel_for(n_tok, 1, body);
-  }
+  for_tokens_with_angles(pool_, base, r, p, ivec(batch.pos), n_tok, n_tok * (n_head + 2 * n_kv) * hd,
+                         [&](int64_t t, const float* cs, const float* sn) {
+                           for (int64_t h = 0; h < n_head; ++h) tab_->rope(frow(q3, h, t), cs, sn, r.half, p.neox);
+                           for (int64_t h = 0; h < n_kv; ++h) tab_->rope(frow(k3, h, t), cs, sn, r.half, p.neox);
+                           tab_->f32_to_f16(frow(k, t), static_cast<uint16_t*>(kv.k.row(cell[t])), kvd);
+                           tab_->f32_to_f16(frow(v, t), static_cast<uint16_t*>(kv.v.row(cell[t])), kvd);
+                         });
 }
 
 void CpuOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) {
