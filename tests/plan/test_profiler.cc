@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
+#include <utility>
 
 #include "plan/profiler.h"
 
@@ -39,9 +41,17 @@ class FakeGpu final : public GpuProber {
   Expected<double> time_d2h(uint64_t b, int r) override { return b * r / 40e9; }
   Expected<double> time_h2d_pageable(uint64_t b, int r) override { return b * r / 10e9; }
   Expected<double> time_d2d(uint64_t b, int r) override { return b * r / 500e9; }
-  Expected<double> time_matmul(DType, int64_t rows, int64_t cols, int64_t n, int r) override {
-    return 2.0 * rows * cols * n * r / 100e12 + r * 5e-6;
+  Expected<double> time_matmul(DType dt, int64_t rows, int64_t cols, int64_t n, int r) override {
+    ++matmul_calls;
+    const double t = 2.0 * rows * cols * n * r / 100e12 + r * 5e-6;
+    // stall_first: the first sample of every decode-sized point (n <= 8) is 1000x too slow (a stalled
+    // device); the next one is right.
+    const bool first = seen.insert({static_cast<int>(dt), n}).second;
+    return stall_first && first && n <= 8 ? 1000 * t : t;
   }
+  bool stall_first = false;
+  int matmul_calls = 0;
+  std::set<std::pair<int, int64_t>> seen;
   Expected<double> launch_overhead_us() override { return 5.0; }
   Status start_background_copies(bool, uint64_t) override {
     t0_ = std::chrono::steady_clock::now();
@@ -120,6 +130,28 @@ TEST(Profiler, GpuPartThroughTheProber) {
   EXPECT_FALSE(p->gpu->matmul.empty());
   EXPECT_EQ(p->gpu->matmul[0].tokens.back(), 1024);
   EXPECT_TRUE(parse_profile(profile_to_json(*p)).has_value());
+}
+
+// A stalled sample (weights read at < 2 % of the device's copy bandwidth) is measured again: the curve is
+// the same as with a GPU that never stalls.
+TEST(Profiler, GpuStalledSamplesMeasuredAgain) {
+  ProfileOptions o;
+  o.quick = true;
+  o.time_budget_s = 4;
+  o.buffer_bytes = 32ull << 20;
+  FakeGpu steady, stalling;
+  stalling.stall_first = true;
+  auto a = measure_profile(sleepy(), &steady, o);
+  auto b = measure_profile(sleepy(), &stalling, o);
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  int decode_points = 0;  // points of <= 8 tokens: 1, 2, 4, 8 per type
+  for (const auto& c : a->gpu->matmul)
+    for (int32_t n : c.tokens) decode_points += n <= 8;
+  EXPECT_EQ(stalling.matmul_calls, steady.matmul_calls + decode_points);
+  ASSERT_EQ(a->gpu->matmul.size(), b->gpu->matmul.size());
+  for (size_t i = 0; i < a->gpu->matmul.size(); ++i)
+    for (size_t j = 0; j < a->gpu->matmul[i].gflops.size(); ++j)
+      EXPECT_NEAR(b->gpu->matmul[i].gflops[j], a->gpu->matmul[i].gflops[j], 1e-6 * a->gpu->matmul[i].gflops[j]);
 }
 
 }  // namespace
