@@ -1,6 +1,5 @@
 // copy_weights_to_huge_pages: see huge_weights.h. The views are re-pointed by address: every view of
-// ModelWeights that lies inside a copied tensor moves by that tensor's displacement (a view added to
-// ModelWeights later and not listed here keeps pointing into the file mapping: correct, not faster).
+// ModelWeights (model::all_views) that lies inside a copied tensor moves by that tensor's displacement.
 #include "engine/huge_weights.h"
 
 #include <sys/mman.h>
@@ -103,16 +102,7 @@ std::unique_ptr<HugePageBuffer> copy_weights_to_huge_pages(const gguf::ModelFile
     --it;
     if (p < it->end) v.data = it->to + (p - it->begin);
   };
-  remap(w->token_embd);
-  remap(w->output_norm);
-  remap(w->output);
-  remap(w->rope_freqs);
-  for (model::LayerWeights& L : w->layers) {
-    for (TensorView* v : {&L.attn_norm, &L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.attn_q_bias, &L.attn_k_bias,
-                          &L.attn_v_bias, &L.attn_output_bias, &L.attn_q_norm, &L.attn_k_norm, &L.post_attention_norm,
-                          &L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.post_ffw_norm})
-      remap(*v);
-  }
+  for (TensorView* v : model::all_views(*w)) remap(*v);
   return buf;
 }
 

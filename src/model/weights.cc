@@ -122,4 +122,14 @@ Expected<ModelWeights> bind_weights(const ModelSpec& spec, const gguf::ModelFile
   return w;
 }
 
+std::vector<TensorView*> all_views(ModelWeights& w) {
+  std::vector<TensorView*> v = {&w.token_embd, &w.output_norm, &w.output, &w.rope_freqs};
+  for (LayerWeights& L : w.layers)
+    for (TensorView* t : {&L.attn_norm, &L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.attn_q_bias,
+                          &L.attn_k_bias, &L.attn_v_bias, &L.attn_output_bias, &L.attn_q_norm, &L.attn_k_norm,
+                          &L.post_attention_norm, &L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.post_ffw_norm})
+      v.push_back(t);
+  return v;
+}
+
 }  // namespace ferry::model

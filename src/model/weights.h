@@ -51,4 +51,7 @@ struct ModelWeights {
 // Binds and validates every tensor the spec's architecture needs.
 Expected<ModelWeights> bind_weights(const ModelSpec& spec, const gguf::ModelFile& file);
 
+// Every view of w (absent ones included: data == nullptr), for code that moves weights as a whole.
+std::vector<TensorView*> all_views(ModelWeights& w);
+
 }  // namespace ferry::model
