@@ -240,6 +240,20 @@ cu::MatvecSet one_matrix(const TensorView& w, float* out, int64_t out_stride) {
 
 }  // namespace
 
+void CudaOps::q8_of(const TensorView& x, int64_t t0, int nt, bool stashed, int8_t** xq, void** xds) {
+  if (stashed) {  // quantized by the kernel that wrote x
+    *xq = stash_xq();
+    *xds = stash_xds();
+    return;
+  }
+  const int64_t K = x.ne[0], x_stride = static_cast<int64_t>(x.nb[1] / 4);
+  Scratch sc(ctx_.scratch(), body_bytes());
+  *xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(nt) * K));
+  auto* d = static_cast<float2*>(sc.take(static_cast<uint64_t>(nt) * (K / 32) * sizeof(float2)));
+  *xds = d;
+  check(cu::quantize_q8(x.ptr<const float>() + t0 * x_stride, x_stride, K, nt, *xq, d, ctx_.stream()), "quantize_q8");
+}
+
 void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView out, bool accumulate) {
   check_matmul_shapes(w, x, out);
   const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
@@ -264,16 +278,9 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
     if (quant) {
       FERRY_ASSERT(K % traits(w.dtype).block_elems == 0);
       int8_t* xq = nullptr;
-      float2* xds = nullptr;
-      if (stashed) {  // quantized by the kernel that wrote x
-        xq = stash_xq();
-        xds = reinterpret_cast<float2*>(stash_xds());
-      } else {
-        Scratch sc(ctx_.scratch(), body_bytes());
-        xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(nt) * K));
-        xds = static_cast<float2*>(sc.take(static_cast<uint64_t>(nt) * (K / 32) * sizeof(float2)));
-        check(cu::quantize_q8(xt, x_stride, K, nt, xq, xds, ctx_.stream()), "matmul: quantize_q8");
-      }
+      void* xds_raw = nullptr;
+      q8_of(x, t0, nt, stashed, &xq, &xds_raw);
+      auto* xds = static_cast<float2*>(xds_raw);
       if (v2) {
         check(cu::matvec_quant_v2(w.dtype, one_matrix(w, ot, out_stride), K, xq, xds, nt, launch, ctx_.stream()),
               "matmul: matvec_quant_v2");
@@ -310,19 +317,11 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     any_quant |= v2[i] && traits(ws[i]->dtype).quantized;
   }
   const int64_t x_stride = static_cast<int64_t>(x.nb[1] / 4);
-  Scratch sc(ctx_.scratch(), body_bytes());
   int8_t* xq = nullptr;
-  float2* xds = nullptr;
+  void* xds_raw = nullptr;
   for (int i = 0; i < n; ++i) note_write(outs[i]);
-  if (any_quant && stash_hit(x)) {  // quantized by the kernel that wrote x
-    xq = stash_xq();
-    xds = reinterpret_cast<float2*>(stash_xds());
-  } else if (any_quant) {  // one quantization of x for all the quantized weights
-    xq = static_cast<int8_t*>(sc.take(static_cast<uint64_t>(T) * K));
-    xds = static_cast<float2*>(sc.take(static_cast<uint64_t>(T) * (K / 32) * sizeof(float2)));
-    check(cu::quantize_q8(x.ptr<const float>(), x_stride, K, static_cast<int>(T), xq, xds, ctx_.stream()),
-          "matmul_many: quantize_q8");
-  }
+  if (any_quant) q8_of(x, 0, static_cast<int>(T), stash_hit(x), &xq, &xds_raw);  // once for all quantized weights
+  auto* xds = static_cast<float2*>(xds_raw);
   bool done[64] = {};
   for (int i = 0; i < n; ++i) {
     if (!v2[i] || done[i]) continue;

@@ -163,6 +163,9 @@ class CudaOps final : public Ops {
   char* stash_xds() const;  // float2 [T][K / 32]
   bool stashable(const TensorView& out) const;  // a norm / glu output the stash can take
   bool stash_hit(const TensorView& x) const;
+  // x's tokens [t0, t0 + nt) as Q8 (int8 [nt][K], float2 {d, d * sum} [nt][K / 32]) for the matvec
+  // kernels: the stash when `stashed`, else quantize_q8 into the start of the scratch.
+  void q8_of(const TensorView& x, int64_t t0, int nt, bool stashed, int8_t** xq, void** xds);
   void note_write(const TensorView& t);         // forgets the stash when t overlaps its source
   void forget_stash() { stash_ = {}; }
 

@@ -289,7 +289,6 @@ cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& 
   }
   return launch_ex(pdl_default(), glu_kernel, dim3(ceil_div(total, 256)), dim3(256), 0, stream, gate, up, act, out, total,
                    xq, xds);
-  return cudaGetLastError();
 }
 
 cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
@@ -304,7 +303,6 @@ cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
   return launch_ex(pdl_default(), rope_kernel,
                    dim3(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(rot_blocks + v_blocks)),
                    dim3(kRopeThreads), 0, stream, a, rot_blocks);
-  return cudaGetLastError();
 }
 
 cudaError_t kv_store(const RowView& k, const RowView& v, const int32_t* cell, int64_t n_tokens, __half* k_cache,
