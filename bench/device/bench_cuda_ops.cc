@@ -298,6 +298,14 @@ void bench_attention() {
     result("attn_prefill_tflops_T" + std::to_string(T), flop / (a * 1e9), "TFLOP/s");
     result("attn_prefill_plain_tflops_T" + std::to_string(T), flop / (b * 1e9), "TFLOP/s");
   }
+  // The last 512-token chunk of a 4096-token prompt (how ferry prefills long prompts: chunks of 512).
+  {
+    const int T = 512, C = 4096;
+    const double flop = 4.0 * T * (C - T / 2.0) * D * nh;
+    const double a = run(T, C, 1, 10);
+    std::printf("chunk 512 @ 4096 cells: mma %.1f TFLOP/s, %.3f ms\n", flop / (a * 1e9), a);
+    result("attn_chunk512_ctx4096_tflops", flop / (a * 1e9), "TFLOP/s");
+  }
 }
 
 // One llama3-8b layer's decode matmuls (plus 1/32 of the head) with every weight of type t (split layout

@@ -233,6 +233,36 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem)
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+// The same, not transposed: thread (g, q) of matrix i gets row g, columns 2q and 2q + 1.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// 16 bytes global -> shared without passing through registers (sm_80+: cp.async, zero-filled when !valid,
+// completes at cp_async_wait); older GPUs load synchronously.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(gmem), "r"(valid ? 16 : 0));
+#else
+  *reinterpret_cast<uint4*>(smem) = valid ? *reinterpret_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
@@ -240,14 +270,19 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 }
 __device__ __forceinline__ uint32_t lds32(const __half* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
+// Shared memory: Q tile, then two stages of (K tile, V tile) so the next tile's copy (cp.async) runs
+// while this one is computed, then the stages' cell positions / sequences and the rows' ones.
 template <int D, bool SPLITW>
 struct MmaCfg {
   static constexpr int kRows = SPLITW ? 16 : 64;    // query rows per block
   static constexpr int kCellsW = SPLITW ? 16 : kBC; // cells per warp per tile
   static constexpr int kSK = D + 8;                 // smem row pitch (halves): 16-byte rows, no bank conflicts
-  static constexpr int kSmem = (kRows + 2 * kBC) * kSK * 2 + 2 * kBC * 4 + 2 * kRows * 4;
+  static constexpr int kStages = 2;
+  static constexpr int kSmem = (kRows + 2 * kStages * kBC) * kSK * 2 + 2 * kStages * kBC * 4 + 2 * kRows * 4;
+  // Q fragments live in registers for the whole block when they fit next to O (head_dim <= 128).
+  static constexpr bool kQInRegs = D <= 128;
   // The split-warp merge reuses the K/V tiles for 4 x 16 x D floats of O plus m, l.
-  static_assert(!SPLITW || 2 * kBC * kSK * 2 >= 4 * 16 * D * 4, "merge buffer");
+  static_assert(!SPLITW || 2 * kStages * kBC * kSK * 2 >= 4 * 16 * D * 4, "merge buffer");
 };
 
 template <int D, bool SPLITW>
@@ -258,11 +293,11 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   constexpr int R = Cfg::kRows, SK = Cfg::kSK, NCW = Cfg::kCellsW;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* Qs = reinterpret_cast<__half*>(smem_raw);
-  __half* Ks = Qs + R * SK;
-  __half* Vs = Ks + kBC * SK;
-  int* cpos = reinterpret_cast<int*>(Vs + kBC * SK);
-  int* cseq = cpos + kBC;
-  int* rpos = cseq + kBC;
+  __half* Kst = Qs + R * SK;             // [stage][kBC][SK]
+  __half* Vst = Kst + 2 * kBC * SK;      // [stage][kBC][SK]
+  int* cpos_st = reinterpret_cast<int*>(Vst + 2 * kBC * SK);  // [stage][kBC]
+  int* cseq_st = cpos_st + 2 * kBC;
+  int* rpos = cseq_st + 2 * kBC;
   int* rseq = rpos + R;
 
   const int tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
@@ -271,6 +306,34 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   const int kvh = blockIdx.y;
   const int64_t rows_kvh = static_cast<int64_t>(a.n_tokens) * G;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+
+  const int per_split = ((a.n_cells + splits - 1) / splits + kBC - 1) / kBC * kBC;
+  const int c_begin = blockIdx.z * per_split;
+  const int c_end = min(a.n_cells, c_begin + per_split);
+
+  // Issues the copies of the tile at c0 into stage st (cells past c_end: zeros, position INT_MAX).
+  auto load_tile = [&](int c0, int st) {
+    constexpr int kChunks = D / 8;  // 16-byte chunks per cell row
+    __half* Ks = Kst + st * kBC * SK;
+    __half* Vs = Vst + st * kBC * SK;
+    for (int i = tid; i < kBC * kChunks; i += blockDim.x) {
+      const int r = i / kChunks, ch = i % kChunks;
+      const int c = c0 + r;
+      const bool ok = c < c_end;
+      const int64_t off = (static_cast<int64_t>(kvh) * D + ch * 8) * 2;
+      const char* kp = reinterpret_cast<const char*>(a.k) + (ok ? c * a.k_stride + off : 0);
+      const char* vp = reinterpret_cast<const char*>(a.v) + (ok ? c * a.v_stride + off : 0);
+      cp_async16(Ks + r * SK + ch * 8, kp, ok);
+      cp_async16(Vs + r * SK + ch * 8, vp, ok);
+    }
+    for (int r = tid; r < kBC; r += blockDim.x) {
+      const int c = c0 + r;
+      cpos_st[st * kBC + r] = c < c_end ? a.cell_pos[c] : INT_MAX;
+      cseq_st[st * kBC + r] = c < c_end ? a.cell_seq[c] : kInvalidCellSeq;
+    }
+  };
+  if (c_begin < c_end) load_tile(c_begin, 0);  // in flight while Q is staged
+  cp_async_commit();
 
   // Q tile (F16) and the rows' positions / sequences.
   for (int i = tid; i < R * D; i += blockDim.x) {
@@ -294,7 +357,20 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   const int wr0 = SPLITW ? 0 : 16 * warp;  // first row of this warp in the block
   const int rA = wr0 + g, rB = rA + 8;
   const int posA = rpos[rA], seqA = rseq[rA], posB = rpos[rB], seqB = rseq[rB];
-  // Warp-wide bounds for skipping tiles nobody in the warp can see.
+  // The warp's Q as mma A fragments, for every 16-wide slice of D (registers when they fit).
+  constexpr int kQF = Cfg::kQInRegs ? D / 16 : 1;
+  uint32_t qf[kQF][4];
+  auto q_frag = [&](int ks, uint32_t* af) {
+    af[0] = lds32(Qs + rA * SK + ks * 16 + 2 * tq);
+    af[1] = lds32(Qs + rB * SK + ks * 16 + 2 * tq);
+    af[2] = lds32(Qs + rA * SK + ks * 16 + 2 * tq + 8);
+    af[3] = lds32(Qs + rB * SK + ks * 16 + 2 * tq + 8);
+  };
+  if constexpr (Cfg::kQInRegs) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) q_frag(ks, qf[ks]);
+  }
+  // Warp-wide bounds for skipping tiles nobody in the warp can see, and for tiles everyone sees whole.
   int pmax = INT_MIN, pmin = INT_MAX;
   bool seq_uniform = true;
   const int seq0 = rseq[wr0];
@@ -311,10 +387,6 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
     pmax = hi;
     seq_uniform = __all_sync(0xffffffffu, !ok || rseq[r] == seq0);
   }
-
-  const int per_split = ((a.n_cells + splits - 1) / splits + kBC - 1) / kBC * kBC;
-  const int c_begin = blockIdx.z * per_split;
-  const int c_end = min(a.n_cells, c_begin + per_split);
   const int cw0 = SPLITW ? 16 * warp : 0;  // this warp's cells inside a tile
 
   float mA = -INFINITY, mB = -INFINITY, lA = 0.f, lB = 0.f;
@@ -322,121 +394,129 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
 
-  for (int c0 = c_begin; c0 < c_end; c0 += kBC) {
-    __syncthreads();  // everyone is done with the previous tile
-    constexpr int kChunks = D / 8;  // 16-byte chunks per cell row
-    for (int i = tid; i < kBC * kChunks; i += blockDim.x) {
-      const int r = i / kChunks, ch = i % kChunks;
-      const int c = c0 + r;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (c < c_end) {
-        kv = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.k) + c * a.k_stride +
-                                             (static_cast<int64_t>(kvh) * D + ch * 8) * 2);
-        vv = *reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.v) + c * a.v_stride +
-                                             (static_cast<int64_t>(kvh) * D + ch * 8) * 2);
-      }
-      *reinterpret_cast<uint4*>(Ks + r * SK + ch * 8) = kv;
-      *reinterpret_cast<uint4*>(Vs + r * SK + ch * 8) = vv;
-    }
-    for (int r = tid; r < kBC; r += blockDim.x) {
-      const int c = c0 + r;
-      cpos[r] = c < c_end ? a.cell_pos[c] : INT_MAX;
-      cseq[r] = c < c_end ? a.cell_seq[c] : kInvalidCellSeq;
-    }
-    __syncthreads();
+  int st = 0;
+  for (int c0 = c_begin; c0 < c_end; c0 += kBC, st ^= 1) {
+    // The other stage was read by every warp in the previous iteration (barrier at its end): refill it.
+    if (c0 + kBC < c_end) load_tile(c0 + kBC, st ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // this thread's copies of the tile at c0 have landed
+    __syncthreads();     // ... and everyone else's
+    const __half* Ks = Kst + st * kBC * SK;
+    const __half* Vs = Vst + st * kBC * SK;
+    const int* cpos = cpos_st + st * kBC;
+    const int* cseq = cseq_st + st * kBC;
 
-    bool any = false;
+    bool any = false, full = seq_uniform;
     for (int j = lane; j < NCW; j += kWarp) {
       const int cp = cpos[cw0 + j], cs = cseq[cw0 + j];
       const bool seq_ok = seq_uniform ? cs == seq0 : cs >= 0;
       any |= seq_ok && cp <= pmax && (a.window == 0 || cp > pmin - a.window);
+      full &= cs == seq0 && cp >= 0 && cp <= pmin && (a.window == 0 || cp > pmax - a.window);
     }
-    if (!__any_sync(0xffffffffu, any)) continue;  // warp-uniform; no block sync until the loop top
+    any = __any_sync(0xffffffffu, any);
+    full = __all_sync(0xffffffffu, full);  // every cell visible to every (real) row of the warp
+    if (any) {
+      // S = Q K^T for the warp's 16 rows x NCW cells; K fragments of two 8-cell groups per ldmatrix.
+      float s[NCW / 8][4];
+#pragma unroll
+      for (int nb = 0; nb < NCW / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t af_smem[4];
+        const uint32_t* af = af_smem;
+        if constexpr (Cfg::kQInRegs) {
+          af = qf[ks];
+        } else {
+          q_frag(ks, af_smem);
+        }
+#pragma unroll
+        for (int nb = 0; nb < NCW / 8; nb += 2) {
+          uint32_t kb[4];
+          ldmatrix_x4(kb, Ks + (cw0 + (nb + (lane >> 4)) * 8 + (lane & 7)) * SK + ks * 16 + ((lane >> 3) & 1) * 8);
+          mma16816(s[nb], af, kb[0], kb[1]);
+          mma16816(s[nb + 1], af, kb[2], kb[3]);
+        }
+      }
 
-    // S = Q K^T for the warp's 16 rows x NCW cells.
-    float s[NCW / 8][4];
+      // Scale, cap, mask; row maxima (the 4 lanes of a row group hold its 2 * NCW / 8 values each).
+      float mxA = -INFINITY, mxB = -INFINITY;
+      if (full) {  // warp-uniform: no per-cell visibility test
 #pragma unroll
-    for (int nb = 0; nb < NCW / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+        for (int nb = 0; nb < NCW / 8; ++nb) {
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t af[4];
-      af[0] = lds32(Qs + rA * SK + ks * 16 + 2 * tq);
-      af[1] = lds32(Qs + rB * SK + ks * 16 + 2 * tq);
-      af[2] = lds32(Qs + rA * SK + ks * 16 + 2 * tq + 8);
-      af[3] = lds32(Qs + rB * SK + ks * 16 + 2 * tq + 8);
+          for (int e = 0; e < 4; ++e) s[nb][e] = cap_logit(s[nb][e], a.scale, a.softcap);
+          mxA = fmaxf(mxA, fmaxf(s[nb][0], s[nb][1]));
+          mxB = fmaxf(mxB, fmaxf(s[nb][2], s[nb][3]));
+        }
+      } else {
+#pragma unroll
+        for (int nb = 0; nb < NCW / 8; ++nb) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = cw0 + nb * 8 + 2 * tq + (e & 1);
+            const bool rowA = e < 2;
+            const bool vis = visible(rowA ? posA : posB, rowA ? seqA : seqB, cpos[col], cseq[col], a.window);
+            const float v = vis ? cap_logit(s[nb][e], a.scale, a.softcap) : -INFINITY;
+            s[nb][e] = v;
+            if (rowA) {
+              mxA = fmaxf(mxA, v);
+            } else {
+              mxB = fmaxf(mxB, v);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int off = 1; off <= 2; off <<= 1) {
+        mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, off));
+        mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, off));
+      }
+      const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
+      const float refA = mnA == -INFINITY ? 0.f : mnA, refB = mnB == -INFINITY ? 0.f : mnB;
+      const float alphaA = __expf(mA - refA), alphaB = __expf(mB - refB);
+      mA = mnA;
+      mB = mnB;
+      float sumA = 0.f, sumB = 0.f;
 #pragma unroll
       for (int nb = 0; nb < NCW / 8; ++nb) {
-        const __half* kr = Ks + (cw0 + nb * 8 + g) * SK + ks * 16 + 2 * tq;
-        mma16816(s[nb], af, lds32(kr), lds32(kr + 8));
+        s[nb][0] = __expf(s[nb][0] - refA);
+        s[nb][1] = __expf(s[nb][1] - refA);
+        s[nb][2] = __expf(s[nb][2] - refB);
+        s[nb][3] = __expf(s[nb][3] - refB);
+        sumA += s[nb][0] + s[nb][1];
+        sumB += s[nb][2] + s[nb][3];
       }
-    }
+      lA = lA * alphaA + sumA;  // per-lane partial sums; reduced across the row group at the end
+      lB = lB * alphaB + sumB;
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        o[nd][0] *= alphaA;
+        o[nd][1] *= alphaA;
+        o[nd][2] *= alphaB;
+        o[nd][3] *= alphaB;
+      }
 
-    // Scale, cap, mask; row maxima (the 4 lanes of a row group hold its 2 * NCW / 8 values each).
-    float mxA = -INFINITY, mxB = -INFINITY;
+      // O += P V: P's C fragments are exactly the A fragments of the next mma (FA2's register reuse).
 #pragma unroll
-    for (int nb = 0; nb < NCW / 8; ++nb) {
+      for (int kk = 0; kk < NCW / 16; ++kk) {
+        uint32_t pf[4];
+        pf[0] = pack_half2(s[2 * kk][0], s[2 * kk][1]);
+        pf[1] = pack_half2(s[2 * kk][2], s[2 * kk][3]);
+        pf[2] = pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pf[3] = pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        const int vrow = cw0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = cw0 + nb * 8 + 2 * tq + (e & 1);
-        const bool rowA = e < 2;
-        const bool vis = visible(rowA ? posA : posB, rowA ? seqA : seqB, cpos[col], cseq[col], a.window);
-        const float v = vis ? cap_logit(s[nb][e], a.scale, a.softcap) : -INFINITY;
-        s[nb][e] = v;
-        if (rowA) {
-          mxA = fmaxf(mxA, v);
-        } else {
-          mxB = fmaxf(mxB, v);
+        for (int nd = 0; nd < D / 8; nd += 2) {
+          uint32_t vb[4];
+          ldmatrix_x4_trans(vb, Vs + vrow * SK + nd * 8 + (lane >> 4) * 8);
+          mma16816(o[nd], pf, vb[0], vb[1]);
+          mma16816(o[nd + 1], pf, vb[2], vb[3]);
         }
       }
     }
-#pragma unroll
-    for (int off = 1; off <= 2; off <<= 1) {
-      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, off));
-      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, off));
-    }
-    const float mnA = fmaxf(mA, mxA), mnB = fmaxf(mB, mxB);
-    const float refA = mnA == -INFINITY ? 0.f : mnA, refB = mnB == -INFINITY ? 0.f : mnB;
-    const float alphaA = __expf(mA - refA), alphaB = __expf(mB - refB);
-    mA = mnA;
-    mB = mnB;
-    float sumA = 0.f, sumB = 0.f;
-#pragma unroll
-    for (int nb = 0; nb < NCW / 8; ++nb) {
-      s[nb][0] = __expf(s[nb][0] - refA);
-      s[nb][1] = __expf(s[nb][1] - refA);
-      s[nb][2] = __expf(s[nb][2] - refB);
-      s[nb][3] = __expf(s[nb][3] - refB);
-      sumA += s[nb][0] + s[nb][1];
-      sumB += s[nb][2] + s[nb][3];
-    }
-    lA = lA * alphaA + sumA;  // per-lane partial sums; reduced across the row group at the end
-    lB = lB * alphaB + sumB;
-#pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-      o[nd][0] *= alphaA;
-      o[nd][1] *= alphaA;
-      o[nd][2] *= alphaB;
-      o[nd][3] *= alphaB;
-    }
-
-    // O += P V: P's C fragments are exactly the A fragments of the next mma (FA2's register reuse).
-#pragma unroll
-    for (int kk = 0; kk < NCW / 16; ++kk) {
-      uint32_t pf[4];
-      pf[0] = pack_half2(s[2 * kk][0], s[2 * kk][1]);
-      pf[1] = pack_half2(s[2 * kk][2], s[2 * kk][3]);
-      pf[2] = pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pf[3] = pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const int vrow = cw0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-      for (int nd = 0; nd < D / 8; nd += 2) {
-        uint32_t vb[4];
-        ldmatrix_x4_trans(vb, Vs + vrow * SK + nd * 8 + (lane >> 4) * 8);
-        mma16816(o[nd], pf, vb[0], vb[1]);
-        mma16816(o[nd + 1], pf, vb[2], vb[3]);
-      }
-    }
+    __syncthreads();  // everyone is done with this stage before the next iteration refills it
   }
+  cp_async_wait<0>();  // nothing may still be landing in shared memory the merge below reuses
 
   lA += __shfl_xor_sync(0xffffffffu, lA, 1);
   lA += __shfl_xor_sync(0xffffffffu, lA, 2);
@@ -457,7 +537,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   if constexpr (SPLITW) {
     // Merge the 4 warps' states for the same 16 rows through shared memory (the K/V tiles are free now).
     __syncthreads();
-    float* red_o = reinterpret_cast<float*>(Ks);  // [4][16][D]
+    float* red_o = reinterpret_cast<float*>(Kst);  // [4][16][D]
     __shared__ float red_m[4][16], red_l[4][16];
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
