@@ -136,7 +136,11 @@ except ImportError:
         rel.append(num / den)
 rel.sort()
 agree = top1 / max(n, 1)
-ok = n > 0 and agree >= 0.9 and rel[len(rel) // 2] < 0.03
+# Median relative L2 difference: the documented TOL_RMS of docs/TESTING.md (0.06 for quantized weights,
+# whose GPU path quantizes activations in 32-blocks where the CPU uses the type's own block, 0.005 x 2
+# for float weights).
+tol = 0.01 if any(f in name for f in ("F16", "F32", "BF16")) else 0.06
+ok = n > 0 and agree >= 0.9 and rel[len(rel) // 2] < tol
 print("%-36s %s rows %3d  top-1 %5.1f%%  rel L2 diff median %.2e max %.2e  gen tokens equal %s  runner %s" % (
     name, "ok  " if ok else "FAIL", n, 100 * agree, rel[len(rel) // 2] if rel else -1, rel[-1] if rel else -1,
     jc["tokens"] == jg["tokens"], "gpu" if "hybrid" in jg else "?"))
