@@ -10,16 +10,10 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/generic_impl.h"
+#include "kernels/cpu/prefetch_stream.h"
 
 namespace ferry::kernels::cpu {
 namespace {
-
-constexpr size_t kAhead = 4096;  // software prefetch distance, as simd_direct_impl.h
-
-inline void prefetch_sb(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p) + kAhead;
-  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
-}
 
 // 32 bytes broadcast to both 256-bit halves, the upper half shifted right by `hi` bits per 64-bit word
 // (the lower by `lo`): no cross-lane shuffle.
@@ -107,6 +101,7 @@ void direct_k512(const MatArgs& a) {
   const int64_t nsb = a.K / 256;
   ActView act[C];
   for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, G);
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
     __m512 acc[C];
@@ -116,7 +111,7 @@ void direct_k512(const MatArgs& a) {
       macc[c] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < nsb; ++i) {
-      prefetch_sb(blocks + i, sizeof(Block));
+      pf.advance(blocks + i + 1);
       SuperBlock sb;
       Decode(blocks[i], &sb);
       const __m256 mn0 = _mm256_load_ps(sb.mn);
@@ -175,7 +170,9 @@ inline __m512i scale_shuffle(int a, int b) {
 //     table; a super-block's 4 int16 scale vectors are then a broadcast load and 4 in-lane vpshufb;
 //   - the mins: one vpmaddwd of the unpacked (scale, min) int16 vector with the act's group sums as
 //     int16 (exact), then one convert and one FMA with dmin * dx.
-// matvec_hot (1 thread, in L2) on the VM: 15.5 -> 24-25 GB/s (Q4_0: 22-24).
+// matvec_hot (1 thread, in L2) on the VM: 15.5 -> 24-25 GB/s (Q4_0: 22-24). Prefetch: PrefetchStream
+// (an L2 stream 8 KB and an L1 stream 2 KB ahead; one T0 stream 4 KB ahead left ~10 % of the
+// bandwidth unused while the kernel computed).
 constexpr int64_t kMaxK = 32768;
 
 template <int C>
@@ -204,6 +201,7 @@ void direct_q4k512(const MatArgs& a) {
   const __m128i ixm = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);  // mins as int16
   const __m512i goff = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                           _mm512_set1_epi32(static_cast<int>(sizeof(BlockQ4_K))));
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const BlockQ4_K*>(a.w + r * a.w_stride);
     __m512 acc[C];
@@ -238,7 +236,7 @@ void direct_q4k512(const MatArgs& a) {
       for (int64_t k = 0; k < n; ++k) {
         const int64_t i = i0 + k;
         const BlockQ4_K& b = blocks[i];
-        prefetch_sb(&b, sizeof(BlockQ4_K));
+        pf.advance(&b + 1);
         const __m512i sm = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(smt[k])));
         // In-lane vpshufb, not a cross-lane vpermw: the 4 vpermw per super-block took ~25 % of the kernel's
         // time on the VM's Sapphire Rapids (matvec_hot 16.9 -> 22.5 GB/s with them replaced by adds).

@@ -19,13 +19,13 @@
 #include <type_traits>
 
 #include "kernels/cpu/dot_vnni256.h"
+#include "kernels/cpu/prefetch_stream.h"
 // The 256-bit kernels, kept for rows longer than kMaxK.
 #include "kernels/cpu/simd_direct_impl.h"
 
 namespace ferry::kernels::cpu {
 namespace {
 
-constexpr size_t kAhead = 4096;   // software prefetch distance, as simd_direct_impl.h
 constexpr int64_t kMaxK = 32768;  // the act copies live on the stack; longer rows use the 256-bit kernel
 
 // A legacy 32-level block type: nibble levels (Q4_0, Q4_1) or int8 levels (Q8_0); kOff: value =
@@ -141,6 +141,7 @@ void direct_legacy512(const MatArgs& a) {
   const __m512i mf = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8(static_cast<char>(0x80));
   constexpr int kGroupBytes = S::kPerVec * S::kBytes;  // bytes of one vpermt2b's blocks (<= 80)
 
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const uint8_t* row = a.w + r * a.w_stride;
     __m512 acc[C];
@@ -150,7 +151,7 @@ void direct_legacy512(const MatArgs& a) {
       constexpr bool kFull = decltype(full)::value;
       const uint8_t* p = row + ch * 16 * S::kBytes;
       const int n = static_cast<int>(nb - 16 * ch < 16 ? nb - 16 * ch : 16);
-      for (int off = 0; off < 16 * S::kBytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead + off, _MM_HINT_T0);
+      pf.advance(p + 16 * S::kBytes);
       __m512i hdr;
       if constexpr (kFull) {
         hdr = _mm512_i32gather_epi32(goff, p, 1);

@@ -1,0 +1,47 @@
+// Software prefetch for the decode (direct) kernels, which stream each weight byte once: two streams
+// ahead of the kernel's read position over one call's weight range, lines kFar bytes ahead into L2
+// (prefetcht2) and kNear bytes ahead into L1 (prefetcht0), neither past the range's end. Per core the
+// read rate is bounded by the misses in flight; T0 prefetches each hold one of the few L1 fill buffers
+// until their line arrives, L2 prefetches do not, so the far stream keeps more lines in flight while
+// the kernel computes. Q4_K decode matmuls of llama3-8b shapes from huge pages on the 2-core VM: one
+// T0 stream 4 KB ahead 26.0 GB/s, these streams 29.4-29.6 GB/s, a loop that only loads the same bytes
+// 29.7 (bench/RESULTS_cpu.md, "Decode round 3"). Internal linkage (ODR rule in kernels.h).
+// Include only from the AVX-512 kernel files.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ferry::kernels::cpu {
+namespace {
+
+class PrefetchStream {
+ public:
+  static constexpr size_t kFar = 8192, kNear = 2048;
+  // The first 4 KB of the range were already prefetched into L1 by the caller (matmul.cc's chunk ramp);
+  // the ramp here pulls the rest of the far window into L2.
+  PrefetchStream(const void* begin, const void* end)
+      : far_(line(begin, kFar)), near_(line(begin, kNear)), end_(static_cast<const char*>(end)) {
+    for (const char* p = static_cast<const char*>(begin) + 4096; p < far_ && p < end_; p += 64)
+      _mm_prefetch(p, _MM_HINT_T2);
+  }
+  // The kernel reads up to `pos` next: issue the lines that came within the two distances.
+  void advance(const void* pos) {
+    const char* p = static_cast<const char*>(pos);
+    for (const char* e = p + kFar; far_ < e && far_ < end_; far_ += 64) _mm_prefetch(far_, _MM_HINT_T2);
+    for (const char* e = p + kNear; near_ < e && near_ < end_; near_ += 64) _mm_prefetch(near_, _MM_HINT_T0);
+  }
+
+ private:
+  static const char* line(const void* p, size_t off) {
+    return reinterpret_cast<const char*>((reinterpret_cast<uintptr_t>(p) + off) & ~uintptr_t{63});
+  }
+  const char* far_;
+  const char* near_;
+  const char* end_;
+};
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
