@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compare.sh: ferry vs llama.cpp in the same run on the GPU host, one section per issue:
 #   FULL=1   full VRAM (issue 4): synthetic llama3-8b Q4_0 / Q4_K / F16, `ferry bench --device cuda` vs
-#            `llama-bench -ngl 99 -fa 1`, prefill 512 and 4096, decode 128.
+#            `llama-bench -ngl 99 -fa 1`, prefill 512 and 4096, decode 128. FULL_LB_DEPTH=0,512: llama.cpp's
+#            decode also after 512 tokens (ferry decodes after its -p prompt); FULL_BATCH: ferry -b.
 #   HYB=...  hybrid under a VRAM budget (issue 6): e.g. HYB="qwen3-8b:Q4_K minitron-8b:F16", BUDGETS_GB="2 4 8",
 #            PROMPTS="1024 4096": `ferry bench --vram` vs `llama-bench -fitt <free - budget>` (llama.cpp's own
 #            fit to the budget, flash attention on), peak device memory of each process from nvidia-smi.
@@ -74,8 +75,9 @@ except Exception as e:
     print("fail"); sys.exit(0)
 out = []
 for r in rows:
-    if r.get("n_gen", 0) > 0: out.append(f"tg{r['n_gen']}={r['avg_ts']:.2f}")
-    else: out.append(f"pp{r['n_prompt']}={r['avg_ts']:.1f}")
+    d = f"@d{r['n_depth']}" if r.get("n_depth") else ""  # -d: the test runs after that many tokens
+    if r.get("n_gen", 0) > 0: out.append(f"tg{r['n_gen']}{d}={r['avg_ts']:.2f}")
+    else: out.append(f"pp{r['n_prompt']}{d}={r['avg_ts']:.1f}")
 print(" ".join(out) + (f" ngl={rows[0].get('n_gpu_layers')}" if rows else ""))
 PY
 }
@@ -109,12 +111,12 @@ if [ -n "${FULL:-}" ] && [ "${FULL:-0}" != 0 ]; then
   for t in ${FULL_TYPES:-Q4_0 Q4_K F16}; do
     m=$(synth llama3-8b "$t") || { log "synth llama3-8b $t failed"; continue; }
     for p in ${FULL_PROMPTS:-512 4096}; do
-      timeout 180 "$F" bench -m "$m" --device cuda -p $p -n $([ $p = 512 ] && echo 128 || echo 16) -b 512 --json \
+      timeout 180 "$F" bench -m "$m" --device cuda -p $p -n $([ $p = 512 ] && echo 128 || echo 16) ${FULL_BATCH:+-b $FULL_BATCH} --json \
         > "$OUTD/full_ferry_${t}_$p.json" 2> "$OUTD/full_ferry_${t}_$p.err"
       log "| ferry llama3-8b $t p$p | $(fr_json "$OUTD/full_ferry_${t}_$p.json") |"
     done
     if [ -n "$LB" ] && [ "${SKIP_LLAMA:-0}" != 1 ]; then
-      timeout 240 "$LB" -m "$m" -ngl 99 -fa 1 -p ${FULL_LB_PROMPTS:-512,4096} -n 128 -r 2 -o json > "$OUTD/full_llama_${t}.json" 2> "$OUTD/full_llama_${t}.err"
+      timeout 240 "$LB" -m "$m" -ngl 99 -fa 1 -p ${FULL_LB_PROMPTS:-512,4096} -n 128 ${FULL_LB_DEPTH:+-d $FULL_LB_DEPTH} -r 2 -o json > "$OUTD/full_llama_${t}.json" 2> "$OUTD/full_llama_${t}.err"
       log "| llama.cpp llama3-8b $t | $(lb_json "$OUTD/full_llama_${t}.json") |"
     fi
     [ "${KEEP:-0}" = 1 ] || [ "$t" != F16 ] || rm -f "$m"

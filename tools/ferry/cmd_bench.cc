@@ -42,7 +42,7 @@ struct BenchArgs {
   int32_t n_prompt = 512;
   int32_t n_gen = 128;
   int32_t threads = 0;
-  int32_t batch = 512;
+  int32_t batch = 0;  // 0: 1024 for the whole model on a GPU, else 512 (install_device_runner)
   int32_t reps = 1;
   std::string device = "cpu";
   bool json = false;
@@ -124,6 +124,7 @@ int run(const BenchArgs& a) {
   auto hybrid = std::make_shared<ferry::cli::HybridState>();
   if (ferry::Status hs = ferry::cli::install_device_runner(a.hybrid, &opt, hybrid); !hs.is_ok())
     return ferry::cli::report(hs);
+  const int32_t n_batch = opt.n_batch;  // -b, or the device's default
   // The timeline comes from the hybrid runner's events: cpu / ref have none. Open the file now so a
   // bad path fails before the measurement, not after.
   std::unique_ptr<FILE, int (*)(FILE*)> timeline_file(nullptr, &std::fclose);
@@ -152,9 +153,9 @@ int run(const BenchArgs& a) {
   std::vector<float> logits;
   if (a.warmup) {  // pages the weights in, grows every scratch buffer and loads every kernel once: one
                    // prefill chunk of the measured size (as llama-bench's warm-up run), one decode step
-    std::vector<int32_t> w(prompt.begin(), prompt.begin() + std::min<int32_t>(a.n_prompt, a.batch));
+    std::vector<int32_t> w(prompt.begin(), prompt.begin() + std::min<int32_t>(a.n_prompt, n_batch));
     if (w.empty()) w.push_back(gen.empty() ? 0 : gen[0]);
-    ferry::Status st = prefill(engine, w, a.batch, &logits);
+    ferry::Status st = prefill(engine, w, n_batch, &logits);
     if (st.is_ok()) st = decode(engine, {w[0]}, static_cast<int32_t>(w.size()), &logits);
     if (!st.is_ok()) return ferry::cli::report(st);
     engine.seq_rm(0);
@@ -168,7 +169,7 @@ int run(const BenchArgs& a) {
     auto t0 = Clock::now();
     double c0 = cpu_ms();
     if (a.n_prompt > 0) {
-      ferry::Status st = prefill(engine, prompt, a.batch, &logits);
+      ferry::Status st = prefill(engine, prompt, n_batch, &logits);
       if (!st.is_ok()) return ferry::cli::report(st);
     }
     s.prefill_ms = ms_since(t0);
@@ -191,7 +192,7 @@ int run(const BenchArgs& a) {
   // the gap between them is real time.
   ferry::exec::Timeline timeline;
   if (timeline_file) {
-    const int32_t chunk = std::min(a.n_prompt, a.batch);
+    const int32_t chunk = std::min(a.n_prompt, n_batch);
     const int32_t n_dec = std::min(a.n_gen, kTimelineDecodeSteps);
     const std::vector<int32_t> tl_prompt(prompt.begin(), prompt.begin() + chunk);
     const std::vector<int32_t> tl_gen(gen.begin(), gen.begin() + n_dec);
@@ -200,7 +201,7 @@ int run(const BenchArgs& a) {
     const std::string name = std::filesystem::path(a.model).filename().string();
     auto rec = ferry::cli::record_timeline(*hybrid, (chunk > 0 ? 1 : 0) + n_dec, name + what, [&] {
       engine.seq_rm(0);
-      if (chunk > 0) FERRY_RETURN_IF_ERROR(prefill(engine, tl_prompt, a.batch, &logits));
+      if (chunk > 0) FERRY_RETURN_IF_ERROR(prefill(engine, tl_prompt, n_batch, &logits));
       return decode(engine, tl_gen, chunk, &logits);
     });
     engine.seq_rm(0);
@@ -243,7 +244,7 @@ int run(const BenchArgs& a) {
     j["threads"] = threads;
     j["n_prompt"] = a.n_prompt;
     j["n_gen"] = a.n_gen;
-    j["n_batch"] = a.batch;
+    j["n_batch"] = n_batch;
     j["reps"] = a.reps;
     j["load_ms"] = load_ms;
     j["prefill_tok_s"] = pp_mean;
@@ -299,8 +300,9 @@ int cmd_bench(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-n,--n-gen", a.n_gen, "decode steps")->check(CLI::Range(0, 1 << 20))->capture_default_str();
   app.add_option("-t,--threads", a.threads, "CPU threads (0: physical cores)")->check(CLI::Range(0, 4096));
-  app.add_option("-b,--batch-size", a.batch, "most tokens per prefill step")->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
+  app.add_option("-b,--batch-size", a.batch,
+                 "most tokens per prefill step (default: 1024 with the whole model on a GPU, else 512)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("-r,--repetitions", a.reps, "measured runs (mean and sd reported)")->check(CLI::Range(1, 1000))
       ->capture_default_str();
   app.add_option("--device", a.device, "cpu | ref | cuda | emulated")->capture_default_str();

@@ -60,7 +60,7 @@ struct RunArgs {
   ferry::engine::SamplerParams sampling;
   int32_t threads = 0;
   int32_t ctx = 4096;
-  int32_t batch = 512;
+  int32_t batch = 0;  // 0: 1024 for the whole model on a GPU, else 512 (install_device_runner)
   std::string device = "cpu";
   bool json = false;
   std::string logits_out;
@@ -206,8 +206,9 @@ int cmd_run(int argc, char** argv) {
   app.add_option("-t,--threads", a.threads, "CPU threads (0: physical cores)")->check(CLI::Range(0, 4096));
   app.add_option("-c,--ctx-size", a.ctx, "context size in tokens (0: the model's)")->check(CLI::Range(0, INT32_MAX))
       ->capture_default_str();
-  app.add_option("-b,--batch-size", a.batch, "most tokens per prefill step")->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
+  app.add_option("-b,--batch-size", a.batch,
+                 "most tokens per prefill step (default: 1024 with the whole model on a GPU, else 512)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--device", a.device, "where to compute (ref: scalar, llama.cpp rounding; ref-exact: scalar, exact)")
       ->check(CLI::IsMember({"cpu", "ref", "ref-exact", "cuda", "emulated"}))->capture_default_str();
   app.add_flag("--json", a.json, "print one JSON object (ids, text, timings) instead of streaming text");

@@ -60,7 +60,13 @@ Status check_whole_model(uint64_t budget, const Status& created, const exec::Hyb
 
 Status install_device_runner(const HybridArgs& a, engine::EngineOptions* opt,
                              const std::shared_ptr<HybridState>& state) {
+  // n_batch 0 = the caller's default: 512, or 1024 with the whole model on the GPU (the F16 prefill
+  // GEMMs of a llama3-8b run ~12 % faster at 1024 tokens a chunk on an H200: 19.1k -> 21.4k tok/s at a
+  // 4096-token prompt; the hybrid executor's tiers stop at 512, where activations are budget).
+  const bool auto_batch = opt->n_batch <= 0;
+  if (auto_batch) opt->n_batch = 512;
   if (opt->device != "cuda" || !a.vram_text.empty()) return install_hybrid(a, opt, state);
+  if (auto_batch) opt->n_batch = 1024;
   std::string why;
   if (!exec::cuda_available(&why))
     return make_error(ErrorCode::kDevice, "--device cuda: %s; use --device cpu", why.c_str());
