@@ -6,7 +6,8 @@
 // Build (no CMake target; links the build folder's static libraries):
 //   g++ -std=c++20 -O2 -I src bench/cpu/decode_stream.cc build-h6/libferry_kernels_cpu.a \
 //       build-h6/libferry_tensor.a build-h6/libferry_base.a -lpthread -o build-h6/decode_stream
-// Run: build-h6/decode_stream TYPE THREADS LAYERS ROUNDS   (TYPE: Q4_K | Q4_0 | Q8_0 ...)
+// Run: build-h6/decode_stream TYPE THREADS LAYERS ROUNDS   (TYPE: Q4_K | Q4_0 | Q8_0 ...; the dispatch
+// level from FERRY_CPU_ISA as in ferry)
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -25,7 +26,9 @@
 #include "tensor/tensor_view.h"
 
 using namespace ferry;
-extern "C" int h6_variant;
+// Experiments: a kernel file under test may define `extern "C" int ferry_bench_variant` (temporarily) and
+// branch on it; VARIANTS=0,1,... then alternates the values pass by pass (weak: absent by default).
+extern "C" int ferry_bench_variant __attribute__((weak));
 
 int main(int argc, char** argv) {
   const std::string tname = argc > 1 ? argv[1] : "Q4_K";
@@ -98,7 +101,7 @@ int main(int argc, char** argv) {
     return static_cast<double>(total) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
   };
   pass();
-  if (const char* vs = std::getenv("VARIANTS")) {
+  if (const char* vs = std::getenv("VARIANTS"); vs != nullptr && &ferry_bench_variant != nullptr) {
     // Variants of the kernel under test, alternated pass by pass: median per variant.
     std::vector<int> vv;
     for (const char* p = vs; *p;) {
@@ -109,7 +112,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> res(vv.size());
     for (int r = 0; r < rounds; ++r)
       for (size_t i = 0; i < vv.size(); ++i) {
-        h6_variant = vv[i];
+        ferry_bench_variant = vv[i];
         res[i].push_back(pass());
       }
     const double bw = kernels::measure_read_gbs(threads, size_t{1} << 30, 2);

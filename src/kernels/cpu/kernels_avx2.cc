@@ -29,6 +29,7 @@ namespace {
 // Float weights, 1 row x C columns; Load converts 8 weights to floats. act: floats.
 template <typename Load, int C>
 void direct_float(const MatArgs& a) {
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const uint8_t* w = a.w + r * a.w_stride;
     const float* x[C];
@@ -37,7 +38,7 @@ void direct_float(const MatArgs& a) {
     for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= a.K; k += 16) {
-      prefetch_ahead(w + k * Load::kBytes, 16 * Load::kBytes);
+      pf.advance(w + (k + 16) * Load::kBytes);
       const __m256 w0 = Load::load8(w, k), w1 = Load::load8(w, k + 8);
       for (int c = 0; c < C; ++c) {
         acc0[c] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[c] + k), acc0[c]);

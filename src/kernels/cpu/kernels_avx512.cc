@@ -189,13 +189,14 @@ void direct_float512(const MatArgs& a) {
   const float* x[C];
   for (int c = 0; c < C; ++c) x[c] = reinterpret_cast<const float*>(a.act + c * a.act_stride);
   const __mmask16 full = 0xFFFF;
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const uint8_t* w = a.w + r * a.w_stride;
     __m512 acc0[C], acc1[C];
     for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 32 <= a.K; k += 32) {
-      prefetch_ahead(w + k * Load::kBytes, 32 * Load::kBytes);
+      pf.advance(w + (k + 32) * Load::kBytes);
       const __m512 w0 = Load::load(w, k, full), w1 = Load::load(w, k + 16, full);
       for (int c = 0; c < C; ++c) {
         acc0[c] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[c] + k), acc0[c]);

@@ -5,8 +5,8 @@
 // until their line arrives, L2 prefetches do not, so the far stream keeps more lines in flight while
 // the kernel computes. Q4_K decode matmuls of llama3-8b shapes from huge pages on the 2-core VM: one
 // T0 stream 4 KB ahead 26.0 GB/s, these streams 29.4-29.6 GB/s, a loop that only loads the same bytes
-// 29.7 (bench/RESULTS_cpu.md, "Decode round 3"). Internal linkage (ODR rule in kernels.h).
-// Include only from the AVX-512 kernel files.
+// 29.7 (bench/RESULTS_cpu.md, "Decode round 3"). Internal linkage (ODR rule in kernels.h); only SSE
+// prefetch instructions, so any x86-64 kernel file may include it.
 #pragma once
 
 #include <immintrin.h>

@@ -11,10 +11,8 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/generic_impl.h"
+#include "kernels/cpu/prefetch_stream.h"
 
-#ifndef FERRY_PREFETCH_AHEAD
-#define FERRY_PREFETCH_AHEAD 4096
-#endif
 
 namespace ferry::kernels::cpu {
 namespace {
@@ -42,15 +40,9 @@ inline __m256i bcast_d(const int32_t* p) {
   return r;
 }
 
-// Software prefetch kPrefetchAhead bytes past the weights about to be decoded (rows are contiguous, so
-// this runs into the next rows). One core's hardware prefetchers alone left decode at ~60% of what it
-// reaches with this (bench/micro matvec, 1 thread: Q4_0 5.6 -> 3.3 ms; 512 / 1K / 2K / 4K / 8K ahead
-// measured, 4K best).
-constexpr size_t kPrefetchAhead = FERRY_PREFETCH_AHEAD;
-inline void prefetch_ahead(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p) + kPrefetchAhead;
-  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
-}
+// Software prefetch: PrefetchStream (prefetch_stream.h). One core's hardware prefetchers alone left
+// decode at ~60% of what it reaches with software prefetch (bench/micro matvec, 1 thread: Q4_0 5.6 ->
+// 3.3 ms with one T0 stream 4 KB ahead, the earlier scheme).
 
 // 16 bytes of nibbles -> 32 bytes: [low nibbles (elements 0..15), high nibbles (16..31)]. The bytes are
 // broadcast to both 128-bit lanes by the load and the upper lane shifted by 4 per 32-bit word: no
@@ -158,13 +150,14 @@ void direct_legacy(const MatArgs& a) {
   ActView act[C];
   for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, 32);
   const __m256i corr_mul = _mm256_set1_epi32(-Dec::kOff / 8);  // 8 int32 lanes share a block's offset
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(a.w + r * a.w_stride);
     __m256 acc0[C], acc1[C], macc[C];
     for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = macc[c] = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 16) {
       const int n = static_cast<int>(nb - b0 < 16 ? nb - b0 : 16);
-      prefetch_ahead(blocks + b0, 16 * sizeof(typename Dec::BlockT));
+      pf.advance(blocks + b0 + 16);
       alignas(32) float dw[16], mw[16], sc[C][16];
       alignas(32) int32_t corr[C][16];
       block_scales16<Dec>(blocks + b0, n, dw, mw);
@@ -345,12 +338,13 @@ void direct_kquant(const MatArgs& a) {
   const int64_t nsb = a.K / 256;
   ActView act[C];
   for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, G);
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(a.w + r * a.w_stride);
     __m256 acc[C], macc[C];
     for (int c = 0; c < C; ++c) acc[c] = macc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
-      prefetch_ahead(blocks + i, sizeof(typename Dec::BlockT));
+      pf.advance(blocks + i + 1);
       __m256i u[8];
       alignas(32) float sc[16], mn[16];
       Dec::decode(blocks[i], u, sc, mn);
