@@ -13,6 +13,7 @@
 #include "model/model_spec.h"
 #include "model/sublayer.h"
 #include "plan/profile.h"
+#include "plan/simulate.h"
 
 namespace ferry::plan {
 
@@ -77,6 +78,13 @@ struct PlannerOptions {
   int32_t prompt_tokens = 1024;
   int32_t gen_tokens = 128;
   int32_t eval_context = 0;          // context of tier estimates; 0 = min(prompt_tokens, context)
+  // Robust choice (docs/PLANNER.md, "Choosing the set"): among the candidates whose scenario is within
+  // copy_window of the best, the planner takes the one with the lowest scenario + gen_tokens x
+  // copy_risk x (copy time of a steady decode step's weight copies, alone). Copies the simulation
+  // hides under compute cost measurably more on the GPU host (qwen3-8b Q4_K 4 GiB: 0.5-0.6 ms per
+  // ms of hidden copy), while steps without copies are predicted within a few %. 0 / 0: off.
+  double copy_window = 0.06;
+  double copy_risk = 0.5;
   uint64_t workspace_bytes = 32ull << 20;          // cuBLAS workspace (its recommendation on Hopper)
   uint64_t cuda_context_bytes = 512ull << 20;      // outside the budget: context + module + handles
 };
@@ -147,6 +155,20 @@ class Planner {
 Expected<double> predict_step_ms(const HardwareProfile& profile, const PlannerOptions& options,
                                  const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
                                  const std::vector<Placement>& placement, int32_t tokens, int32_t ring_slots);
+
+// The simulation behind predict_step_ms, step by step: `placements[s]` is step s's placement (e.g. a
+// prefill tier's, then the decode tier's several times), `tokens[s]` its new tokens, every step at
+// context options.eval_context (0: min(prompt_tokens, context)). items[s] are the simulated items
+// (item i = sub-layer i, id = i); result has the times and, per step, the fills that copied / hit as
+// exec::TierStats counts them.
+struct StepsSimulation {
+  std::vector<std::vector<SimItem>> items;
+  SimResult result;
+};
+Expected<StepsSimulation> simulate_steps(const HardwareProfile& profile, const PlannerOptions& options,
+                                         const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
+                                         const std::vector<std::vector<Placement>>& placements,
+                                         const std::vector<int32_t>& tokens, int32_t ring_slots);
 
 // Token tiers 1, 2, 4, ... up to batch (batch itself included when not a power of two).
 std::vector<int32_t> token_tiers(int32_t batch);

@@ -1,4 +1,6 @@
-// Fluid event simulation of the compute chain + copy engine + K-slot ring (see simulate.h).
+// Fluid event simulation of the compute chain + copy engine + K-slot ring (see simulate.h). The copy
+// queue (fills, hits, prefetches) is built first: which fill hits depends only on the order of fills,
+// as in exec::WeightRing::fill. Then the chain and the copy engine advance event by event.
 #include "plan/simulate.h"
 
 #include <algorithm>
@@ -8,60 +10,116 @@
 
 namespace ferry::plan {
 
+namespace {
+
+struct Flat {
+  const SimItem* item;
+  size_t step;
+  size_t pos;           // index inside its step
+  int64_t data = -1;    // streamed: the fill whose copy brought its weights
+};
+
+struct Fill {
+  size_t step;             // the step that issues it (a prefetch: the step it follows)
+  bool prefetch = false;   // issued after `step` ended
+  bool hit = false;        // the slot already holds the sub-layer: nothing copied
+  double copy_s = 0;
+  int64_t gate = -1;       // step that must have ended before the copy starts (-1: none)
+  int64_t dep = -1;        // flat item that must have been computed (the slot's last consumer)
+};
+
+}  // namespace
+
 SimResult simulate(const std::vector<std::vector<SimItem>>& steps, const SimParams& params) {
   FERRY_ASSERT(params.ring_slots >= 1);
   const size_t K = static_cast<size_t>(params.ring_slots);
-  struct Flat {
-    const SimItem* item;
-    size_t step;
-    int64_t copy_ord;  // index among streamed items, -1 otherwise
-  };
-  struct Copy {
-    size_t item;        // index into items
-    int64_t prev = -1;  // the copy that last used this slot (its item must be computed first)
-    bool hit = false;   // the slot still holds this sub-layer: nothing to copy
-    bool gated = false; // one of the first K of a step > 0: waits for the previous step's end
-  };
-  std::vector<Flat> items;
-  std::vector<Copy> copies;
-  std::vector<int64_t> slot_last(K, -1);  // per slot: last copy assigned to it
-  for (size_t s = 0; s < steps.size(); ++s) {
-    size_t j = 0;  // streamed index within the step
-    for (const SimItem& it : steps[s]) {
-      int64_t ord = -1;
-      if (it.streamed) {
-        FERRY_ASSERT(it.on_gpu);
-        ord = static_cast<int64_t>(copies.size());
-        Copy c;
-        c.item = items.size();
-        const size_t k = j % K;
-        c.prev = slot_last[k];
-        c.hit = c.prev >= 0 && it.id >= 0 && items[copies[c.prev].item].item->id == it.id;
-        c.gated = params.prefetch_after_step_end && s > 0 && j < K;
-        slot_last[k] = ord;
-        copies.push_back(c);
-        ++j;
-      }
-      items.push_back({&it, s, ord});
-    }
-  }
-
+  const bool prefetch = params.prefetch_after_step_end;
   SimResult result;
   result.step_end.assign(steps.size(), 0.0);
   result.step_copy_s.assign(steps.size(), 0.0);
-  const size_t n = items.size(), m = copies.size();
+  result.counts.assign(steps.size(), SimStepCounts{});
+  result.start.resize(steps.size());
+  result.end.resize(steps.size());
+  result.ready.resize(steps.size());
+
+  // The executor's fill order, with the ring's contents tracked by id.
+  std::vector<Flat> items;
+  std::vector<Fill> fills;
+  std::vector<int32_t> slot_id(K, -1);        // sub-layer in (or on its way to) the slot; -1 none
+  std::vector<int64_t> slot_src(K, -1);       // the fill that copied it
+  std::vector<int64_t> slot_consumer(K, -1);  // flat item that last read the slot
+  auto add_fill = [&](size_t s, bool pre, size_t k, const SimItem& it, int64_t gate) -> int64_t {
+    Fill f;
+    f.step = s;
+    f.prefetch = pre;
+    f.hit = it.id >= 0 && slot_id[k] == it.id;
+    f.copy_s = it.copy_s;
+    f.gate = gate;
+    f.dep = slot_consumer[k];
+    fills.push_back(f);
+    const int64_t idx = static_cast<int64_t>(fills.size()) - 1;
+    if (!f.hit) {
+      slot_id[k] = it.id;
+      slot_src[k] = idx;
+    }
+    return slot_src[k];
+  };
+  for (size_t s = 0; s < steps.size(); ++s) {
+    result.start[s].assign(steps[s].size(), -1.0);
+    result.end[s].assign(steps[s].size(), -1.0);
+    result.ready[s].assign(steps[s].size(), -1.0);
+    std::vector<size_t> streamed;  // flat indices of this step's streamed items
+    for (size_t p = 0; p < steps[s].size(); ++p) {
+      const SimItem& it = steps[s][p];
+      if (it.streamed) {
+        FERRY_ASSERT(it.on_gpu);
+        streamed.push_back(items.size());
+      }
+      items.push_back({&it, s, p});
+    }
+    for (size_t j = 0; j < streamed.size(); ++j) {
+      const size_t k = j % K;
+      const int64_t gate = prefetch && s > 0 && j < K ? static_cast<int64_t>(s) - 1 : -1;
+      items[streamed[j]].data = add_fill(s, false, k, *items[streamed[j]].item, gate);
+      slot_consumer[k] = static_cast<int64_t>(streamed[j]);
+    }
+    // The last step's prefetch changes nothing simulated: left out. Items without an id cannot be
+    // recognised by the next step, so nothing is prefetched for them (their fills still wait for the
+    // step's end, as the executor's would).
+    if (prefetch && s + 1 < steps.size())
+      for (size_t j = 0; j < std::min(K, streamed.size()); ++j)
+        if (items[streamed[j]].item->id >= 0)
+          (void)add_fill(s, true, j, *items[streamed[j]].item, static_cast<int64_t>(s));
+  }
+  for (const Fill& f : fills) {
+    SimStepCounts& c = result.counts[f.step];
+    if (f.prefetch) {
+      if (f.hit) continue;
+      ++c.prefetch_copies;
+      result.step_copy_s[f.step + 1] += f.copy_s;
+    } else if (f.hit) {
+      ++c.hits;
+      continue;
+    } else {
+      ++c.copies;
+      result.step_copy_s[f.step] += f.copy_s;
+    }
+    ++result.copies;
+  }
+  const size_t n = items.size(), m = fills.size();
   std::vector<char> computed(n, 0), copied(m, 0);
+  std::vector<double> fill_end(m, -1.0);
   std::vector<char> step_done(steps.size(), 0);
-  size_t ci = 0, cj = 0;           // next compute item, next copy
-  int phase = 0;                   // compute: 0 waiting, 1 hand-over, 2 computing
-  double c_left = 0;               // remaining work of the current compute phase (alone-seconds)
+  size_t ci = 0, cj = 0;  // next compute item, next fill in queue order
+  int phase = 0;          // compute: 0 waiting, 1 hand-over, 2 computing
+  double c_left = 0;      // remaining work of the current compute phase (alone-seconds)
   bool copying = false;
   double k_left = 0;
   double t = 0;
 
-  auto copy_may_start = [&](const Copy& c) {
-    if (c.prev >= 0 && !computed[copies[c.prev].item]) return false;
-    if (c.gated && !step_done[items[c.item].step - 1]) return false;
+  auto copy_may_start = [&](const Fill& f) {
+    if (f.dep >= 0 && !computed[f.dep]) return false;
+    if (f.gate >= 0 && !step_done[f.gate]) return false;
     return true;
   };
 
@@ -72,7 +130,8 @@ SimResult simulate(const std::vector<std::vector<SimItem>>& steps, const SimPara
       progressed = false;
       if (phase == 0) {
         const Flat& f = items[ci];
-        if (f.copy_ord < 0 || copied[f.copy_ord]) {
+        const bool h2d = f.item->on_gpu && f.item->xfer_s > 0;
+        if ((f.data < 0 || copied[f.data]) && !(h2d && copying && params.handover_behind_copy)) {
           phase = 1;
           c_left = f.item->xfer_s;
           progressed = true;
@@ -81,31 +140,34 @@ SimResult simulate(const std::vector<std::vector<SimItem>>& steps, const SimPara
       if (phase == 1 && c_left <= 0) {
         phase = 2;
         c_left = items[ci].item->compute_s;
+        result.start[items[ci].step][items[ci].pos] = t;
         progressed = true;
       }
       if (phase == 2 && c_left <= 0) {
         computed[ci] = 1;
         const size_t s = items[ci].step;
         result.step_end[s] = t;
+        result.end[s][items[ci].pos] = t;
         if (ci + 1 == n || items[ci + 1].step != s) step_done[s] = 1;
         ++ci;
         phase = 0;
         progressed = true;
       }
-      if (!copying && cj < m && copy_may_start(copies[cj])) {
-        if (copies[cj].hit) {
-          copied[cj] = 1;
-          ++cj;
-        } else {
-          copying = true;
-          k_left = items[copies[cj].item].item->copy_s;
-          ++result.copies;
-          result.step_copy_s[items[copies[cj].item].step] += k_left;
-        }
+      // Hits enqueue nothing: the queue moves past them at once (their data is an earlier copy's).
+      while (!copying && cj < m && fills[cj].hit) {
+        copied[cj] = 1;
+        fill_end[cj] = t;
+        ++cj;
+        progressed = true;
+      }
+      if (!copying && cj < m && copy_may_start(fills[cj])) {
+        copying = true;
+        k_left = fills[cj].copy_s;
         progressed = true;
       }
       if (copying && k_left <= 0) {
         copied[cj] = 1;
+        fill_end[cj] = t;
         ++cj;
         copying = false;
         progressed = true;
@@ -127,6 +189,8 @@ SimResult simulate(const std::vector<std::vector<SimItem>>& steps, const SimPara
     if (phase >= 1 && c_left < 1e-15) c_left = 0;
     if (copying && k_left < 1e-15) k_left = 0;
   }
+  for (const Flat& f : items)
+    if (f.data >= 0) result.ready[f.step][f.pos] = fill_end[f.data];
   return result;
 }
 
