@@ -32,6 +32,10 @@ class CostModel {
   double cpu_gflops(DType t, double tokens) const;
   double gpu_gflops(DType t, double tokens) const;
   double host_bw_gbs() const;  // host memory read bandwidth at cpu_threads()
+  // Weight bytes per second the CPU matmul kernels demonstrably stream from DRAM at cpu_threads(): the
+  // fastest one-token point of the measured curves (their weights are cycled through DRAM), never
+  // below host_bw_gbs(). The memory floor of cpu_matmul_s.
+  double cpu_stream_gbs() const;
 
   // One matmul y[rows, n] = W[rows, cols] x[cols, n], seconds. The GPU version is a launched call:
   // gpu_kernel_issue_s(false) + gpu_matmul_kernel_s.
