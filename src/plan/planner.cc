@@ -9,7 +9,9 @@
 //  - Sub-layers whose matrices exceed a ring slot never stream (they are resident or on the CPU).
 //  - The ring (K slots of ring_slot_bytes) exists when ring_slots > 0; slot size is chosen among
 //    {no ring, largest attention, largest layer sub-layer} and K among kRingDepths (or the user's K),
-//    whichever plans best; the slots' bytes come off the resident set.
+//    whichever plans best; the slots' bytes come off the resident set. "Best": the lowest scenario
+//    time, except that within copy_window of it a candidate is charged copy_risk per ms of weight
+//    copies its decode step makes (the robust choice, docs/PLANNER.md).
 #include "plan/planner.h"
 
 #include <algorithm>
