@@ -21,26 +21,24 @@ class PrefetchStream {
  public:
   static constexpr size_t kFar = 8192, kNear = 2048;
   // The first 4 KB of the range were already prefetched into L1 by the caller (matmul.cc's chunk ramp);
-  // the ramp here pulls the rest of the far window into L2.
+  // the ramp here pulls the rest of the far window into L2. (Addresses as integers: the streams run
+  // past the end of the weights, where pointer arithmetic would be undefined.)
   PrefetchStream(const void* begin, const void* end)
-      : far_(line(begin, kFar)), near_(line(begin, kNear)), end_(static_cast<const char*>(end)) {
-    for (const char* p = static_cast<const char*>(begin) + 4096; p < far_ && p < end_; p += 64)
-      _mm_prefetch(p, _MM_HINT_T2);
+      : far_(line(begin, kFar)), near_(line(begin, kNear)), end_(reinterpret_cast<uintptr_t>(end)) {
+    for (uintptr_t p = reinterpret_cast<uintptr_t>(begin) + 4096; p < far_ && p < end_; p += 64) fetch_l2(p);
   }
   // The kernel reads up to `pos` next: issue the lines that came within the two distances.
   void advance(const void* pos) {
-    const char* p = static_cast<const char*>(pos);
-    for (const char* e = p + kFar; far_ < e && far_ < end_; far_ += 64) _mm_prefetch(far_, _MM_HINT_T2);
-    for (const char* e = p + kNear; near_ < e && near_ < end_; near_ += 64) _mm_prefetch(near_, _MM_HINT_T0);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(pos);
+    for (const uintptr_t e = p + kFar; far_ < e && far_ < end_; far_ += 64) fetch_l2(far_);
+    for (const uintptr_t e = p + kNear; near_ < e && near_ < end_; near_ += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(near_), _MM_HINT_T0);
   }
 
  private:
-  static const char* line(const void* p, size_t off) {
-    return reinterpret_cast<const char*>((reinterpret_cast<uintptr_t>(p) + off) & ~uintptr_t{63});
-  }
-  const char* far_;
-  const char* near_;
-  const char* end_;
+  static uintptr_t line(const void* p, size_t off) { return (reinterpret_cast<uintptr_t>(p) + off) & ~uintptr_t{63}; }
+  static void fetch_l2(uintptr_t p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T2); }
+  uintptr_t far_, near_, end_;
 };
 
 }  // namespace
