@@ -385,6 +385,10 @@ TEST(CpuOps, ActQuantizersSameAtEveryLevel) {
   x[900] = 5.f;
   x[901] = -5.f;                                          // a tie of |max| with both signs
   x[10] = 0.5f / 127.f * 3.f;                             // a value near a rounding tie
+  x[250] = -20.f;
+  x[255] = 20.f;                                          // Q8_K: first |max| in a block's last 64, negative
+  x[256 + 70] = 20.f;
+  x[256 + 71] = -20.f;                                    // and in its second 64, positive
   for (DType t : kWeightTypes) {
     const KernelTable& ref = kernel_table(CpuIsa::kScalar);
     const MatKernel& r = ref.mat[static_cast<uint32_t>(t)];

@@ -85,6 +85,23 @@ void f32_to_f16_512(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
+// Lane i of the result = the sum of v[i]'s 16 int32 lanes: a transposing add tree (15 adds, 28
+// shuffles for 16 vectors, against 16 horizontal reductions of ~8 dependent ops each).
+inline __m512i chunk_sums16(const __m512i* v) {
+  // a[k], per 128-bit lane: partial sums [v[2k], v[2k+1], v[2k], v[2k+1]].
+  __m512i a[8], b[4], c[2];
+  for (int k = 0; k < 8; ++k)
+    a[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]), _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+  // b[j], per 128-bit lane: that lane's sums of v[4j], v[4j+1], v[4j+2], v[4j+3].
+  for (int j = 0; j < 4; ++j)
+    b[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * j], a[2 * j + 1]), _mm512_unpackhi_epi64(a[2 * j], a[2 * j + 1]));
+  // c[h]: 128-bit lanes (b[2h] l0+l1, b[2h] l2+l3, b[2h+1] l0+l1, b[2h+1] l2+l3).
+  for (int h = 0; h < 2; ++h)
+    c[h] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * h], b[2 * h + 1], 0x88), _mm512_shuffle_i32x4(b[2 * h], b[2 * h + 1], 0xDD));
+  // 128-bit lane m: the whole sums of v[4m .. 4m+3].
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], 0x88), _mm512_shuffle_i32x4(c[0], c[1], 0xDD));
+}
+
 // ---- activation quantizers on 16 lanes, bit-exact with generic_impl.h's ---------------------------
 // llama.cpp's x86 Q8_0 / Q8_1 (see quantize_act_q8_legacy); vcvtps2dq rounds half to even like rintf.
 template <bool kQ81>
@@ -121,30 +138,45 @@ void quantize_q8_k512(const float* x, int64_t K, void* act) {
   constexpr int gpb = 256 / G, cpg = G / 16;  // groups per block, 16-chunks per group
   for (int64_t b = 0; b < K / 256; ++b) {
     const float* xb = x + 256 * b;
-    __m512 am = _mm512_setzero_ps();
-    for (int i = 0; i < 16; ++i) am = _mm512_max_ps(am, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)));
-    const float amax = _mm512_reduce_max_ps(am);
+    // Four independent max chains (one chain of 16 was latency-bound).
+    __m512 am[4];
+    for (int j = 0; j < 4; ++j) am[j] = _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * j));
+    for (int i = 4; i < 16; ++i) am[i & 3] = _mm512_max_ps(am[i & 3], _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)));
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(am[0], am[1]), _mm512_max_ps(am[2], am[3])));
     float d = 0.f;
     int32_t gsum[16] = {};
     if (amax == 0.f) {
       memset(q + 256 * b, 0, 256);
     } else {
-      float max = 0.f;
-      for (int i = 0; i < 16; ++i) {
-        const __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
-        if (m != 0) {
-          max = xb[16 * i + __builtin_ctz(m)];
-          break;
-        }
+      // The first element of largest |x|, without a data-dependent loop exit: the 16 compare masks
+      // as four 64-bit words, the first set bit.
+      const __m512 av = _mm512_set1_ps(amax);
+      uint64_t bits[4];
+      for (int j = 0; j < 4; ++j) {
+        uint64_t w = 0;
+        for (int k = 0; k < 4; ++k)
+          w |= static_cast<uint64_t>(_mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 64 * j + 16 * k)), av, _CMP_EQ_OQ)) << (16 * k);
+        bits[j] = w;
       }
+      const int at = bits[0] != 0   ? __builtin_ctzll(bits[0])
+                     : bits[1] != 0 ? 64 + __builtin_ctzll(bits[1])
+                     : bits[2] != 0 ? 128 + __builtin_ctzll(bits[2])
+                                    : 192 + __builtin_ctzll(bits[3]);
+      const float max = xb[at];
       const float iscale = -127.f / max;
       const __m512 is = _mm512_set1_ps(iscale);
+      // The 16 chunks' integer sums by one add tree (exact, as the per-chunk horizontal reductions it
+      // replaces; this runs on the calling thread before every decode matmul while the others wait).
+      __m512i vs[16];
       for (int i = 0; i < 16; ++i) {
         __m512i vi = _mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(xb + 16 * i)));
         vi = _mm512_min_epi32(vi, _mm512_set1_epi32(127));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * b + 16 * i), _mm512_cvtepi32_epi8(vi));
-        gsum[i / cpg] += _mm512_reduce_add_epi32(vi);
+        vs[i] = vi;
       }
+      alignas(64) int32_t csum[16];
+      _mm512_store_si512(csum, chunk_sums16(vs));
+      for (int i = 0; i < 16; ++i) gsum[i / cpg] += csum[i];
       d = 1 / iscale;
     }
     for (int g = 0; g < gpb; ++g) {
