@@ -378,28 +378,30 @@ TEST(CpuOps, ActQuantizersBitExact) {
 // portable one.
 TEST(CpuOps, ActQuantizersSameAtEveryLevel) {
   using namespace ferry::kernels::cpu;
-  const int64_t K = 1024;
-  std::vector<float> x = randn(K, 19, 3.f);
-  for (int i = 0; i < 32; ++i) x[256 + i] = 0.f;          // a zero legacy block
-  for (int i = 512; i < 768; ++i) x[i] = 0.f;             // a zero super-block
-  x[900] = 5.f;
-  x[901] = -5.f;                                          // a tie of |max| with both signs
-  x[10] = 0.5f / 127.f * 3.f;                             // a value near a rounding tie
-  x[250] = -20.f;
-  x[255] = 20.f;                                          // Q8_K: first |max| in a block's last 64, negative
-  x[256 + 70] = 20.f;
-  x[256 + 71] = -20.f;                                    // and in its second 64, positive
-  for (DType t : kWeightTypes) {
-    const KernelTable& ref = kernel_table(CpuIsa::kScalar);
-    const MatKernel& r = ref.mat[static_cast<uint32_t>(t)];
-    std::vector<uint8_t> want(r.act_bytes(K), 0xAB);
-    r.quantize(x.data(), K, want.data());
-    for (CpuIsa isa : levels()) {
-      const MatKernel& m = kernel_table(isa).mat[static_cast<uint32_t>(t)];
-      if (t == DType::BF16) continue;  // a different act form at some levels (bf16 pairs for vdpbf16ps)
-      std::vector<uint8_t> got(m.act_bytes(K), 0xAB);
-      m.quantize(x.data(), K, got.data());
-      EXPECT_EQ(got, want) << dtype_name(t) << " at " << cpu_isa_name(isa);
+  // 1280: 40 legacy blocks (the AVX-512 Q8_0 / Q8_1 quantizer's 16-block groups and a tail).
+  for (const int64_t K : {int64_t{1024}, int64_t{1280}}) {
+    std::vector<float> x = randn(K, 19, 3.f);
+    for (int i = 0; i < 32; ++i) x[256 + i] = 0.f;          // a zero legacy block
+    for (int i = 512; i < 768; ++i) x[i] = 0.f;             // a zero super-block
+    x[900] = 5.f;
+    x[901] = -5.f;                                          // a tie of |max| with both signs
+    x[10] = 0.5f / 127.f * 3.f;                             // a value near a rounding tie
+    x[250] = -20.f;
+    x[255] = 20.f;                                          // Q8_K: first |max| in a block's last 64, negative
+    x[256 + 70] = 20.f;
+    x[256 + 71] = -20.f;                                    // and in its second 64, positive
+    for (DType t : kWeightTypes) {
+      const KernelTable& ref = kernel_table(CpuIsa::kScalar);
+      const MatKernel& r = ref.mat[static_cast<uint32_t>(t)];
+      std::vector<uint8_t> want(r.act_bytes(K), 0xAB);
+      r.quantize(x.data(), K, want.data());
+      for (CpuIsa isa : levels()) {
+        const MatKernel& m = kernel_table(isa).mat[static_cast<uint32_t>(t)];
+        if (t == DType::BF16) continue;  // a different act form at some levels (bf16 pairs for vdpbf16ps)
+        std::vector<uint8_t> got(m.act_bytes(K), 0xAB);
+        m.quantize(x.data(), K, got.data());
+        EXPECT_EQ(got, want) << dtype_name(t) << " at " << cpu_isa_name(isa) << ", K " << K;
+      }
     }
   }
 }
