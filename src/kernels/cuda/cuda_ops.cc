@@ -117,11 +117,11 @@ void CudaContext::set_stream(CUstream_st* stream) {
 CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(options) {
   opt_.matvec_max_tokens = std::clamp(opt_.matvec_max_tokens, 0, 8);
   if (opt_.matvec_rows_per_warp != 2 && opt_.matvec_rows_per_warp != 4) opt_.matvec_rows_per_warp = 1;
-  if (const char* e = std::getenv("FERRY_CUDA_MATVEC"); e && e[0] >= '2' && e[0] <= '4' && e[1] == 0)
+  if (const char* e = std::getenv("FERRY_CUDA_MATVEC"); e && (e[0] == '2' || e[0] == '3') && e[1] == 0)
     opt_.matvec_kernel = e[0] - '0';
   if (const char* e = std::getenv("FERRY_CUDA_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.fuse = e[0] == '1';
-  if (opt_.matvec_kernel != 2 && opt_.matvec_kernel != 4) opt_.matvec_kernel = 3;
+  if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
 }
 

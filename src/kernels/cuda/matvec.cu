@@ -538,7 +538,7 @@ cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& ac
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
 template <class A>
 bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
-  if (l.kernel < 3 || T > 2) return false;
+  if (l.kernel != 3 || T > 2) return false;
   const int64_t N = set.row_end[set.n - 1];
   return N >= static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps;
 }
@@ -550,9 +550,7 @@ template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
                              const MatvecLaunch& l, cudaStream_t stream) {
   if (v3_fits<A>(set, T, l)) {
-    // kernel 4 (FERRY_CUDA_MATVEC=4, an A/B study): 8 chunks a lane per tile instead of 4 for one token.
-    if (T == 1) return l.kernel == 4 ? launch_v3<A, 1, 8>(set, K, act, T, l, stream) : launch_v3<A, 1, 4>(set, K, act, T, l, stream);
-    return launch_v3<A, 2, 4>(set, K, act, T, l, stream);
+    return T == 1 ? launch_v3<A, 1, 4>(set, K, act, T, l, stream) : launch_v3<A, 2, 4>(set, K, act, T, l, stream);
   }
   if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);
   if (T == 2) return launch_v2<A, 2, 1, 4>(set, K, act, T, l, stream);
