@@ -1146,6 +1146,10 @@ Status Runner::run(const StepIo& in, float* logits) {
       const bool tl_copy = rec && jj < ev_p0_.size();
       bool copied = false;
       s = fill(ti, jj, tl_copy ? ev_p0_[jj].get() : nullptr, tl_copy ? ev_p1_[jj].get() : nullptr, &copied, nullptr);
+      if (s.is_ok() && copied) {
+        ++st.prefetch_copies;
+        st.prefetch_bytes += layout_[S[jj]].bytes;
+      }
       if (s.is_ok() && tl_copy && copied)
         pending_.push_back({jj, "prefetch " + subs_[S[jj]].label(), layout_[S[jj]].bytes, tl_step_,
                             ps_.tiers[ti].tokens});
@@ -1267,16 +1271,17 @@ std::string explain_text(const HybridRunner& r) {
   std::string out;
   char line[512];
   const plan::PlanSet& ps = r.plan();
-  std::snprintf(line, sizeof line, "%-6s %-10s %6s %12s %12s %8s %7s %9s %6s\n", "tier", "strategy", "steps",
-                "predicted ms", "measured ms", "ratio", "copies", "copy MiB", "hits");
+  std::snprintf(line, sizeof line, "%-6s %-10s %6s %12s %12s %8s %7s %9s %6s %9s\n", "tier", "strategy", "steps",
+                "predicted ms", "measured ms", "ratio", "copies", "copy MiB", "hits", "prefetch");
   out += line;
   for (const TierStats& t : r.stats()) {
     if (t.steps == 0) continue;
     const double meas = t.wall_ms / t.steps;
-    std::snprintf(line, sizeof line, "%-6d %-10s %6lld %12.3f %12.3f %8.2f %7lld %9.1f %6lld\n", t.tokens,
+    std::snprintf(line, sizeof line, "%-6d %-10s %6lld %12.3f %12.3f %8.2f %7lld %9.1f %6lld %9lld\n", t.tokens,
                   plan::strategy_name(t.strategy), static_cast<long long>(t.steps), t.predicted_ms, meas,
                   t.predicted_ms > 0 ? meas / t.predicted_ms : 0.0, static_cast<long long>(t.copies),
-                  t.copy_bytes / 1048576.0, static_cast<long long>(t.prefetch_hits));
+                  t.copy_bytes / 1048576.0, static_cast<long long>(t.prefetch_hits),
+                  static_cast<long long>(t.prefetch_copies));
     out += line;
   }
   bool any_sub = false;

@@ -98,6 +98,10 @@ struct TierStats {
   int64_t copies = 0;
   uint64_t copy_bytes = 0;
   int64_t prefetch_hits = 0;       // slots a previous step had already filled
+  // The end-of-step prefetch of the next step's first K fills (not in copies / copy_bytes above; the
+  // next step counts them as prefetch_hits): copies + prefetch_copies is the weight traffic.
+  int64_t prefetch_copies = 0;
+  uint64_t prefetch_bytes = 0;
   int64_t graph_replays = 0;       // steps replayed from a CUDA graph
   int64_t graph_captures = 0;
 };

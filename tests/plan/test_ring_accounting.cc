@@ -111,8 +111,8 @@ PlanSet hand_plan(const Loaded& l, int32_t K, const std::vector<size_t>& decode,
 }
 
 struct Counts {
-  int64_t copies = 0, hits = 0;
-  bool operator==(const Counts& o) const { return copies == o.copies && hits == o.hits; }
+  int64_t copies = 0, hits = 0, prefetch = 0;  // prefetch: end-of-step prefetch copies (TierStats::prefetch_copies)
+  bool operator==(const Counts& o) const { return copies == o.copies && hits == o.hits && prefetch == o.prefetch; }
 };
 
 // Runs a prompt of kPrompt tokens (tier 16; skipped when decode_only) then `decode` steps of one
@@ -164,6 +164,7 @@ std::pair<Counts, Counts> run_executor(const Loaded& l, const PlanSet& ps, int d
     Counts& c = t.tokens == 1 ? decode_c : prompt_c;
     c.copies += t.copies;
     c.hits += t.prefetch_hits;
+    c.prefetch += t.prefetch_copies;
   }
   return {prompt_c, decode_c};
 }
@@ -188,6 +189,7 @@ std::pair<Counts, Counts> run_simulation(const Loaded& l, const PlanSet& ps, int
     Counts& c = toks[s] == 1 ? decode_c : prompt_c;
     c.copies += sim->result.counts[s].copies;
     c.hits += sim->result.counts[s].hits;
+    c.prefetch += sim->result.counts[s].prefetch_copies;
   }
   *per_step = sim->result.counts;
   return {prompt_c, decode_c};
@@ -224,6 +226,7 @@ TEST(RingAccounting, SimulationCountsWhatTheExecutorCounts) {
       EXPECT_EQ(ep.hits, sp.hits) << what << ": prompt hits";
       EXPECT_EQ(ed.copies, sd.copies) << what << ": decode copies";
       EXPECT_EQ(ed.hits, sd.hits) << what << ": decode hits";
+      EXPECT_EQ(ep.prefetch, sp.prefetch) << what << ": prefetch after the prompt";
       // Every fill of every decode step is a copy or a hit (the executor really streamed).
       EXPECT_EQ(ed.copies + ed.hits, kDecode * static_cast<int64_t>(c.decode.size())) << what;
       // Steady decode step (the previous one prefetched): N <= K streamed copy nothing; else the first
@@ -234,6 +237,9 @@ TEST(RingAccounting, SimulationCountsWhatTheExecutorCounts) {
       EXPECT_EQ(steady.hits, std::min(n, k)) << what;
       EXPECT_EQ(steady.copies, std::max<int64_t>(0, n - k)) << what;
       EXPECT_EQ(steady.prefetch_copies, std::min(k, std::max<int64_t>(0, n - k))) << what;
+      // The executor also prefetches after the last step (it cannot know none follows); the simulation
+      // has no next step to prefetch for, so the executor counts one steady prefetch more.
+      EXPECT_EQ(ed.prefetch, sd.prefetch + steady.prefetch_copies) << what << ": decode prefetches";
     }
   }
 }

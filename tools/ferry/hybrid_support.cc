@@ -286,6 +286,8 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
     tj["copy_bytes"] = st.copy_bytes;
     tj["copy_ms"] = st.copy_ms;  // in-step copies, measured with --explain only (0 otherwise)
     tj["prefetch_hits"] = st.prefetch_hits;
+    tj["prefetch_copies"] = st.prefetch_copies;  // end-of-step prefetches (not in copies)
+    tj["prefetch_bytes"] = st.prefetch_bytes;
     tj["graph_replays"] = st.graph_replays;
     tj["graph_captures"] = st.graph_captures;
     const PlacementCounts n = count_placements(r.placements()[t]);
