@@ -2,12 +2,16 @@
 // ModelSpecs without files, and synthetic hardware profiles with chosen CPU / link / GPU speeds.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "model/model_spec.h"
 #include "model/sublayer.h"
+#include "model/synth.h"
 #include "plan/profile.h"
 
 namespace ferry::plan::fixtures {
@@ -113,5 +117,38 @@ inline HardwareProfile synth_profile(const SynthHw& hw) {
 }
 
 inline std::string source_dir() { return FERRY_SOURCE_DIR; }
+
+// A model's sub-layers with the shapes and weight types `ferry synth --preset P --type T` writes (what
+// the GPU host measured), for spec one of the fixtures above.
+struct SynthModel {
+  model::ModelSpec spec;
+  std::vector<model::SubLayer> subs;
+};
+inline SynthModel synth_model(const model::ModelSpec& spec, const char* preset, DType t) {
+  SynthModel m{spec, {}};
+  const model::SynthPreset* p = model::find_synth_preset(preset);
+  EXPECT_NE(p, nullptr) << preset;
+  if (p == nullptr) return m;
+  auto tensors = model::synth_tensors(*p, t);
+  EXPECT_TRUE(tensors.has_value());
+  if (!tensors) return m;
+  std::map<std::string, DType> types;
+  for (const auto& st : *tensors) types[st.name] = st.type;
+  auto type_of = [&types, t](const std::string& name, int n_dims) {
+    auto it = types.find(name);
+    return it != types.end() ? it->second : (n_dims == 1 ? DType::F32 : t);
+  };
+  auto subs = model::build_sublayers(m.spec, type_of);
+  EXPECT_TRUE(subs.has_value()) << subs.status().message();
+  if (subs) m.subs = *subs;
+  return m;
+}
+
+// A measured profile stored in the source tree (path relative to it).
+inline HardwareProfile stored_profile(const std::string& rel_path) {
+  auto r = load_profile(source_dir() + "/" + rel_path);
+  EXPECT_TRUE(r.has_value()) << r.status().message();
+  return r ? *r : HardwareProfile{};
+}
 
 }  // namespace ferry::plan::fixtures

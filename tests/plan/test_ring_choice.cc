@@ -19,28 +19,8 @@ namespace {
 
 constexpr uint64_t GiB = 1ull << 30;
 
-struct Model {
-  model::ModelSpec spec;
-  std::vector<model::SubLayer> subs;
-};
-
-Model synth_model(const model::ModelSpec& spec, const char* preset, DType t) {
-  Model m{spec, {}};
-  const model::SynthPreset* p = model::find_synth_preset(preset);
-  EXPECT_NE(p, nullptr) << preset;
-  auto tensors = model::synth_tensors(*p, t);
-  EXPECT_TRUE(tensors.has_value());
-  std::map<std::string, DType> types;
-  for (const auto& st : *tensors) types[st.name] = st.type;
-  auto type_of = [&types, t](const std::string& name, int n_dims) {
-    auto it = types.find(name);
-    return it != types.end() ? it->second : (n_dims == 1 ? DType::F32 : t);
-  };
-  auto subs = model::build_sublayers(m.spec, type_of);
-  EXPECT_TRUE(subs.has_value()) << subs.status().message();
-  m.subs = *subs;
-  return m;
-}
+using Model = fixtures::SynthModel;
+using fixtures::synth_model;
 
 const Model& qwen3() {
   static const Model m = synth_model(fixtures::qwen3_8b(), "qwen3-8b", DType::Q4_K);
@@ -52,11 +32,7 @@ const Model& minitron() {
 }
 
 const HardwareProfile& host() {
-  static const HardwareProfile p = [] {
-    auto r = load_profile(fixtures::source_dir() + "/tests/plan/data/h200-full-profile.json");
-    EXPECT_TRUE(r.has_value()) << r.status().message();
-    return *r;
-  }();
+  static const HardwareProfile p = fixtures::stored_profile("tests/plan/data/h200-full-profile.json");
   return p;
 }
 
