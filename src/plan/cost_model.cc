@@ -45,7 +45,16 @@ double matrix_flops(const SubLayer& s, double n) {
 }  // namespace
 
 CostModel::CostModel(const HardwareProfile& profile, int32_t cpu_threads)
-    : profile_(profile), threads_(cpu_threads > 0 ? cpu_threads : std::max<int32_t>(1, profile.cpu.threads)) {}
+    : profile_(profile), threads_(cpu_threads > 0 ? cpu_threads : std::max<int32_t>(1, profile.cpu.threads)) {
+  if (profile_.cpu.mem_bw.empty()) return;  // not a usable profile (validate_profile says why); no CPU estimates
+  // A one-token matmul moves bits_per_weight / 8 bytes per 2 flops.
+  cpu_stream_gbs_ = host_bw_gbs();
+  std::set<DType> seen;
+  for (const auto& c : profile_.cpu.matmul)
+    if (seen.insert(c.dtype).second)
+      cpu_stream_gbs_ =
+          std::max(cpu_stream_gbs_, cpu_rate_at_threads(c.dtype, 1.0) / 2.0 * bits_per_weight(c.dtype) / 8.0);
+}
 
 double CostModel::curve_rate(const ThroughputCurve& c, double tokens) const {
   FERRY_ASSERT(!c.tokens.empty());
@@ -123,15 +132,7 @@ double CostModel::host_bw_gbs() const {
   return (1 - f) * bw[i - 1].gbs + f * bw[i].gbs;
 }
 
-double CostModel::cpu_stream_gbs() const {
-  // A one-token matmul moves bits_per_weight / 8 bytes per 2 flops.
-  double best = host_bw_gbs();
-  std::set<DType> seen;
-  for (const auto& c : profile_.cpu.matmul)
-    if (seen.insert(c.dtype).second)
-      best = std::max(best, cpu_rate_at_threads(c.dtype, 1.0) / 2.0 * bits_per_weight(c.dtype) / 8.0);
-  return best;
-}
+double CostModel::cpu_stream_gbs() const { return cpu_stream_gbs_; }
 
 double CostModel::cpu_matmul_s(DType t, int64_t rows, int64_t cols, double tokens) const {
   const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(cols) * tokens;

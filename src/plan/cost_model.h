@@ -80,6 +80,7 @@ class CostModel {
 
   HardwareProfile profile_;  // a copy: the model outlives whatever it was built from
   int32_t threads_;
+  double cpu_stream_gbs_ = 0;  // cpu_stream_gbs(), computed once (every CPU matmul estimate reads it)
 };
 
 // The CUDA backend's matvec kernels take steps of up to this many tokens (kernels/cuda/matvec.cu);
