@@ -14,6 +14,7 @@
 #include "kernels/cuda/quant_chunks.h"
 #include "tensor/repack.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace ferry::kernels::cuda {
@@ -434,23 +435,58 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
                    stream, set, N, K, S, act, T, l.accumulate);
 }
 
+// ---- L2 prefetch hints (sm_90 bulk prefetch; no-ops elsewhere) ------------------------------------------
+// cp.async.bulk.prefetch asks L2 for a whole range with one instruction (16-byte aligned, size a multiple
+// of 16): DRAM requests in flight are no longer limited by the registers the loads land in.
+__device__ __forceinline__ void l2_prefetch(const void* p, int64_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const size_t g = __cvta_generic_to_global(p);
+  for (int64_t off = 0; off < bytes; off += (1 << 20)) {
+    const uint32_t n = static_cast<uint32_t>(min<int64_t>(bytes - off, 1 << 20)) & ~15u;
+    if (n > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g + off), "r"(n) : "memory");
+  }
+#endif
+}
+
+// Share `part` of `parts` of the ranges (split by bytes, 16-byte granules).
+__device__ __forceinline__ void l2_prefetch_share(const L2Ranges& r, int64_t part, int64_t parts) {
+  const int64_t granules = r.total / 16;
+  const int64_t lo = granules * part / parts * 16, hi = granules * (part + 1) / parts * 16;
+  int64_t start = 0;
+#pragma unroll
+  for (int m = 0; m < kMatvecMaxMats; ++m) {
+    if (m < r.n) {
+      const int64_t a = max(lo, start), b = min(hi, start + r.bytes[m]);
+      if (a < b) l2_prefetch(static_cast<const uint8_t*>(r.p[m]) + (a - start), b - a);
+      start += r.bytes[m];
+    }
+  }
+}
+
 // ---- v3: persistent warps, weights of the next tile loaded while the current one is computed -----------
 // A warp owns rows warp, warp + W, warp + 2W, ... (W warps in the grid, chosen so every warp gets the
 // same number of rows, +-1) and walks them as tiles of 32 * U chunks (one "round" of a row). It issues the
 // loads of tile j + 1 before it computes tile j, so each lane always has U 16-byte weight loads in flight;
 // a v2 warp loads, waits, computes and exits (one round per warp for a 4096-wide Q4_0 row), and the
 // memory system idles between its exit and the next block's first loads. T <= 2, one warp per row.
+//
+// L2 hints (sm_90): with l2_ahead > 0 a warp asks L2 for its rows l2_ahead ahead (lanes 1..l2_ahead at
+// the start, lane 0 at each new row); with next.n > 0 a warp that is done prefetches its share of the next
+// matmul's weights, so they stream in while the small kernels between the two matmuls run.
 template <class A, int NT, int U>
 __global__ void __launch_bounds__(kV2Threads, 2)
     matvec_v3_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename A::Act act, int T,
-                     bool accumulate) {
+                     bool accumulate, int64_t row_bytes, int l2_ahead, L2Ranges next) {
   const int lane = threadIdx.x % kWarp;
   int64_t n = static_cast<int64_t>(blockIdx.x) * kV2Warps + threadIdx.x / kWarp;
   if (n >= N || n >= n_warps) return;
+  const int64_t warp_id = n;
   const int n_chunks = static_cast<int>(K / A::kElems);
   constexpr int kTile = kWarp * U;
   const int rounds = (n_chunks + kTile - 1) / kTile;
   RowRef ref = row_ref(set, n);
+  if (l2_ahead > 0 && lane >= 1 && lane <= l2_ahead && n + lane * n_warps < N)
+    l2_prefetch(row_ref(set, n + lane * n_warps).w, row_bytes);
   int round = 0;
   typename A::W w[U], wn[U];
 #pragma unroll
@@ -470,6 +506,8 @@ __global__ void __launch_bounds__(kV2Threads, 2)
     }
     const bool more = n2 < N;  // warp-uniform
     const RowRef ref2 = (more && n2 != n) ? row_ref(set, n2) : ref;
+    if (l2_ahead > 0 && n2 != n && lane == 0 && n2 + l2_ahead * n_warps < N)
+      l2_prefetch(row_ref(set, n2 + l2_ahead * n_warps).w, row_bytes);
     if (more) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -506,6 +544,7 @@ __global__ void __launch_bounds__(kV2Threads, 2)
     round = round2;
     ref = ref2;
   }
+  if (next.n > 0 && lane == 0) l2_prefetch_share(next, warp_id, n_warps);
 }
 
 // Resident blocks per SM of a v3 instantiation (its register use decides), asked once.
@@ -525,14 +564,15 @@ int v3_blocks_per_sm() {
 
 template <class A, int NT, int U>
 cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& act, int T, const MatvecLaunch& l,
-                      cudaStream_t stream) {
+                      int64_t row_bytes, cudaStream_t stream) {
   const int64_t N = set.row_end[set.n - 1];
   const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps *
                             v3_blocks_per_sm<A, NT, U>();
   const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
   const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
   return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), 0, stream,
-                   set, N, K, n_warps, act, T, l.accumulate);
+                   set, N, K, n_warps, act, T, l.accumulate, row_bytes & ~int64_t{15}, std::min(l.l2_ahead, 31),
+                   l.next);
 }
 
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
@@ -548,9 +588,11 @@ bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
 // half the unroll so the loads in flight per lane stay U.
 template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
-                             const MatvecLaunch& l, cudaStream_t stream) {
+                             const MatvecLaunch& l, int64_t row_bytes, cudaStream_t stream) {
   if (v3_fits<A>(set, T, l)) {
-    return T == 1 ? launch_v3<A, 1, 4>(set, K, act, T, l, stream) : launch_v3<A, 2, 4>(set, K, act, T, l, stream);
+    if (T == 1 && l.unroll == 8) return launch_v3<A, 1, 8>(set, K, act, T, l, row_bytes, stream);
+    return T == 1 ? launch_v3<A, 1, 4>(set, K, act, T, l, row_bytes, stream)
+                  : launch_v3<A, 2, 4>(set, K, act, T, l, row_bytes, stream);
   }
   if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);
   if (T == 2) return launch_v2<A, 2, 1, 4>(set, K, act, T, l, stream);
@@ -637,17 +679,18 @@ bool matvec_v2_supported(DType type, Layout layout, const void* w, int64_t w_str
 cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int T,
                             const MatvecLaunch& launch, cudaStream_t stream) {
   if (!set_ok(set, T) || K % 64 != 0) return cudaErrorInvalidValue;
+  const auto rb = static_cast<int64_t>(row_bytes(type, K));
   switch (type) {
-    case DType::Q4_0: return launch_v2_tokens<QuantAdapter<DType::Q4_0>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q4_1: return launch_v2_tokens<QuantAdapter<DType::Q4_1>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q5_0: return launch_v2_tokens<QuantAdapter<DType::Q5_0>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q5_1: return launch_v2_tokens<QuantAdapter<DType::Q5_1>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q8_0: return launch_v2_tokens<QuantAdapter<DType::Q8_0>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q2_K: return launch_v2_tokens<QuantAdapter<DType::Q2_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q3_K: return launch_v2_tokens<QuantAdapter<DType::Q3_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q4_K: return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q4_0: return launch_v2_tokens<QuantAdapter<DType::Q4_0>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q4_1: return launch_v2_tokens<QuantAdapter<DType::Q4_1>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q5_0: return launch_v2_tokens<QuantAdapter<DType::Q5_0>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q5_1: return launch_v2_tokens<QuantAdapter<DType::Q5_1>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q8_0: return launch_v2_tokens<QuantAdapter<DType::Q8_0>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q2_K: return launch_v2_tokens<QuantAdapter<DType::Q2_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q3_K: return launch_v2_tokens<QuantAdapter<DType::Q3_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q4_K: return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -655,16 +698,17 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
                             const MatvecLaunch& launch, cudaStream_t stream) {
   if (!set_ok(set, T) || !aligned16(x) || (x_stride * 4) % 16 != 0) return cudaErrorInvalidValue;
+  const auto rb = static_cast<int64_t>(row_bytes(type, K));
   switch (type) {
     case DType::F32:
       if (K % 4 != 0) return cudaErrorInvalidValue;
-      return launch_v2_tokens<FloatAdapter<float>>(set, K, {x, x_stride}, T, launch, stream);
+      return launch_v2_tokens<FloatAdapter<float>>(set, K, {x, x_stride}, T, launch, rb, stream);
     case DType::F16:
       if (K % 8 != 0) return cudaErrorInvalidValue;
-      return launch_v2_tokens<FloatAdapter<__half>>(set, K, {x, x_stride}, T, launch, stream);
+      return launch_v2_tokens<FloatAdapter<__half>>(set, K, {x, x_stride}, T, launch, rb, stream);
     case DType::BF16:
       if (K % 8 != 0) return cudaErrorInvalidValue;
-      return launch_v2_tokens<FloatAdapter<uint16_t>>(set, K, {x, x_stride}, T, launch, stream);
+      return launch_v2_tokens<FloatAdapter<uint16_t>>(set, K, {x, x_stride}, T, launch, rb, stream);
     default:
       return cudaErrorInvalidValue;
   }
