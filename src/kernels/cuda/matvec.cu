@@ -442,7 +442,8 @@ __device__ __forceinline__ void l2_prefetch(const void* p, int64_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const size_t g = __cvta_generic_to_global(p);
   for (int64_t off = 0; off < bytes; off += (1 << 20)) {
-    const uint32_t n = static_cast<uint32_t>(min<int64_t>(bytes - off, 1 << 20)) & ~15u;
+    const int64_t len = bytes - off < (1 << 20) ? bytes - off : (1 << 20);
+    const uint32_t n = static_cast<uint32_t>(len) & ~15u;
     if (n > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g + off), "r"(n) : "memory");
   }
 #endif
