@@ -1,9 +1,13 @@
 // CpuInfo detection: cpuid leaves 1, 7.0, 7.1 and the brand string; xgetbv for the OS-enabled register
 // state (an AVX-512 CPU under an OS or hypervisor that does not save ZMM state must not use AVX-512);
-// the affinity mask and /sys/devices/system/cpu/*/topology for cores.
+// the affinity mask and /sys/devices/system/cpu/*/topology for cores; the Linux AMX permission request.
 #include "base/cpu_info.h"
 
 #include <sched.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 
 #include <cstdio>
 #include <cstring>
@@ -160,6 +164,23 @@ std::string CpuInfo::feature_string() const {
 const CpuInfo& cpu_info() {
   static const CpuInfo info = detect();
   return info;
+}
+
+bool amx_usable() {
+#if FERRY_X86 && defined(__linux__) && defined(__x86_64__)
+  static const bool usable = [] {
+    const CpuInfo& ci = cpu_info();
+    if (!ci.amx_tile || !ci.amx_int8) return false;
+    // Linux >= 5.16 hands out the 8 KB tile data state only on request; older kernels (no such
+    // arch_prctl: EINVAL) cannot context-switch it, so AMX stays off there.
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+#else
+  return false;
+#endif
 }
 
 }  // namespace ferry

@@ -40,4 +40,11 @@ struct CpuInfo {
 // Detected once per process (cheap after the first call; the result never changes).
 const CpuInfo& cpu_info();
 
+// Whether this process may execute AMX tile instructions: cpu_info() reports AMX-TILE and AMX-INT8
+// (CPU and XCR0), and on Linux the kernel granted the tile data state (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XTILEDATA; without it the first tile instruction kills the process with
+// SIGILL). The request is made once, on the first call (thread-safe); the grant holds for the whole
+// process, its threads included. Elsewhere (non-Linux, non-x86) false.
+bool amx_usable();
+
 }  // namespace ferry

@@ -7,3 +7,10 @@ list(APPEND FERRY_TEST_SOURCES test_cpu_matmul.cc test_cpu_ops.cc test_cpu_threa
 list(APPEND FERRY_TEST_DEPS kernels_cpu)
 include(${CMAKE_SOURCE_DIR}/bench/micro/micro.cmake OPTIONAL)
 list(APPEND FERRY_TEST_SOURCES test_cpu_q4k_decode.cc)  # Q4_K AVX-512 decode kernel, long rows (h6)
+# AMX panel kernels (h-amx): against AVX-512 on real tiles where usable, and everywhere on emulated
+# tiles (amx_emulated.cc recompiles kernels_amx.cc with the AVX-512 flags and software tiles).
+if(FERRY_KCPU_ISA_SOURCES)
+  list(APPEND FERRY_TEST_SOURCES test_cpu_amx.cc amx_emulated.cc)
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/tests/kernels/amx_emulated.cc
+    PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512}")
+endif()

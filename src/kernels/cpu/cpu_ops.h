@@ -14,14 +14,15 @@
 
 namespace ferry::kernels {
 
-// Dispatch levels, lowest first. A level is usable when the CPU and OS support it.
-enum class CpuIsa : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// Dispatch levels, lowest first. A level is usable when the CPU and OS support it. kAmx is kAvx512
+// plus AMX-INT8 tile kernels for quantized prefill (the panel path); everything else is kAvx512's.
+enum class CpuIsa : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
-const char* cpu_isa_name(CpuIsa isa);                       // "scalar", "avx2", "avx512"
+const char* cpu_isa_name(CpuIsa isa);                       // "scalar", "avx2", "avx512", "amx"
 std::optional<CpuIsa> cpu_isa_from_name(std::string_view s);
 bool cpu_isa_supported(CpuIsa isa);
 CpuIsa best_cpu_isa();
-// best_cpu_isa(), lowered to the FERRY_CPU_ISA environment variable (scalar|avx2|avx512) when that
+// best_cpu_isa(), lowered to the FERRY_CPU_ISA environment variable (scalar|avx2|avx512|amx) when that
 // names a supported level (a higher, unsupported one is ignored).
 CpuIsa default_cpu_isa();
 

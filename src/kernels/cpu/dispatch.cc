@@ -1,6 +1,8 @@
 // Dispatch: which levels this CPU supports (base/cpu_info), the FERRY_CPU_ISA override, and the
 // kernel tables. A table is built once per level by layering the fillers from the lowest level up
-// (scalar, then AVX2, then AVX-512), so a level only overrides what it does better.
+// (scalar, then AVX2, then AVX-512, then AMX), so a level only overrides what it does better.
+// AMX additionally needs the OS's permission for tile state (base/cpu_info: amx_usable), asked once
+// the first time the level is considered; FERRY_CPU_ISA=avx512 keeps a run off AMX entirely.
 #include <cstdlib>
 #include <cstring>
 
@@ -15,6 +17,7 @@ const char* cpu_isa_name(CpuIsa isa) {
     case CpuIsa::kScalar: return "scalar";
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAmx: return "amx";
   }
   return "?";
 }
@@ -23,6 +26,7 @@ std::optional<CpuIsa> cpu_isa_from_name(std::string_view s) {
   if (s == "scalar") return CpuIsa::kScalar;
   if (s == "avx2") return CpuIsa::kAvx2;
   if (s == "avx512") return CpuIsa::kAvx512;
+  if (s == "amx") return CpuIsa::kAmx;
   return std::nullopt;
 }
 
@@ -30,10 +34,12 @@ bool cpu_isa_supported(CpuIsa isa) {
 #if defined(__x86_64__)
   const CpuInfo& ci = cpu_info();
   const bool avx2 = ci.avx2 && ci.fma && ci.f16c;
+  const bool avx512 = avx2 && ci.avx512f && ci.avx512bw && ci.avx512vl && ci.avx512dq && ci.avx512vnni;
   switch (isa) {
     case CpuIsa::kScalar: return true;
     case CpuIsa::kAvx2: return avx2;
-    case CpuIsa::kAvx512: return avx2 && ci.avx512f && ci.avx512bw && ci.avx512vl && ci.avx512dq && ci.avx512vnni;
+    case CpuIsa::kAvx512: return avx512;
+    case CpuIsa::kAmx: return avx512 && amx_usable();  // amx_usable: cpuid, XCR0 and the OS's permission
   }
   return false;
 #else
@@ -42,6 +48,7 @@ bool cpu_isa_supported(CpuIsa isa) {
 }
 
 CpuIsa best_cpu_isa() {
+  if (cpu_isa_supported(CpuIsa::kAmx)) return CpuIsa::kAmx;
   if (cpu_isa_supported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
   if (cpu_isa_supported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
   return CpuIsa::kScalar;
@@ -71,6 +78,7 @@ KernelTable build(CpuIsa isa) {
     fill_avx512_kquants(&t);
     fill_avx512_legacy(&t);
   }
+  if (isa >= CpuIsa::kAmx) fill_amx(&t);
 #endif
   t.isa = isa;
   return t;
@@ -90,6 +98,10 @@ const KernelTable& kernel_table(CpuIsa isa) {
     case CpuIsa::kAvx512: {
       static const KernelTable avx512 = build(CpuIsa::kAvx512);
       return avx512;
+    }
+    case CpuIsa::kAmx: {
+      static const KernelTable amx = build(CpuIsa::kAmx);
+      return amx;
     }
   }
   return scalar;

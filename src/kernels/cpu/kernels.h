@@ -1,4 +1,4 @@
-// The CPU kernel table: one set of function pointers per dispatch level (scalar, AVX2, AVX-512),
+// The CPU kernel table: one set of function pointers per dispatch level (scalar, AVX2, AVX-512, AMX),
 // filled by per-ISA translation units compiled with their own -m flags (sources.cmake). CpuOps picks
 // a table once from cpuid and never branches on the ISA again.
 //
@@ -125,5 +125,7 @@ void fill_avx512(KernelTable* t);
 void fill_avx512_panel(KernelTable* t);
 void fill_avx512_kquants(KernelTable* t);
 void fill_avx512_legacy(KernelTable* t);  // needs AVX512_VBMI too (checks cpuid itself)
+// AMX-INT8 panel kernels for the quantized types (kernels_amx.cc); call only when amx_usable().
+void fill_amx(KernelTable* t);
 
 }  // namespace ferry::kernels::cpu

@@ -9,6 +9,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
     kernels/cpu/kernels_avx512_panel.cc
     kernels/cpu/kernels_avx512_kquants.cc
     kernels/cpu/kernels_avx512_legacy.cc
+    kernels/cpu/kernels_amx.cc
   )
 endif()
 ferry_module(kernels_cpu DEPS tensor base SOURCES
@@ -35,3 +36,7 @@ set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512.c
   ${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_panel.cc
   ${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_kquants.cc
   PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512}")
+# AMX-INT8 tile kernels: installed only when cpuid, XCR0 and the OS's permission allow (dispatch.cc).
+set(FERRY_KCPU_AMX ${FERRY_KCPU_AVX512} -mamx-tile -mamx-int8 -mamx-bf16)
+set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_amx.cc
+  PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AMX}")
