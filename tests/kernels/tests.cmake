@@ -14,3 +14,10 @@ if(FERRY_KCPU_ISA_SOURCES)
   set_source_files_properties(${CMAKE_SOURCE_DIR}/tests/kernels/amx_emulated.cc
     PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512}")
 endif()
+if(FERRY_KCPU_ISA_SOURCES)
+  # AMX vs AVX-512 prefill matmuls on llama3-8b shapes (bench/cpu/amx_check.sh runs it); on request only.
+  add_executable(bench_amx_prefill EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/bench/cpu/amx_prefill.cc)
+  target_compile_options(bench_amx_prefill PRIVATE ${FERRY_WARN})
+  target_link_libraries(bench_amx_prefill PRIVATE ferry_kernels_cpu ferry_tensor ferry_base)
+  set_target_properties(bench_amx_prefill PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+endif()
