@@ -103,7 +103,7 @@ struct Shape {
 // the block size allows; N with partial panels.
 std::vector<Shape> shapes_for(DType t) {
   if (traits(t).block_elems == 256) return {{256, 16}, {768, 19}, {1280, 33}};
-  return {{32, 5}, {96, 19}, {160, 16}, {416, 47}, {1056, 33}};
+  return {{32, 5}, {64, 3}, {96, 19}, {160, 16}, {192, 21}, {416, 47}, {1056, 33}};
 }
 
 // Compares the panel path of `got` against the AVX-512 table's, bit for bit.

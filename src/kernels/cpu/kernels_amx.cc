@@ -202,53 +202,51 @@ void amx_panel_mul(const MatArgs& a) {
   alignas(64) int32_t cbuf[4][kTileInts];
   __m512 acc[M];
   for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
-  auto epilogue = [&](int64_t g, const int32_t* c) {
-    const __m512 sc = _mm512_loadu_ps(psc + g * R);
-    const uint8_t* dxp = a.act + off_dx + 4 * g;
-    for (int t = 0; t < M; ++t) {
-      const __m512 dx = _mm512_set1_ps(*reinterpret_cast<const float*>(dxp + t * S));
-      const __m512i ci = _mm512_load_si512(c + t * R);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(sc, dx), acc[t]);
-      if constexpr (Off == 0) {
-        const __m512 sy = _mm512_set1_ps(*reinterpret_cast<const float*>(a.act + off_sy + 4 * g + t * S));
-        acc[t] = _mm512_fmadd_ps(_mm512_loadu_ps(pmn + g * R), sy, acc[t]);
-      }
-    }
-  };
   constexpr size_t kB = static_cast<size_t>(G) * R;  // bytes of one group's B tile
-  int64_t g = 0;
-  for (; g + 4 <= ng; g += 4) {
+  for (int64_t g = 0; g < ng; g += 4) {
+    const int n = static_cast<int>(ng - g < 4 ? ng - g : 4);  // groups in this step
     const uint8_t* q = a.act + g * G;
     const uint8_t* b = pq + static_cast<size_t>(g) * kB;
     FERRY_TILE_LOAD(4, q, S);
     FERRY_TILE_LOAD(6, b, 4 * R);
     FERRY_TILE_ZERO(0);
     FERRY_TILE_DPBSSD(0, 4, 6);
-    FERRY_TILE_LOAD(5, q + G, S);
-    FERRY_TILE_LOAD(7, b + kB, 4 * R);
-    FERRY_TILE_ZERO(1);
-    FERRY_TILE_DPBSSD(1, 5, 7);
-    FERRY_TILE_LOAD(4, q + 2 * G, S);
-    FERRY_TILE_LOAD(6, b + 2 * kB, 4 * R);
-    FERRY_TILE_ZERO(2);
-    FERRY_TILE_DPBSSD(2, 4, 6);
-    FERRY_TILE_LOAD(5, q + 3 * G, S);
-    FERRY_TILE_LOAD(7, b + 3 * kB, 4 * R);
-    FERRY_TILE_ZERO(3);
-    FERRY_TILE_DPBSSD(3, 5, 7);
+    if (n > 1) {
+      FERRY_TILE_LOAD(5, q + G, S);
+      FERRY_TILE_LOAD(7, b + kB, 4 * R);
+      FERRY_TILE_ZERO(1);
+      FERRY_TILE_DPBSSD(1, 5, 7);
+    }
+    if (n > 2) {
+      FERRY_TILE_LOAD(4, q + 2 * G, S);
+      FERRY_TILE_LOAD(6, b + 2 * kB, 4 * R);
+      FERRY_TILE_ZERO(2);
+      FERRY_TILE_DPBSSD(2, 4, 6);
+    }
+    if (n > 3) {
+      FERRY_TILE_LOAD(5, q + 3 * G, S);
+      FERRY_TILE_LOAD(7, b + 3 * kB, 4 * R);
+      FERRY_TILE_ZERO(3);
+      FERRY_TILE_DPBSSD(3, 5, 7);
+    }
     FERRY_TILE_STORE(0, cbuf[0]);
-    FERRY_TILE_STORE(1, cbuf[1]);
-    FERRY_TILE_STORE(2, cbuf[2]);
-    FERRY_TILE_STORE(3, cbuf[3]);
-    for (int j = 0; j < 4; ++j) epilogue(g + j, cbuf[j]);
-  }
-  for (; g < ng; ++g) {
-    FERRY_TILE_LOAD(4, a.act + g * G, S);
-    FERRY_TILE_LOAD(6, pq + static_cast<size_t>(g) * kB, 4 * R);
-    FERRY_TILE_ZERO(0);
-    FERRY_TILE_DPBSSD(0, 4, 6);
-    FERRY_TILE_STORE(0, cbuf[0]);
-    epilogue(g, cbuf[0]);
+    if (n > 1) FERRY_TILE_STORE(1, cbuf[1]);
+    if (n > 2) FERRY_TILE_STORE(2, cbuf[2]);
+    if (n > 3) FERRY_TILE_STORE(3, cbuf[3]);
+    // Epilogue, groups in order (the AVX-512 kernel's float order).
+    for (int j = 0; j < n; ++j) {
+      const __m512 sc = _mm512_loadu_ps(psc + (g + j) * R);
+      const uint8_t* dxp = a.act + off_dx + 4 * (g + j);
+      for (int t = 0; t < M; ++t) {
+        const __m512 dx = _mm512_set1_ps(*reinterpret_cast<const float*>(dxp + t * S));
+        const __m512i ci = _mm512_load_si512(cbuf[j] + t * R);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(sc, dx), acc[t]);
+        if constexpr (Off == 0) {
+          const __m512 sy = _mm512_set1_ps(*reinterpret_cast<const float*>(a.act + off_sy + 4 * (g + j) + t * S));
+          acc[t] = _mm512_fmadd_ps(_mm512_loadu_ps(pmn + (g + j) * R), sy, acc[t]);
+        }
+      }
+    }
   }
   const __mmask16 m = static_cast<__mmask16>((1u << a.n_rows) - 1);
   for (int t = 0; t < M; ++t) _mm512_mask_storeu_ps(a.out + t * a.out_stride, m, acc[t]);
