@@ -51,6 +51,38 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
+// 16 bytes global -> shared without passing through registers (sm_80+: cp.async; only the first src_bytes
+// (0..16) are read, the rest zero-filled; completes at cp_async_wait); older GPUs copy synchronously.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(gmem), "r"(src_bytes));
+#else
+  unsigned char* d = static_cast<unsigned char*>(smem);
+  const unsigned char* g = static_cast<const unsigned char*>(gmem);
+  for (int i = 0; i < 16; ++i) d[i] = i < src_bytes ? g[i] : 0;
+#endif
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  cp_async16(smem, gmem, valid ? 16 : 0);
+#else
+  *reinterpret_cast<uint4*>(smem) = valid ? *reinterpret_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
 // Whether the small decode kernels launch with programmatic dependent launch (launch_ex): sm_90+, unless
 // the environment says FERRY_CUDA_PDL=0. Read once per process (a constant for the process's life).
 inline bool pdl_default() {

@@ -117,11 +117,13 @@ void CudaContext::set_stream(CUstream_st* stream) {
 CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(options) {
   opt_.matvec_max_tokens = std::clamp(opt_.matvec_max_tokens, 0, 8);
   if (opt_.matvec_rows_per_warp != 2 && opt_.matvec_rows_per_warp != 4) opt_.matvec_rows_per_warp = 1;
-  if (const char* e = std::getenv("FERRY_CUDA_MATVEC"); e && (e[0] == '2' || e[0] == '3') && e[1] == 0)
+  if (const char* e = std::getenv("FERRY_CUDA_MATVEC"); e && e[0] >= '2' && e[0] <= '4' && e[1] == 0)
     opt_.matvec_kernel = e[0] - '0';
+  if (const char* e = std::getenv("FERRY_CUDA_V4S"); e && e[0] >= '2' && e[0] <= '4' && e[1] == 0)
+    opt_.matvec_stages = e[0] - '0';
   if (const char* e = std::getenv("FERRY_CUDA_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.fuse = e[0] == '1';
-  if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
+  if (opt_.matvec_kernel != 2 && opt_.matvec_kernel != 4) opt_.matvec_kernel = 3;
   if (const char* e = std::getenv("FERRY_CUDA_MVU"); e && (e[0] == '4' || e[0] == '8') && e[1] == 0)
     opt_.matvec_unroll = e[0] - '0';
   if (const char* e = std::getenv("FERRY_CUDA_L2AHEAD"); e && *e) opt_.matvec_l2_ahead = std::atoi(e);
@@ -318,6 +320,7 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   launch.accumulate = accumulate;
   launch.kernel = opt_.matvec_kernel;
   launch.unroll = opt_.matvec_unroll;
+  launch.stages = opt_.matvec_stages;
   launch.l2_ahead = opt_.matvec_l2_ahead;
   if (v2 && T <= 2) launch.next = l2_ranges(follow(ranges_of(one_matrix(w, out.ptr<float>(), out_stride))));
   const bool stashed = T <= 8 && stash_hit(x);
@@ -391,6 +394,7 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     launch.sm_count = ctx_.sm_count();
     launch.kernel = opt_.matvec_kernel;
     launch.unroll = opt_.matvec_unroll;
+    launch.stages = opt_.matvec_stages;
     launch.l2_ahead = opt_.matvec_l2_ahead;
     if (T <= 2) launch.next = l2_ranges(follow(ranges_of(set)));
     // PDL for every launch: each kernel of the chain lets the next one start loading its weights.

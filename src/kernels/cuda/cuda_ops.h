@@ -86,7 +86,8 @@ struct CudaOpsOptions {
   // Rows of W dequantized per cuBLAS call (0 = as many as fit in the scratch, at most 16384).
   int32_t gemm_chunk_rows = 0;
   // Decode matvec for 1-2 tokens where the rows fill the GPU: 3 = persistent, software-pipelined v3
-  // kernel (matvec.cu), 2 = v2. Environment FERRY_CUDA_MATVEC=2|3 overrides (A/B benchmarks).
+  // kernel (matvec.cu), 2 = v2, 4 = v4 (weights staged through shared memory by cp.async; Q4_0 / Q4_K,
+  // others as 3). Environment FERRY_CUDA_MATVEC=2|3|4 overrides (A/B benchmarks).
   int32_t matvec_kernel = 3;
   // Fused decode epilogues (environment FERRY_CUDA_FUSE=0|1 overrides): rms_norm and glu also write
   // the Q8 activations the next matvec of that tensor reads (its quantize_q8 is skipped); matmul_acc adds
@@ -99,6 +100,8 @@ struct CudaOpsOptions {
   //     the kernel's warps prefetch into L2 as they finish, so it streams in while the small kernels
   //     between the two run (0 = off; FERRY_CUDA_L2NEXT in MiB).
   int32_t matvec_unroll = 4;
+  // v4 (matvec_kernel 4): shared-memory stages per warp, 2-4 (environment FERRY_CUDA_V4S).
+  int32_t matvec_stages = 3;
   int32_t matvec_l2_ahead = 0;
   int64_t matvec_l2_next_bytes = 0;
 };

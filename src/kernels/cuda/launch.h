@@ -65,7 +65,9 @@ struct MatvecLaunch {
   int sm_count = 132;  // sizes the grid (warps per row when N is small)
   bool pdl = false;    // programmatic dependent launch after quantize_q8 (sm_90+): weight loads start early
   bool accumulate = false;  // out += W x instead of out = W x (bitwise the same as a separate add)
-  int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N)
+  int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N);
+                       // 4: v4 (weights through shared memory by cp.async) for Q4_0 / Q4_K, else as 3
+  int stages = 3;      // v4: shared-memory stages per warp (2, 3, 4): stages - 1 tiles in flight
   // v3 only (sm_90+; hints, results unchanged):
   int unroll = 4;      // 16-byte weight chunks per lane and tile (4 or 8: loads in flight per lane)
   int l2_ahead = 0;    // each warp asks L2 for its next l2_ahead rows whole (bulk prefetch) as it starts a row

@@ -576,10 +576,177 @@ cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& ac
                    l.next);
 }
 
+// ---- v4: weights staged through shared memory by cp.async, S tiles in flight per warp -------------------
+// v3 holds the next tile's weights in registers, so a lane has at most U 16-byte loads in flight and an SM
+// about 32 KB: measured, Q4_0 / Q4_K layers read at 64 / 44 % of copy while F16 (4 rounds a row) reaches
+// 91 %. v4 copies each tile's bytes into a per-warp ring of S shared-memory stages with cp.async (no
+// registers held), S - 1 tiles ahead, and decodes from shared memory. Same warps, rows, tiles and chunk
+// order per lane as v3 (kV4Chunks = 32 lanes x 4), so results are bit for bit v3's. Q4_0 (split layout)
+// and Q4_K (ggml layout); a tile image is 2304 bytes for both.
+constexpr int kV4Chunks = 128;
+constexpr int kV4U = kV4Chunks / kWarp;
+
+template <DType Q>
+struct TileStage;
+
+// Q4_0 split rows [qs K/2][d K/32 x 2]: image [qs of the 128 chunks][their 128 d].
+template <>
+struct TileStage<DType::Q4_0> {
+  static constexpr int kBytes = 16 * kV4Chunks + 2 * kV4Chunks;
+  __device__ __forceinline__ static void issue(const uint8_t* row, int64_t K, int c0, int n_chunks, uint8_t* img,
+                                               int lane) {
+#pragma unroll
+    for (int p = lane; p < kV4Chunks; p += kWarp) {
+      const bool ok = c0 + p < n_chunks;
+      cp_async16(img + 16 * p, row + 16 * static_cast<int64_t>(ok ? c0 + p : 0), ok);
+    }
+    if (lane < 2 * kV4Chunks / 16) {  // 16 pieces of 8 scales
+      const int first = c0 + 8 * lane;
+      const int valid = max(0, min(8, n_chunks - first));
+      cp_async16(img + 16 * kV4Chunks + 16 * lane, row + K / 2 + 2 * static_cast<int64_t>(valid > 0 ? first : 0),
+                 2 * valid);
+    }
+  }
+  __device__ __forceinline__ static void load(const uint8_t* img, int cl, ChunkDec<DType::Q4_0>::W& w) {
+    const uint4 v = *reinterpret_cast<const uint4*>(img + 16 * cl);
+    w.q = Q16{{v.x, v.y, v.z, v.w}};
+    w.d = *reinterpret_cast<const uint16_t*>(img + 16 * kV4Chunks + 2 * cl);
+  }
+};
+
+// Q4_K ggml rows of 144-byte blocks (8 chunks each): image = the tile's 16 blocks as they are.
+template <>
+struct TileStage<DType::Q4_K> {
+  static constexpr int kBytes = 144 * (kV4Chunks / 8);
+  __device__ __forceinline__ static void issue(const uint8_t* row, int64_t, int c0, int n_chunks, uint8_t* img,
+                                               int lane) {
+    const int b0 = c0 / 8, n_blocks = n_chunks / 8;
+#pragma unroll
+    for (int p = lane; p < kBytes / 16; p += kWarp) {  // 144 pieces, 9 a block
+      const bool ok = b0 + p / 9 < n_blocks;
+      cp_async16(img + 16 * p, row + (ok ? 144 * static_cast<int64_t>(b0) + 16 * p : 0), ok);
+    }
+  }
+  __device__ __forceinline__ static void load(const uint8_t* img, int cl, ChunkDec<DType::Q4_K>::W& w) {
+    const uint8_t* blk = img + 144 * (cl >> 3);
+    const uint4 q = *reinterpret_cast<const uint4*>(blk + 16 + 16 * (cl & 7));
+    const uint4 h = *reinterpret_cast<const uint4*>(blk);
+    w.q = Q16{{q.x, q.y, q.z, q.w}};
+    w.hd = Q16{{h.x, h.y, h.z, h.w}};
+  }
+};
+
+template <DType Q, int NT, int S>
+__global__ void __launch_bounds__(kV2Threads, 3)
+    matvec_v4_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename QuantAdapter<Q>::Act act, int T,
+                     bool accumulate) {
+  using A = QuantAdapter<Q>;
+  using St = TileStage<Q>;
+  extern __shared__ __align__(16) uint8_t v4_smem[];
+  const int lane = threadIdx.x % kWarp, wib = threadIdx.x / kWarp;
+  uint8_t* ring = v4_smem + wib * S * St::kBytes;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kV2Warps + wib;
+  if (n >= N || n >= n_warps) return;  // whole warps only: no block-level synchronization below
+  const int n_chunks = static_cast<int>(K / A::kElems);
+  const int rounds = (n_chunks + kV4Chunks - 1) / kV4Chunks;
+  const int64_t tiles = (N - n + n_warps - 1) / n_warps * rounds;  // this warp's rows x rounds
+  auto issue = [&](int64_t j) {  // tile j of this warp -> stage j % S
+    St::issue(row_ref(set, n + j / rounds * n_warps).w, K, static_cast<int>(j % rounds) * kV4Chunks, n_chunks,
+              ring + (j % S) * St::kBytes, lane);
+  };
+#pragma unroll
+  for (int j = 0; j < S - 1; ++j) {
+    if (j < tiles) issue(j);
+    cp_async_commit();
+  }
+  grid_dependency_wait();
+  allow_dependents();
+  float acc[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) acc[t] = 0.f;
+  for (int64_t j = 0; j < tiles; ++j) {
+    if (j + S - 1 < tiles) issue(j + S - 1);
+    cp_async_commit();
+    cp_async_wait<S - 1>();  // this lane's copies of tile j have landed
+    __syncwarp();            // ... and every lane's
+    const uint8_t* img = ring + (j % S) * St::kBytes;
+    const int round = static_cast<int>(j % rounds);
+    const int c0 = round * kV4Chunks;
+    typename A::W w[kV4U];
+#pragma unroll
+    for (int u = 0; u < kV4U; ++u) St::load(img, lane + u * kWarp, w[u]);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t < T) {
+#pragma unroll
+        for (int u = 0; u < kV4U; ++u) {
+          const int c = min(c0 + lane + u * kWarp, n_chunks - 1);
+          typename A::X x;
+          A::load_x(c, act, t, x);
+          const float d = A::dot(w[u], c, x);
+          acc[t] += c0 + lane + u * kWarp < n_chunks ? d : 0.f;
+        }
+      }
+    }
+    if (round == rounds - 1) {
+      const RowRef ref = row_ref(set, n + j / rounds * n_warps);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        if (t < T) {
+          const float v = warp_sum(acc[t]);
+          if (lane == 0) store_out(ref.out + t * ref.out_stride, v, accumulate);
+        }
+        acc[t] = 0.f;
+      }
+    }
+    __syncwarp();  // every lane is done with stage j % S before iteration j + 1 refills it
+  }
+  cp_async_wait<0>();
+}
+
+template <DType Q, int NT, int S>
+cudaError_t launch_v4(const MatvecSet& set, int64_t K, const typename QuantAdapter<Q>::Act& act, int T,
+                      const MatvecLaunch& l, cudaStream_t stream) {
+  constexpr int kSmem = kV2Warps * S * TileStage<Q>::kBytes;
+  static const int blocks = [] {
+    int b = 0;
+    if (cudaFuncSetAttribute(matvec_v4_kernel<Q, NT, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v4_kernel<Q, NT, S>, kV2Threads, kSmem) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      b = 0;
+    }
+    return b;
+  }();
+  if (blocks < 1) return cudaErrorInvalidConfiguration;
+  const int64_t N = set.row_end[set.n - 1];
+  const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps * blocks;
+  const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
+  const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
+  return launch_ex(l.pdl, matvec_v4_kernel<Q, NT, S>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), kSmem,
+                   stream, set, N, K, n_warps, act, T, l.accumulate);
+}
+
+template <class A>
+struct V4Type {
+  static constexpr bool kOk = false;
+};
+template <>
+struct V4Type<QuantAdapter<DType::Q4_0>> {
+  static constexpr bool kOk = true;
+  static constexpr DType kType = DType::Q4_0;
+};
+template <>
+struct V4Type<QuantAdapter<DType::Q4_K>> {
+  static constexpr bool kOk = true;
+  static constexpr DType kType = DType::Q4_K;
+};
+
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
 template <class A>
 bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
-  if (l.kernel != 3 || T > 2) return false;
+  if ((l.kernel != 3 && l.kernel != 4) || T > 2) return false;
   const int64_t N = set.row_end[set.n - 1];
   return N >= static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps;
 }
@@ -591,6 +758,15 @@ template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
                              const MatvecLaunch& l, int64_t row_bytes, cudaStream_t stream) {
   if (v3_fits<A>(set, T, l)) {
+    if constexpr (V4Type<A>::kOk) {
+      if (l.kernel == 4 && K % 256 == 0) {
+        constexpr DType Q = V4Type<A>::kType;
+        if (T == 2) return launch_v4<Q, 2, 3>(set, K, act, T, l, stream);
+        if (l.stages == 2) return launch_v4<Q, 1, 2>(set, K, act, T, l, stream);
+        if (l.stages == 4) return launch_v4<Q, 1, 4>(set, K, act, T, l, stream);
+        return launch_v4<Q, 1, 3>(set, K, act, T, l, stream);
+      }
+    }
     if (T == 1 && l.unroll == 8) return launch_v3<A, 1, 8>(set, K, act, T, l, row_bytes, stream);
     return T == 1 ? launch_v3<A, 1, 4>(set, K, act, T, l, row_bytes, stream)
                   : launch_v3<A, 2, 4>(set, K, act, T, l, row_bytes, stream);
