@@ -10,6 +10,7 @@
 // Both can split the cell range over blocks (flash-decoding) so a single decode token still fills the
 // GPU; partial (m, l, O) go to scratch and a combine kernel merges them.
 #include <climits>
+#include <cstdlib>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
@@ -589,8 +590,18 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
 
 // ---- launch helpers ----------------------------------------------------------------------------------
 
+// Blocks per SM the split count aims for (FERRY_CUDA_ATTN_SPLIT_SM overrides, for A/B runs).
+int split_blocks_per_sm() {
+  static const int v = [] {
+    const char* e = std::getenv("FERRY_CUDA_ATTN_SPLIT_SM");
+    const int n = e != nullptr ? std::atoi(e) : 0;
+    return n >= 1 && n <= 16 ? n : 2;
+  }();
+  return v;
+}
+
 int pick_splits(int64_t base_blocks, int n_cells, int cells_per_step, int sm_count) {
-  const int64_t want = 2LL * (sm_count > 0 ? sm_count : 100);
+  const int64_t want = static_cast<int64_t>(split_blocks_per_sm()) * (sm_count > 0 ? sm_count : 100);
   if (base_blocks >= want) return 1;
   int64_t s = (want + base_blocks - 1) / base_blocks;
   // At least one step of cells per split: a decode step over a short cache is latency-bound, and more

@@ -117,19 +117,11 @@ void CudaContext::set_stream(CUstream_st* stream) {
 CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(options) {
   opt_.matvec_max_tokens = std::clamp(opt_.matvec_max_tokens, 0, 8);
   if (opt_.matvec_rows_per_warp != 2 && opt_.matvec_rows_per_warp != 4) opt_.matvec_rows_per_warp = 1;
-  if (const char* e = std::getenv("FERRY_CUDA_MATVEC"); e && e[0] >= '2' && e[0] <= '4' && e[1] == 0)
+  if (const char* e = std::getenv("FERRY_CUDA_MATVEC"); e && (e[0] == '2' || e[0] == '3') && e[1] == 0)
     opt_.matvec_kernel = e[0] - '0';
-  if (const char* e = std::getenv("FERRY_CUDA_V4S"); e && e[0] >= '2' && e[0] <= '4' && e[1] == 0)
-    opt_.matvec_stages = e[0] - '0';
   if (const char* e = std::getenv("FERRY_CUDA_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.fuse = e[0] == '1';
-  if (opt_.matvec_kernel != 2 && opt_.matvec_kernel != 4) opt_.matvec_kernel = 3;
-  if (const char* e = std::getenv("FERRY_CUDA_MVU"); e && (e[0] == '4' || e[0] == '8') && e[1] == 0)
-    opt_.matvec_unroll = e[0] - '0';
-  if (const char* e = std::getenv("FERRY_CUDA_L2AHEAD"); e && *e) opt_.matvec_l2_ahead = std::atoi(e);
-  if (const char* e = std::getenv("FERRY_CUDA_L2NEXT"); e && *e) opt_.matvec_l2_next_bytes = std::atoll(e) << 20;
-  if (opt_.matvec_unroll != 8) opt_.matvec_unroll = 4;
-  opt_.matvec_l2_ahead = std::clamp(opt_.matvec_l2_ahead, 0, 8);
+  if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
 }
 
@@ -262,47 +254,6 @@ void CudaOps::q8_of(const TensorView& x, int64_t t0, int nt, bool stashed, int8_
   check(cu::quantize_q8(x.ptr<const float>() + t0 * x_stride, x_stride, K, nt, *xq, d, ctx_.stream()), "quantize_q8");
 }
 
-CudaOps::WeightRanges CudaOps::follow(const WeightRanges& cur) {
-  if (opt_.matvec_l2_next_bytes <= 0 || cur.n == 0) return {};
-  if (prev_key_ != nullptr) next_[prev_key_] = cur;
-  prev_key_ = cur.p[0];
-  const auto it = next_.find(cur.p[0]);
-  if (it == next_.end()) return {};
-  WeightRanges r = it->second;
-  int64_t left = opt_.matvec_l2_next_bytes;
-  for (int m = 0; m < r.n; ++m) {
-    r.bytes[m] = std::min(r.bytes[m], left) & ~int64_t{15};
-    left -= r.bytes[m];
-  }
-  return r;
-}
-
-namespace {
-
-cu::L2Ranges l2_ranges(const CudaOps::WeightRanges& r) {
-  cu::L2Ranges out;
-  for (int m = 0; m < r.n && m < cu::kMatvecMaxMats; ++m) {
-    if (r.bytes[m] <= 0) continue;
-    out.p[out.n] = r.p[m];
-    out.bytes[out.n] = r.bytes[m];
-    out.total += r.bytes[m];
-    ++out.n;
-  }
-  return out;
-}
-
-CudaOps::WeightRanges ranges_of(const cu::MatvecSet& set) {
-  CudaOps::WeightRanges r;
-  for (int m = 0; m < set.n; ++m) {
-    r.p[m] = set.w[m];
-    r.bytes[m] = (set.row_end[m] - (m > 0 ? set.row_end[m - 1] : 0)) * set.w_stride[m];
-  }
-  r.n = set.n;
-  return r;
-}
-
-}  // namespace
-
 void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView out, bool accumulate) {
   check_matmul_shapes(w, x, out);
   const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
@@ -319,10 +270,6 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
   launch.accumulate = accumulate;
   launch.kernel = opt_.matvec_kernel;
-  launch.unroll = opt_.matvec_unroll;
-  launch.stages = opt_.matvec_stages;
-  launch.l2_ahead = opt_.matvec_l2_ahead;
-  if (v2 && T <= 2) launch.next = l2_ranges(follow(ranges_of(one_matrix(w, out.ptr<float>(), out_stride))));
   const bool stashed = T <= 8 && stash_hit(x);
   for (int64_t t0 = 0; t0 < T; t0 += 8) {
     const int nt = static_cast<int>(std::min<int64_t>(8, T - t0));
@@ -393,10 +340,6 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     cu::MatvecLaunch launch;
     launch.sm_count = ctx_.sm_count();
     launch.kernel = opt_.matvec_kernel;
-    launch.unroll = opt_.matvec_unroll;
-    launch.stages = opt_.matvec_stages;
-    launch.l2_ahead = opt_.matvec_l2_ahead;
-    if (T <= 2) launch.next = l2_ranges(follow(ranges_of(set)));
     // PDL for every launch: each kernel of the chain lets the next one start loading its weights.
     launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
     if (traits(ws[i]->dtype).quantized) {

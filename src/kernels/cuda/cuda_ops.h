@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 #include "base/status.h"
 #include "kernels/ops.h"
@@ -86,24 +85,12 @@ struct CudaOpsOptions {
   // Rows of W dequantized per cuBLAS call (0 = as many as fit in the scratch, at most 16384).
   int32_t gemm_chunk_rows = 0;
   // Decode matvec for 1-2 tokens where the rows fill the GPU: 3 = persistent, software-pipelined v3
-  // kernel (matvec.cu), 2 = v2, 4 = v4 (weights staged through shared memory by cp.async; Q4_0 / Q4_K,
-  // others as 3). Environment FERRY_CUDA_MATVEC=2|3|4 overrides (A/B benchmarks).
+  // kernel (matvec.cu), 2 = v2. Environment FERRY_CUDA_MATVEC=2|3 overrides (A/B benchmarks).
   int32_t matvec_kernel = 3;
   // Fused decode epilogues (environment FERRY_CUDA_FUSE=0|1 overrides): rms_norm and glu also write
   // the Q8 activations the next matvec of that tensor reads (its quantize_q8 is skipped); matmul_acc adds
   // in the matvec's epilogue; rope_qk_store is one kernel. Same arithmetic as the unfused ops, bit for bit.
   bool fuse = true;
-  // L2 hints of the v3 decode matvec on sm_90 (the arithmetic is unchanged):
-  //   matvec_unroll: 16-byte weight chunks per lane and tile, 4 or 8 (environment FERRY_CUDA_MVU);
-  //   matvec_l2_ahead: rows ahead each warp asks L2 for with a bulk prefetch (0 = off; FERRY_CUDA_L2AHEAD);
-  //   matvec_l2_next_bytes: how much of the next matmul's weights (learned from the previous step's order)
-  //     the kernel's warps prefetch into L2 as they finish, so it streams in while the small kernels
-  //     between the two run (0 = off; FERRY_CUDA_L2NEXT in MiB).
-  int32_t matvec_unroll = 4;
-  // v4 (matvec_kernel 4): shared-memory stages per warp, 2-4 (environment FERRY_CUDA_V4S).
-  int32_t matvec_stages = 3;
-  int32_t matvec_l2_ahead = 0;
-  int64_t matvec_l2_next_bytes = 0;
 };
 
 // Largest shapes a CudaOps will see, for sizing its scratch.
@@ -117,12 +104,6 @@ struct CudaScratchShape {
 
 class CudaOps final : public Ops {
  public:
-  // The weights of one matvec launch (up to 4 matrices): device ranges of bytes.
-  struct WeightRanges {
-    const void* p[4] = {};
-    int64_t bytes[4] = {};
-    int n = 0;
-  };
   explicit CudaOps(CudaContext& ctx, CudaOpsOptions options = {});
   // Scratch bytes CudaOps wants for shapes up to `s` (a smaller scratch works: GEMMs are chunked, but
   // it must hold at least one chunk of 128 weight rows and the activations).
@@ -187,14 +168,6 @@ class CudaOps final : public Ops {
   void q8_of(const TensorView& x, int64_t t0, int nt, bool stashed, int8_t** xq, void** xds);
   void note_write(const TensorView& t);         // forgets the stash when t overlaps its source
   void forget_stash() { stash_ = {}; }
-
-  // Which matvec launch followed which last time: the decode step repeats its order, so the successor
-  // of a launch's first matrix is the next one to prefetch.
-  // Records `cur` as the successor of the previous launch; returns the remembered successor of cur
-  // (n == 0 when unknown or when the L2 hints are off).
-  WeightRanges follow(const WeightRanges& cur);
-  std::unordered_map<const void*, WeightRanges> next_;
-  const void* prev_key_ = nullptr;
 
   CudaContext& ctx_;
   CudaOpsOptions opt_;

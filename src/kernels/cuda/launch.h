@@ -54,24 +54,11 @@ struct MatvecSet {
   int64_t row_end[kMatvecMaxMats] = {};     // cumulative row counts
   int n = 0;
 };
-// Byte ranges of device memory (16-byte aligned, sizes multiples of 16) for L2 prefetch hints.
-struct L2Ranges {
-  const void* p[kMatvecMaxMats] = {};
-  int64_t bytes[kMatvecMaxMats] = {};
-  int64_t total = 0;  // sum of bytes
-  int n = 0;
-};
 struct MatvecLaunch {
   int sm_count = 132;  // sizes the grid (warps per row when N is small)
   bool pdl = false;    // programmatic dependent launch after quantize_q8 (sm_90+): weight loads start early
   bool accumulate = false;  // out += W x instead of out = W x (bitwise the same as a separate add)
-  int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N);
-                       // 4: v4 (weights through shared memory by cp.async) for Q4_0 / Q4_K, else as 3
-  int stages = 3;      // v4: shared-memory stages per warp (2, 3, 4): stages - 1 tiles in flight
-  // v3 only (sm_90+; hints, results unchanged):
-  int unroll = 4;      // 16-byte weight chunks per lane and tile (4 or 8: loads in flight per lane)
-  int l2_ahead = 0;    // each warp asks L2 for its next l2_ahead rows whole (bulk prefetch) as it starts a row
-  L2Ranges next;       // weights of the next matmul: the warps prefetch a share each as they finish
+  int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N)
 };
 // Whether the v2 kernels read weights of this type / layout / shape / alignment: Q4_0, Q8_0, Q6_K in the
 // split layout (split_layout_supported), Q4_K, Q5_K in ggml's layout (K % 256 == 0), F32 / F16 / BF16

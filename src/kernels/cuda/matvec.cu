@@ -14,7 +14,6 @@
 #include "kernels/cuda/quant_chunks.h"
 #include "tensor/repack.h"
 
-#include <algorithm>
 #include <type_traits>
 
 namespace ferry::kernels::cuda {
@@ -435,59 +434,23 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
                    stream, set, N, K, S, act, T, l.accumulate);
 }
 
-// ---- L2 prefetch hints (sm_90 bulk prefetch; no-ops elsewhere) ------------------------------------------
-// cp.async.bulk.prefetch asks L2 for a whole range with one instruction (16-byte aligned, size a multiple
-// of 16): DRAM requests in flight are no longer limited by the registers the loads land in.
-__device__ __forceinline__ void l2_prefetch(const void* p, int64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const size_t g = __cvta_generic_to_global(p);
-  for (int64_t off = 0; off < bytes; off += (1 << 20)) {
-    const int64_t len = bytes - off < (1 << 20) ? bytes - off : (1 << 20);
-    const uint32_t n = static_cast<uint32_t>(len) & ~15u;
-    if (n > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g + off), "r"(n) : "memory");
-  }
-#endif
-}
-
-// Share `part` of `parts` of the ranges (split by bytes, 16-byte granules).
-__device__ __forceinline__ void l2_prefetch_share(const L2Ranges& r, int64_t part, int64_t parts) {
-  const int64_t granules = r.total / 16;
-  const int64_t lo = granules * part / parts * 16, hi = granules * (part + 1) / parts * 16;
-  int64_t start = 0;
-#pragma unroll
-  for (int m = 0; m < kMatvecMaxMats; ++m) {
-    if (m < r.n) {
-      const int64_t a = max(lo, start), b = min(hi, start + r.bytes[m]);
-      if (a < b) l2_prefetch(static_cast<const uint8_t*>(r.p[m]) + (a - start), b - a);
-      start += r.bytes[m];
-    }
-  }
-}
-
 // ---- v3: persistent warps, weights of the next tile loaded while the current one is computed -----------
 // A warp owns rows warp, warp + W, warp + 2W, ... (W warps in the grid, chosen so every warp gets the
 // same number of rows, +-1) and walks them as tiles of 32 * U chunks (one "round" of a row). It issues the
 // loads of tile j + 1 before it computes tile j, so each lane always has U 16-byte weight loads in flight;
 // a v2 warp loads, waits, computes and exits (one round per warp for a 4096-wide Q4_0 row), and the
 // memory system idles between its exit and the next block's first loads. T <= 2, one warp per row.
-//
-// L2 hints (sm_90): with l2_ahead > 0 a warp asks L2 for its rows l2_ahead ahead (lanes 1..l2_ahead at
-// the start, lane 0 at each new row); with next.n > 0 a warp that is done prefetches its share of the next
-// matmul's weights, so they stream in while the small kernels between the two matmuls run.
 template <class A, int NT, int U>
 __global__ void __launch_bounds__(kV2Threads, 2)
     matvec_v3_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename A::Act act, int T,
-                     bool accumulate, int64_t row_bytes, int l2_ahead, L2Ranges next) {
+                     bool accumulate) {
   const int lane = threadIdx.x % kWarp;
   int64_t n = static_cast<int64_t>(blockIdx.x) * kV2Warps + threadIdx.x / kWarp;
   if (n >= N || n >= n_warps) return;
-  const int64_t warp_id = n;
   const int n_chunks = static_cast<int>(K / A::kElems);
   constexpr int kTile = kWarp * U;
   const int rounds = (n_chunks + kTile - 1) / kTile;
   RowRef ref = row_ref(set, n);
-  if (l2_ahead > 0 && lane >= 1 && lane <= l2_ahead && n + lane * n_warps < N)
-    l2_prefetch(row_ref(set, n + lane * n_warps).w, row_bytes);
   int round = 0;
   typename A::W w[U], wn[U];
 #pragma unroll
@@ -507,8 +470,6 @@ __global__ void __launch_bounds__(kV2Threads, 2)
     }
     const bool more = n2 < N;  // warp-uniform
     const RowRef ref2 = (more && n2 != n) ? row_ref(set, n2) : ref;
-    if (l2_ahead > 0 && n2 != n && lane == 0 && n2 + l2_ahead * n_warps < N)
-      l2_prefetch(row_ref(set, n2 + l2_ahead * n_warps).w, row_bytes);
     if (more) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -545,7 +506,6 @@ __global__ void __launch_bounds__(kV2Threads, 2)
     round = round2;
     ref = ref2;
   }
-  if (next.n > 0 && lane == 0) l2_prefetch_share(next, warp_id, n_warps);
 }
 
 // Resident blocks per SM of a v3 instantiation (its register use decides), asked once.
@@ -565,188 +525,20 @@ int v3_blocks_per_sm() {
 
 template <class A, int NT, int U>
 cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& act, int T, const MatvecLaunch& l,
-                      int64_t row_bytes, cudaStream_t stream) {
+                      cudaStream_t stream) {
   const int64_t N = set.row_end[set.n - 1];
   const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps *
                             v3_blocks_per_sm<A, NT, U>();
   const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
   const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
   return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), 0, stream,
-                   set, N, K, n_warps, act, T, l.accumulate, row_bytes & ~int64_t{15}, std::min(l.l2_ahead, 31),
-                   l.next);
+                   set, N, K, n_warps, act, T, l.accumulate);
 }
-
-// ---- v4: weights staged through shared memory by cp.async, S tiles in flight per warp -------------------
-// v3 holds the next tile's weights in registers, so a lane has at most U 16-byte loads in flight and an SM
-// about 32 KB: measured, Q4_0 / Q4_K layers read at 64 / 44 % of copy while F16 (4 rounds a row) reaches
-// 91 %. v4 copies each tile's bytes into a per-warp ring of S shared-memory stages with cp.async (no
-// registers held), S - 1 tiles ahead, and decodes from shared memory. Same warps, rows, tiles and chunk
-// order per lane as v3 (kV4Chunks = 32 lanes x 4), so results are bit for bit v3's. Q4_0 (split layout)
-// and Q4_K (ggml layout); a tile image is 2304 bytes for both.
-constexpr int kV4Chunks = 128;
-constexpr int kV4U = kV4Chunks / kWarp;
-
-template <DType Q>
-struct TileStage;
-
-// Q4_0 split rows [qs K/2][d K/32 x 2]: image [qs of the 128 chunks][their 128 d].
-template <>
-struct TileStage<DType::Q4_0> {
-  static constexpr int kBytes = 16 * kV4Chunks + 2 * kV4Chunks;
-  __device__ __forceinline__ static void issue(const uint8_t* row, int64_t K, int c0, int n_chunks, uint8_t* img,
-                                               int lane) {
-#pragma unroll
-    for (int p = lane; p < kV4Chunks; p += kWarp) {
-      const bool ok = c0 + p < n_chunks;
-      cp_async16(img + 16 * p, row + 16 * static_cast<int64_t>(ok ? c0 + p : 0), ok);
-    }
-    if (lane < 2 * kV4Chunks / 16) {  // 16 pieces of 8 scales
-      const int first = c0 + 8 * lane;
-      const int valid = max(0, min(8, n_chunks - first));
-      cp_async16(img + 16 * kV4Chunks + 16 * lane, row + K / 2 + 2 * static_cast<int64_t>(valid > 0 ? first : 0),
-                 2 * valid);
-    }
-  }
-  __device__ __forceinline__ static void load(const uint8_t* img, int cl, ChunkDec<DType::Q4_0>::W& w) {
-    const uint4 v = *reinterpret_cast<const uint4*>(img + 16 * cl);
-    w.q = Q16{{v.x, v.y, v.z, v.w}};
-    w.d = *reinterpret_cast<const uint16_t*>(img + 16 * kV4Chunks + 2 * cl);
-  }
-};
-
-// Q4_K ggml rows of 144-byte blocks (8 chunks each): image = the tile's 16 blocks as they are.
-template <>
-struct TileStage<DType::Q4_K> {
-  static constexpr int kBytes = 144 * (kV4Chunks / 8);
-  __device__ __forceinline__ static void issue(const uint8_t* row, int64_t, int c0, int n_chunks, uint8_t* img,
-                                               int lane) {
-    const int b0 = c0 / 8, n_blocks = n_chunks / 8;
-#pragma unroll
-    for (int p = lane; p < kBytes / 16; p += kWarp) {  // 144 pieces, 9 a block
-      const bool ok = b0 + p / 9 < n_blocks;
-      cp_async16(img + 16 * p, row + (ok ? 144 * static_cast<int64_t>(b0) + 16 * p : 0), ok);
-    }
-  }
-  __device__ __forceinline__ static void load(const uint8_t* img, int cl, ChunkDec<DType::Q4_K>::W& w) {
-    const uint8_t* blk = img + 144 * (cl >> 3);
-    const uint4 q = *reinterpret_cast<const uint4*>(blk + 16 + 16 * (cl & 7));
-    const uint4 h = *reinterpret_cast<const uint4*>(blk);
-    w.q = Q16{{q.x, q.y, q.z, q.w}};
-    w.hd = Q16{{h.x, h.y, h.z, h.w}};
-  }
-};
-
-template <DType Q, int NT, int S>
-__global__ void __launch_bounds__(kV2Threads, 3)
-    matvec_v4_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename QuantAdapter<Q>::Act act, int T,
-                     bool accumulate) {
-  using A = QuantAdapter<Q>;
-  using St = TileStage<Q>;
-  extern __shared__ __align__(16) uint8_t v4_smem[];
-  const int lane = threadIdx.x % kWarp, wib = threadIdx.x / kWarp;
-  uint8_t* ring = v4_smem + wib * S * St::kBytes;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kV2Warps + wib;
-  if (n >= N || n >= n_warps) return;  // whole warps only: no block-level synchronization below
-  const int n_chunks = static_cast<int>(K / A::kElems);
-  const int rounds = (n_chunks + kV4Chunks - 1) / kV4Chunks;
-  const int64_t tiles = (N - n + n_warps - 1) / n_warps * rounds;  // this warp's rows x rounds
-  auto issue = [&](int64_t j) {  // tile j of this warp -> stage j % S
-    St::issue(row_ref(set, n + j / rounds * n_warps).w, K, static_cast<int>(j % rounds) * kV4Chunks, n_chunks,
-              ring + (j % S) * St::kBytes, lane);
-  };
-#pragma unroll
-  for (int j = 0; j < S - 1; ++j) {
-    if (j < tiles) issue(j);
-    cp_async_commit();
-  }
-  grid_dependency_wait();
-  allow_dependents();
-  float acc[NT];
-#pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.f;
-  for (int64_t j = 0; j < tiles; ++j) {
-    if (j + S - 1 < tiles) issue(j + S - 1);
-    cp_async_commit();
-    cp_async_wait<S - 1>();  // this lane's copies of tile j have landed
-    __syncwarp();            // ... and every lane's
-    const uint8_t* img = ring + (j % S) * St::kBytes;
-    const int round = static_cast<int>(j % rounds);
-    const int c0 = round * kV4Chunks;
-    typename A::W w[kV4U];
-#pragma unroll
-    for (int u = 0; u < kV4U; ++u) St::load(img, lane + u * kWarp, w[u]);
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      if (t < T) {
-#pragma unroll
-        for (int u = 0; u < kV4U; ++u) {
-          const int c = min(c0 + lane + u * kWarp, n_chunks - 1);
-          typename A::X x;
-          A::load_x(c, act, t, x);
-          const float d = A::dot(w[u], c, x);
-          acc[t] += c0 + lane + u * kWarp < n_chunks ? d : 0.f;
-        }
-      }
-    }
-    if (round == rounds - 1) {
-      const RowRef ref = row_ref(set, n + j / rounds * n_warps);
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if (t < T) {
-          const float v = warp_sum(acc[t]);
-          if (lane == 0) store_out(ref.out + t * ref.out_stride, v, accumulate);
-        }
-        acc[t] = 0.f;
-      }
-    }
-    __syncwarp();  // every lane is done with stage j % S before iteration j + 1 refills it
-  }
-  cp_async_wait<0>();
-}
-
-template <DType Q, int NT, int S>
-cudaError_t launch_v4(const MatvecSet& set, int64_t K, const typename QuantAdapter<Q>::Act& act, int T,
-                      const MatvecLaunch& l, cudaStream_t stream) {
-  constexpr int kSmem = kV2Warps * S * TileStage<Q>::kBytes;
-  static const int blocks = [] {
-    int b = 0;
-    if (cudaFuncSetAttribute(matvec_v4_kernel<Q, NT, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) !=
-            cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v4_kernel<Q, NT, S>, kV2Threads, kSmem) !=
-            cudaSuccess) {
-      (void)cudaGetLastError();
-      b = 0;
-    }
-    return b;
-  }();
-  if (blocks < 1) return cudaErrorInvalidConfiguration;
-  const int64_t N = set.row_end[set.n - 1];
-  const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps * blocks;
-  const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
-  const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
-  return launch_ex(l.pdl, matvec_v4_kernel<Q, NT, S>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), kSmem,
-                   stream, set, N, K, n_warps, act, T, l.accumulate);
-}
-
-template <class A>
-struct V4Type {
-  static constexpr bool kOk = false;
-};
-template <>
-struct V4Type<QuantAdapter<DType::Q4_0>> {
-  static constexpr bool kOk = true;
-  static constexpr DType kType = DType::Q4_0;
-};
-template <>
-struct V4Type<QuantAdapter<DType::Q4_K>> {
-  static constexpr bool kOk = true;
-  static constexpr DType kType = DType::Q4_K;
-};
 
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
 template <class A>
 bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
-  if ((l.kernel != 3 && l.kernel != 4) || T > 2) return false;
+  if (l.kernel != 3 || T > 2) return false;
   const int64_t N = set.row_end[set.n - 1];
   return N >= static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps;
 }
@@ -756,20 +548,9 @@ bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
 // half the unroll so the loads in flight per lane stay U.
 template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
-                             const MatvecLaunch& l, int64_t row_bytes, cudaStream_t stream) {
+                             const MatvecLaunch& l, cudaStream_t stream) {
   if (v3_fits<A>(set, T, l)) {
-    if constexpr (V4Type<A>::kOk) {
-      if (l.kernel == 4 && K % 256 == 0) {
-        constexpr DType Q = V4Type<A>::kType;
-        if (T == 2) return launch_v4<Q, 2, 3>(set, K, act, T, l, stream);
-        if (l.stages == 2) return launch_v4<Q, 1, 2>(set, K, act, T, l, stream);
-        if (l.stages == 4) return launch_v4<Q, 1, 4>(set, K, act, T, l, stream);
-        return launch_v4<Q, 1, 3>(set, K, act, T, l, stream);
-      }
-    }
-    if (T == 1 && l.unroll == 8) return launch_v3<A, 1, 8>(set, K, act, T, l, row_bytes, stream);
-    return T == 1 ? launch_v3<A, 1, 4>(set, K, act, T, l, row_bytes, stream)
-                  : launch_v3<A, 2, 4>(set, K, act, T, l, row_bytes, stream);
+    return T == 1 ? launch_v3<A, 1, 4>(set, K, act, T, l, stream) : launch_v3<A, 2, 4>(set, K, act, T, l, stream);
   }
   if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);
   if (T == 2) return launch_v2<A, 2, 1, 4>(set, K, act, T, l, stream);
@@ -856,18 +637,17 @@ bool matvec_v2_supported(DType type, Layout layout, const void* w, int64_t w_str
 cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int T,
                             const MatvecLaunch& launch, cudaStream_t stream) {
   if (!set_ok(set, T) || K % 64 != 0) return cudaErrorInvalidValue;
-  const auto rb = static_cast<int64_t>(row_bytes(type, K));
   switch (type) {
-    case DType::Q4_0: return launch_v2_tokens<QuantAdapter<DType::Q4_0>>(set, K, {xq, xds, K}, T, launch, rb, stream);
-    case DType::Q4_1: return launch_v2_tokens<QuantAdapter<DType::Q4_1>>(set, K, {xq, xds, K}, T, launch, rb, stream);
-    case DType::Q5_0: return launch_v2_tokens<QuantAdapter<DType::Q5_0>>(set, K, {xq, xds, K}, T, launch, rb, stream);
-    case DType::Q5_1: return launch_v2_tokens<QuantAdapter<DType::Q5_1>>(set, K, {xq, xds, K}, T, launch, rb, stream);
-    case DType::Q8_0: return launch_v2_tokens<QuantAdapter<DType::Q8_0>>(set, K, {xq, xds, K}, T, launch, rb, stream);
-    case DType::Q2_K: return launch_v2_tokens<QuantAdapter<DType::Q2_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
-    case DType::Q3_K: return launch_v2_tokens<QuantAdapter<DType::Q3_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
-    case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
-    case DType::Q4_K: return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
-    case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, rb, stream);
+    case DType::Q4_0: return launch_v2_tokens<QuantAdapter<DType::Q4_0>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q4_1: return launch_v2_tokens<QuantAdapter<DType::Q4_1>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q5_0: return launch_v2_tokens<QuantAdapter<DType::Q5_0>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q5_1: return launch_v2_tokens<QuantAdapter<DType::Q5_1>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q8_0: return launch_v2_tokens<QuantAdapter<DType::Q8_0>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q2_K: return launch_v2_tokens<QuantAdapter<DType::Q2_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q3_K: return launch_v2_tokens<QuantAdapter<DType::Q3_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q4_K: return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -875,17 +655,16 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
                             const MatvecLaunch& launch, cudaStream_t stream) {
   if (!set_ok(set, T) || !aligned16(x) || (x_stride * 4) % 16 != 0) return cudaErrorInvalidValue;
-  const auto rb = static_cast<int64_t>(row_bytes(type, K));
   switch (type) {
     case DType::F32:
       if (K % 4 != 0) return cudaErrorInvalidValue;
-      return launch_v2_tokens<FloatAdapter<float>>(set, K, {x, x_stride}, T, launch, rb, stream);
+      return launch_v2_tokens<FloatAdapter<float>>(set, K, {x, x_stride}, T, launch, stream);
     case DType::F16:
       if (K % 8 != 0) return cudaErrorInvalidValue;
-      return launch_v2_tokens<FloatAdapter<__half>>(set, K, {x, x_stride}, T, launch, rb, stream);
+      return launch_v2_tokens<FloatAdapter<__half>>(set, K, {x, x_stride}, T, launch, stream);
     case DType::BF16:
       if (K % 8 != 0) return cudaErrorInvalidValue;
-      return launch_v2_tokens<FloatAdapter<uint16_t>>(set, K, {x, x_stride}, T, launch, rb, stream);
+      return launch_v2_tokens<FloatAdapter<uint16_t>>(set, K, {x, x_stride}, T, launch, stream);
     default:
       return cudaErrorInvalidValue;
   }

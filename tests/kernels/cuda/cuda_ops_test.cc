@@ -388,51 +388,6 @@ TEST(CudaOps, MatvecV3MatchesV2) {
   }
 }
 
-// v4 (weights through shared memory) walks the same rows, tiles and per-lane chunk order as v3: the
-// same bits, for every stage count, partial tiles (K = 2304: 72 chunks of a 128-chunk tile; 14336: 3.5
-// tiles) and a two-matrix set.
-TEST(CudaOps, MatvecV4MatchesV3Bitwise) {
-  REQUIRE_GPU();
-  std::mt19937 rng(23);
-  const V2Case cases[] = {{DType::Q4_0, true}, {DType::Q4_K, false}};
-  kernels::CudaOpsOptions o3;
-  o3.matvec_kernel = 3;
-  kernels::CudaOps v3(*E->ctx, o3);
-  for (const V2Case& c : cases) {
-    for (int64_t K : {2304, 4096, 14336}) {
-      const int64_t N = K == 14336 ? 1500 : 5003;
-      HostTensor w = random_weights(rng, c.type, K, N), w2 = random_weights(rng, c.type, K, 1100);
-      DevTensor dw(*E, c.split ? to_split(w) : w), dw2(*E, c.split ? to_split(w2) : w2);
-      for (int64_t T : {1, 2}) {
-        HostTensor x = random_f32(rng, K, T);
-        DevTensor dx(*E, x), r3(*E, DType::F32, N, T), r3b(*E, DType::F32, 1100, T);
-        const TensorView* ws[2] = {&dw.view, &dw2.view};
-        TensorView o3v[2] = {r3.view, r3b.view};
-        v3.matmul_many(2, ws, dx.view, o3v);
-        SYNC();
-        const HostTensor a3 = r3.download(), b3 = r3b.download();
-        for (int stages : {2, 3, 4}) {
-          kernels::CudaOpsOptions o4;
-          o4.matvec_kernel = 4;
-          o4.matvec_stages = stages;
-          kernels::CudaOps v4(*E->ctx, o4);
-          DevTensor r4(*E, DType::F32, N, T), r4b(*E, DType::F32, 1100, T);
-          r4.poison();
-          r4b.poison();
-          TensorView o4v[2] = {r4.view, r4b.view};
-          v4.matmul_many(2, ws, dx.view, o4v);
-          SYNC();
-          const HostTensor a4 = r4.download(), b4 = r4b.download();
-          const std::string what = v2_name(c) + " K=" + std::to_string(K) + " T=" + std::to_string(T) +
-                                   " stages=" + std::to_string(stages);
-          ASSERT_EQ(std::memcmp(a4.data<float>(), a3.data<float>(), a3.n() * 4), 0) << what;
-          ASSERT_EQ(std::memcmp(b4.data<float>(), b3.data<float>(), b3.n() * 4), 0) << what << " (second matrix)";
-        }
-      }
-    }
-  }
-}
-
 // rms_norm -> matmul_many with the Q8 stash, glu -> matmul_acc (stash + epilogue add), rope_qk_store:
 // the fused ops against the unfused ones (fuse = false, v2 kernels): the same values.
 TEST(CudaOps, DecodeFusionsMatchUnfused) {
