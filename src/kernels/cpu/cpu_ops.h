@@ -22,8 +22,8 @@ const char* cpu_isa_name(CpuIsa isa);                       // "scalar", "avx2",
 std::optional<CpuIsa> cpu_isa_from_name(std::string_view s);
 bool cpu_isa_supported(CpuIsa isa);
 CpuIsa best_cpu_isa();
-// best_cpu_isa(), lowered to the FERRY_CPU_ISA environment variable (scalar|avx2|avx512|amx) when that
-// names a supported level (a higher, unsupported one is ignored).
+// best_cpu_isa() short of AMX (opt-in: measured slower than AVX-512 on the GPU host), or the level the
+// FERRY_CPU_ISA environment variable names (scalar|avx2|avx512|amx) when this CPU supports it.
 CpuIsa default_cpu_isa();
 
 // n_threads <= 0: the physical cores (ThreadPool's default).

@@ -54,11 +54,15 @@ CpuIsa best_cpu_isa() {
   return CpuIsa::kScalar;
 }
 
+// The AMX level is opt-in (FERRY_CPU_ISA=amx): on the GPU host (Sapphire Rapids, 16 threads) its prefill
+// matmuls measured 0.58-0.91x the AVX-512 panel kernels (bench/RESULTS.md, session 5) - the per-group float
+// epilogue, not the tile multiply, bounds both, and AMX adds a tile store and reload per group.
 CpuIsa default_cpu_isa() {
   CpuIsa isa = best_cpu_isa();
+  if (isa == CpuIsa::kAmx) isa = CpuIsa::kAvx512;
   if (const char* env = std::getenv("FERRY_CPU_ISA"); env != nullptr && *env != '\0') {
     const std::optional<CpuIsa> want = cpu_isa_from_name(env);
-    if (want && cpu_isa_supported(*want) && *want < isa) isa = *want;
+    if (want && cpu_isa_supported(*want) && *want <= best_cpu_isa()) isa = *want;
   }
   return isa;
 }
