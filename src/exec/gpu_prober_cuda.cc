@@ -23,6 +23,7 @@
 #include "exec/device_cuda.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "tensor/quant.h"
+#include "tensor/repack.h"
 #include "tensor/tensor_view.h"
 
 namespace ferry::exec {
@@ -159,9 +160,14 @@ class CudaGpuProber final : public plan::GpuProber {
     kernels::Ops& ops = bundle_->ops();
     const TensorView x = TensorView::make(DType::F32, x_.ptr, cols, tokens, 1, 1, Where::kDevice);
     const TensorView y = TensorView::make(DType::F32, out_.ptr, rows, tokens, 1, 1, Where::kDevice);
+    // The layout the executor gives these weights on a CUDA device (split rows where the decode
+    // kernels read them: Q4_0 / Q8_0 / Q6_K ...), so the probe times the kernels a model step runs.
+    const Layout layout = split_layout_supported(t, cols) ? Layout::kSplit : Layout::kGgml;
     auto weight = [&](int i) {
       char* p = static_cast<char*>(pool_.ptr) + static_cast<uint64_t>(i % pool_slots_) * pool_stride_;
-      return TensorView::make(t, p, cols, rows, 1, 1, Where::kDevice);
+      TensorView w = TensorView::make(t, p, cols, rows, 1, 1, Where::kDevice);
+      w.layout = layout;
+      return w;
     };
     // Warm-up: lazy module loading, cuBLAS heuristics, the first touch of the scratch.
     ops.matmul(weight(0), x, y);
@@ -307,6 +313,10 @@ class CudaGpuProber final : public plan::GpuProber {
     for (int64_t r = 0; r < seed_rows; ++r) {
       for (float& v : src) v = dist(rng);
       quantize_row(t, src.data(), host + static_cast<size_t>(r) * rb, cols);
+    }
+    if (split_layout_supported(t, cols)) {  // as the executor uploads them (time_matmul)
+      std::vector<uint8_t> ggml(host, host + static_cast<size_t>(seed_rows) * rb);
+      repack_to_split(t, cols, seed_rows, ggml.data(), host);
     }
     const size_t seed_bytes = static_cast<size_t>(seed_rows) * rb;
     for (size_t off = seed_bytes; off < matrix; off += seed_bytes)
