@@ -167,18 +167,36 @@ __global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
   const float L = warp_sum(w0 * l0 + w1 * l1);
   const float inv = L > 0.f ? 1.f / L : 0.f;
   float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
-  // Lane handles d = lane + 32 j (j < 8: head_dim <= 256); per split all its loads are independent, so
-  // a split's row is one round of loads (a d-outer loop waited for each split's load in turn).
+  // Lane handles d = lane + 32 j (j < 8: head_dim <= 256). The loads of kGroup splits are issued before
+  // any is used (one round of latency per group, not per split: a decode step at 4K cells has 33 splits),
+  // then added in split order, so the sums are the split-at-a-time loop's bit for bit.
+  constexpr int kGroup = 8;
   float acc[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) acc[j] = 0.f;
-  for (int s = 0; s < splits; ++s) {
-    const float w = __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp);
-    const float* po = part.o + (static_cast<int64_t>(s) * n_rows + row) * D;
+  for (int s0 = 0; s0 < splits; s0 += kGroup) {
+    float v[kGroup][8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int d = lane + kWarp * j;
-      if (d < D) acc[j] = fmaf(w, po[d], acc[j]);
+    for (int i = 0; i < kGroup; ++i) {
+      const int s = s0 + i;
+      const float* po = part.o + (static_cast<int64_t>(s < splits ? s : 0) * n_rows + row) * D;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int d = lane + kWarp * j;
+        v[i][j] = s < splits && d < D ? po[d] : 0.f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      const int s = s0 + i;
+      const float w = __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp);  // every lane: s0 is uniform
+      if (s < splits) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int d = lane + kWarp * j;
+          if (d < D) acc[j] = fmaf(w, v[i][j], acc[j]);
+        }
+      }
     }
   }
 #pragma unroll
