@@ -40,6 +40,8 @@ namespace ferry::kernels::cpu {
 namespace {
 
 constexpr int R = kPanelRows;
+
+#include "kernels/cpu/panel_impl.h"  // NOLINT(build/include): shared per-ISA code, see its header
 static_assert(R == 16, "a C tile row holds 16 int32: one per panel row");
 static_assert(kPanelCols <= 8, "amx_panel_cols dispatches up to 8 act columns (tile rows <= 16)");
 constexpr int kTileInts = 16 * R;  // a C tile of up to 16 x 16 int32, stored with 64-byte rows
@@ -81,15 +83,6 @@ inline void configure_tiles(int G, int M) {
 }
 
 // ---- pack: the AVX-512 panel with signed levels ------------------------------------------------------
-template <int G>
-size_t panel_bytes(int64_t K) {
-  return static_cast<size_t>(K) * R + 2 * static_cast<size_t>(K / G) * R * sizeof(float);
-}
-template <int G>
-size_t pack_tmp_bytes(int64_t K) {
-  return static_cast<size_t>(K) * R + 2 * static_cast<size_t>(K / G) * R * sizeof(float) + 64;
-}
-
 // One row -> s (K signed levels u - Dec::kOff), sc and mn (K/G each), as the AVX-512 panel's unpack.
 template <typename Dec>
 void unpack_row_legacy(const uint8_t* row, int64_t K, uint8_t* s, float* sc, float* mn) {
@@ -108,82 +101,6 @@ void unpack_row_legacy(const uint8_t* row, int64_t K, uint8_t* s, float* sc, flo
     }
   }
 }
-// k-quants: levels <= 63 (value = scale * u + min), stored as they are.
-template <typename Dec>
-void unpack_row_kquant(const uint8_t* row, int64_t K, uint8_t* s, float* sc, float* mn) {
-  constexpr int NG = 256 / Dec::G;
-  const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(row);
-  for (int64_t i = 0; i < K / 256; ++i) {
-    __m256i v[8];
-    alignas(32) float gs[16], gm[16];
-    Dec::decode(blocks[i], v, gs, gm);
-    for (int j = 0; j < 8; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + 256 * i + 32 * j), v[j]);
-    for (int g = 0; g < NG; ++g) {
-      sc[i * NG + g] = gs[g];
-      mn[i * NG + g] = gm[g];
-    }
-  }
-}
-
-// In-place transpose of a 16 x 16 matrix of 32-bit elements (v[i] = row i), as the AVX-512 panel's.
-inline void transpose16x16_epi32(__m512i* v) {
-  __m512i a[16], b[16];
-  for (int k = 0; k < 8; ++k) {
-    a[2 * k] = _mm512_unpacklo_epi32(v[2 * k], v[2 * k + 1]);
-    a[2 * k + 1] = _mm512_unpackhi_epi32(v[2 * k], v[2 * k + 1]);
-  }
-  for (int g = 0; g < 4; ++g) {
-    b[4 * g + 0] = _mm512_unpacklo_epi64(a[4 * g], a[4 * g + 2]);
-    b[4 * g + 1] = _mm512_unpackhi_epi64(a[4 * g], a[4 * g + 2]);
-    b[4 * g + 2] = _mm512_unpacklo_epi64(a[4 * g + 1], a[4 * g + 3]);
-    b[4 * g + 3] = _mm512_unpackhi_epi64(a[4 * g + 1], a[4 * g + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512i y0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44), y1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xEE);
-    const __m512i y2 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44);
-    const __m512i y3 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xEE);
-    v[c] = _mm512_shuffle_i32x4(y0, y2, 0x88);
-    v[4 + c] = _mm512_shuffle_i32x4(y0, y2, 0xDD);
-    v[8 + c] = _mm512_shuffle_i32x4(y1, y3, 0x88);
-    v[12 + c] = _mm512_shuffle_i32x4(y1, y3, 0xDD);
-  }
-}
-
-// Panel: [K/4][16] quads (quad k of row r at 64 * k + 4 * r), then sc[K/G][16], mn[K/G][16]. Rows past
-// n_rows are zero (their outputs are never stored).
-template <int G, void (*Unpack)(const uint8_t*, int64_t, uint8_t*, float*, float*)>
-void pack(int64_t K, const uint8_t* w, size_t w_stride, int n_rows, uint8_t* panel, uint8_t* tmp) {
-  const int64_t ng = K / G;
-  uint8_t* ts = tmp;
-  auto* tsc = reinterpret_cast<float*>(tmp + static_cast<size_t>(K) * R);
-  float* tmn = tsc + ng * R;
-  for (int r = 0; r < n_rows; ++r) Unpack(w + r * w_stride, K, ts + r * K, tsc + r * ng, tmn + r * ng);
-  auto* pq = reinterpret_cast<__m512i*>(panel);
-  for (int64_t k0 = 0; k0 < K; k0 += 64) {
-    const bool half = K - k0 < 64;  // K is a multiple of 16 (G) but maybe not of 64: a 32-byte tail
-    __m512i v[R];
-    for (int r = 0; r < R; ++r) {
-      if (r >= n_rows) {
-        v[r] = _mm512_setzero_si512();
-      } else if (half) {
-        v[r] = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ts + r * K + k0)));
-      } else {
-        v[r] = _mm512_loadu_si512(ts + r * K + k0);
-      }
-    }
-    transpose16x16_epi32(v);
-    const int nq = half ? 8 : 16;
-    for (int i = 0; i < nq; ++i) _mm512_storeu_si512(pq + k0 / 4 + i, v[i]);
-  }
-  auto* psc = reinterpret_cast<float*>(panel + static_cast<size_t>(K) * R);
-  float* pmn = psc + ng * R;
-  for (int64_t g = 0; g < ng; ++g)
-    for (int r = 0; r < R; ++r) {
-      psc[g * R + r] = r < n_rows ? tsc[r * ng + g] : 0.f;
-      pmn[g * R + r] = r < n_rows ? tmn[r * ng + g] : 0.f;
-    }
-}
-
 // ---- multiply ----------------------------------------------------------------------------------------
 // M act columns (tile rows) times one panel. Groups go 4 at a time through C tiles 0-3 (A and B tiles
 // alternate 4/6 and 5/7; the C tiles land in a 4 KB stack buffer, L1), so that out-of-order execution
@@ -271,8 +188,8 @@ void amx_panel_cols(const MatArgs& a) {
 template <int G, int Off = 0>
 void set_panel(KernelTable* t, DType type, void (*pk)(int64_t, const uint8_t*, size_t, int, uint8_t*, uint8_t*)) {
   MatKernel& m = t->mat[static_cast<uint32_t>(type)];
-  m.panel_bytes = panel_bytes<G>;
-  m.pack_tmp_bytes = pack_tmp_bytes<G>;
+  m.panel_bytes = qpanel_bytes<G>;
+  m.pack_tmp_bytes = qpanel_tmp_bytes<G>;
   m.pack = pk;
   m.panel_mul = amx_panel_cols<G, Off>;
   // panel_min_tokens: the AVX-512 level's (the direct kernels below it are the same).
@@ -281,16 +198,16 @@ void set_panel(KernelTable* t, DType type, void (*pk)(int64_t, const uint8_t*, s
 }  // namespace
 
 void FERRY_AMX_FILL(KernelTable* t) {
-  set_panel<32, 8>(t, DType::Q4_0, pack<32, unpack_row_legacy<DecQ4_0>>);
-  set_panel<32>(t, DType::Q4_1, pack<32, unpack_row_legacy<DecQ4_1>>);
-  set_panel<32, 16>(t, DType::Q5_0, pack<32, unpack_row_legacy<DecQ5_0>>);
-  set_panel<32>(t, DType::Q5_1, pack<32, unpack_row_legacy<DecQ5_1>>);
-  set_panel<32, 128>(t, DType::Q8_0, pack<32, unpack_row_legacy<DecQ8_0>>);
-  set_panel<16>(t, DType::Q2_K, pack<16, unpack_row_kquant<DecQ2_K>>);
-  set_panel<16>(t, DType::Q3_K, pack<16, unpack_row_kquant<DecQ3_K>>);
-  set_panel<32>(t, DType::Q4_K, pack<32, unpack_row_kquant<DecQ4_K>>);
-  set_panel<32>(t, DType::Q5_K, pack<32, unpack_row_kquant<DecQ5_K>>);
-  set_panel<16>(t, DType::Q6_K, pack<16, unpack_row_kquant<DecQ6_K>>);
+  set_panel<32, 8>(t, DType::Q4_0, qpack<32, unpack_row_legacy<DecQ4_0>>);
+  set_panel<32>(t, DType::Q4_1, qpack<32, unpack_row_legacy<DecQ4_1>>);
+  set_panel<32, 16>(t, DType::Q5_0, qpack<32, unpack_row_legacy<DecQ5_0>>);
+  set_panel<32>(t, DType::Q5_1, qpack<32, unpack_row_legacy<DecQ5_1>>);
+  set_panel<32, 128>(t, DType::Q8_0, qpack<32, unpack_row_legacy<DecQ8_0>>);
+  set_panel<16>(t, DType::Q2_K, qpack<16, unpack_row_kquant<DecQ2_K>>);
+  set_panel<16>(t, DType::Q3_K, qpack<16, unpack_row_kquant<DecQ3_K>>);
+  set_panel<32>(t, DType::Q4_K, qpack<32, unpack_row_kquant<DecQ4_K>>);
+  set_panel<32>(t, DType::Q5_K, qpack<32, unpack_row_kquant<DecQ5_K>>);
+  set_panel<16>(t, DType::Q6_K, qpack<16, unpack_row_kquant<DecQ6_K>>);
 }
 
 }  // namespace ferry::kernels::cpu
