@@ -4,9 +4,11 @@
 // (D2D, matmul) are CUDA events around work held back by a host gate until it is all enqueued, so they
 // measure the GPU and not the launch rate (the cost model adds the launch overhead, measured apart).
 // Host-side timings (H2D, D2H, launch) are wall clock from the first enqueue to the end of the work.
+// Attention is CudaOps::attention over F16 KV caches cycled through a pool larger than the L2 cache too.
 #include "exec/gpu_prober_cuda.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -97,7 +99,9 @@ class CudaGpuProber final : public plan::GpuProber {
     bundle_.reset();  // before its stream and the device
     if (dev_) {
       (void)dev_->synchronize();  // errors here have nowhere to go
-      for (DeviceBuffer* b : {&dev_a_, &dev_b_, &bg_dev_, &pool_, &x_, &out_, &tiny_}) dev_->release(b);
+      for (DeviceBuffer* b : {&dev_a_, &dev_b_, &bg_dev_, &pool_, &x_, &out_, &tiny_, &kv_pool_, &attn_meta_, &attn_q_,
+                               &attn_out_})
+        dev_->release(b);
       for (HostBuffer* h : {&pin_, &bg_pin_}) dev_->release_pinned(h);
     }
     start_.reset();
@@ -178,6 +182,61 @@ class CudaGpuProber final : public plan::GpuProber {
       return Status::ok();
     });
     next_slot_ = (next_slot_ + reps) % pool_slots_;
+    FERRY_RETURN_IF_ERROR(bundle_->status());
+    return s;
+  }
+
+  Expected<double> time_attention(int n_head, int n_kv_head, int head_dim, int64_t n_cells, int64_t n_tokens,
+                                  int reps) override {
+    // head_dim % 8: K / V rows of kv_dim F16 values must be 16-byte aligned (CudaOps::attention).
+    if (n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head != 0 || head_dim <= 0 || head_dim > 256 ||
+        head_dim % 8 != 0 || n_cells <= 0 || n_cells > (int64_t{1} << 30) || n_tokens <= 0 || n_tokens > n_cells ||
+        reps <= 0)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "time_attention: bad shape (heads %d / %d, head_dim %d, %lld cells, %lld tokens)", n_head,
+                        n_kv_head, head_dim, static_cast<long long>(n_cells), static_cast<long long>(n_tokens));
+    FERRY_RETURN_IF_ERROR(ensure());
+    FERRY_RETURN_IF_ERROR(ensure_ops(1, 4096, n_tokens, n_head, head_dim));
+    const int64_t kv_dim = static_cast<int64_t>(n_kv_head) * head_dim;
+    FERRY_RETURN_IF_ERROR(ensure_kv_pool(kv_dim, n_cells));
+    FERRY_RETURN_IF_ERROR(ensure_attn_buffers(n_head, head_dim, n_cells, n_tokens));
+    kernels::Ops& ops = bundle_->ops();
+    char* meta = static_cast<char*>(attn_meta_.ptr);
+    const TensorView q =
+        TensorView::make(DType::F32, attn_q_.ptr, head_dim, n_head, n_tokens, 1, Where::kDevice);  // [D, nh, T]
+    const TensorView out =
+        TensorView::make(DType::F32, attn_out_.ptr, static_cast<int64_t>(head_dim) * n_head, n_tokens, 1, 1,
+                         Where::kDevice);  // [D * nh, T]
+    kernels::BatchMeta batch;
+    batch.n_tokens = static_cast<int32_t>(n_tokens);
+    batch.pos = TensorView::make(DType::I32, meta + attn_off_pos_, n_tokens, 1, 1, 1, Where::kDevice);
+    batch.seq = TensorView::make(DType::I32, meta + attn_off_seq_, n_tokens, 1, 1, 1, Where::kDevice);
+    kernels::AttnParams p;
+    p.n_head = n_head;
+    p.n_kv_head = n_kv_head;
+    p.head_dim = head_dim;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    // The cache of slot i: K [kv_dim, n_cells] and V [kv_dim, n_cells] F16, cell metadata shared (as the
+    // layers of a real cache share it).
+    auto kv = [&](int i) {
+      char* base = static_cast<char*>(kv_pool_.ptr) + static_cast<uint64_t>(i % kv_slots_) * 2 * kv_stride_;
+      kernels::KvView v;
+      v.k = TensorView::make(DType::F16, base, kv_dim, n_cells, 1, 1, Where::kDevice);
+      v.v = TensorView::make(DType::F16, base + kv_stride_, kv_dim, n_cells, 1, 1, Where::kDevice);
+      v.cell_pos = TensorView::make(DType::I32, meta + attn_off_cell_pos_, n_cells, 1, 1, 1, Where::kDevice);
+      v.cell_seq = TensorView::make(DType::I32, meta + attn_off_cell_seq_, n_cells, 1, 1, 1, Where::kDevice);
+      v.n_cells = static_cast<int32_t>(n_cells);
+      return v;
+    };
+    // Warm-up: lazy module loading, the first touch of the scratch.
+    ops.attention(q, kv(0), batch, p, out);
+    FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    FERRY_RETURN_IF_ERROR(bundle_->status());
+    Expected<double> s = time_device(reps, [&](int i) {
+      ops.attention(q, kv(next_kv_slot_ + i), batch, p, out);
+      return Status::ok();
+    });
+    next_kv_slot_ = (next_kv_slot_ + reps) % kv_slots_;
     FERRY_RETURN_IF_ERROR(bundle_->status());
     return s;
   }
@@ -334,14 +393,19 @@ class CudaGpuProber final : public plan::GpuProber {
   }
 
   // CudaOps with scratch for [rows, cols] x [cols, tokens] (at least the profiler's 1024 tokens, so the
-  // token sweep does not rebuild it), as the executor makes it (default options).
-  Status ensure_ops(int64_t rows, int64_t cols, int64_t tokens) {
-    if (bundle_ && shape_.max_n >= rows && shape_.max_k >= cols && shape_.max_tokens >= tokens) return Status::ok();
+  // token sweep does not rebuild it) and attention of n_head x head_dim, as the executor makes it
+  // (default options).
+  Status ensure_ops(int64_t rows, int64_t cols, int64_t tokens, int32_t n_head = 32, int32_t head_dim = 128) {
+    if (bundle_ && shape_.max_n >= rows && shape_.max_k >= cols && shape_.max_tokens >= tokens &&
+        shape_.n_head >= n_head && shape_.head_dim >= head_dim)
+      return Status::ok();
     bundle_.reset();
     kernels::CudaScratchShape s;
     s.max_tokens = std::max({tokens, kShapeTokens, bundle_shape_tokens_});
     s.max_k = std::max<int64_t>({cols, 4096, shape_.max_k});
     s.max_n = std::max<int64_t>({rows, 4096, shape_.max_n});
+    s.n_head = std::max({n_head, s.n_head, shape_.n_head});
+    s.head_dim = std::max({head_dim, s.head_dim, shape_.head_dim});
     bundle_shape_tokens_ = s.max_tokens;
     FERRY_ASSIGN_OR_RETURN(bundle_, CudaOpsBundle::create(*dev_, *main_, s));
     shape_ = s;
@@ -362,6 +426,57 @@ class CudaGpuProber final : public plan::GpuProber {
       FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
     }
     return ensure_dev(out_, static_cast<uint64_t>(rows * t) * sizeof(float), "probe.out");
+  }
+
+  // KV caches of n_cells cells of kv_dim F16 values (K then V per slot), as many slots as make the pool
+  // larger than 4x the L2 cache (at least 2): each timed call reads its cache from device memory, as a
+  // step does (its layers' caches together are far larger than L2; one 4K-cell llama3-8b cache, 16 MiB,
+  // would stay in L2 if called back to back). Filled with 0x3c3c (~1.06 in F16) once.
+  Status ensure_kv_pool(int64_t kv_dim, int64_t n_cells) {
+    const uint64_t cache = static_cast<uint64_t>(kv_dim) * static_cast<uint64_t>(n_cells) * 2;
+    const uint64_t stride = (cache + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    const uint64_t target = std::max<uint64_t>(kWeightPoolBytes, 4 * info_.l2_bytes);
+    const uint64_t slots = std::max<uint64_t>(2, (target + 2 * stride - 1) / (2 * stride));
+    if (!kv_pool_ || kv_pool_.bytes < slots * 2 * stride) {
+      dev_->release(&kv_pool_);
+      dev_->release(&pool_);  // the matmul weights (time_matmul makes them again if asked): arena room
+      FERRY_ASSIGN_OR_RETURN(kv_pool_, dev_->allocate(slots * 2 * stride, "probe.kv"));
+      FERRY_RETURN_IF_ERROR(dev_->memset(kv_pool_.ptr, 0x3c, kv_pool_.bytes, *main_));
+      FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
+    }
+    kv_stride_ = stride;
+    kv_slots_ = static_cast<int>(std::min<uint64_t>(kv_pool_.bytes / (2 * stride), 1 << 20));
+    next_kv_slot_ %= kv_slots_;
+    return Status::ok();
+  }
+
+  // q [head_dim, n_head, tokens] = 0 and out [head_dim * n_head, tokens] F32; metadata (I32, one block):
+  // cell_pos = 0..n_cells-1, cell_seq = 0, the tokens at the last positions n_cells - tokens .. n_cells - 1
+  // of sequence 0.
+  Status ensure_attn_buffers(int32_t n_head, int32_t head_dim, int64_t n_cells, int64_t n_tokens) {
+    const uint64_t qb = static_cast<uint64_t>(head_dim) * static_cast<uint64_t>(n_head) *
+                        static_cast<uint64_t>(n_tokens) * sizeof(float);
+    FERRY_RETURN_IF_ERROR(ensure_dev(attn_q_, qb, "probe.attn_q"));
+    FERRY_RETURN_IF_ERROR(ensure_dev(attn_out_, qb, "probe.attn_out"));
+    FERRY_RETURN_IF_ERROR(dev_->memset(attn_q_.ptr, 0, qb, *main_));
+    auto aligned = [](uint64_t b) { return (b + kArenaAlign - 1) / kArenaAlign * kArenaAlign; };
+    const uint64_t cells_b = aligned(static_cast<uint64_t>(n_cells) * 4);
+    const uint64_t tok_b = aligned(static_cast<uint64_t>(n_tokens) * 4);
+    attn_off_cell_pos_ = 0;
+    attn_off_cell_seq_ = cells_b;
+    attn_off_pos_ = 2 * cells_b;
+    attn_off_seq_ = 2 * cells_b + tok_b;
+    const uint64_t total = 2 * cells_b + 2 * tok_b;
+    FERRY_RETURN_IF_ERROR(ensure_dev(attn_meta_, total, "probe.attn_meta"));
+    FERRY_RETURN_IF_ERROR(ensure_pinned(pin_, total));
+    char* h = static_cast<char*>(pin_.ptr);
+    std::memset(h, 0, total);
+    auto* cell_pos = reinterpret_cast<int32_t*>(h + attn_off_cell_pos_);
+    auto* pos = reinterpret_cast<int32_t*>(h + attn_off_pos_);
+    for (int64_t i = 0; i < n_cells; ++i) cell_pos[i] = static_cast<int32_t>(i);
+    for (int64_t i = 0; i < n_tokens; ++i) pos[i] = static_cast<int32_t>(n_cells - n_tokens + i);
+    FERRY_RETURN_IF_ERROR(dev_->copy_h2d(attn_meta_.ptr, h, total, *main_));
+    return dev_->sync(*main_);  // before pin_ is reused
   }
 
   // Copies of bg_pin_ <-> bg_dev_ back to back on the background stream, two in flight, until bg_stop_.
@@ -405,6 +520,7 @@ class CudaGpuProber final : public plan::GpuProber {
   int64_t bundle_shape_tokens_ = 0;
 
   DeviceBuffer dev_a_, dev_b_, bg_dev_, pool_, x_, out_, tiny_;
+  DeviceBuffer kv_pool_, attn_meta_, attn_q_, attn_out_;  // time_attention
   HostBuffer pin_, bg_pin_;
 
   DType pool_dtype_ = DType::F32;
@@ -412,6 +528,10 @@ class CudaGpuProber final : public plan::GpuProber {
   uint64_t pool_stride_ = 0;
   int pool_slots_ = 1;
   int next_slot_ = 0;
+  uint64_t kv_stride_ = 0;  // bytes of one K (or V) cache in kv_pool_
+  int kv_slots_ = 1;
+  int next_kv_slot_ = 0;
+  uint64_t attn_off_cell_pos_ = 0, attn_off_cell_seq_ = 0, attn_off_pos_ = 0, attn_off_seq_ = 0;  // in attn_meta_
 
   std::thread bg_thread_;
   std::atomic<bool> bg_stop_{false};

@@ -32,6 +32,16 @@ class GpuProber {
   // Average cost of launching one (empty or tiny) kernel, microseconds.
   virtual Expected<double> launch_overhead_us() = 0;
 
+  // `reps` attention calls (CudaOps::attention: q [head_dim, n_head, n_tokens] over an F16 KV cache of
+  // n_cells cells of one sequence, positions 0..n_cells-1) for n_tokens new tokens at the last positions
+  // (causal): n_tokens = 1 is a decode step after n_cells - 1 cached tokens, more is a prefill chunk.
+  // Seconds of device time. Default: kUnsupported (the profile then has no gpu.attention section).
+  virtual Expected<double> time_attention(int n_head, int n_kv_head, int head_dim, int64_t n_cells, int64_t n_tokens,
+                                          int reps) {
+    (void)n_head, (void)n_kv_head, (void)head_dim, (void)n_cells, (void)n_tokens, (void)reps;
+    return make_error(ErrorCode::kUnsupported, "this GPU prober does not time attention");
+  }
+
   // Keeps H2D (h2d = true) or D2H copies of `chunk_bytes` running back to back on a copy stream
   // until stop_background_copies(), which returns the bytes copied and the seconds they took. Used to
   // measure CPU kernels while copies run (the combined host-memory rate H).

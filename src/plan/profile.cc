@@ -48,6 +48,21 @@ json curve_json(const ThroughputCurve& c, bool with_threads) {
   return j;
 }
 
+json attention_json(const GpuAttentionProfile& a) {
+  json j;
+  j["n_head"] = a.n_head;
+  j["n_kv_head"] = a.n_kv_head;
+  j["head_dim"] = a.head_dim;
+  json d = json::array();
+  for (const AttentionPoint& pt : a.decode) d.push_back(json{{"cells", pt.cells}, {"us", pt.us}});
+  j["decode"] = d;
+  json f = json::array();
+  for (const AttentionPoint& pt : a.prefill)
+    f.push_back(json{{"tokens", pt.tokens}, {"cells", pt.cells}, {"us", pt.us}});
+  j["prefill"] = f;
+  return j;
+}
+
 // ---- strict reading ------------------------------------------------------------------------------
 
 class Obj {
@@ -173,6 +188,46 @@ Status read_curve(const json& j, const std::string& path, std::string_view origi
   return o.finish();
 }
 
+// gpu.attention: the head configuration, decode points (cells increasing) and prefill points
+// ((tokens, cells) increasing, tokens >= 2, tokens <= cells). At least one point in all.
+Status read_attention(const json& j, std::string_view origin, GpuAttentionProfile* a) {
+  if (!j.is_object()) return make_error(ErrorCode::kCorrupt, "%.*s: gpu.attention: expected an object",
+                                        static_cast<int>(origin.size()), origin.data());
+  Obj o(j, "gpu.attention", origin);
+  FERRY_RETURN_IF_ERROR(o.integer("n_head", &a->n_head, 1, 4096));
+  FERRY_RETURN_IF_ERROR(o.integer("n_kv_head", &a->n_kv_head, 1, 4096));
+  FERRY_RETURN_IF_ERROR(o.integer("head_dim", &a->head_dim, 1, 4096));
+  if (a->n_head % a->n_kv_head != 0) return o.err("n_kv_head", "must divide n_head");
+  for (const char* key : {"decode", "prefill"}) {
+    const bool decode = key[0] == 'd';
+    const json* arr = nullptr;
+    FERRY_RETURN_IF_ERROR(read_array(o, key, &arr));
+    std::vector<AttentionPoint>& pts = decode ? a->decode : a->prefill;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const std::string path = std::string("gpu.attention.") + key + "[" + std::to_string(i) + "]";
+      if (!(*arr)[i].is_object())
+        return make_error(ErrorCode::kCorrupt, "%.*s: %s: expected an object", static_cast<int>(origin.size()),
+                          origin.data(), path.c_str());
+      Obj e((*arr)[i], path, origin);
+      AttentionPoint pt;
+      if (!decode) FERRY_RETURN_IF_ERROR(e.integer("tokens", &pt.tokens, 2, 1 << 20));
+      FERRY_RETURN_IF_ERROR(e.integer("cells", &pt.cells, 1, 1 << 30));
+      FERRY_RETURN_IF_ERROR(e.number("us", &pt.us, 1e-3, 1e9));
+      FERRY_RETURN_IF_ERROR(e.finish());
+      if (pt.tokens > pt.cells) return e.err("cells", "fewer cells than tokens");
+      if (!pts.empty()) {
+        const AttentionPoint& prev = pts.back();
+        if (decode && pt.cells <= prev.cells) return e.err("cells", "cell counts must increase");
+        if (!decode && (pt.tokens < prev.tokens || (pt.tokens == prev.tokens && pt.cells <= prev.cells)))
+          return e.err("tokens", "points must increase by (tokens, cells)");
+      }
+      pts.push_back(pt);
+    }
+  }
+  if (a->decode.empty() && a->prefill.empty()) return o.err("decode", "no decode or prefill point");
+  return o.finish();
+}
+
 }  // namespace
 
 std::string profile_to_json(const HardwareProfile& p) {
@@ -230,6 +285,7 @@ std::string profile_to_json(const HardwareProfile& p) {
     json gm = json::array();
     for (const ThroughputCurve& c : g.matmul) gm.push_back(curve_json(c, false));
     gj["matmul"] = gm;
+    if (g.attention) gj["attention"] = attention_json(*g.attention);
     j["gpu"] = gj;
   }
   return j.dump(2) + "\n";
@@ -354,6 +410,11 @@ Expected<HardwareProfile> parse_profile(std::string_view text, std::string_view 
       g.matmul.push_back(std::move(curve));
     }
     if (g.matmul.empty()) return o.err("matmul", "empty");
+    if (o.has("attention")) {  // optional (older profiles have none)
+      GpuAttentionProfile a;
+      FERRY_RETURN_IF_ERROR(read_attention(*o.get("attention"), origin, &a));
+      g.attention = std::move(a);
+    }
     FERRY_RETURN_IF_ERROR(o.finish());
     p.gpu = std::move(g);
   }
@@ -371,6 +432,16 @@ Status validate_profile(const HardwareProfile& p, std::string_view origin) {
   if (p.cpu.threads < 1) return bad("cpu.threads must be >= 1");
   if (p.link) {
     if (p.link->h2d_busy_gbs > p.link->h2d_gbs * 1.5) return bad("link.h2d_busy_gbs is far above link.h2d_gbs");
+  }
+  if (p.gpu && p.gpu->attention) {
+    const GpuAttentionProfile& a = *p.gpu->attention;
+    if (a.n_head < 1 || a.n_kv_head < 1 || a.head_dim < 1 || a.n_head % a.n_kv_head != 0)
+      return bad("gpu.attention: bad head configuration");
+    if (a.decode.empty() && a.prefill.empty()) return bad("gpu.attention: no decode or prefill point");
+    for (const auto* pts : {&a.decode, &a.prefill})
+      for (const AttentionPoint& pt : *pts)
+        if (pt.cells < 1 || pt.tokens < 1 || pt.tokens > pt.cells || !(pt.us > 0) || !std::isfinite(pt.us))
+          return bad("gpu.attention: a point with no cells, more tokens than cells or a time <= 0");
   }
   return Status::ok();
 }

@@ -1,7 +1,7 @@
 // HardwareProfile: what the planner knows about a machine, as measured by `ferry profile` (or
 // estimated, for fixtures): host memory bandwidth by threads, CPU kernel throughput per weight type x
 // threads x tokens, the PCIe link alone and under CPU load, the combined host-memory rate H, and the
-// GPU (memory bandwidth, kernel throughput per weight type x tokens, launch overhead).
+// GPU (memory bandwidth, kernel throughput per weight type x tokens, launch overhead, attention times).
 // Stored as versioned JSON (schema below, docs/PLANNER.md) and parsed strictly: an unknown key, a
 // missing key or a value out of range is an error naming the key path.
 #pragma once
@@ -68,6 +68,24 @@ struct LinkProfile {
   double latency_us = 0;                 // fixed cost of one transfer (small activation copies)
 };
 
+// Measured GPU attention (CudaOps::attention: flash-decoding kernel + split combine) for one head
+// configuration, one sequence, F16 KV cache over a pool larger than the L2 cache (as a real step reads
+// it). Decode: 1 token at the last of `cells` positions; prefill: a causal chunk of `tokens` tokens at
+// the last positions of `cells` cells. Microseconds of device time per call.
+struct AttentionPoint {
+  int64_t tokens = 1;
+  int64_t cells = 0;
+  double us = 0;
+};
+
+struct GpuAttentionProfile {
+  int32_t n_head = 0;                    // the measured head configuration (32, 8, 128: llama3-8b)
+  int32_t n_kv_head = 0;
+  int32_t head_dim = 0;
+  std::vector<AttentionPoint> decode;    // tokens == 1, cells strictly increasing
+  std::vector<AttentionPoint> prefill;   // tokens > 1, (tokens, cells) strictly increasing
+};
+
 struct GpuProfile {
   std::string name;
   uint64_t memory_bytes = 0;
@@ -77,6 +95,9 @@ struct GpuProfile {
   // current prober): the cost model then uses kGraphKernelUsDefault. Optional key, written when > 0.
   double graph_kernel_us = 0;
   std::vector<ThroughputCurve> matmul;   // one per dtype (threads = 0)
+  // Optional key (additive, schema version unchanged): absent = not measured (older profiles, probers
+  // that cannot time attention); the cost model then prices attention by bandwidth and flops alone.
+  std::optional<GpuAttentionProfile> attention;
 };
 
 struct HardwareProfile {

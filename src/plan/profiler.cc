@@ -1,7 +1,7 @@
 // Profiler: host memory bandwidth (a streaming read over a buffer larger than the LLC), CPU matmul
 // throughput through the Ops interface (weights cycled through a pool larger than the LLC so every
 // call reads DRAM, as a real step does), and, with a GpuProber, the link alone / under CPU load, the
-// CPU under copy load (-> H), device bandwidth, GPU matmul curves and launch overhead.
+// CPU under copy load (-> H), device bandwidth, GPU matmul curves, launch overhead and attention times.
 #include "plan/profiler.h"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -202,6 +203,43 @@ double cpu_load(kernels::Ops& ops, WeightPool& pool, std::atomic<bool>& stop) {
   return bytes / std::max(since(t0), 1e-9);
 }
 
+// GPU attention for llama3-8b's heads (32 q, 8 KV, head_dim 128; the cost model scales to other models by
+// KV bytes and flops): decode after 512 / 4K / 32K cells, where the split flash-decoding kernel is far
+// from the device bandwidth (~0.7 TB/s at 4K cells on the H200), and the last 512-token chunk of a 4K
+// prompt (how ferry prefills long prompts). Each point: the fastest of 3 samples (a stalled sample is
+// not the kernel), a few ms of device time in all. nullopt: the prober cannot time attention.
+constexpr int32_t kAttnHeads = 32, kAttnKvHeads = 8, kAttnHeadDim = 128;
+constexpr int64_t kAttnDecodeCells[] = {512, 4096, 32768};
+constexpr int64_t kAttnChunkTokens = 512, kAttnChunkCells = 4096;
+
+Expected<std::optional<GpuAttentionProfile>> measure_attention(GpuProber& gpu, bool quick) {
+  GpuAttentionProfile a;
+  a.n_head = kAttnHeads;
+  a.n_kv_head = kAttnKvHeads;
+  a.head_dim = kAttnHeadDim;
+  // Microseconds per call.
+  auto sample = [&](int64_t cells, int64_t tokens, int reps) -> Expected<double> {
+    double best = 0;
+    for (int i = 0; i < 3; ++i) {
+      Expected<double> s = gpu.time_attention(kAttnHeads, kAttnKvHeads, kAttnHeadDim, cells, tokens, reps);
+      if (!s) return s.status();
+      const double us = *s / reps * 1e6;
+      best = i == 0 ? us : std::min(best, us);
+    }
+    return std::max(best, 1e-3);  // the profile's lower bound (a fake prober may answer 0)
+  };
+  for (int64_t cells : kAttnDecodeCells) {
+    Expected<double> us = sample(cells, 1, quick ? 20 : 100);
+    if (!us && us.status().code() == ErrorCode::kUnsupported) return std::optional<GpuAttentionProfile>();
+    if (!us) return us.status();
+    a.decode.push_back({1, cells, *us});
+  }
+  Expected<double> us = sample(kAttnChunkCells, kAttnChunkTokens, quick ? 4 : 20);
+  if (!us) return us.status();
+  a.prefill.push_back({kAttnChunkTokens, kAttnChunkCells, *us});
+  return std::optional<GpuAttentionProfile>(std::move(a));
+}
+
 }  // namespace
 
 Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu, const ProfileOptions& opt) {
@@ -361,7 +399,7 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
                                              : std::vector<DType>(std::begin(kWeightTypes), std::end(kWeightTypes));
     const std::vector<int32_t> gtok = pow2_upto(1024);
     for (size_t i = 0; i < gdt.size(); ++i) {
-      progress(f0 + 0.12 + (gpu_share - 0.12) * i / gdt.size(), std::string("GPU matmul ") + dtype_name(gdt[i]));
+      progress(f0 + 0.12 + (gpu_share - 0.14) * i / gdt.size(), std::string("GPU matmul ") + dtype_name(gdt[i]));
       ThroughputCurve c;
       c.dtype = gdt[i];
       c.rows = kRowsFull;
@@ -388,6 +426,8 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
       }
       g.matmul.push_back(std::move(c));
     }
+    progress(f0 + gpu_share - 0.02, "GPU attention");
+    FERRY_ASSIGN_OR_RETURN(g.attention, measure_attention(*gpu, opt.quick));
     p.link = l;
     p.gpu = std::move(g);
   }
