@@ -236,12 +236,84 @@ double CostModel::gpu_sublayer_s(const SubLayer& s, const ModelSpec& spec, int64
     ++kernels;
     return gpu_matmul_kernel_s(dt, r, k, tok);
   });
-  if (s.kind == SubLayerKind::kAttention) {
-    const double core_flops = s.flops(spec, n, c) - matrix_flops(s, static_cast<double>(n));
-    const double gqa = static_cast<double>(spec.n_head) / spec.n_kv_head;
-    t += std::max(s.kv_bytes_read(spec, n, c) / bw, core_flops / (gpu_gflops(DType::F16, n * gqa) * 1e9));
-  }
+  if (s.kind == SubLayerKind::kAttention) t += gpu_attention_core_s(s, spec, n, c);
   t += kernels * issue + 2.0 * s.activation_bytes(spec, n) / bw;
+  return t;
+}
+
+namespace {
+
+// Cells the attention of n new tokens after c cached ones visits: token i of the chunk attends c + i + 1
+// cells (sub-layer flops count the same, window-capped there).
+double causal_cells(double n, double c) { return n * c + n * (n + 1) / 2; }
+
+}  // namespace
+
+// The measured one-token time at `ref_cells` cells of the measured head configuration: piecewise linear
+// between the decode points, extrapolated linearly past the first and last ones (a growing context costs
+// at least what the last segment adds per cell; a single point scales with the cells).
+double CostModel::measured_decode_attention_s(double ref_cells) const {
+  const std::vector<AttentionPoint>& d = profile_.gpu->attention->decode;
+  FERRY_ASSERT(!d.empty());
+  if (d.size() == 1) return d[0].us * 1e-6 * ref_cells / static_cast<double>(d[0].cells);
+  size_t i = 1;  // the segment [i - 1, i] that holds ref_cells, or the end segment past the points
+  while (i + 1 < d.size() && ref_cells > static_cast<double>(d[i].cells)) ++i;
+  const double x0 = static_cast<double>(d[i - 1].cells), x1 = static_cast<double>(d[i].cells);
+  double slope = (d[i].us - d[i - 1].us) / (x1 - x0);
+  if (ref_cells > x1 || ref_cells < x0) slope = std::max(slope, 0.0);  // noisy points never make more cells cheaper
+  return std::max(d[i - 1].us + slope * (ref_cells - x0), 0.0) * 1e-6;
+}
+
+// The measured prefill chunk nearest to (n tokens, c + n cells) (log distance, tokens first), scaled by
+// core flops: the chunk's tensor-core rate, which a smaller step or a decode step does not beat.
+double CostModel::measured_chunk_attention_s(double core_flops, int64_t n, int64_t c) const {
+  const GpuAttentionProfile& a = *profile_.gpu->attention;
+  FERRY_ASSERT(!a.prefill.empty());
+  const AttentionPoint* best = &a.prefill.front();
+  double best_d = 1e300;
+  for (const AttentionPoint& pt : a.prefill) {
+    const double dt = std::fabs(std::log(static_cast<double>(pt.tokens) / static_cast<double>(n)));
+    const double dc = std::fabs(std::log(static_cast<double>(pt.cells) / static_cast<double>(c + n)));
+    const double d = dt * 1e3 + dc;
+    if (d < best_d) {
+      best_d = d;
+      best = &pt;
+    }
+  }
+  const double pt_n = static_cast<double>(best->tokens);
+  const double pt_flops = 4.0 * a.head_dim * a.n_head * causal_cells(pt_n, static_cast<double>(best->cells) - pt_n);
+  return best->us * 1e-6 * core_flops / pt_flops;
+}
+
+double CostModel::gpu_attention_core_s(const SubLayer& s, const ModelSpec& spec, int64_t n, int64_t c) const {
+  FERRY_ASSERT(has_gpu());
+  const GpuProfile& g = *profile_.gpu;
+  const double kv_bytes = s.kv_bytes_read(spec, n, c);
+  const double core_flops = s.flops(spec, n, c) - matrix_flops(s, static_cast<double>(n));
+  const double gqa = static_cast<double>(spec.n_head) / spec.n_kv_head;
+  // Without a measurement: the KV cache (F16) read once per step at the device bandwidth, the flops at
+  // F16-matmul speed with the query heads of a KV group batched (GQA).
+  const double bandwidth = kv_bytes / (g.mem_bw_gbs * 1e9);
+  const double formula = std::max(bandwidth, core_flops / (gpu_gflops(DType::F16, n * gqa) * 1e9));
+  if (!g.attention) return formula;
+  const GpuAttentionProfile& a = *g.attention;
+  const bool decode = n <= kGpuMatvecMaxTokens && !a.decode.empty();
+  // Decode steps: the measured time replaces the formula, whose flop term (the F16 matvec's rate at
+  // n x GQA tokens) is no model of the attention kernel (73 us at 32K cells on the H200, measured 65.6);
+  // the bandwidth stays a floor. Longer steps: never below the formula.
+  double t = decode ? bandwidth : formula;
+  // (1) The split flash-decoding kernel + its combine run far below the device bandwidth at moderate
+  // contexts (H200, llama3-8b heads: 24.6 us at 4K cells, ~0.7 TB/s): the measured one-token time at
+  // the same KV bytes. Steps of up to kGpuMatvecMaxTokens tokens read the sequence's KV once for all
+  // n x GQA query rows (one tile of 16 or 64 rows per KV head), so they take the one-token time, and a
+  // longer step reads at least as much KV as one token does.
+  if (!a.decode.empty()) {
+    const double ref_cell_bytes = static_cast<double>(a.n_kv_head) * a.head_dim * 2.0 * 2.0;  // K and V, F16
+    t = std::max(t, measured_decode_attention_s(kv_bytes / ref_cell_bytes));
+  }
+  // (2) The measured chunk's time scaled by flops (tokens x cells x heads x head_dim): the kernel's
+  // tensor-core rate with every SM busy, which no step beats.
+  if (!a.prefill.empty() && core_flops > 0) t = std::max(t, measured_chunk_attention_s(core_flops, n, c));
   return t;
 }
 

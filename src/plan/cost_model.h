@@ -7,6 +7,7 @@
 // GPU matmuls are scaled from the probe's 4096 x 4096 point by element count with the probe's
 // per-call fixed cost taken out, so real (larger) shapes stream at the kernel's rate; decode steps
 // replayed from CUDA graphs pay a graph node per kernel instead of a launch (see gpu_matmul_s).
+// GPU attention uses the profile's measured attention times when it has them (gpu_attention_core_s).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,15 @@ class CostModel {
   // Cost of issuing one kernel: a launch (profile launch_us), or a node of a replayed CUDA graph.
   double gpu_kernel_issue_s(bool graph) const;
 
+  // Device time of an attention sub-layer's core (scores, softmax, weighted V: the flash-attention
+  // kernels) at n new tokens of one sequence over context c. Without gpu.attention in the profile:
+  // max(KV bytes / device bandwidth, core flops / F16 matmul rate at n x GQA). With it, the largest of
+  // (1) the measured one-token time interpolated piecewise-linearly in KV bytes (the model's KV bytes
+  // per cell against the measured heads'), extrapolated linearly past the points, (2) the measured
+  // prefill chunk's time scaled by core flops, and the KV bytes at the device bandwidth (decode steps,
+  // n <= kGpuMatvecMaxTokens) or the formula above (longer steps). See docs/PLANNER.md for why.
+  double gpu_attention_core_s(const model::SubLayer& s, const model::ModelSpec& spec, int64_t n, int64_t c) const;
+
   // A whole sub-layer at n new tokens and context c (for the head, n = rows of logits). `graph`: the
   // sub-layer is replayed from a CUDA graph (resident decode steps, see the executor).
   double cpu_sublayer_s(const model::SubLayer& s, const model::ModelSpec& spec, int64_t n, int64_t c) const;
@@ -77,6 +87,8 @@ class CostModel {
   double curve_rate(const ThroughputCurve& c, double tokens) const;
   double cpu_rate_at_threads(DType t, double tokens) const;
   DType nearest_measured(DType t, bool gpu) const;
+  double measured_decode_attention_s(double ref_cells) const;
+  double measured_chunk_attention_s(double core_flops, int64_t n, int64_t c) const;
 
   HardwareProfile profile_;  // a copy: the model outlives whatever it was built from
   int32_t threads_;

@@ -1,6 +1,7 @@
 // ferry profile: measures this machine for the planner (host memory bandwidth, CPU kernels per weight
 // type x threads x tokens, and with a GPU the link alone / under load, H, device bandwidth, GPU
-// kernels) and writes the JSON profile to -o FILE or to the per-machine cache that `ferry plan` reads.
+// kernels and attention) and writes the JSON profile to -o FILE or to the per-machine cache that
+// `ferry plan` reads.
 #include <cstdio>
 #include <string>
 
@@ -60,6 +61,16 @@ int cmd_profile(int argc, char** argv) {
                 h.link->h2d_gbs, h.link->h2d_busy_gbs, h.link->d2h_gbs, h.link->d2h_busy_gbs, h.link->h2d_pageable_gbs);
     std::printf("CPU keeps %.0f%% of its speed while copies run; H = %.1f GB/s\n", h.link->cpu_share_while_copying * 100,
                 h.link->host_combined_gbs);
+    if (h.gpu->attention) {
+      const plan::GpuAttentionProfile& a = *h.gpu->attention;
+      std::printf("GPU attention (%d q / %d kv heads, head_dim %d), us a call: decode", a.n_head, a.n_kv_head,
+                  a.head_dim);
+      for (const auto& pt : a.decode) std::printf(" %lld cells=%.1f", static_cast<long long>(pt.cells), pt.us);
+      for (const auto& pt : a.prefill)
+        std::printf("; chunk of %lld tokens at %lld cells=%.1f", static_cast<long long>(pt.tokens),
+                    static_cast<long long>(pt.cells), pt.us);
+      std::printf("\n");
+    }
   } else {
     std::printf("no GPU: plans run every sub-layer on the CPU\n");
   }
