@@ -8,9 +8,9 @@
 #include "exec/gpu_prober_cuda.h"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <future>
