@@ -953,6 +953,13 @@ Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used)
   return Status::ok();
 }
 
+// KV cells before this step as the cost model counts context: the newest position + 1 - the step's tokens.
+double step_context(const StepIo& in) {
+  int32_t last = 0;
+  for (int32_t i = 0; i < in.n_tokens; ++i) last = std::max(last, in.pos[i] + 1);
+  return std::max(0, last - in.n_tokens);
+}
+
 Status Runner::run(const StepIo& in, float* logits) {
   const double t_start = now_ms();
   const int32_t n = in.n_tokens;
@@ -990,6 +997,7 @@ Status Runner::run(const StepIo& in, float* logits) {
       }
       model::apply_logit_softcap(spec_, logits, static_cast<int64_t>(in.n_out) * spec_.n_vocab);
       ++st.steps;
+      st.context_sum += step_context(in);
       st.wall_ms += now_ms() - t_start;
       return Status::ok();
     }
@@ -1156,6 +1164,7 @@ Status Runner::run(const StepIo& in, float* logits) {
     }
   }
   ++st.steps;
+  st.context_sum += step_context(in);
   st.wall_ms += now_ms() - t_start;
   if (rec) {
     tl_->steps.back().t1_ms = now_ms() - tl_origin_ms_;
@@ -1267,6 +1276,11 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
   return HybridRunner::create(spec, weights, subs, ps, std::move(dev), setup.options);
 }
 
+double TierStats::predicted_at_steps(const plan::PlanSet& ps, size_t tier) const {
+  if (steps == 0 || tier >= ps.tiers.size()) return predicted_ms;
+  return plan::predicted_at(ps.tiers[tier], ps.eval_context, context_sum / steps);
+}
+
 std::string explain_text(const HybridRunner& r) {
   std::string out;
   char line[512];
@@ -1274,12 +1288,13 @@ std::string explain_text(const HybridRunner& r) {
   std::snprintf(line, sizeof line, "%-6s %-10s %6s %12s %12s %8s %7s %9s %6s %9s\n", "tier", "strategy", "steps",
                 "predicted ms", "measured ms", "ratio", "copies", "copy MiB", "hits", "prefetch");
   out += line;
-  for (const TierStats& t : r.stats()) {
+  for (size_t ti = 0; ti < r.stats().size(); ++ti) {
+    const TierStats& t = r.stats()[ti];
     if (t.steps == 0) continue;
-    const double meas = t.wall_ms / t.steps;
+    const double meas = t.wall_ms / t.steps, pred = t.predicted_at_steps(ps, ti);
     std::snprintf(line, sizeof line, "%-6d %-10s %6lld %12.3f %12.3f %8.2f %7lld %9.1f %6lld %9lld\n", t.tokens,
-                  plan::strategy_name(t.strategy), static_cast<long long>(t.steps), t.predicted_ms, meas,
-                  t.predicted_ms > 0 ? meas / t.predicted_ms : 0.0, static_cast<long long>(t.copies),
+                  plan::strategy_name(t.strategy), static_cast<long long>(t.steps), pred, meas,
+                  pred > 0 ? meas / pred : 0.0, static_cast<long long>(t.copies),
                   t.copy_bytes / 1048576.0, static_cast<long long>(t.prefetch_hits),
                   static_cast<long long>(t.prefetch_copies));
     out += line;

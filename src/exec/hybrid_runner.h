@@ -91,6 +91,10 @@ struct TierStats {
   plan::Strategy strategy = plan::Strategy::kStatic;
   double predicted_ms = 0;         // planner's step time at its eval context
   int64_t steps = 0;
+  double context_sum = 0;          // KV cells before each step (max position + 1 - tokens), summed
+  // The planner's step time at these steps' mean context (plan::predicted_at): what wall_ms / steps is
+  // compared with (a prefill tier's chunks run at contexts 0 .. prompt, not all at the eval context).
+  double predicted_at_steps(const plan::PlanSet& ps, size_t tier) const;
   double wall_ms = 0;              // host wall time of run(), summed
   // With measure: per sub-layer time (device: events on the compute stream, CPU: host clock), summed.
   std::vector<double> sub_ms;

@@ -575,6 +575,14 @@ const Plan& tier_plan(const Builder& b, Candidate& cand, int32_t n) {
   p.tokens = n;
   p.candidates = b.strategies(cand.resident, cand.variant->slot, cand.variant->slots, n, b.eval_context());
   choose(p);
+  // The chosen placement at context 0, scaled by predicted_ms's ratio to the plain simulation at
+  // eval_context (predicted_ms may carry the copy-risk charge).
+  p.predicted_ms_low = p.predicted_ms;
+  if (b.eval_context() > 0) {
+    const double hi = b.step_s(p.placement, n, b.eval_context(), cand.variant->slots);
+    const double lo = b.step_s(p.placement, n, 0, cand.variant->slots);
+    if (hi > 0) p.predicted_ms_low = p.predicted_ms * lo / hi;
+  }
   return cand.tiers.emplace(n, std::move(p)).first->second;
 }
 
@@ -679,6 +687,8 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
       dyn.why_not = "no GPU";
       p.candidates = {gs, st, dyn};
       choose(p);
+      p.predicted_ms_low = 0;
+      for (size_t i = 0; i < m; ++i) p.predicted_ms_low += b.costs(i, n, 0).cpu_s * 1e3;
       ps.tiers.push_back(std::move(p));
     }
     double ttft = 0;
@@ -847,6 +857,11 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
   for (std::string& n : cm.notes_for(subs)) ps.notes.push_back(std::move(n));
   if (profile_.source == "estimated") ps.notes.push_back("profile is estimated, not measured: run `ferry profile`");
   return ps;
+}
+
+double predicted_at(const Plan& p, int32_t eval_context, double c) {
+  if (eval_context <= 0) return p.predicted_ms;
+  return p.predicted_ms_low + (p.predicted_ms - p.predicted_ms_low) * c / eval_context;
 }
 
 Expected<double> predict_step_ms(const HardwareProfile& profile, const PlannerOptions& options, const ModelSpec& spec,

@@ -50,12 +50,20 @@ struct Plan {
   int32_t tokens = 1;                // tier: steps of up to this many new tokens
   Strategy strategy = Strategy::kStatic;
   double predicted_ms = 0;           // step time at PlanSet::eval_context
+  // The same placement's step time at context 0 (an empty cache before the step), scaled as predicted_ms
+  // is: with predicted_ms it gives the step time at any context by linear interpolation (predicted_at),
+  // which is how measured steps at other contexts are compared with the plan.
+  double predicted_ms_low = 0;
   std::vector<Placement> placement;  // per sub-layer, PlanSet::sublayers order
   VramBreakdown vram;                // the arena while this tier runs (shared by all tiers)
   std::vector<StrategyEstimate> candidates;  // gpu-stream, static, dynamic (in that order)
   std::string runner_up;             // "" when no other strategy was feasible
   std::string why_runner_up_lost;
 };
+
+// Plan p's step time at context c (KV cells before the step, as the cost model counts), interpolated
+// linearly between predicted_ms_low (context 0) and predicted_ms (context eval_context).
+double predicted_at(const Plan& p, int32_t eval_context, double c);
 
 struct SubLayerSummary {
   std::string label;                 // "blk.7.ffn"

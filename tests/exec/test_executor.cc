@@ -288,6 +288,7 @@ TEST(Executor, DecodeReusesPrefetchedSlots) {
   const exec::TierStats& t1 = (*runner)->stats().front();
   ASSERT_EQ(t1.tokens, 1);
   EXPECT_EQ(t1.steps, 6);
+  EXPECT_DOUBLE_EQ(t1.context_sum / t1.steps, 7.5);  // decode steps at positions 5..10: cells before each
   if (!(*runner)->placements().front().empty() && t1.copies > 0) EXPECT_GT(t1.prefetch_hits, 0);
 }
 

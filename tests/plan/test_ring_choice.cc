@@ -155,5 +155,28 @@ TEST(RingChoice, PlannerPrefersConfigurationsWithoutHiddenCopies) {
   EXPECT_DOUBLE_EQ(ps->scenario_ms, fastest);
 }
 
+// Each tier also carries its step time at context 0, so a measured tier is compared with the plan at
+// the context its steps ran at (plan::predicted_at): a prefill tier's chunks run at 0 .. prompt, not
+// all at the eval context. Attention reads more cells at a deeper context, so the low end is cheaper.
+TEST(RingChoice, TiersPredictAtAnyContext) {
+  PlannerOptions o = bench_options(4 * GiB, 0);
+  o.prompt_tokens = 4096;
+  o.context = 4096 + 128;
+  auto ps = Planner(host(), o).plan(qwen3().spec, qwen3().subs);
+  ASSERT_TRUE(ps.has_value()) << ps.status().message();
+  ASSERT_EQ(ps->eval_context, 4096);
+  for (const Plan& t : ps->tiers) {
+    EXPECT_GT(t.predicted_ms_low, 0) << t.tokens;
+    EXPECT_LT(t.predicted_ms_low, t.predicted_ms) << t.tokens;
+    EXPECT_DOUBLE_EQ(predicted_at(t, ps->eval_context, ps->eval_context), t.predicted_ms);
+    EXPECT_DOUBLE_EQ(predicted_at(t, ps->eval_context, 0), t.predicted_ms_low);
+    const double mid = predicted_at(t, ps->eval_context, 2048);
+    EXPECT_NEAR(mid, (t.predicted_ms + t.predicted_ms_low) / 2, 1e-9) << t.tokens;
+  }
+  Plan flat;
+  flat.predicted_ms = 3;
+  EXPECT_DOUBLE_EQ(predicted_at(flat, 0, 100), 3.0);  // no eval context: the plan's figure
+}
+
 }  // namespace
 }  // namespace ferry::plan

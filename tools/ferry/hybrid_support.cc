@@ -222,11 +222,13 @@ std::string hybrid_report_text(const HybridState& s, bool explain) {
     const exec::TierStats& st = r.stats()[t];
     if (st.steps == 0) continue;
     const PlacementCounts n = count_placements(r.placements()[t]);
-    const double meas = st.wall_ms / st.steps;
+    const double meas = st.wall_ms / st.steps, pred = st.predicted_at_steps(ps, t);
     std::snprintf(line, sizeof line,
-                  "tier %4d: %-10s resident %3d streamed %3d cpu %3d | predicted %.2f ms, measured %.2f ms (%+.0f %%) over %lld steps\n",
-                  st.tokens, plan::strategy_name(st.strategy), n.resident, n.streamed, n.cpu, st.predicted_ms, meas,
-                  st.predicted_ms > 0 ? (meas / st.predicted_ms - 1) * 100 : 0.0, static_cast<long long>(st.steps));
+                  "tier %4d: %-10s resident %3d streamed %3d cpu %3d | predicted %.2f ms, measured %.2f ms (%+.0f %%) "
+                  "over %lld steps at mean context %.0f\n",
+                  st.tokens, plan::strategy_name(st.strategy), n.resident, n.streamed, n.cpu, pred, meas,
+                  pred > 0 ? (meas / pred - 1) * 100 : 0.0, static_cast<long long>(st.steps),
+                  st.context_sum / st.steps);
     out += line;
   }
   const LimitFractions f = limit_fractions(s);
@@ -279,7 +281,11 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
     nlohmann::json tj;
     tj["tokens"] = st.tokens;
     tj["strategy"] = plan::strategy_name(st.strategy);
-    tj["predicted_ms"] = st.predicted_ms;
+    // predicted_ms: at the measured steps' mean context (what measured_ms is compared with);
+    // predicted_eval_ms: the plan's figure at its eval context.
+    tj["predicted_ms"] = st.predicted_at_steps(ps, t);
+    tj["predicted_eval_ms"] = st.predicted_ms;
+    tj["mean_context"] = st.steps ? st.context_sum / st.steps : 0.0;
     tj["steps"] = st.steps;
     tj["measured_ms"] = st.steps ? st.wall_ms / st.steps : 0.0;
     tj["copies"] = st.copies;
