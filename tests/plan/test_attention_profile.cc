@@ -4,18 +4,15 @@
 // scaled by KV bytes per cell and, for prefill chunks, by flops), never below the formula.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
 #include "model/sublayer.h"
 #include "plan/cost_model.h"
 #include "plan/planner.h"
 #include "plan/profile.h"
-#include "plan/profiler.h"
 #include "plan_fixtures.h"
 
 namespace ferry::plan {
@@ -275,103 +272,6 @@ TEST(AttentionCost, PlansAtDepthGetSlower) {
   EXPECT_GT(d1, 36 * 15e-3);
   EXPECT_LT(d1, 36 * 25e-3);
   EXPECT_GT(d1024, 36 * 0.2);  // ~0.59 ms a layer measured-scaled against ~0.1 by the formula
-}
-
-// ---- profiler ----------------------------------------------------------------------------------------
-
-class NullOps final : public kernels::Ops {
- public:
-  const char* name() const override { return "null"; }
-  void matmul(const TensorView&, const TensorView&, TensorView) override {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  void embed(const TensorView&, const TensorView&, float, TensorView) override {}
-  void rms_norm(const TensorView&, const TensorView&, float, TensorView) override {}
-  void add(const TensorView&, const TensorView&, TensorView) override {}
-  void scale(const TensorView&, float, TensorView) override {}
-  void rope(TensorView, const kernels::BatchMeta&, const kernels::RopeParams&) override {}
-  void kv_store(const TensorView&, const TensorView&, const kernels::BatchMeta&, kernels::KvView) override {}
-  void attention(const TensorView&, const kernels::KvView&, const kernels::BatchMeta&, const kernels::AttnParams&,
-                 TensorView) override {}
-  void glu(const TensorView&, const TensorView&, kernels::Activation, TensorView) override {}
-  void gather_rows(const TensorView&, const int32_t*, TensorView) override {}
-};
-
-// A GPU whose attention takes 10 us + 1 ns per cell per token (attention optional: off = the default
-// kUnsupported of GpuProber).
-class AttnGpu final : public GpuProber {
- public:
-  explicit AttnGpu(bool attention) : attention_(attention) {}
-  std::string name() const override { return "Attn GPU"; }
-  std::string driver() const override { return "1.0"; }
-  uint64_t memory_bytes() const override { return 24ull << 30; }
-  Expected<double> time_h2d(uint64_t b, int r) override { return b * r / 40e9; }
-  Expected<double> time_d2h(uint64_t b, int r) override { return b * r / 40e9; }
-  Expected<double> time_h2d_pageable(uint64_t b, int r) override { return b * r / 10e9; }
-  Expected<double> time_d2d(uint64_t b, int r) override { return b * r / 500e9; }
-  Expected<double> time_matmul(DType, int64_t rows, int64_t cols, int64_t n, int r) override {
-    return 2.0 * rows * cols * n * r / 100e12 + r * 5e-6;
-  }
-  Expected<double> launch_overhead_us() override { return 5.0; }
-  Status start_background_copies(bool, uint64_t) override { return Status::ok(); }
-  Expected<CopyStats> stop_background_copies() override { return CopyStats{1e9, 0.05}; }
-  Expected<double> time_attention(int n_head, int n_kv_head, int head_dim, int64_t cells, int64_t tokens,
-                                  int reps) override {
-    if (!attention_) return GpuProber::time_attention(n_head, n_kv_head, head_dim, cells, tokens, reps);
-    ++attention_calls;
-    EXPECT_EQ(n_head, 32);
-    EXPECT_EQ(n_kv_head, 8);
-    EXPECT_EQ(head_dim, 128);
-    EXPECT_LE(tokens, cells);
-    return reps * (10e-6 + 1e-9 * static_cast<double>(cells * tokens));
-  }
-  int attention_calls = 0;
-
- private:
-  bool attention_;
-};
-
-CpuKernels null_kernels() {
-  CpuKernels k;
-  k.name = "null";
-  k.multithreaded = false;
-  k.make_ops = [](int32_t) -> std::unique_ptr<kernels::Ops> { return std::make_unique<NullOps>(); };
-  return k;
-}
-
-TEST(AttentionProfiler, MeasuresTheReferencePoints) {
-  ProfileOptions o;
-  o.quick = true;
-  o.time_budget_s = 2;
-  o.buffer_bytes = 16ull << 20;
-  AttnGpu gpu(true);
-  auto p = measure_profile(null_kernels(), &gpu, o);
-  ASSERT_TRUE(p.has_value()) << p.status().message();
-  ASSERT_TRUE(p->gpu->attention.has_value());
-  const GpuAttentionProfile& a = *p->gpu->attention;
-  EXPECT_EQ(a.n_head, 32);
-  EXPECT_EQ(a.n_kv_head, 8);
-  EXPECT_EQ(a.head_dim, 128);
-  ASSERT_EQ(a.decode.size(), 3u);
-  const int64_t cells[] = {512, 4096, 32768};
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(a.decode[i].cells, cells[i]);
-    EXPECT_EQ(a.decode[i].tokens, 1);
-    EXPECT_NEAR(a.decode[i].us, 10 + 1e-3 * cells[i], 1e-6);  // per call, not per `reps` calls
-  }
-  ASSERT_EQ(a.prefill.size(), 1u);
-  EXPECT_EQ(a.prefill[0].tokens, 512);
-  EXPECT_EQ(a.prefill[0].cells, 4096);
-  EXPECT_NEAR(a.prefill[0].us, 10 + 1e-3 * 512 * 4096, 1e-6);
-  EXPECT_EQ(gpu.attention_calls, 4 * 3);  // the fastest of 3 samples per point
-  auto q = parse_profile(profile_to_json(*p));
-  ASSERT_TRUE(q.has_value()) << q.status().message();
-  EXPECT_TRUE(q->gpu->attention.has_value());
-  // A prober that cannot time attention: no section, no error.
-  AttnGpu plain(false);
-  auto r = measure_profile(null_kernels(), &plain, o);
-  ASSERT_TRUE(r.has_value()) << r.status().message();
-  EXPECT_FALSE(r->gpu->attention.has_value());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "plan/profile.h"
 #include "plan/profiler.h"
 
 namespace ferry::plan {
@@ -32,7 +33,7 @@ class SleepyOps final : public kernels::Ops {
 };
 
 // A GPU with a 40 GB/s link, 30 GB/s while the CPU runs, 1000 GB/s device copies.
-class FakeGpu final : public GpuProber {
+class FakeGpu : public GpuProber {
  public:
   std::string name() const override { return "Fake GPU"; }
   std::string driver() const override { return "1.0"; }
@@ -152,6 +153,62 @@ TEST(Profiler, GpuStalledSamplesMeasuredAgain) {
   for (size_t i = 0; i < a->gpu->matmul.size(); ++i)
     for (size_t j = 0; j < a->gpu->matmul[i].gflops.size(); ++j)
       EXPECT_NEAR(b->gpu->matmul[i].gflops[j], a->gpu->matmul[i].gflops[j], 1e-6 * a->gpu->matmul[i].gflops[j]);
+}
+
+// FakeGpu whose attention takes 10 us + 1 ns per cell per token (attention optional: off = the default
+// kUnsupported of GpuProber).
+class AttnGpu final : public FakeGpu {
+ public:
+  explicit AttnGpu(bool attention) : attention_(attention) {}
+  Expected<double> time_attention(int n_head, int n_kv_head, int head_dim, int64_t cells, int64_t tokens,
+                                  int reps) override {
+    if (!attention_) return GpuProber::time_attention(n_head, n_kv_head, head_dim, cells, tokens, reps);
+    ++attention_calls;
+    EXPECT_EQ(n_head, 32);
+    EXPECT_EQ(n_kv_head, 8);
+    EXPECT_EQ(head_dim, 128);
+    EXPECT_LE(tokens, cells);
+    return reps * (10e-6 + 1e-9 * static_cast<double>(cells * tokens));
+  }
+  int attention_calls = 0;
+
+ private:
+  bool attention_;
+};
+
+TEST(AttentionProfiler, MeasuresTheReferencePoints) {
+  ProfileOptions o;
+  o.quick = true;
+  o.time_budget_s = 2;
+  o.buffer_bytes = 16ull << 20;
+  AttnGpu gpu(true);
+  auto p = measure_profile(sleepy(), &gpu, o);
+  ASSERT_TRUE(p.has_value()) << p.status().message();
+  ASSERT_TRUE(p->gpu->attention.has_value());
+  const GpuAttentionProfile& a = *p->gpu->attention;
+  EXPECT_EQ(a.n_head, 32);
+  EXPECT_EQ(a.n_kv_head, 8);
+  EXPECT_EQ(a.head_dim, 128);
+  ASSERT_EQ(a.decode.size(), 3u);
+  const int64_t cells[] = {512, 4096, 32768};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(a.decode[i].cells, cells[i]);
+    EXPECT_EQ(a.decode[i].tokens, 1);
+    EXPECT_NEAR(a.decode[i].us, 10 + 1e-3 * cells[i], 1e-6);  // per call, not per `reps` calls
+  }
+  ASSERT_EQ(a.prefill.size(), 1u);
+  EXPECT_EQ(a.prefill[0].tokens, 512);
+  EXPECT_EQ(a.prefill[0].cells, 4096);
+  EXPECT_NEAR(a.prefill[0].us, 10 + 1e-3 * 512 * 4096, 1e-6);
+  EXPECT_EQ(gpu.attention_calls, 4 * 3);  // the fastest of 3 samples per point
+  auto q = parse_profile(profile_to_json(*p));
+  ASSERT_TRUE(q.has_value()) << q.status().message();
+  EXPECT_TRUE(q->gpu->attention.has_value());
+  // A prober that cannot time attention: no section, no error.
+  AttnGpu plain(false);
+  auto r = measure_profile(sleepy(), &plain, o);
+  ASSERT_TRUE(r.has_value()) << r.status().message();
+  EXPECT_FALSE(r->gpu->attention.has_value());
 }
 
 }  // namespace
