@@ -122,6 +122,8 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
   if (const char* e = std::getenv("FERRY_CUDA_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.fuse = e[0] == '1';
   if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
+  if (const char* e = std::getenv("FERRY_CUDA_Q4K_WIDE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.matvec_q4k_wide = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
 }
 
@@ -270,6 +272,7 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
   launch.accumulate = accumulate;
   launch.kernel = opt_.matvec_kernel;
+  launch.q4k_wide = opt_.matvec_q4k_wide;
   const bool stashed = T <= 8 && stash_hit(x);
   for (int64_t t0 = 0; t0 < T; t0 += 8) {
     const int nt = static_cast<int>(std::min<int64_t>(8, T - t0));
@@ -340,6 +343,7 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     cu::MatvecLaunch launch;
     launch.sm_count = ctx_.sm_count();
     launch.kernel = opt_.matvec_kernel;
+    launch.q4k_wide = opt_.matvec_q4k_wide;
     // PDL for every launch: each kernel of the chain lets the next one start loading its weights.
     launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
     if (traits(ws[i]->dtype).quantized) {

@@ -91,6 +91,9 @@ struct CudaOpsOptions {
   // the Q8 activations the next matvec of that tensor reads (its quantize_q8 is skipped); matmul_acc adds
   // in the matvec's epilogue; rope_qk_store is one kernel. Same arithmetic as the unfused ops, bit for bit.
   bool fuse = true;
+  // Q4_K decode matvec in 32-byte chunks (ChunkDecQ4KWide: the scales decoded once per 64 weights, not
+  // once per 32), an A/B experiment: environment FERRY_CUDA_Q4K_WIDE=0|1 overrides.
+  bool matvec_q4k_wide = false;
 };
 
 // Largest shapes a CudaOps will see, for sizing its scratch.

@@ -240,17 +240,18 @@ __device__ __forceinline__ RowRef row_ref(const MatvecSet& s, int64_t n) {
 
 // Adapters giving the quantized and the float weights one interface for the kernel: load (weights),
 // load_x (token t's activations for a chunk), dot.
-template <DType Q>
-struct QuantAdapter {
-  using D = ChunkDec<Q>;
+// MinBlocks: blocks per SM the register budget is set for (1-2 tokens; 3-8 tokens use 2): 3 = 80
+// registers, 24 warps per SM; the k-quants with big chunk images keep 2 (128 registers, 16 warps), as 80
+// spilled (ptxas -v; Q4_1 / Q5_0 / Q5_1 spill 4-12 bytes at 80, kept: occupancy is worth more).
+// U: chunks per lane and v3 tile.
+template <class Dec, int MinBlocks, int U = 4>
+struct DecoderAdapter {
+  using D = Dec;
   using W = typename D::W;
   using X = typename D::X;
   static constexpr int kElems = D::kElems;
-  // Blocks per SM the register budget is set for (1-2 tokens; 3-8 tokens use 2): 3 = 80 registers, 24
-  // warps per SM; the k-quants with big chunk images keep 2 (128 registers, 16 warps), as 80 spilled
-  // (ptxas -v; Q4_1 / Q5_0 / Q5_1 spill 4-12 bytes at 80, kept: occupancy is worth more).
-  static constexpr int kMinBlocks =
-      (Q == DType::Q2_K || Q == DType::Q3_K || Q == DType::Q5_K || Q == DType::Q6_K) ? 2 : 3;
+  static constexpr int kMinBlocks = MinBlocks;
+  static constexpr int kUnroll = U;
   struct Act {
     const int8_t* xq;   // [T][K]
     const float2* xds;  // [T][K / 32]
@@ -262,12 +263,18 @@ struct QuantAdapter {
   }
   __device__ __forceinline__ static float dot(const W& w, int c, const X& x) { return D::dot(w, c, x); }
 };
+template <DType Q>
+using QuantAdapter = DecoderAdapter<ChunkDec<Q>, (Q == DType::Q2_K || Q == DType::Q3_K || Q == DType::Q5_K ||
+                                                  Q == DType::Q6_K) ? 2 : 3>;
+// The 32-byte Q4_K chunks: 2 a tile per lane, so a tile covers as many weights as ChunkDec<Q4_K>'s 4.
+using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2>;
 
 // Float weights: a chunk is 16 bytes (8 F16/BF16 or 4 F32 values); products and sums in F32.
 template <typename Wt>
 struct FloatAdapter {
   static constexpr int kElems = 16 / static_cast<int>(sizeof(Wt));
   static constexpr int kMinBlocks = 3;
+  static constexpr int kUnroll = 4;
   struct W {
     Q16 q;
   };
@@ -550,7 +557,8 @@ template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
                              const MatvecLaunch& l, cudaStream_t stream) {
   if (v3_fits<A>(set, T, l)) {
-    return T == 1 ? launch_v3<A, 1, 4>(set, K, act, T, l, stream) : launch_v3<A, 2, 4>(set, K, act, T, l, stream);
+    return T == 1 ? launch_v3<A, 1, A::kUnroll>(set, K, act, T, l, stream)
+                  : launch_v3<A, 2, A::kUnroll>(set, K, act, T, l, stream);
   }
   if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);
   if (T == 2) return launch_v2<A, 2, 1, 4>(set, K, act, T, l, stream);
@@ -646,7 +654,9 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
     case DType::Q2_K: return launch_v2_tokens<QuantAdapter<DType::Q2_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q3_K: return launch_v2_tokens<QuantAdapter<DType::Q3_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q4_K: return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, stream);
+    case DType::Q4_K:
+      if (launch.q4k_wide) return launch_v2_tokens<WideQ4KAdapter>(set, K, {xq, xds, K}, T, launch, stream);
+      return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, stream);
     default: return cudaErrorInvalidValue;
   }

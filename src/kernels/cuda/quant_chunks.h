@@ -400,6 +400,58 @@ struct ChunkDec<DType::Q4_K> {
   }
 };
 
+// Q4_K (ggml layout) in 32-byte chunks (an experiment beside ChunkDec<Q4_K>, FERRY_CUDA_Q4K_WIDE=1): chunk c
+// = qs bytes [32cc, 32cc + 32) of block c / 4, cc = c % 4, i.e. ChunkDec<Q4_K>'s chunks 2cc and 2cc + 1
+// together: low nibbles are elements 64cc + 0..31 (sub-block 2cc), high nibbles 64cc + 32..63 (2cc + 1).
+// The two sub-blocks' scales and mins are decoded once per 64 weights instead of once per 32, and the
+// min term comes with every chunk. Two 16-byte qs loads per lane.
+struct ChunkDecQ4KWide {
+  static constexpr int kElems = 64;
+  struct W {
+    Q16 q0, q1, hd;
+  };
+  struct X {
+    Q16 a0, a1, b0, b1;  // elements 64cc + 0.., + 16.., + 32.., + 48..
+    XDs d0, d1;
+  };
+  FERRY_HD static void load(const uint8_t* row, int64_t, int c, W& w) {
+    const uint8_t* blk = row + 144 * static_cast<int64_t>(c >> 2);
+    const uint8_t* q = blk + 16 + 32 * (c & 3);
+    w.q0 = ld_q16(q);
+    w.q1 = ld_q16(q + 16);
+    w.hd = ld_q16(blk);
+  }
+  FERRY_HD static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) {
+    const int64_t e = 256 * static_cast<int64_t>(c >> 2) + 64 * (c & 3);
+    x.a0 = ld_q16(xq + e);
+    x.a1 = ld_q16(xq + e + 16);
+    x.b0 = ld_q16(xq + e + 32);
+    x.b1 = ld_q16(xq + e + 48);
+    const int64_t g = 8 * static_cast<int64_t>(c >> 2) + 2 * (c & 3);
+    x.d0 = ld_xds(xds + g);
+    x.d1 = ld_xds(xds + g + 1);
+  }
+  FERRY_HD static float dot(const W& w, int c, const X& x) {
+    const int cc = c & 3;
+    int s0 = 0, s1 = 0;
+    FERRY_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      s0 = dp4a(static_cast<int>(w.q0.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a0.w[i]), s0);
+      s0 = dp4a(static_cast<int>(w.q1.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a1.w[i]), s0);
+      s1 = dp4a(static_cast<int>((w.q0.w[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(x.b0.w[i]), s1);
+      s1 = dp4a(static_cast<int>((w.q1.w[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(x.b1.w[i]), s1);
+    }
+    int sc0, m0, sc1, m1;
+    scale_min_k4_regs(2 * cc, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc0, &m0);
+    scale_min_k4_regs(2 * cc + 1, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc1, &m1);
+    const float d = half_to_float(static_cast<uint16_t>(w.hd.w[0] & 0xFFFFu));
+    const float dmin = half_to_float(static_cast<uint16_t>(w.hd.w[0] >> 16));
+    return d * (static_cast<float>(sc0) * x.d0.x * static_cast<float>(s0) +
+                static_cast<float>(sc1) * x.d1.x * static_cast<float>(s1)) -
+           dmin * (static_cast<float>(m0) * x.d0.y + static_cast<float>(m1) * x.d1.y);
+  }
+};
+
 // Q5_K (ggml layout): as Q4_K with qs at 48; the 5th bits of chunk p are qh[16(p % 2) + j] bit 2cc (low
 // nibbles) and 2cc + 1 (high), one more broadcast 16-byte load.
 template <>

@@ -388,6 +388,32 @@ TEST(CudaOps, MatvecV3MatchesV2) {
   }
 }
 
+// The 32-byte Q4_K decoder (matvec_q4k_wide) against the default 16-byte one, v3 and v2 paths (1, 2 and 5
+// tokens): the same integer sums, grouped differently in float.
+TEST(CudaOps, MatvecQ4KWideMatchesDefault) {
+  REQUIRE_GPU();
+  std::mt19937 rng(24);
+  kernels::CudaOpsOptions ow;
+  ow.matvec_q4k_wide = true;
+  kernels::CudaOps wide(*E->ctx, ow), base(*E->ctx);
+  for (int64_t K : {4096, 14336}) {
+    const int64_t N = K == 4096 ? 5003 : 300;  // 300 rows: the v2 kernel (rows alone do not fill the GPU)
+    HostTensor w = random_weights(rng, DType::Q4_K, K, N);
+    DevTensor dw(*E, w);
+    for (int64_t T : {1, 2, 5}) {
+      HostTensor x = random_f32(rng, K, T);
+      DevTensor dx(*E, x), db(*E, DType::F32, N, T), dwd(*E, DType::F32, N, T);
+      db.poison();
+      dwd.poison();
+      base.matmul(dw.view, dx.view, db.view);
+      wide.matmul(dw.view, dx.view, dwd.view);
+      SYNC();
+      expect_close(dwd.download(), db.download(), 1e-6,
+                   "Q4_K wide vs default K=" + std::to_string(K) + " T=" + std::to_string(T));
+    }
+  }
+}
+
 // rms_norm -> matmul_many with the Q8 stash, glu -> matmul_acc (stash + epilogue add), rope_qk_store:
 // the fused ops against the unfused ones (fuse = false, v2 kernels): the same values.
 TEST(CudaOps, DecodeFusionsMatchUnfused) {

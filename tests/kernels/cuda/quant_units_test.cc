@@ -158,10 +158,9 @@ INSTANTIATE_TEST_SUITE_P(AllQuant, QuantUnitsType, ::testing::ValuesIn(kQuantTyp
 
 // ---- 16-byte chunk decoders (v2 decode kernels) and split-row dequantization ---------------------------
 
-// Sum over a row's chunks of ChunkDec<T>::dot, exactly as matvec.cu's v2 kernel composes load, load_x, dot.
-template <DType T>
-float chunk_dot_row(const uint8_t* row, int64_t K, const int8_t* xq, const XDs* xds) {
-  using D = ChunkDec<T>;
+// Sum over a row's chunks of D::dot (a ChunkDec), exactly as matvec.cu's v2 kernel composes load, load_x, dot.
+template <class D>
+float decoder_dot_row(const uint8_t* row, int64_t K, const int8_t* xq, const XDs* xds) {
   float s = 0.f;
   for (int c = 0; c < K / D::kElems; ++c) {
     typename D::W w;
@@ -171,6 +170,10 @@ float chunk_dot_row(const uint8_t* row, int64_t K, const int8_t* xq, const XDs* 
     s += D::dot(w, c, x);
   }
   return s;
+}
+template <DType T>
+float chunk_dot_row(const uint8_t* row, int64_t K, const int8_t* xq, const XDs* xds) {
+  return decoder_dot_row<ChunkDec<T>>(row, K, xq, xds);
 }
 
 float dispatch_chunk_dot(DType t, const uint8_t* row, int64_t K, const int8_t* xq, const XDs* xds) {
@@ -282,6 +285,46 @@ TEST_P(QuantUnitsChunk, EachChunkAlone) {
     const float want = dispatch_dot(t, q.data(), K, reinterpret_cast<const int*>(xq.data()), xds.data());
     const float got = dispatch_chunk_dot(t, split ? qs.data() : q.data(), K, xq.data(), xds.data());
     EXPECT_NEAR(got, want, 1e-4 * (std::fabs(want) + 1.f)) << dtype_name(t) << " group " << g;
+  }
+}
+
+// The 32-byte Q4_K decoder (ChunkDecQ4KWide) against the reference slices: whole rows, and one 32-group
+// of weights at a time (a chunk reading another's scales or activations would show there).
+TEST(QuantUnits, Q4KWideChunksMatchSlices) {
+  const DType t = DType::Q4_K;
+  std::mt19937 rng(31);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t K : {256, 2048, 4096, 14336}) {
+    std::vector<float> w(K), x(K);
+    for (float& v : w) v = nd(rng);
+    for (float& v : x) v = nd(rng);
+    std::vector<uint8_t> q(row_bytes(t, K));
+    quantize_row(t, w.data(), q.data(), K);
+    std::vector<int8_t> xq(K);
+    std::vector<XDs> xds(K / 32);
+    quantize_q8_host(x.data(), K, xq.data(), xds.data());
+    const float want = dispatch_dot(t, q.data(), K, reinterpret_cast<const int*>(xq.data()), xds.data());
+    const float got = decoder_dot_row<ChunkDecQ4KWide>(q.data(), K, xq.data(), xds.data());
+    double mag = 0;
+    std::vector<float> wd(K);
+    dequantize_row(t, q.data(), wd.data(), K);
+    for (int64_t k = 0; k < K; ++k) mag += std::fabs(static_cast<double>(wd[k]) * xds[k / 32].x * xq[k]);
+    EXPECT_NEAR(got, want, 2e-5 * mag + 1e-6) << "K=" << K;
+  }
+  const int64_t K = 2048;
+  std::vector<float> x(K);
+  for (float& v : x) v = nd(rng);
+  std::vector<int8_t> xq(K);
+  std::vector<XDs> xds(K / 32);
+  quantize_q8_host(x.data(), K, xq.data(), xds.data());
+  for (int64_t g = 0; g < K / 32; ++g) {
+    std::vector<float> w(K, 0.f);
+    for (int i = 0; i < 32; ++i) w[32 * g + i] = nd(rng);
+    std::vector<uint8_t> q(row_bytes(t, K));
+    quantize_row(t, w.data(), q.data(), K);
+    const float want = dispatch_dot(t, q.data(), K, reinterpret_cast<const int*>(xq.data()), xds.data());
+    const float got = decoder_dot_row<ChunkDecQ4KWide>(q.data(), K, xq.data(), xds.data());
+    EXPECT_NEAR(got, want, 1e-4 * (std::fabs(want) + 1.f)) << "group " << g;
   }
 }
 
