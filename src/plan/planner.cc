@@ -575,14 +575,6 @@ const Plan& tier_plan(const Builder& b, Candidate& cand, int32_t n) {
   p.tokens = n;
   p.candidates = b.strategies(cand.resident, cand.variant->slot, cand.variant->slots, n, b.eval_context());
   choose(p);
-  // The chosen placement at context 0, scaled by predicted_ms's ratio to the plain simulation at
-  // eval_context (predicted_ms may carry the copy-risk charge).
-  p.predicted_ms_low = p.predicted_ms;
-  if (b.eval_context() > 0) {
-    const double hi = b.step_s(p.placement, n, b.eval_context(), cand.variant->slots);
-    const double lo = b.step_s(p.placement, n, 0, cand.variant->slots);
-    if (hi > 0) p.predicted_ms_low = p.predicted_ms * lo / hi;
-  }
   return cand.tiers.emplace(n, std::move(p)).first->second;
 }
 
@@ -637,6 +629,14 @@ PlanSet finish(const Builder& b, Candidate& cand, const PlannerOptions& o) {
   for (int32_t n : b.tiers()) {
     Plan p = tier_plan(b, cand, n);
     p.vram = a;
+    // The chosen placement at context 0, scaled by predicted_ms's ratio to the plain simulation at
+    // eval_context (predicted_ms may carry the copy-risk charge). Only for the chosen candidate.
+    p.predicted_ms_low = p.predicted_ms;
+    if (b.eval_context() > 0) {
+      const double hi = b.step_s(p.placement, n, b.eval_context(), v.slots);
+      const double lo = b.step_s(p.placement, n, 0, v.slots);
+      if (hi > 0) p.predicted_ms_low = p.predicted_ms * lo / hi;
+    }
     ps.tiers.push_back(std::move(p));
   }
   ps.ttft_ms = cand.ttft_ms;
