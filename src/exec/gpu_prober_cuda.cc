@@ -33,6 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+uint64_t arena_round(uint64_t bytes) { return (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
 
 constexpr uint64_t kMaxArena = 4ull << 30;       // what the prober reserves at most (H200: 141 GB)
 constexpr uint64_t kMinArena = 1ull << 30;
@@ -357,7 +358,7 @@ class CudaGpuProber final : public plan::GpuProber {
     if (pool_ && pool_dtype_ == t && pool_rows_ == rows && pool_cols_ == cols) return Status::ok();
     dev_->release(&pool_);
     const uint64_t matrix = row_bytes(t, cols) * static_cast<uint64_t>(rows);
-    pool_stride_ = (matrix + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    pool_stride_ = arena_round(matrix);
     const uint64_t target = std::max<uint64_t>(kWeightPoolBytes, 4 * info_.l2_bytes);
     pool_slots_ = static_cast<int>(std::clamp<uint64_t>((target + pool_stride_ - 1) / pool_stride_, 2, 64));
     FERRY_ASSIGN_OR_RETURN(pool_, dev_->allocate(pool_stride_ * pool_slots_, "probe.weights"));
@@ -434,7 +435,7 @@ class CudaGpuProber final : public plan::GpuProber {
   // would stay in L2 if called back to back). Filled with 0x3c3c (~1.06 in F16) once.
   Status ensure_kv_pool(int64_t kv_dim, int64_t n_cells) {
     const uint64_t cache = static_cast<uint64_t>(kv_dim) * static_cast<uint64_t>(n_cells) * 2;
-    const uint64_t stride = (cache + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+    const uint64_t stride = arena_round(cache);
     const uint64_t target = std::max<uint64_t>(kWeightPoolBytes, 4 * info_.l2_bytes);
     const uint64_t slots = std::max<uint64_t>(2, (target + 2 * stride - 1) / (2 * stride));
     if (!kv_pool_ || kv_pool_.bytes < slots * 2 * stride) {
@@ -459,9 +460,8 @@ class CudaGpuProber final : public plan::GpuProber {
     FERRY_RETURN_IF_ERROR(ensure_dev(attn_q_, qb, "probe.attn_q"));
     FERRY_RETURN_IF_ERROR(ensure_dev(attn_out_, qb, "probe.attn_out"));
     FERRY_RETURN_IF_ERROR(dev_->memset(attn_q_.ptr, 0, qb, *main_));
-    auto aligned = [](uint64_t b) { return (b + kArenaAlign - 1) / kArenaAlign * kArenaAlign; };
-    const uint64_t cells_b = aligned(static_cast<uint64_t>(n_cells) * 4);
-    const uint64_t tok_b = aligned(static_cast<uint64_t>(n_tokens) * 4);
+    const uint64_t cells_b = arena_round(static_cast<uint64_t>(n_cells) * 4);
+    const uint64_t tok_b = arena_round(static_cast<uint64_t>(n_tokens) * 4);
     attn_off_cell_pos_ = 0;
     attn_off_cell_seq_ = cells_b;
     attn_off_pos_ = 2 * cells_b;
