@@ -2,7 +2,7 @@
 // kernel tables. A table is built once per level by layering the fillers from the lowest level up
 // (scalar, then AVX2, then AVX-512, then AMX), so a level only overrides what it does better.
 // AMX additionally needs the OS's permission for tile state (base/cpu_info: amx_usable), asked once
-// the first time the level is considered; FERRY_CPU_ISA=avx512 keeps a run off AMX entirely.
+// the first time the level is considered: only with FERRY_CPU_ISA=amx (or when tests ask for the level).
 #include <cstdlib>
 #include <cstring>
 
@@ -47,24 +47,30 @@ bool cpu_isa_supported(CpuIsa isa) {
 #endif
 }
 
-CpuIsa best_cpu_isa() {
-  if (cpu_isa_supported(CpuIsa::kAmx)) return CpuIsa::kAmx;
+namespace {
+
+// The best vector level short of AMX (no tile-permission request).
+CpuIsa best_vector_isa() {
   if (cpu_isa_supported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
   if (cpu_isa_supported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
   return CpuIsa::kScalar;
 }
 
+}  // namespace
+
+CpuIsa best_cpu_isa() { return cpu_isa_supported(CpuIsa::kAmx) ? CpuIsa::kAmx : best_vector_isa(); }
+
 // The AMX level is opt-in (FERRY_CPU_ISA=amx): on the GPU host (Sapphire Rapids, 16 threads) its prefill
 // matmuls measured 0.58-0.91x the AVX-512 panel kernels (bench/RESULTS.md, session 5) - the per-group float
-// epilogue, not the tile multiply, bounds both, and AMX adds a tile store and reload per group.
+// epilogue, not the tile multiply, bounds both, and AMX adds a tile store and reload per group. Without
+// the opt-in the tile permission is never requested.
 CpuIsa default_cpu_isa() {
-  CpuIsa isa = best_cpu_isa();
-  if (isa == CpuIsa::kAmx) isa = CpuIsa::kAvx512;
+  const CpuIsa top = best_vector_isa();
   if (const char* env = std::getenv("FERRY_CPU_ISA"); env != nullptr && *env != '\0') {
     const std::optional<CpuIsa> want = cpu_isa_from_name(env);
-    if (want && cpu_isa_supported(*want) && *want <= best_cpu_isa()) isa = *want;
+    if (want && (*want == CpuIsa::kAmx ? cpu_isa_supported(CpuIsa::kAmx) : *want <= top)) return *want;
   }
-  return isa;
+  return top;
 }
 
 namespace cpu {
