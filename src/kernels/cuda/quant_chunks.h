@@ -350,6 +350,22 @@ struct ChunkDec<DType::Q6_K> {
   }
 };
 
+// The scale step of a Q4_K sub-block pair (2cc, 2cc + 1) of the block whose header words are hd: the
+// integer sums s0, s1 times scale * d_x, minus (with_min) each sub-block's min times d_x * sum(q_x).
+FERRY_HD float q4k_pair(const Q16& hd, int cc, int s0, int s1, const XDs& d0, const XDs& d1, bool with_min) {
+  int sc0, m0, sc1, m1;
+  scale_min_k4_regs(2 * cc, hd.w[1], hd.w[2], hd.w[3], &sc0, &m0);
+  scale_min_k4_regs(2 * cc + 1, hd.w[1], hd.w[2], hd.w[3], &sc1, &m1);
+  const float d = half_to_float(static_cast<uint16_t>(hd.w[0] & 0xFFFFu));
+  float r = d * (static_cast<float>(sc0) * d0.x * static_cast<float>(s0) +
+                 static_cast<float>(sc1) * d1.x * static_cast<float>(s1));
+  if (with_min) {
+    const float dmin = half_to_float(static_cast<uint16_t>(hd.w[0] >> 16));
+    r -= dmin * (static_cast<float>(m0) * d0.y + static_cast<float>(m1) * d1.y);
+  }
+  return r;
+}
+
 // Q4_K (ggml layout): chunk c = qs bytes [16p, 16p + 16) of block b = c / 8, p = c % 8 = 2cc + half. Byte
 // j's low nibble is element e = 64cc + 16half + j (sub-block 2cc), its high nibble e + 32 (sub-block
 // 2cc + 1). The 16-byte header (d, dmin, scales) is loaded by the 8 lanes of the block (one broadcast).
@@ -386,17 +402,7 @@ struct ChunkDec<DType::Q4_K> {
       s0 = dp4a(static_cast<int>(w.q.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a.w[i]), s0);
       s1 = dp4a(static_cast<int>((w.q.w[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(x.b.w[i]), s1);
     }
-    int sc0, m0, sc1, m1;
-    scale_min_k4_regs(2 * cc, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc0, &m0);
-    scale_min_k4_regs(2 * cc + 1, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc1, &m1);
-    const float d = half_to_float(static_cast<uint16_t>(w.hd.w[0] & 0xFFFFu));
-    float r = d * (static_cast<float>(sc0) * x.d0.x * static_cast<float>(s0) +
-                   static_cast<float>(sc1) * x.d1.x * static_cast<float>(s1));
-    if ((p & 1) == 0) {
-      const float dmin = half_to_float(static_cast<uint16_t>(w.hd.w[0] >> 16));
-      r -= dmin * (static_cast<float>(m0) * x.d0.y + static_cast<float>(m1) * x.d1.y);
-    }
-    return r;
+    return q4k_pair(w.hd, cc, s0, s1, x.d0, x.d1, (p & 1) == 0);
   }
 };
 
@@ -441,14 +447,7 @@ struct ChunkDecQ4KWide {
       s1 = dp4a(static_cast<int>((w.q0.w[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(x.b0.w[i]), s1);
       s1 = dp4a(static_cast<int>((w.q1.w[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(x.b1.w[i]), s1);
     }
-    int sc0, m0, sc1, m1;
-    scale_min_k4_regs(2 * cc, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc0, &m0);
-    scale_min_k4_regs(2 * cc + 1, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc1, &m1);
-    const float d = half_to_float(static_cast<uint16_t>(w.hd.w[0] & 0xFFFFu));
-    const float dmin = half_to_float(static_cast<uint16_t>(w.hd.w[0] >> 16));
-    return d * (static_cast<float>(sc0) * x.d0.x * static_cast<float>(s0) +
-                static_cast<float>(sc1) * x.d1.x * static_cast<float>(s1)) -
-           dmin * (static_cast<float>(m0) * x.d0.y + static_cast<float>(m1) * x.d1.y);
+    return q4k_pair(w.hd, cc, s0, s1, x.d0, x.d1, /*with_min=*/true);
   }
 };
 
@@ -481,17 +480,7 @@ struct ChunkDec<DType::Q5_K> {
       s0 = dp4a(lo, static_cast<int>(x.a.w[i]), s0);
       s1 = dp4a(hi, static_cast<int>(x.b.w[i]), s1);
     }
-    int sc0, m0, sc1, m1;
-    scale_min_k4_regs(2 * cc, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc0, &m0);
-    scale_min_k4_regs(2 * cc + 1, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc1, &m1);
-    const float d = half_to_float(static_cast<uint16_t>(w.hd.w[0] & 0xFFFFu));
-    float r = d * (static_cast<float>(sc0) * x.d0.x * static_cast<float>(s0) +
-                   static_cast<float>(sc1) * x.d1.x * static_cast<float>(s1));
-    if ((p & 1) == 0) {
-      const float dmin = half_to_float(static_cast<uint16_t>(w.hd.w[0] >> 16));
-      r -= dmin * (static_cast<float>(m0) * x.d0.y + static_cast<float>(m1) * x.d1.y);
-    }
-    return r;
+    return q4k_pair(w.hd, cc, s0, s1, x.d0, x.d1, (p & 1) == 0);
   }
 };
 
