@@ -9,7 +9,7 @@ M=$1; F=${2:-/root/bin/ferry}; R=${OUT:-/tmp}/r; mkdir -p "$R"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu"; exit 0; }
 n=$(basename "$M" .gguf)
-timeout ${NCU_TIMEOUT:-200} "$NCU" --graph-profiling node --metrics gpu__time_duration.sum --csv \
+timeout ${NCU_TIMEOUT:-200} "$NCU" --clock-control none --cache-control none --graph-profiling node --metrics gpu__time_duration.sum --csv \
   --kernel-name regex:"matvec|attn|rms_norm|rope|glu|quantize|add_kernel|kv_store|gather|argmax|scale_kernel" \
   "$F" bench -m "$M" --device cuda -p 512 -n 2 --no-warmup --no-membw > "$R/ncu_$n.csv" 2> "$R/ncu_$n.err"
 echo "ncu exit $?"

@@ -92,8 +92,9 @@ struct CudaOpsOptions {
   // in the matvec's epilogue; rope_qk_store is one kernel. Same arithmetic as the unfused ops, bit for bit.
   bool fuse = true;
   // Q4_K decode matvec in 32-byte chunks (ChunkDecQ4KWide: the scales decoded once per 64 weights, not
-  // once per 32), an A/B experiment: environment FERRY_CUDA_Q4K_WIDE=0|1 overrides.
-  bool matvec_q4k_wide = false;
+  // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
+  // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
+  bool matvec_q4k_wide = true;
 };
 
 // Largest shapes a CudaOps will see, for sizing its scratch.

@@ -406,7 +406,8 @@ struct ChunkDec<DType::Q4_K> {
   }
 };
 
-// Q4_K (ggml layout) in 32-byte chunks (an experiment beside ChunkDec<Q4_K>, FERRY_CUDA_Q4K_WIDE=1): chunk c
+// Q4_K (ggml layout) in 32-byte chunks (the default decode path for Q4_K; FERRY_CUDA_Q4K_WIDE=0 selects
+// ChunkDec<Q4_K>): chunk c
 // = qs bytes [32cc, 32cc + 32) of block c / 4, cc = c % 4, i.e. ChunkDec<Q4_K>'s chunks 2cc and 2cc + 1
 // together: low nibbles are elements 64cc + 0..31 (sub-block 2cc), high nibbles 64cc + 32..63 (2cc + 1).
 // The two sub-blocks' scales and mins are decoded once per 64 weights instead of once per 32, and the

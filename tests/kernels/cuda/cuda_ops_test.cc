@@ -388,14 +388,15 @@ TEST(CudaOps, MatvecV3MatchesV2) {
   }
 }
 
-// The 32-byte Q4_K decoder (matvec_q4k_wide) against the default 16-byte one, v3 and v2 paths (1, 2 and 5
-// tokens): the same integer sums, grouped differently in float.
+// The 32-byte Q4_K decoder (matvec_q4k_wide, the default) against the 16-byte one, v3 and v2 paths (1, 2
+// and 5 tokens): the same integer sums, grouped differently in float.
 TEST(CudaOps, MatvecQ4KWideMatchesDefault) {
   REQUIRE_GPU();
   std::mt19937 rng(24);
-  kernels::CudaOpsOptions ow;
+  kernels::CudaOpsOptions ow, on;
   ow.matvec_q4k_wide = true;
-  kernels::CudaOps wide(*E->ctx, ow), base(*E->ctx);
+  on.matvec_q4k_wide = false;
+  kernels::CudaOps wide(*E->ctx, ow), base(*E->ctx, on);
   for (int64_t K : {4096, 14336}) {
     const int64_t N = K == 4096 ? 5003 : 300;  // 300 rows: the v2 kernel (rows alone do not fill the GPU)
     HostTensor w = random_weights(rng, DType::Q4_K, K, N);
