@@ -34,10 +34,6 @@ __device__ __forceinline__ float cap_logit(float s, float scale, float softcap) 
 struct Partials {
   float* o;    // [splits][rows][D]
   float2* ml;  // [splits][rows] {m, l}
-  // Non-null: the mma kernel combines the splits itself (no combine kernel). One arrival counter per
-  // (row block, KV head), zero between launches: the split block that arrives last combines that
-  // group's rows and resets the counter.
-  unsigned* counters = nullptr;
 };
 
 __host__ __device__ inline int64_t partial_o_bytes(int64_t rows, int D, int splits) {
@@ -140,25 +136,27 @@ __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArg
 
 // ---- split combine ---------------------------------------------------------------------------------
 
-// One row (token t, head h) of the split combine, by one whole warp. The partials are read through L2
-// (ld.global.cg): in the mma kernel's own combine they were written by other blocks of the same grid.
 // With a.xq (head_dim % 32 == 0, out rows contiguous) the output is also quantized as quantize_q8 would
 // (each warp step d = lane + 32 j is one whole 32-block of the row).
-__device__ __forceinline__ void combine_row(const AttnArgs& a, int splits, const Partials& part, int64_t row,
-                                            int lane) {
+__global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
+  grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
+  allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
+  if (row >= n_rows) return;
   const int D = a.head_dim;
   const int t = static_cast<int>(row / a.n_head), h = static_cast<int>(row % a.n_head);
   // Lane s (and s + 32) holds split s's max and sum, so the splits' metadata is read in one round (a
   // loop over splits waited for each load in turn: 14 us a decode step's call).
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
   if (lane < splits) {
-    const float2 v = __ldcg(part.ml + static_cast<int64_t>(lane) * n_rows + row);
+    const float2 v = part.ml[static_cast<int64_t>(lane) * n_rows + row];
     m0 = v.x;
     l0 = v.y;
   }
   if (lane + kWarp < splits) {
-    const float2 v = __ldcg(part.ml + static_cast<int64_t>(lane + kWarp) * n_rows + row);
+    const float2 v = part.ml[static_cast<int64_t>(lane + kWarp) * n_rows + row];
     m1 = v.x;
     l1 = v.y;
   }
@@ -185,7 +183,7 @@ __device__ __forceinline__ void combine_row(const AttnArgs& a, int splits, const
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int d = lane + kWarp * j;
-        v[i][j] = s < splits && d < D ? __ldcg(po + d) : 0.f;
+        v[i][j] = s < splits && d < D ? po[d] : 0.f;
       }
     }
 #pragma unroll
@@ -218,16 +216,6 @@ __device__ __forceinline__ void combine_row(const AttnArgs& a, int splits, const
       if (lane == 0) a.xds[e / 32] = make_float2(dq, dq * static_cast<float>(sum));
     }
   }
-}
-
-__global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
-  grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
-  allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
-  const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
-  if (row >= n_rows) return;
-  combine_row(a, splits, part, row, lane);
 }
 
 // ---- tensor-core kernel ------------------------------------------------------------------------------
@@ -616,33 +604,6 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
       }
     }
   }
-
-  // Split combine in the grid itself (part.counters): the last of the `splits` blocks of this (row
-  // block, KV head) to finish combines its rows with the combine kernel's arithmetic (combine_row), so
-  // the result is bit for bit the two-kernel one, one launch fewer per layer. The usual "last block"
-  // protocol: every writer fences, then one thread counts the arrival; the last block fences again
-  // before it reads the others' partials (through L2).
-  if (splits > 1 && part.counters != nullptr) {
-    __shared__ int last_block;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-      unsigned* c = part.counters + static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
-      const bool last = atomicAdd(c, 1u) == static_cast<unsigned>(splits - 1);
-      if (last) atomicExch(c, 0u);  // every block of this group has counted: ready for the next launch
-      last_block = last;
-    }
-    __syncthreads();
-    if (last_block) {
-      __threadfence();
-      for (int r = warp; r < R; r += 4) {  // a warp per row; rows past the group's end: none after either
-        int64_t ri;
-        int t, h;
-        if (!row_target(r, &ri, &t, &h)) break;
-        combine_row(a, splits, part, ri, lane);
-      }
-    }
-  }
 }
 
 // ---- launch helpers ----------------------------------------------------------------------------------
@@ -723,8 +684,7 @@ cudaError_t attention_prepare(int device, int* max_smem_optin) {
 }
 
 cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
-                      int64_t scratch_bytes, cudaStream_t stream, bool* quantized, unsigned* fold_counters,
-                      int n_fold_counters) {
+                      int64_t scratch_bytes, cudaStream_t stream, bool* quantized) {
   if (quantized != nullptr) *quantized = false;
   AttnArgs a = a_in;
   if (a.xq != nullptr && (a.head_dim % 32 != 0 || a.out_nb1 != static_cast<int64_t>(a.n_head) * a.head_dim * 4)) {
@@ -752,11 +712,7 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
   if (splits > 2 * kWarp) splits = 2 * kWarp;  // the combine kernel holds two splits per lane
   while (splits > 1 && attention_scratch_bytes(a.n_tokens, a.n_head, D, splits) > scratch_bytes) --splits;
   if (a.n_cells <= 0) splits = 1;
-  Partials part = carve(scratch, n_rows, D, splits);
-  // The mma kernel combines its own splits when it has a counter per (row block, KV head).
-  const int64_t groups = kernel == 1 ? base : 0;
-  const bool fold = kernel == 1 && splits > 1 && fold_counters != nullptr && groups <= n_fold_counters;
-  if (fold) part.counters = fold_counters;
+  const Partials part = carve(scratch, n_rows, D, splits);
 
   cudaError_t e;
   if (kernel == 1) {
@@ -772,10 +728,6 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
     e = launch_ex(pdl_default(), attn_plain_kernel, grid, dim3(kPlainWarps * kWarp), 0, stream, a, splits, part);
   }
   if (e != cudaSuccess || splits == 1) return e;
-  if (fold) {
-    if (quantized != nullptr) *quantized = a.xq != nullptr;
-    return e;
-  }
   e = launch_ex(pdl_default(), attn_combine_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp), 0, stream, a, splits,
                 part);
   if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;

@@ -124,18 +124,7 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
   if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
   if (const char* e = std::getenv("FERRY_CUDA_Q4K_WIDE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_q4k_wide = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_ATTN_FOLD"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.attention_fold = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
-  // The counters' words are set aside whether or not this CudaOps folds, so another CudaOps on the same
-  // scratch (tests, the prober) never writes over them.
-  fold_bytes_ = ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= stash_bytes_ + 4 * kFoldBytes ? kFoldBytes : 0;
-  if (fold_bytes_ == 0) opt_.attention_fold = false;
-  if (opt_.attention_fold) check(cudaMemsetAsync(fold_counters(), 0, kFoldBytes, ctx_.stream()), "attention counters");
-}
-
-unsigned* CudaOps::fold_counters() const {
-  return reinterpret_cast<unsigned*>(static_cast<char*>(ctx_.scratch()) + body_bytes() + stash_bytes_);
 }
 
 int8_t* CudaOps::stash_xq() const { return static_cast<int8_t*>(ctx_.scratch()) + body_bytes(); }
@@ -169,7 +158,7 @@ uint64_t CudaOps::scratch_bytes(const CudaScratchShape& s) {
                                                  std::max<uint64_t>(4096, (64ull << 20) / (2 * k)));
   const uint64_t gemm = align256(static_cast<uint64_t>(s.max_tokens) * k * 2) + align256(chunk_rows * k * 2);
   const uint64_t attn = static_cast<uint64_t>(cu::attention_scratch_bytes(16, s.n_head, s.head_dim, 64));
-  return std::max({q8, gemm, attn}) + 4096 + kStashBytes + kFoldBytes;
+  return std::max({q8, gemm, attn}) + 4096 + kStashBytes;
 }
 
 void CudaOps::check(int err, const char* what) {
@@ -604,8 +593,7 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
   }
   bool quantized = false;
   check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.max_smem_optin(), ctx_.scratch(),
-                      static_cast<int64_t>(body_bytes()), ctx_.stream(), &quantized,
-                      opt_.attention_fold ? fold_counters() : nullptr, static_cast<int>(kFoldCounters)),
+                      static_cast<int64_t>(body_bytes()), ctx_.stream(), &quantized),
         "attention");
   if (stash && quantized) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
 }

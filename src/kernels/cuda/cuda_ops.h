@@ -95,10 +95,6 @@ struct CudaOpsOptions {
   // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
   // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
   bool matvec_q4k_wide = true;
-  // The tensor-core attention combines its KV splits inside its own grid (the last split block of each
-  // group does it) instead of a separate combine kernel: one launch fewer per layer in decode, the same
-  // result bit for bit. Environment FERRY_CUDA_ATTN_FOLD=0|1 overrides (A/B benchmarks).
-  bool attention_fold = true;
 };
 
 // Largest shapes a CudaOps will see, for sizing its scratch.
@@ -166,13 +162,7 @@ class CudaOps final : public Ops {
   };
   static constexpr uint64_t kStashElems = 131072;  // T * K int8
   static constexpr uint64_t kStashBytes = kStashElems + kStashElems / 32 * 8;
-  // The attention's split-arrival counters (attention_fold): kFoldCounters words at the very end of the
-  // scratch (reserved by every CudaOps), zeroed at construction and zero again after every attention.
-  static constexpr uint64_t kFoldCounters = 1024;
-  static constexpr uint64_t kFoldBytes = kFoldCounters * 4;
-  // The scratch minus the stash and the counters.
-  uint64_t body_bytes() const { return ctx_.scratch_bytes() - stash_bytes_ - fold_bytes_; }
-  unsigned* fold_counters() const;
+  uint64_t body_bytes() const { return ctx_.scratch_bytes() - stash_bytes_; }  // scratch minus the stash
   int8_t* stash_xq() const;
   char* stash_xds() const;  // float2 [T][K / 32]
   bool stashable(const TensorView& out) const;  // a norm / glu output the stash can take
@@ -186,7 +176,6 @@ class CudaOps final : public Ops {
   CudaContext& ctx_;
   CudaOpsOptions opt_;
   uint64_t stash_bytes_ = 0;  // 0: scratch too small, no stash
-  uint64_t fold_bytes_ = 0;   // 0: scratch too small for the counters (no attention fold)
   Q8Stash stash_;
 };
 

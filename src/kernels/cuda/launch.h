@@ -167,14 +167,10 @@ cudaError_t attention_prepare(int device, int* max_smem_optin);
 // kernel: 0 = plain (any head_dim <= 256), 1 = tensor cores (head_dim 64, 128, 256; sm_75+; falls back to
 // plain when the variant needs more shared memory than max_smem_optin).
 // splits: KV ranges done by different blocks then combined; 0 = pick from the SM count.
-// *quantized (optional): whether a.xq / a.xds were written (only the split combine quantizes, and
+// *quantized (optional): whether a.xq / a.xds were written (only the split-combine kernel quantizes, and
 // only with head_dim % 32 == 0 and contiguous out rows).
-// fold_counters (optional): n_fold_counters zeroed device words the tensor-core kernel may use to combine
-// its splits itself (no combine kernel; bit for bit the same result); they are zero again afterwards.
-// Used when the kernel's grid has at most n_fold_counters (row block, KV head) groups.
 cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
-                      int64_t scratch_bytes, cudaStream_t stream, bool* quantized = nullptr,
-                      unsigned* fold_counters = nullptr, int n_fold_counters = 0);
+                      int64_t scratch_bytes, cudaStream_t stream, bool* quantized = nullptr);
 bool attention_mma_supported(int head_dim);
 
 }  // namespace ferry::kernels::cuda

@@ -810,28 +810,9 @@ void run_attention_case(Env* E, const AttnCase& c) {
                    std::string(c.name) + " kernel=" + std::to_string(kernel) + " splits=" + std::to_string(splits));
     }
   }
-  const int64_t K = static_cast<int64_t>(D) * c.n_head;
-  // The tensor-core kernel's own split combine (attention_fold, on in E->ops) against the combine kernel:
-  // bit for bit, and again on a second call (the arrival counters must be back at zero).
-  {
-    kernels::CudaOpsOptions nf;
-    nf.attention_fold = false;
-    kernels::CudaOps unfolded(*E->ctx, nf);
-    DevTensor d2(*E, DType::F32, K, c.n_tokens);
-    for (int splits : {0, 3, 7}) {
-      for (int rep = 0; rep < 2; ++rep) {
-        dout.poison();
-        d2.poison();
-        E->ops->attention_path(dq.view, dkv, db, p, dout.view, 1, splits);
-        unfolded.attention_path(dq.view, dkv, db, p, d2.view, 1, splits);
-        SYNC();
-        EXPECT_EQ(dout.download().bytes, d2.download().bytes)
-            << c.name << " splits=" << splits << " call " << rep << ": folded vs separate combine";
-      }
-    }
-  }
-  // The split combine also writes out's Q8 image (the stash) for the next matvec: that matvec must
+  // The split-combine kernel also writes out's Q8 image (the stash) for the next matvec: that matvec must
   // give what it gives on out quantized by itself (an unfused CudaOps), bit for bit.
+  const int64_t K = static_cast<int64_t>(D) * c.n_head;
   if (D % 32 == 0 && c.n_tokens <= 8 && K % 256 == 0) {
     HostTensor w = random_weights(rng, DType::Q4_K, K, 64);
     DevTensor dw(*E, w), m1(*E, DType::F32, 64, c.n_tokens), m2(*E, DType::F32, 64, c.n_tokens);
