@@ -102,7 +102,8 @@ std::string plan_to_json(const PlanSet& ps) {
   j["limits"] = json{{"weights_total", ps.weights_total},
                      {"weights_resident", ps.weights_resident},
                      {"decode_ms_w_minus_r_over_h", ms(ps.limit_h_ms)},
-                     {"decode_ms_w_minus_r_over_c_plus_p", ms(ps.limit_cp_ms)}};
+                     {"decode_ms_w_minus_r_over_c_plus_p", ms(ps.limit_cp_ms)},
+                     {"decode_ms_serial", ms(ps.limit_serial_ms)}};
   j["notes"] = ps.notes;
   json tiers = json::array();
   for (const Plan& p : ps.tiers) {
@@ -183,7 +184,8 @@ std::string plan_to_text(const PlanSet& ps) {
   }
   appendf(out, "predicted: TTFT %.1f ms for %.0f tokens, decode %.2f tok/s", ps.ttft_ms, prompt, ps.decode_tok_s);
   if (ps.gpu)
-    appendf(out, " (limits: (W-R)/H %.1f ms, (W-R)/(C+P) %.1f ms per token)", ps.limit_h_ms, ps.limit_cp_ms);
+    appendf(out, " (limits: (W-R)/H %.1f ms, (W-R)/(C+P) %.1f ms, serial %.1f ms per token)", ps.limit_h_ms,
+            ps.limit_cp_ms, ps.limit_serial_ms);
   appendf(out, "\n\n%6s  %-10s %10s %9s %9s %9s %9s  %s\n", "tokens", "strategy", "step ms", "cpu ms", "copy ms", "gpu ms",
           "tok/s", "runner-up: why it lost");
   for (const Plan& p : ps.tiers) {

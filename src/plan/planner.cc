@@ -854,6 +854,16 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
   const double rest = static_cast<double>(ps.weights_total - ps.weights_resident);
   ps.limit_h_ms = rest / (cm.host_combined_gbs() * 1e9) * 1e3;
   ps.limit_cp_ms = rest / ((cm.host_bw_gbs() + cm.link_gbs()) * 1e9) * 1e3;
+  ps.limit_serial_ms = ps.limit_h_ms;
+  if (!ps.tiers.empty() && cm.host_combined_gbs() > 0) {
+    const Plan& d = ps.tiers.front();  // tier 1: decode
+    double cpu_bytes = 0, gpu_ms = 0;
+    for (size_t i = 0; i < d.placement.size(); ++i)
+      if (d.placement[i] == Placement::kCpu && !b.is_embed(i)) cpu_bytes += static_cast<double>(b.mat_bytes()[i]);
+    for (const StrategyEstimate& e : d.candidates)
+      if (e.feasible && e.strategy == d.strategy) gpu_ms = e.gpu_ms;
+    ps.limit_serial_ms = std::max(ps.limit_h_ms, cpu_bytes / (cm.host_combined_gbs() * 1e9) * 1e3 + gpu_ms);
+  }
   for (std::string& n : cm.notes_for(subs)) ps.notes.push_back(std::move(n));
   if (profile_.source == "estimated") ps.notes.push_back("profile is estimated, not measured: run `ferry profile`");
   return ps;

@@ -138,6 +138,12 @@ struct PlanSet {
   uint64_t weights_resident = 0;     // R
   double limit_h_ms = 0;             // (W - R) / H: the decode ceiling of DESIGN.md §4
   double limit_cp_ms = 0;            // (W - R) / (C + P), optimistic
+  // One sequence's decode ceiling when the GPU computes part of each step: a sub-layer needs the previous
+  // one's output, so the CPU sub-layers (their bytes at no more than H) and the GPU's compute (predicted,
+  // tier 1) cannot overlap; copies can hide behind either. max((W - R) / H, cpu bytes / H + GPU ms):
+  // above limit_h_ms when the GPU holds most of the model (qwen3-8b Q4_K, 4 GiB, 4K context on the
+  // session-6 host profile: 6.1 -> 8.2 ms).
+  double limit_serial_ms = 0;
   std::vector<std::string> notes;
 
   // The plan of the smallest tier >= n (the largest tier for larger n).

@@ -298,6 +298,25 @@ TEST(Planner, GpuHostPredictionsAreInTheExpectedRange) {
   EXPECT_LT(ps.ttft_ms, 600);
   EXPECT_GE(ps.tiers.front().predicted_ms, ps.limit_h_ms * 0.95);
   EXPECT_GT(ps.limit_h_ms, ps.limit_cp_ms);
+  EXPECT_GE(ps.limit_serial_ms, ps.limit_h_ms);
+  EXPECT_GE(ps.tiers.front().predicted_ms, ps.limit_serial_ms * 0.95);
+}
+
+TEST(Planner, SerialLimitCountsTheGpuWhenItHoldsMostOfTheModel) {
+  // qwen3-8b Q4_K at 4 GiB and a 4K context on the quick profile of a session-6 host run: most sub-layers
+  // resident, 11 FFNs on the CPU. One sequence's CPU and GPU sub-layers run one after the other, so the
+  // serial ceiling adds the GPU's compute to the CPU bytes' time.
+  auto hw = load_profile(fixtures::source_dir() + "/tests/data/profiles/h200-host-s6.json");
+  ASSERT_TRUE(hw.has_value()) << hw.status().message();
+  const PlanSet ps = must_plan(*hw, qwen3_q4k(), 4 * GiB, 4224);
+  const Plan& d = ps.tiers.front();
+  double gpu_ms = 0;
+  for (const StrategyEstimate& e : d.candidates)
+    if (e.feasible && e.strategy == d.strategy) gpu_ms = e.gpu_ms;
+  ASSERT_GT(gpu_ms, 0);
+  EXPECT_GT(ps.limit_serial_ms, ps.limit_h_ms);
+  EXPECT_LE(ps.limit_serial_ms, ps.limit_h_ms + gpu_ms + 1e-9);
+  EXPECT_GE(d.predicted_ms, ps.limit_serial_ms * 0.95);
 }
 
 TEST(Planner, MoeModelPlans) {

@@ -167,6 +167,7 @@ LimitFractions limit_fractions(const HybridState& s) {
   const plan::PlanSet& ps = r.plan();
   f.limit_h_ms = ps.limit_h_ms;
   f.limit_cp_ms = ps.limit_cp_ms;
+  f.limit_serial_ms = ps.limit_serial_ms;
   const double rest = static_cast<double>(ps.weights_total - ps.weights_resident);
   if (s.link_gbs > 0) f.limit_p_ms = rest / (s.link_gbs * 1e9) * 1e3;
   const std::vector<exec::TierStats>& st = r.stats();
@@ -181,6 +182,7 @@ LimitFractions limit_fractions(const HybridState& s) {
   if (rest <= 0) return f;  // nothing streams or runs on the CPU: no hybrid limit
   if (f.decode_ms > 0 && f.limit_h_ms > 0) f.decode_h = f.limit_h_ms / f.decode_ms;
   if (f.decode_ms > 0 && f.limit_cp_ms > 0) f.decode_cp = f.limit_cp_ms / f.decode_ms;
+  if (f.decode_ms > 0 && f.limit_serial_ms > 0) f.decode_serial = f.limit_serial_ms / f.decode_ms;
   if (f.prefill_ms > 0 && f.limit_p_ms > 0) f.prefill_p = f.limit_p_ms / f.prefill_ms;
   return f;
 }
@@ -234,9 +236,10 @@ std::string hybrid_report_text(const HybridState& s, bool explain) {
   const LimitFractions f = limit_fractions(s);
   if (f.decode_h) {
     std::snprintf(line, sizeof line,
-                  "decode vs hybrid limit: (W-R)/H = %.2f ms -> %.0f %% of the limit; (W-R)/(C+P) = %.2f ms -> %.0f %% "
-                  "(measured %.2f ms/step)\n",
-                  f.limit_h_ms, 100 * *f.decode_h, f.limit_cp_ms, 100 * f.decode_cp.value_or(0), f.decode_ms);
+                  "decode vs hybrid limit: (W-R)/H = %.2f ms -> %.0f %% of the limit; (W-R)/(C+P) = %.2f ms -> %.0f %%; "
+                  "serial (CPU bytes / H + GPU compute) = %.2f ms -> %.0f %% (measured %.2f ms/step)\n",
+                  f.limit_h_ms, 100 * *f.decode_h, f.limit_cp_ms, 100 * f.decode_cp.value_or(0), f.limit_serial_ms,
+                  100 * f.decode_serial.value_or(0), f.decode_ms);
     out += line;
   }
   if (f.prefill_p) {
@@ -307,6 +310,7 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
   auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   j["limit_fraction"] = {{"decode_h", opt(f.decode_h)},
                          {"decode_cp", opt(f.decode_cp)},
+                         {"decode_serial", opt(f.decode_serial)},
                          {"prefill_p", opt(f.prefill_p)},
                          {"decode_ms", f.decode_ms},
                          {"prefill_ms", f.prefill_ms},

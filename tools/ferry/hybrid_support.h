@@ -78,8 +78,8 @@ Status install_hybrid(const HybridArgs& a, engine::EngineOptions* opt, const std
 struct LimitFractions {
   double decode_ms = 0, prefill_ms = 0;  // measured per step (runner wall time)
   int32_t prefill_tier = 0;
-  double limit_h_ms = 0, limit_cp_ms = 0, limit_p_ms = 0;
-  std::optional<double> decode_h, decode_cp, prefill_p;
+  double limit_h_ms = 0, limit_cp_ms = 0, limit_p_ms = 0, limit_serial_ms = 0;
+  std::optional<double> decode_h, decode_cp, decode_serial, prefill_p;
 };
 LimitFractions limit_fractions(const HybridState& s);
 
