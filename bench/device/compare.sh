@@ -99,6 +99,7 @@ if h:
     if h.get("limit_h_ms"):
         t1 = [t for t in d if t["tokens"] == 1]
         if t1: s += " (W-R)/H=%.0f%% (W-R)/(C+P)=%.0f%%" % (100 * h["limit_h_ms"] / t1[0]["measured_ms"], 100 * h["limit_cp_ms"] / t1[0]["measured_ms"])
+        if t1 and h.get("limit_serial_ms"): s += " serial=%.0f%%" % (100 * h["limit_serial_ms"] / t1[0]["measured_ms"])
 g = sum(t.get("graph_replays", 0) for t in h.get("tiers", []))
 if g: s += f" graph_replays={g}"
 print(s)

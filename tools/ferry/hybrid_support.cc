@@ -271,6 +271,7 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
   j["weights_resident"] = ps.weights_resident;
   j["limit_h_ms"] = ps.limit_h_ms;
   j["limit_cp_ms"] = ps.limit_cp_ms;
+  j["limit_serial_ms"] = ps.limit_serial_ms;
   j["pinned_weight_bytes"] = r.pinned_weight_bytes();
   j["load_s"] = r.load_seconds();
   const exec::PinStats& pin = r.pin_stats();
