@@ -46,8 +46,10 @@ int main(int argc, char** argv) {
   struct Shape {
     int64_t K, N;
   };
-  const Shape shapes[7] = {{4096, 4096}, {4096, 1024}, {4096, 1024}, {4096, 4096},
-                           {4096, 14336}, {4096, 14336}, {14336, 4096}};
+  // DIM / KVD / FF (environment) give other models' shapes, e.g. smollm2-135m: DIM=576 KVD=192 FF=1536.
+  auto env_i = [](const char* n, int64_t d) { const char* e = std::getenv(n); return e ? std::atoll(e) : d; };
+  const int64_t D = env_i("DIM", 4096), KVD = env_i("KVD", 1024), FF = env_i("FF", 14336);
+  const Shape shapes[7] = {{D, D}, {D, KVD}, {D, KVD}, {D, D}, {D, FF}, {D, FF}, {FF, D}};
   size_t layer_bytes = 0;
   for (const Shape& s : shapes) layer_bytes += row_bytes(type, s.K) * static_cast<size_t>(s.N);
   const size_t total = layer_bytes * static_cast<size_t>(layers);
@@ -78,7 +80,7 @@ int main(int argc, char** argv) {
       views.push_back(TensorView::make(type, w + off, s.K, s.N));
       off += rb * static_cast<size_t>(s.N);
     }
-  std::vector<float> x(14336), y(14336 * 3);
+  std::vector<float> x(std::max(D, FF)), y(std::max(D, FF) * 3);
   for (float& v : x) v = nd(rng) * 50;
   auto ops = kernels::make_cpu_ops(threads);
   auto xv = [&](int64_t K) { return TensorView::make(DType::F32, x.data(), K, 1); };
@@ -87,16 +89,16 @@ int main(int argc, char** argv) {
     for (int l = 0; l < layers; ++l) {
       const TensorView* v = views.data() + 7 * l;
       const TensorView* qkv[3] = {&v[0], &v[1], &v[2]};
-      TensorView o3[3] = {TensorView::make(DType::F32, y.data(), 4096, 1),
-                          TensorView::make(DType::F32, y.data() + 4096, 1024, 1),
-                          TensorView::make(DType::F32, y.data() + 5120, 1024, 1)};
-      ops->matmul_many(3, qkv, xv(4096), o3);
-      ops->matmul(v[3], xv(4096), TensorView::make(DType::F32, y.data(), 4096, 1));
+      TensorView o3[3] = {TensorView::make(DType::F32, y.data(), D, 1),
+                          TensorView::make(DType::F32, y.data() + D, KVD, 1),
+                          TensorView::make(DType::F32, y.data() + D + KVD, KVD, 1)};
+      ops->matmul_many(3, qkv, xv(D), o3);
+      ops->matmul(v[3], xv(D), TensorView::make(DType::F32, y.data(), D, 1));
       const TensorView* gu[2] = {&v[4], &v[5]};
-      TensorView o2[2] = {TensorView::make(DType::F32, y.data(), 14336, 1),
-                          TensorView::make(DType::F32, y.data() + 14336, 14336, 1)};
-      ops->matmul_many(2, gu, xv(4096), o2);
-      ops->matmul(v[6], xv(14336), TensorView::make(DType::F32, y.data(), 4096, 1));
+      TensorView o2[2] = {TensorView::make(DType::F32, y.data(), FF, 1),
+                          TensorView::make(DType::F32, y.data() + FF, FF, 1)};
+      ops->matmul_many(2, gu, xv(D), o2);
+      ops->matmul(v[6], xv(FF), TensorView::make(DType::F32, y.data(), D, 1));
     }
     return static_cast<double>(total) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
   };

@@ -152,14 +152,6 @@ void direct_legacy512(const MatArgs& a) {
       const uint8_t* p = row + ch * 16 * S::kBytes;
       const int n = static_cast<int>(nb - 16 * ch < 16 ? nb - 16 * ch : 16);
       pf.advance(p + 16 * S::kBytes);
-      __m512i hdr;
-      if constexpr (kFull) {
-        hdr = _mm512_i32gather_epi32(goff, p, 1);
-      } else {
-        const __mmask16 lanes = _mm512_cmplt_epi32_mask(lane_blocks<S::kNib>(), _mm512_set1_epi32(n));
-        hdr = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, goff, p, 1);
-      }
-      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr));
 
       // Level vectors of group g (kPerVec blocks), zero past the row's last block.
       auto levels = [&](int g, __m512i* lo, __m512i* hi) {
@@ -193,8 +185,38 @@ void direct_legacy512(const MatArgs& a) {
         }
       };
 
+      __m512i hdr;
       __m512i dots[C];
-      if constexpr (S::kNib) {
+      // A last chunk of at most 4 blocks in a Q4 type (one level group; e.g. 576-wide rows: 16 + 2
+      // blocks): the headers by 4 scalar loads instead of the 16-lane gather, and group 0's dots summed
+      // in place instead of through reduce4 with three empty groups. Lane for lane the same integers and
+      // headers as below (lane 4L + g is block 4g + L; every other lane 0), so the same float epilogue.
+      bool short_tail = false;
+      if constexpr (S::kNib && !kFull) short_tail = n <= 4;
+      if (short_tail) {
+        int32_t h[4] = {0, 0, 0, 0};
+        for (int L = 0; L < n; ++L) memcpy(&h[L], p + L * S::kBytes, 4);
+        hdr = _mm512_set_epi32(0, 0, 0, h[3], 0, 0, 0, h[2], 0, 0, 0, h[1], 0, 0, 0, h[0]);
+        __m512i lo, hi;
+        levels(0, &lo, &hi);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* y = col[c].q + 16 * ch * 32;
+          __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(y));
+          d = _mm512_dpbusd_epi32(d, hi, _mm512_loadu_si512(y + 64));
+          d = _mm512_add_epi32(d, _mm512_shuffle_epi32(d, _MM_PERM_BADC));  // each 128-bit lane's 4 sums
+          d = _mm512_add_epi32(d, _mm512_shuffle_epi32(d, _MM_PERM_CDAB));
+          dots[c] = _mm512_maskz_mov_epi32(0x1111, d);
+        }
+      } else if constexpr (kFull) {
+        hdr = _mm512_i32gather_epi32(goff, p, 1);
+      } else {
+        const __mmask16 lanes = _mm512_cmplt_epi32_mask(lane_blocks<S::kNib>(), _mm512_set1_epi32(n));
+        hdr = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, goff, p, 1);
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr));
+      if (short_tail) {
+        // dots are done
+      } else if constexpr (S::kNib) {
         __m512i d[C][4];
         for (int g = 0; g < 4; ++g) {
           if (!kFull && 4 * g >= n) {  // past the row's last block
