@@ -187,25 +187,37 @@ void direct_legacy512(const MatArgs& a) {
 
       __m512i hdr;
       __m512i dots[C];
-      // A last chunk of at most 4 blocks in a Q4 type (one level group; e.g. 576-wide rows: 16 + 2
-      // blocks): the headers by 4 scalar loads instead of the 16-lane gather, and group 0's dots summed
-      // in place instead of through reduce4 with three empty groups. Lane for lane the same integers and
-      // headers as below (lane 4L + g is block 4g + L; every other lane 0), so the same float epilogue.
+      // A last chunk of one level group (at most 4 blocks of Q4_0 / Q4_1, 2 of Q8_0; e.g. 576-wide rows:
+      // 16 + 2 blocks): the headers by scalar loads instead of the 16-lane gather, and group 0's dots
+      // summed in place instead of through the reductions of all groups. Lane for lane the same integers
+      // and headers as below (the blocks' lanes per lane_block, every other lane 0), so the same float
+      // epilogue and the same result.
       bool short_tail = false;
-      if constexpr (S::kNib && !kFull) short_tail = n <= 4;
+      if constexpr (!kFull) short_tail = n <= S::kPerVec;
       if (short_tail) {
         int32_t h[4] = {0, 0, 0, 0};
         for (int L = 0; L < n; ++L) memcpy(&h[L], p + L * S::kBytes, 4);
+        // Block L's lane: 4L for both layouts (lane_block: Q4 4 (k % 4) + k / 4, Q8_0 k = 4 -> block 1).
         hdr = _mm512_set_epi32(0, 0, 0, h[3], 0, 0, 0, h[2], 0, 0, 0, h[1], 0, 0, 0, h[0]);
         __m512i lo, hi;
         levels(0, &lo, &hi);
         for (int c = 0; c < C; ++c) {
           const int8_t* y = col[c].q + 16 * ch * 32;
-          __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(y));
-          d = _mm512_dpbusd_epi32(d, hi, _mm512_loadu_si512(y + 64));
-          d = _mm512_add_epi32(d, _mm512_shuffle_epi32(d, _MM_PERM_BADC));  // each 128-bit lane's 4 sums
+          __m512i d;
+          if constexpr (S::kNib) {  // 128-bit lane L: block L
+            d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(y));
+            d = _mm512_dpbusd_epi32(d, hi, _mm512_loadu_si512(y + 64));
+          } else {  // 128-bit lanes 0-1: block 0, 2-3: block 1; the act is zero past the row's last block
+            const __m512i yv = n == 2 ? _mm512_loadu_si512(y) : _mm512_maskz_loadu_epi8(0xFFFFFFFFULL, y);
+            d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, yv);
+          }
+          d = _mm512_add_epi32(d, _mm512_shuffle_epi32(d, _MM_PERM_BADC));  // each 128-bit lane's sum
           d = _mm512_add_epi32(d, _mm512_shuffle_epi32(d, _MM_PERM_CDAB));
-          dots[c] = _mm512_maskz_mov_epi32(0x1111, d);
+          if constexpr (!S::kNib) {
+            d = _mm512_add_epi32(d, _mm512_shuffle_i32x4(d, d, _MM_SHUFFLE(2, 3, 0, 1)));  // lanes 0+1, 2+3
+            d = _mm512_shuffle_i32x4(d, d, _MM_SHUFFLE(3, 2, 2, 0));  // block 1 to 128-bit lane 1
+          }
+          dots[c] = _mm512_maskz_mov_epi32(S::kNib ? 0x1111 : 0x0011, d);
         }
       } else if constexpr (kFull) {
         hdr = _mm512_i32gather_epi32(goff, p, 1);
