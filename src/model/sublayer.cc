@@ -258,16 +258,6 @@ Expected<std::vector<SubLayer>> build(const ModelSpec& spec, Resolver resolve, c
   return out;
 }
 
-// Sum over the n tokens of a chunk of the keys each one attends to: token i (0-based) sees c + i + 1
-// cells, capped by the sliding window.
-double attended_cells(int64_t n, int64_t c, int64_t window) {
-  const double nn = static_cast<double>(n), cc = static_cast<double>(c);
-  if (window <= 0) return nn * cc + nn * (nn + 1) / 2;
-  const int64_t k = std::clamp<int64_t>(window - c, 0, n);  // tokens still below the window
-  const double kk = static_cast<double>(k);
-  return kk * cc + kk * (kk + 1) / 2 + (nn - kk) * static_cast<double>(window);
-}
-
 bool is_matrix(const WeightRef& w) { return w.rows > 1; }
 
 // Expected share of a group of experts touched by n tokens (each token picks `used` of `total`).
@@ -277,6 +267,14 @@ double touched_share(const ModelSpec& spec, int64_t n) {
 }
 
 }  // namespace
+
+double attended_cells(int64_t n, int64_t c, int64_t window) {
+  const double nn = static_cast<double>(n), cc = static_cast<double>(c);
+  if (window <= 0) return nn * cc + nn * (nn + 1) / 2;
+  const int64_t k = std::clamp<int64_t>(window - c, 0, n);  // tokens still below the window
+  const double kk = static_cast<double>(k);
+  return kk * cc + kk * (kk + 1) / 2 + (nn - kk) * static_cast<double>(window);
+}
 
 Expected<std::vector<SubLayer>> build_sublayers(const ModelSpec& spec, const gguf::ModelFile& file,
                                                 const SubLayerOptions& options) {

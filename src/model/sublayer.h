@@ -69,4 +69,8 @@ Expected<std::vector<SubLayer>> build_sublayers(const ModelSpec& spec, const Ten
 // Matrices (and stacked experts) in `matrices`, vectors in F32: what `ferry synth --type T` writes
 // when every row length is a multiple of T's block.
 TensorTypeFn uniform_tensor_types(DType matrices);
+
+// Sum over the n tokens of a chunk of the cells each one attends to: token i (0-based) sees c + i + 1
+// cells, capped by the sliding window (window <= 0: none). What SubLayer::flops counts for attention.
+double attended_cells(int64_t n, int64_t c, int64_t window);
 }  // namespace ferry::model

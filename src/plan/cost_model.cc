@@ -241,14 +241,6 @@ double CostModel::gpu_sublayer_s(const SubLayer& s, const ModelSpec& spec, int64
   return t;
 }
 
-namespace {
-
-// Cells the attention of n new tokens after c cached ones visits: token i of the chunk attends c + i + 1
-// cells (sub-layer flops count the same, window-capped there).
-double causal_cells(double n, double c) { return n * c + n * (n + 1) / 2; }
-
-}  // namespace
-
 // The measured one-token time at `ref_cells` cells of the measured head configuration: piecewise linear
 // between the decode points, extrapolated linearly past the first and last ones (a growing context costs
 // at least what the last segment adds per cell; a single point scales with the cells).
@@ -280,8 +272,7 @@ double CostModel::measured_chunk_attention_s(double core_flops, int64_t n, int64
       best = &pt;
     }
   }
-  const double pt_n = static_cast<double>(best->tokens);
-  const double pt_flops = 4.0 * a.head_dim * a.n_head * causal_cells(pt_n, static_cast<double>(best->cells) - pt_n);
+  const double pt_flops = 4.0 * a.head_dim * a.n_head * model::attended_cells(best->tokens, best->cells - best->tokens, 0);
   return best->us * 1e-6 * core_flops / pt_flops;
 }
 
