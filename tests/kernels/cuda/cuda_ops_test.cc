@@ -357,6 +357,20 @@ TEST(CudaOps, MatmulMany) {
 
 // ---- decode fusions and the v3 matvec ------------------------------------------------------------------
 
+// `got` and `want` (two CudaOps with different options) multiply the same weights by random x [K, T]: the
+// outputs agree within 1e-6 (normalized RMS).
+void expect_same_matmul(Env* E, std::mt19937& rng, kernels::CudaOps& got, kernels::CudaOps& want, const DevTensor& dw,
+                        int64_t K, int64_t N, int64_t T, const std::string& what) {
+  HostTensor x = random_f32(rng, K, T);
+  DevTensor dx(*E, x), dg(*E, DType::F32, N, T), dwant(*E, DType::F32, N, T);
+  dg.poison();
+  dwant.poison();
+  want.matmul(dw.view, dx.view, dwant.view);
+  got.matmul(dw.view, dx.view, dg.view);
+  SYNC();
+  expect_close(dg.download(), dwant.download(), 1e-6, what);
+}
+
 // The persistent v3 kernel (rows >= the GPU's warp slots, 1-2 tokens) against v2 on the same weights:
 // K = 14336 gives rows of several rounds with a partial last one; K = 4096 one round per row.
 TEST(CudaOps, MatvecV3MatchesV2) {
@@ -373,17 +387,9 @@ TEST(CudaOps, MatvecV3MatchesV2) {
       const int64_t N = K == 4096 ? 5003 : 1500;
       HostTensor w = random_weights(rng, c.type, K, N);
       DevTensor dw(*E, c.split ? to_split(w) : w);
-      for (int64_t T : {1, 2}) {
-        HostTensor x = random_f32(rng, K, T);
-        DevTensor dx(*E, x), d2(*E, DType::F32, N, T), d3(*E, DType::F32, N, T);
-        d2.poison();
-        d3.poison();
-        v2.matmul(dw.view, dx.view, d2.view);
-        v3.matmul(dw.view, dx.view, d3.view);
-        SYNC();
-        expect_close(d3.download(), d2.download(), 1e-6,
-                     "v3 vs v2 " + v2_name(c) + " K=" + std::to_string(K) + " T=" + std::to_string(T));
-      }
+      for (int64_t T : {1, 2})
+        expect_same_matmul(E, rng, v3, v2, dw, K, N, T,
+                           "v3 vs v2 " + v2_name(c) + " K=" + std::to_string(K) + " T=" + std::to_string(T));
     }
   }
 }
@@ -401,17 +407,9 @@ TEST(CudaOps, MatvecQ4KWideMatchesDefault) {
     const int64_t N = K == 4096 ? 5003 : 300;  // 300 rows: the v2 kernel (rows alone do not fill the GPU)
     HostTensor w = random_weights(rng, DType::Q4_K, K, N);
     DevTensor dw(*E, w);
-    for (int64_t T : {1, 2, 5}) {
-      HostTensor x = random_f32(rng, K, T);
-      DevTensor dx(*E, x), db(*E, DType::F32, N, T), dwd(*E, DType::F32, N, T);
-      db.poison();
-      dwd.poison();
-      base.matmul(dw.view, dx.view, db.view);
-      wide.matmul(dw.view, dx.view, dwd.view);
-      SYNC();
-      expect_close(dwd.download(), db.download(), 1e-6,
-                   "Q4_K wide vs default K=" + std::to_string(K) + " T=" + std::to_string(T));
-    }
+    for (int64_t T : {1, 2, 5})
+      expect_same_matmul(E, rng, wide, base, dw, K, N, T,
+                         "Q4_K wide vs default K=" + std::to_string(K) + " T=" + std::to_string(T));
   }
 }
 
