@@ -73,6 +73,16 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
                             const MatvecLaunch& launch, cudaStream_t stream);
 
+// Warms L2 with the first `bytes` of the ranges, in order (a hint: nothing waits for it, and the data may
+// be evicted before it is read). sm_90+: bulk prefetches (cp.async.bulk.prefetch.L2) of 4 KiB pieces;
+// sm_80-89: one prefetch.global.L2 per 128-byte line; older GPUs: nothing. Pointers 16-byte aligned.
+struct L2Ranges {
+  const void* p[kMatvecMaxMats] = {};
+  int64_t bytes[kMatvecMaxMats] = {};
+  int n = 0;
+};
+cudaError_t l2_prefetch(const L2Ranges& ranges, int64_t bytes, int sm_count, cudaStream_t stream);
+
 // Rows [0, rows) of W (any quantized type; split: Q4_0 / Q8_0 / Q6_K rows in the split layout of
 // tensor/repack.h) -> F16 [rows][K] (contiguous).
 cudaError_t dequant_rows_f16(DType type, const void* w, int64_t w_stride, int64_t K, int64_t rows, __half* out,

@@ -14,6 +14,7 @@
 #include "kernels/cuda/quant_chunks.h"
 #include "tensor/repack.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace ferry::kernels::cuda {
@@ -576,6 +577,37 @@ bool set_ok(const MatvecSet& set, int T) {
   return true;
 }
 
+// ---- L2 prefetch ---------------------------------------------------------------------------------------
+
+constexpr int64_t kL2Piece = 4096;  // bytes per bulk prefetch
+
+// Piece i of the concatenated ranges (each range cut at `limit` bytes of the total), one piece per thread.
+__global__ void l2_prefetch_kernel(L2Ranges r, int64_t limit, int64_t n_pieces) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_pieces; i += stride) {
+    int64_t off = i * kL2Piece, base = 0;
+    for (int m = 0; m < r.n; ++m) {
+      const int64_t len = max(int64_t{0}, min(r.bytes[m], limit - base));
+      const int64_t pieces = (len + kL2Piece - 1) / kL2Piece;
+      if (off < pieces * kL2Piece) {
+        const char* p = static_cast<const char*>(r.p[m]) + off;
+        const uint32_t size = static_cast<uint32_t>(min(kL2Piece, len - off) & ~int64_t{15});
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if (size > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(size) : "memory");
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        for (uint32_t b = 0; b < size; b += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + b));
+#else
+        (void)p;
+        (void)size;
+#endif
+        break;
+      }
+      off -= pieces * kL2Piece;
+      base += len;
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t quantize_q8(const float* x, int64_t x_stride, int64_t K, int T, int8_t* xq, float2* xds,
@@ -678,6 +710,22 @@ cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const f
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t l2_prefetch(const L2Ranges& ranges, int64_t bytes, int sm_count, cudaStream_t stream) {
+  if (ranges.n < 0 || ranges.n > kMatvecMaxMats || bytes < 0) return cudaErrorInvalidValue;
+  int64_t n_pieces = 0, base = 0;
+  for (int m = 0; m < ranges.n && base < bytes; ++m) {
+    if (!aligned16(ranges.p[m]) || ranges.bytes[m] < 0) return cudaErrorInvalidValue;
+    const int64_t len = std::min(ranges.bytes[m], bytes - base);
+    n_pieces += (len + kL2Piece - 1) / kL2Piece;
+    base += len;
+  }
+  if (n_pieces == 0) return cudaSuccess;
+  constexpr int kThreads = 128;
+  const unsigned blocks = std::min<unsigned>(ceil_div(n_pieces, kThreads), static_cast<unsigned>(std::max(1, sm_count)));
+  l2_prefetch_kernel<<<blocks, kThreads, 0, stream>>>(ranges, bytes, n_pieces);
+  return cudaGetLastError();
 }
 
 }  // namespace ferry::kernels::cuda
