@@ -169,7 +169,7 @@ void CudaOps::capture_end() {
 void CudaOps::prefetch_set(const cu::MatvecSet& set) {
   if (!capturing_ || !ctx_.ok()) return;
   cu::L2Ranges r;
-  for (int m = 0; m < set.n && cu::aligned16(set.w[m]); ++m) {
+  for (int m = 0; m < set.n && reinterpret_cast<uintptr_t>(set.w[m]) % 16 == 0; ++m) {
     r.p[r.n] = set.w[m];
     r.bytes[r.n] = (set.row_end[m] - (m > 0 ? set.row_end[m - 1] : 0)) * set.w_stride[m];
     ++r.n;
