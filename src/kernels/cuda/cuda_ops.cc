@@ -127,6 +127,8 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
   if (const char* e = std::getenv("FERRY_CUDA_L2_PREFETCH_MB"); e && *e) opt_.l2_prefetch_mb = std::atoi(e);
   opt_.l2_prefetch_mb = std::clamp(opt_.l2_prefetch_mb, 0, 1024);
+  if (const char* e = std::getenv("FERRY_CUDA_V3V"); e && e[0] >= '0' && e[0] <= '3' && e[1] == 0)
+    opt_.matvec_v3_variant = e[0] - '0';
   if (opt_.l2_prefetch_mb > 0 && ctx_.compute_capability() >= 80) {
     cudaStream_t s = nullptr;
     cudaEvent_t a = nullptr, b = nullptr;
@@ -330,6 +332,7 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   launch.accumulate = accumulate;
   launch.kernel = opt_.matvec_kernel;
   launch.q4k_wide = opt_.matvec_q4k_wide;
+  launch.v3_variant = opt_.matvec_v3_variant;
   const bool stashed = T <= 8 && stash_hit(x);
   for (int64_t t0 = 0; t0 < T; t0 += 8) {
     const int nt = static_cast<int>(std::min<int64_t>(8, T - t0));
@@ -405,6 +408,7 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     launch.sm_count = ctx_.sm_count();
     launch.kernel = opt_.matvec_kernel;
     launch.q4k_wide = opt_.matvec_q4k_wide;
+    launch.v3_variant = opt_.matvec_v3_variant;
     // PDL for every launch: each kernel of the chain lets the next one start loading its weights.
     launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
     prefetch_set(set);

@@ -105,6 +105,9 @@ struct CudaOpsOptions {
   // matvec ends, so DRAM keeps streaming weights while the small kernels between two matvecs (norm,
   // rope, attention, glu) run. 0 = off. Environment FERRY_CUDA_L2_PREFETCH_MB=N overrides.
   int32_t l2_prefetch_mb = 0;
+  // Occupancy variant of the 1-token v3 matvec for Q4_0 and Q4_K (launch.h MatvecLaunch::v3_variant);
+  // environment FERRY_CUDA_V3V=0..3 overrides (A/B benchmarks).
+  int32_t matvec_v3_variant = 0;
 };
 
 // Largest shapes a CudaOps will see, for sizing its scratch.

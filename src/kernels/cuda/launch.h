@@ -60,6 +60,7 @@ struct MatvecLaunch {
   bool accumulate = false;  // out += W x instead of out = W x (bitwise the same as a separate add)
   int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N)
   bool q4k_wide = false;  // Q4_K through ChunkDecQ4KWide (32-byte chunks, scales decoded once per 64)
+  int v3_variant = 0;  // Q4_0 / wide Q4_K, 1 token: 0 = U 4 at 2 blocks/SM, 1 = U 4 at 3, 2 = U 2 at 3, 3 = U 2 at 4
 };
 // Whether the v2 kernels read weights of this type / layout / shape / alignment: Q4_0, Q8_0, Q6_K in the
 // split layout (split_layout_supported), Q4_K, Q5_K in ggml's layout (K % 256 == 0), F32 / F16 / BF16

@@ -448,8 +448,8 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
 // loads of tile j + 1 before it computes tile j, so each lane always has U 16-byte weight loads in flight;
 // a v2 warp loads, waits, computes and exits (one round per warp for a 4096-wide Q4_0 row), and the
 // memory system idles between its exit and the next block's first loads. T <= 2, one warp per row.
-template <class A, int NT, int U>
-__global__ void __launch_bounds__(kV2Threads, 2)
+template <class A, int NT, int U, int MB = 2>
+__global__ void __launch_bounds__(kV2Threads, MB)
     matvec_v3_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename A::Act act, int T,
                      bool accumulate) {
   const int lane = threadIdx.x % kWarp;
@@ -517,11 +517,11 @@ __global__ void __launch_bounds__(kV2Threads, 2)
 }
 
 // Resident blocks per SM of a v3 instantiation (its register use decides), asked once.
-template <class A, int NT, int U>
+template <class A, int NT, int U, int MB>
 int v3_blocks_per_sm() {
   static const int blocks = [] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U>, kV2Threads, 0) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U, MB>, kV2Threads, 0) != cudaSuccess ||
         b < 1) {
       (void)cudaGetLastError();
       b = 2;
@@ -531,15 +531,15 @@ int v3_blocks_per_sm() {
   return blocks;
 }
 
-template <class A, int NT, int U>
+template <class A, int NT, int U, int MB = 2>
 cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& act, int T, const MatvecLaunch& l,
                       cudaStream_t stream) {
   const int64_t N = set.row_end[set.n - 1];
   const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps *
-                            v3_blocks_per_sm<A, NT, U>();
+                            v3_blocks_per_sm<A, NT, U, MB>();
   const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
   const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
-  return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), 0, stream,
+  return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U, MB>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), 0, stream,
                    set, N, K, n_warps, act, T, l.accumulate);
 }
 
@@ -558,6 +558,12 @@ template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
                              const MatvecLaunch& l, cudaStream_t stream) {
   if (v3_fits<A>(set, T, l)) {
+    if constexpr (std::is_same_v<A, QuantAdapter<DType::Q4_0>> || std::is_same_v<A, WideQ4KAdapter>) {
+      // Occupancy variants for the A/B (FERRY_CUDA_V3V): more resident warps, fewer registers each.
+      if (T == 1 && l.v3_variant == 1) return launch_v3<A, 1, A::kUnroll, 3>(set, K, act, T, l, stream);
+      if (T == 1 && l.v3_variant == 2) return launch_v3<A, 1, 2, 3>(set, K, act, T, l, stream);
+      if (T == 1 && l.v3_variant == 3) return launch_v3<A, 1, 2, 4>(set, K, act, T, l, stream);
+    }
     return T == 1 ? launch_v3<A, 1, A::kUnroll>(set, K, act, T, l, stream)
                   : launch_v3<A, 2, A::kUnroll>(set, K, act, T, l, stream);
   }
