@@ -412,13 +412,11 @@ kernels::Ops& CudaOpsBundle::ops() { return *impl_->ops; }
 
 Status CudaOpsBundle::begin_capture() {
   FERRY_CUDA_RETURN(cudaStreamBeginCapture(impl_->ctx->stream(), cudaStreamCaptureModeThreadLocal));
-  impl_->ops->capture_begin();
   return Status::ok();
 }
 
 Expected<int> CudaOpsBundle::end_capture() {
   cudaGraph_t graph = nullptr;
-  impl_->ops->capture_end();
   FERRY_CUDA_RETURN(cudaStreamEndCapture(impl_->ctx->stream(), &graph));
   if (!impl_->ctx->ok()) {  // a launch failed while capturing: the graph is incomplete
     cudaGraphDestroy(graph);

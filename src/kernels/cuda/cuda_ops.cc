@@ -124,66 +124,9 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
   if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
   if (const char* e = std::getenv("FERRY_CUDA_Q4K_WIDE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_q4k_wide = e[0] == '1';
+  if (const char* e = std::getenv("FERRY_CUDA_V3ALT"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.matvec_v3_alt = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
-  if (const char* e = std::getenv("FERRY_CUDA_L2_PREFETCH_MB"); e && *e) opt_.l2_prefetch_mb = std::atoi(e);
-  opt_.l2_prefetch_mb = std::clamp(opt_.l2_prefetch_mb, 0, 1024);
-  if (const char* e = std::getenv("FERRY_CUDA_V3V"); e && e[0] >= '0' && e[0] <= '3' && e[1] == 0)
-    opt_.matvec_v3_variant = e[0] - '0';
-  if (opt_.l2_prefetch_mb > 0 && ctx_.compute_capability() >= 80) {
-    cudaStream_t s = nullptr;
-    cudaEvent_t a = nullptr, b = nullptr;
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
-        cudaEventCreateWithFlags(&a, cudaEventDisableTiming) == cudaSuccess &&
-        cudaEventCreateWithFlags(&b, cudaEventDisableTiming) == cudaSuccess) {
-      side_ = s;
-      mv_done_ = a;
-      joined_ = b;
-    } else {  // no prefetch branch: a hint only, the ops work without it
-      (void)cudaGetLastError();
-      if (b) cudaEventDestroy(b);
-      if (a) cudaEventDestroy(a);
-      if (s) cudaStreamDestroy(s);
-    }
-  }
-}
-
-CudaOps::~CudaOps() {
-  if (joined_) cudaEventDestroy(joined_);
-  if (mv_done_) cudaEventDestroy(mv_done_);
-  if (side_) cudaStreamDestroy(side_);
-}
-
-void CudaOps::capture_begin() {
-  capturing_ = side_ != nullptr;
-  side_used_ = false;
-  if (capturing_) check(cudaEventRecord(mv_done_, ctx_.stream()), "capture_begin: cudaEventRecord");
-}
-
-void CudaOps::capture_end() {
-  if (capturing_ && side_used_) {
-    check(cudaEventRecord(joined_, side_), "capture_end: cudaEventRecord");
-    check(cudaStreamWaitEvent(ctx_.stream(), joined_, 0), "capture_end: cudaStreamWaitEvent");
-  }
-  capturing_ = false;
-  side_used_ = false;
-}
-
-void CudaOps::prefetch_set(const cu::MatvecSet& set) {
-  if (!capturing_ || !ctx_.ok()) return;
-  cu::L2Ranges r;
-  for (int m = 0; m < set.n && reinterpret_cast<uintptr_t>(set.w[m]) % 16 == 0; ++m) {
-    r.p[r.n] = set.w[m];
-    r.bytes[r.n] = (set.row_end[m] - (m > 0 ? set.row_end[m - 1] : 0)) * set.w_stride[m];
-    ++r.n;
-  }
-  if (r.n == 0) return;
-  check(cudaStreamWaitEvent(side_, mv_done_, 0), "prefetch: cudaStreamWaitEvent");
-  check(cu::l2_prefetch(r, static_cast<int64_t>(opt_.l2_prefetch_mb) << 20, ctx_.sm_count(), side_), "l2_prefetch");
-  side_used_ = true;
-}
-
-void CudaOps::matvec_launched() {
-  if (capturing_) check(cudaEventRecord(mv_done_, ctx_.stream()), "matvec: cudaEventRecord");
 }
 
 int8_t* CudaOps::stash_xq() const { return static_cast<int8_t*>(ctx_.scratch()) + body_bytes(); }
@@ -332,7 +275,7 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   launch.accumulate = accumulate;
   launch.kernel = opt_.matvec_kernel;
   launch.q4k_wide = opt_.matvec_q4k_wide;
-  launch.v3_variant = opt_.matvec_v3_variant;
+  launch.v3_alt = opt_.matvec_v3_alt;
   const bool stashed = T <= 8 && stash_hit(x);
   for (int64_t t0 = 0; t0 < T; t0 += 8) {
     const int nt = static_cast<int>(std::min<int64_t>(8, T - t0));
@@ -345,20 +288,16 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
       q8_of(x, t0, nt, stashed, &xq, &xds_raw);
       auto* xds = static_cast<float2*>(xds_raw);
       if (v2) {
-        prefetch_set(one_matrix(w, ot, out_stride));
         check(cu::matvec_quant_v2(w.dtype, one_matrix(w, ot, out_stride), K, xq, xds, nt, launch, ctx_.stream()),
               "matmul: matvec_quant_v2");
-        matvec_launched();
       } else {
         check(cu::matvec_quant(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xq, xds, nt,
                                opt_.matvec_rows_per_warp, ot, out_stride, ctx_.stream()),
               "matmul: matvec_quant");
       }
     } else if (v2) {
-      prefetch_set(one_matrix(w, ot, out_stride));
       check(cu::matvec_float_v2(w.dtype, one_matrix(w, ot, out_stride), K, xt, x_stride, nt, launch, ctx_.stream()),
             "matmul: matvec_float_v2");
-      matvec_launched();
     } else {
       check(cu::matvec_float(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xt, x_stride, nt, ot,
                              out_stride, ctx_.stream()),
@@ -408,10 +347,9 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     launch.sm_count = ctx_.sm_count();
     launch.kernel = opt_.matvec_kernel;
     launch.q4k_wide = opt_.matvec_q4k_wide;
-    launch.v3_variant = opt_.matvec_v3_variant;
+    launch.v3_alt = opt_.matvec_v3_alt;
     // PDL for every launch: each kernel of the chain lets the next one start loading its weights.
     launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
-    prefetch_set(set);
     if (traits(ws[i]->dtype).quantized) {
       check(cu::matvec_quant_v2(ws[i]->dtype, set, K, xq, xds, static_cast<int>(T), launch, ctx_.stream()),
             "matmul_many: matvec_quant_v2");
@@ -420,7 +358,6 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
                                 ctx_.stream()),
             "matmul_many: matvec_float_v2");
     }
-    matvec_launched();
   }
   // The rest one by one (their quantize_q8 runs after the v2 launches above, in stream order).
   for (int i = 0; i < n; ++i) {

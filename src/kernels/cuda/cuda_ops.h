@@ -14,14 +14,9 @@
 #include "kernels/ops.h"
 
 struct CUstream_st;    // cudaStream_t is CUstream_st*
-struct CUevent_st;     // cudaEvent_t is CUevent_st*
 struct cublasContext;  // cublasHandle_t is cublasContext*
 
 namespace ferry::kernels {
-
-namespace cuda {
-struct MatvecSet;  // launch.h
-}
 
 // What the owner gives a CudaContext: the device, the stream ops run on, and device memory.
 struct CudaContextDesc {
@@ -100,14 +95,10 @@ struct CudaOpsOptions {
   // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
   // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
   bool matvec_q4k_wide = true;
-  // Inside a captured decode graph (capture_begin / capture_end), each matvec's first
-  // l2_prefetch_mb MiB of weights are prefetched into L2 from a side branch that starts when the previous
-  // matvec ends, so DRAM keeps streaming weights while the small kernels between two matvecs (norm,
-  // rope, attention, glu) run. 0 = off. Environment FERRY_CUDA_L2_PREFETCH_MB=N overrides.
-  int32_t l2_prefetch_mb = 0;
-  // Occupancy variant of the 1-token v3 matvec for Q4_0 and Q4_K (launch.h MatvecLaunch::v3_variant);
-  // environment FERRY_CUDA_V3V=0..3 overrides (A/B benchmarks).
-  int32_t matvec_v3_variant = 0;
+  // The 1-token v3 matvec at the other occupancy than its type's default (matvec.cu DecoderAdapter:
+  // Q4_0 2 chunks a tile at 4 blocks per SM, the rest U chunks at 2). Environment FERRY_CUDA_V3ALT=0|1
+  // overrides (A/B benchmarks).
+  bool matvec_v3_alt = false;
 };
 
 // Largest shapes a CudaOps will see, for sizing its scratch.
@@ -122,9 +113,6 @@ struct CudaScratchShape {
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(CudaContext& ctx, CudaOpsOptions options = {});
-  ~CudaOps() override;
-  CudaOps(const CudaOps&) = delete;
-  CudaOps& operator=(const CudaOps&) = delete;
   // Scratch bytes CudaOps wants for shapes up to `s` (a smaller scratch works: GEMMs are chunked, but
   // it must hold at least one chunk of 128 weight rows and the activations).
   static uint64_t scratch_bytes(const CudaScratchShape& s);
@@ -161,11 +149,6 @@ class CudaOps final : public Ops {
                       TensorView out, int kernel, int splits);
   // Greedy sampling on the device: out[t] = argmax_i x[i, t] (I32 [n_tokens], lowest index on ties).
   void argmax_rows(const TensorView& x, TensorView out);
-  // Stream capture brackets, called by the graph owner right after cudaStreamBeginCapture and right
-  // before cudaStreamEndCapture: between them the L2 prefetch branch runs (options.l2_prefetch_mb), and
-  // capture_end joins it back into the stream.
-  void capture_begin();
-  void capture_end();
 
  private:
   void check(int cuda_error, const char* what);  // cudaError_t as int
@@ -191,10 +174,6 @@ class CudaOps final : public Ops {
   // x's tokens [t0, t0 + nt) as Q8 (int8 [nt][K], float2 {d, d * sum} [nt][K / 32]) for the matvec
   // kernels: the stash when `stashed`, else quantize_q8 into the start of the scratch.
   void q8_of(const TensorView& x, int64_t t0, int nt, bool stashed, int8_t** xq, void** xds);
-  // The L2 prefetch branch (capture only): prefetch_set before a matvec launch forks a prefetch of the
-  // set's weights off the end of the previous matvec; matvec_launched marks that end.
-  void prefetch_set(const cuda::MatvecSet& set);
-  void matvec_launched();
   void note_write(const TensorView& t);         // forgets the stash when t overlaps its source
   void forget_stash() { stash_ = {}; }
 
@@ -202,11 +181,6 @@ class CudaOps final : public Ops {
   CudaOpsOptions opt_;
   uint64_t stash_bytes_ = 0;  // 0: scratch too small, no stash
   Q8Stash stash_;
-  CUstream_st* side_ = nullptr;     // the prefetch branch's stream (l2_prefetch_mb > 0, sm_80+)
-  CUevent_st* mv_done_ = nullptr;   // recorded after each matvec (and at capture start)
-  CUevent_st* joined_ = nullptr;    // the branch's end, waited for by the stream at capture_end
-  bool capturing_ = false;
-  bool side_used_ = false;
 };
 
 }  // namespace ferry::kernels

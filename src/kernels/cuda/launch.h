@@ -60,7 +60,7 @@ struct MatvecLaunch {
   bool accumulate = false;  // out += W x instead of out = W x (bitwise the same as a separate add)
   int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N)
   bool q4k_wide = false;  // Q4_K through ChunkDecQ4KWide (32-byte chunks, scales decoded once per 64)
-  int v3_variant = 0;  // Q4_0 / wide Q4_K, 1 token: 0 = U 4 at 2 blocks/SM, 1 = U 4 at 3, 2 = U 2 at 3, 3 = U 2 at 4
+  bool v3_alt = false;  // 1-token v3: the other occupancy (2 chunks at 4 blocks / SM <-> U chunks at 2)
 };
 // Whether the v2 kernels read weights of this type / layout / shape / alignment: Q4_0, Q8_0, Q6_K in the
 // split layout (split_layout_supported), Q4_K, Q5_K in ggml's layout (K % 256 == 0), F32 / F16 / BF16
@@ -73,16 +73,6 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
 // Same for F32 / F16 / BF16 W with x in F32 (x and x_stride * 4 bytes 16-byte aligned).
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
                             const MatvecLaunch& launch, cudaStream_t stream);
-
-// Warms L2 with the first `bytes` of the ranges, in order (a hint: nothing waits for it, and the data may
-// be evicted before it is read). sm_90+: bulk prefetches (cp.async.bulk.prefetch.L2) of 4 KiB pieces;
-// sm_80-89: one prefetch.global.L2 per 128-byte line; older GPUs: nothing. Pointers 16-byte aligned.
-struct L2Ranges {
-  const void* p[kMatvecMaxMats] = {};
-  int64_t bytes[kMatvecMaxMats] = {};
-  int n = 0;
-};
-cudaError_t l2_prefetch(const L2Ranges& ranges, int64_t bytes, int sm_count, cudaStream_t stream);
 
 // Rows [0, rows) of W (any quantized type; split: Q4_0 / Q8_0 / Q6_K rows in the split layout of
 // tensor/repack.h) -> F16 [rows][K] (contiguous).

@@ -14,7 +14,6 @@
 #include "kernels/cuda/quant_chunks.h"
 #include "tensor/repack.h"
 
-#include <algorithm>
 #include <type_traits>
 
 namespace ferry::kernels::cuda {
@@ -244,8 +243,10 @@ __device__ __forceinline__ RowRef row_ref(const MatvecSet& s, int64_t n) {
 // MinBlocks: blocks per SM the register budget is set for (1-2 tokens; 3-8 tokens use 2): 3 = 80
 // registers, 24 warps per SM; the k-quants with big chunk images keep 2 (128 registers, 16 warps), as 80
 // spilled (ptxas -v; Q4_1 / Q5_0 / Q5_1 spill 4-12 bytes at 80, kept: occupancy is worth more).
-// U: chunks per lane and v3 tile.
-template <class Dec, int MinBlocks, int U = 4>
+// U: chunks per lane and v3 tile. V3U / V3MB: the 1-token v3 kernel's tile and blocks per SM (its
+// register budget): Q4_0 runs 2 chunks a tile at 4 blocks per SM (64 registers, 32 warps per SM), which
+// decoded llama3-8b 5.6 % faster on the H200 than 4 chunks at 2 blocks (bench/RESULTS.md, session 7).
+template <class Dec, int MinBlocks, int U = 4, int V3U = U, int V3MB = 2>
 struct DecoderAdapter {
   using D = Dec;
   using W = typename D::W;
@@ -253,6 +254,8 @@ struct DecoderAdapter {
   static constexpr int kElems = D::kElems;
   static constexpr int kMinBlocks = MinBlocks;
   static constexpr int kUnroll = U;
+  static constexpr int kV3Unroll = V3U;
+  static constexpr int kV3MinBlocks = V3MB;
   struct Act {
     const int8_t* xq;   // [T][K]
     const float2* xds;  // [T][K / 32]
@@ -266,7 +269,8 @@ struct DecoderAdapter {
 };
 template <DType Q>
 using QuantAdapter = DecoderAdapter<ChunkDec<Q>, (Q == DType::Q2_K || Q == DType::Q3_K || Q == DType::Q5_K ||
-                                                  Q == DType::Q6_K) ? 2 : 3>;
+                                                  Q == DType::Q6_K) ? 2 : 3, 4, Q == DType::Q4_0 ? 2 : 4,
+                                    Q == DType::Q4_0 ? 4 : 2>;
 // The 32-byte Q4_K chunks: 2 a tile per lane, so a tile covers as many weights as ChunkDec<Q4_K>'s 4.
 using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2>;
 
@@ -276,6 +280,8 @@ struct FloatAdapter {
   static constexpr int kElems = 16 / static_cast<int>(sizeof(Wt));
   static constexpr int kMinBlocks = 3;
   static constexpr int kUnroll = 4;
+  static constexpr int kV3Unroll = 4;
+  static constexpr int kV3MinBlocks = 2;
   struct W {
     Q16 q;
   };
@@ -448,7 +454,7 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
 // loads of tile j + 1 before it computes tile j, so each lane always has U 16-byte weight loads in flight;
 // a v2 warp loads, waits, computes and exits (one round per warp for a 4096-wide Q4_0 row), and the
 // memory system idles between its exit and the next block's first loads. T <= 2, one warp per row.
-template <class A, int NT, int U, int MB = 2>
+template <class A, int NT, int U, int MB>
 __global__ void __launch_bounds__(kV2Threads, MB)
     matvec_v3_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename A::Act act, int T,
                      bool accumulate) {
@@ -524,14 +530,14 @@ int v3_blocks_per_sm() {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U, MB>, kV2Threads, 0) != cudaSuccess ||
         b < 1) {
       (void)cudaGetLastError();
-      b = 2;
+      b = MB;
     }
     return b;
   }();
   return blocks;
 }
 
-template <class A, int NT, int U, int MB = 2>
+template <class A, int NT, int U, int MB>
 cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& act, int T, const MatvecLaunch& l,
                       cudaStream_t stream) {
   const int64_t N = set.row_end[set.n - 1];
@@ -558,14 +564,12 @@ template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
                              const MatvecLaunch& l, cudaStream_t stream) {
   if (v3_fits<A>(set, T, l)) {
-    if constexpr (std::is_same_v<A, QuantAdapter<DType::Q4_0>> || std::is_same_v<A, WideQ4KAdapter>) {
-      // Occupancy variants for the A/B (FERRY_CUDA_V3V): more resident warps, fewer registers each.
-      if (T == 1 && l.v3_variant == 1) return launch_v3<A, 1, A::kUnroll, 3>(set, K, act, T, l, stream);
-      if (T == 1 && l.v3_variant == 2) return launch_v3<A, 1, 2, 3>(set, K, act, T, l, stream);
-      if (T == 1 && l.v3_variant == 3) return launch_v3<A, 1, 2, 4>(set, K, act, T, l, stream);
+    if (T == 2) return launch_v3<A, 2, A::kUnroll, 2>(set, K, act, T, l, stream);
+    if (l.v3_alt) {  // the other occupancy (A/B benchmarks)
+      if constexpr (A::kV3MinBlocks == 4) return launch_v3<A, 1, A::kUnroll, 2>(set, K, act, T, l, stream);
+      else return launch_v3<A, 1, 2, 4>(set, K, act, T, l, stream);
     }
-    return T == 1 ? launch_v3<A, 1, A::kUnroll>(set, K, act, T, l, stream)
-                  : launch_v3<A, 2, A::kUnroll>(set, K, act, T, l, stream);
+    return launch_v3<A, 1, A::kV3Unroll, A::kV3MinBlocks>(set, K, act, T, l, stream);
   }
   if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);
   if (T == 2) return launch_v2<A, 2, 1, 4>(set, K, act, T, l, stream);
@@ -581,37 +585,6 @@ bool set_ok(const MatvecSet& set, int T) {
     prev = set.row_end[m];
   }
   return true;
-}
-
-// ---- L2 prefetch ---------------------------------------------------------------------------------------
-
-constexpr int64_t kL2Piece = 4096;  // bytes per bulk prefetch
-
-// Piece i of the concatenated ranges (each range cut at `limit` bytes of the total), one piece per thread.
-__global__ void l2_prefetch_kernel(L2Ranges r, int64_t limit, int64_t n_pieces) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_pieces; i += stride) {
-    int64_t off = i * kL2Piece, base = 0;
-    for (int m = 0; m < r.n; ++m) {
-      const int64_t len = max(int64_t{0}, min(r.bytes[m], limit - base));
-      const int64_t pieces = (len + kL2Piece - 1) / kL2Piece;
-      if (off < pieces * kL2Piece) {
-        const char* p = static_cast<const char*>(r.p[m]) + off;
-        const uint32_t size = static_cast<uint32_t>(min(kL2Piece, len - off) & ~int64_t{15});
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (size > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(size) : "memory");
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        for (uint32_t b = 0; b < size; b += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + b));
-#else
-        (void)p;
-        (void)size;
-#endif
-        break;
-      }
-      off -= pieces * kL2Piece;
-      base += len;
-    }
-  }
 }
 
 }  // namespace
@@ -716,22 +689,6 @@ cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const f
     default:
       return cudaErrorInvalidValue;
   }
-}
-
-cudaError_t l2_prefetch(const L2Ranges& ranges, int64_t bytes, int sm_count, cudaStream_t stream) {
-  if (ranges.n < 0 || ranges.n > kMatvecMaxMats || bytes < 0) return cudaErrorInvalidValue;
-  int64_t n_pieces = 0, base = 0;
-  for (int m = 0; m < ranges.n && base < bytes; ++m) {
-    if (!aligned16(ranges.p[m]) || ranges.bytes[m] < 0) return cudaErrorInvalidValue;
-    const int64_t len = std::min(ranges.bytes[m], bytes - base);
-    n_pieces += (len + kL2Piece - 1) / kL2Piece;
-    base += len;
-  }
-  if (n_pieces == 0) return cudaSuccess;
-  constexpr int kThreads = 128;
-  const unsigned blocks = std::min<unsigned>(ceil_div(n_pieces, kThreads), static_cast<unsigned>(std::max(1, sm_count)));
-  l2_prefetch_kernel<<<blocks, kThreads, 0, stream>>>(ranges, bytes, n_pieces);
-  return cudaGetLastError();
 }
 
 }  // namespace ferry::kernels::cuda
