@@ -390,7 +390,8 @@ TEST(CudaOps, MatvecV3MatchesV2) {
       HostTensor w = random_weights(rng, c.type, K, N);
       DevTensor dw(*E, c.split ? to_split(w) : w);
       const std::string shape = v2_name(c) + " K=" + std::to_string(K);
-      for (int64_t T : {1, 2}) expect_same_matmul(E, rng, v3, v2, dw, K, N, T, "v3 vs v2 " + shape + " T=" + std::to_string(T));
+      for (int64_t T : {1, 2})
+        expect_same_matmul(E, rng, v3, v2, dw, K, N, T, "v3 vs v2 " + shape + " T=" + std::to_string(T));
       expect_same_matmul(E, rng, v3alt, v3, dw, K, N, 1, "v3 other occupancy vs v3 " + shape);
     }
   }
