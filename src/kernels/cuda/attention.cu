@@ -136,9 +136,69 @@ __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArg
 
 // ---- split combine ---------------------------------------------------------------------------------
 
+// One block per row, thread d of the block owns output element d (blockDim = head_dim rounded up to
+// whole warps). Every warp reads all splits' {m, l} (lane s and s + 32 hold split s) and each thread
+// issues the loads of all its splits' partials before adding any, so a row costs one round of latency
+// however many splits there are (one warp per row walking the splits in groups of 8 took 6 rounds at 33
+// splits: ~10 us a call at 4K cells). The sum over splits runs in split order, as before.
 // With a.xq (head_dim % 32 == 0, out rows contiguous) the output is also quantized as quantize_q8 would
-// (each warp step d = lane + 32 j is one whole 32-block of the row).
+// (each warp is one whole 32-block of the row).
 __global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
+  grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
+  allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = blockIdx.x;
+  const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
+  const int D = a.head_dim;
+  const int d = threadIdx.x;
+  const bool in = d < D;
+  const int t = static_cast<int>(row / a.n_head), h = static_cast<int>(row % a.n_head);
+  // The partials first: they do not depend on the weights, so their loads overlap the metadata's.
+  constexpr int kMaxSplits = 2 * kWarp;
+  float v[kMaxSplits];
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s)
+    v[s] = s < splits && in ? part.o[(static_cast<int64_t>(s) * n_rows + row) * D + d] : 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+  if (lane < splits) {
+    const float2 ml = part.ml[static_cast<int64_t>(lane) * n_rows + row];
+    m0 = ml.x;
+    l0 = ml.y;
+  }
+  if (lane + kWarp < splits) {
+    const float2 ml = part.ml[static_cast<int64_t>(lane + kWarp) * n_rows + row];
+    m1 = ml.x;
+    l1 = ml.y;
+  }
+  const float M = warp_max(fmaxf(m0, m1));
+  const float ref = M == -INFINITY ? 0.f : M;
+  const float w0 = lane < splits ? __expf(m0 - ref) : 0.f;
+  const float w1 = lane + kWarp < splits ? __expf(m1 - ref) : 0.f;
+  const float L = warp_sum(w0 * l0 + w1 * l1);
+  const float inv = L > 0.f ? 1.f / L : 0.f;
+  float acc = 0.f;
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s) {
+    if (s >= splits) break;  // uniform
+    const float w = __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp);
+    acc = fmaf(w, v[s], acc);
+  }
+  const float y = acc * inv;
+  float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
+  if (in) out[d] = y;
+  if (a.xq != nullptr) {  // D % 32 == 0 here: every lane of every warp is in
+    const float amax = warp_max(fabsf(y));
+    const float dq = amax / 127.f;
+    const int q = amax > 0.f ? __float2int_rn(y / dq) : 0;
+    const int sum = warp_sum_int(q);
+    const int64_t e = static_cast<int64_t>(t) * a.n_head * D + static_cast<int64_t>(h) * D + d;
+    a.xq[e] = static_cast<int8_t>(q);
+    if (lane == 0) a.xds[e / 32] = make_float2(dq, dq * static_cast<float>(sum));
+  }
+}
+
+// TEMPORARY (A/B, FERRY_CUDA_ATTN_COMBINE_OLD=1): the warp-per-row combine.
+__global__ void attn_combine_old_kernel(AttnArgs a, int splits, Partials part) {
   grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
   allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -728,8 +788,18 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
     e = launch_ex(pdl_default(), attn_plain_kernel, grid, dim3(kPlainWarps * kWarp), 0, stream, a, splits, part);
   }
   if (e != cudaSuccess || splits == 1) return e;
-  e = launch_ex(pdl_default(), attn_combine_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp), 0, stream, a, splits,
-                part);
+  static const bool old_combine = [] {
+    const char* e = std::getenv("FERRY_CUDA_ATTN_COMBINE_OLD");
+    return e != nullptr && e[0] == '1';
+  }();
+  if (old_combine) {
+    e = launch_ex(pdl_default(), attn_combine_old_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp), 0, stream, a,
+                  splits, part);
+    if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
+    return e;
+  }
+  e = launch_ex(pdl_default(), attn_combine_kernel, dim3(static_cast<unsigned>(n_rows)),
+                dim3(static_cast<unsigned>((D + kWarp - 1) / kWarp * kWarp)), 0, stream, a, splits, part);
   if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
   return e;
 }
