@@ -136,14 +136,16 @@ __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArg
 
 // ---- split combine ---------------------------------------------------------------------------------
 
-// One block per row, thread d of the block owns output element d (blockDim = head_dim rounded up to
-// whole warps). Every warp reads all splits' {m, l} (lane s and s + 32 hold split s) and each thread
+// Many splits (decode at depth: 33 at 4K cells): one block per row, thread d of the block owns output
+// element d (blockDim = head_dim rounded up to whole warps). Every warp reads all splits' {m, l} (lane s and s + 32 hold split s) and each thread
 // issues the loads of all its splits' partials before adding any, so a row costs one round of latency
 // however many splits there are (one warp per row walking the splits in groups of 8 took 6 rounds at 33
-// splits: ~10 us a call at 4K cells). The sum over splits runs in split order, as before.
+// splits: 19.7 -> 16.6 us for attention + combine at 4K cells on the H200, llama3-8b Q4_0 decode after 4096
+// tokens +5 %). The sum over splits runs in split order. For a 512-token prefill chunk split in 2 (16384
+// rows) the block kernel was 6 % slower than the warp kernel, hence the two.
 // With a.xq (head_dim % 32 == 0, out rows contiguous) the output is also quantized as quantize_q8 would
 // (each warp is one whole 32-block of the row).
-__global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
+__global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part) {
   grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
   allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
   const int lane = threadIdx.x % kWarp;
@@ -197,8 +199,9 @@ __global__ void attn_combine_kernel(AttnArgs a, int splits, Partials part) {
   }
 }
 
-// TEMPORARY (A/B, FERRY_CUDA_ATTN_COMBINE_OLD=1): the warp-per-row combine.
-__global__ void attn_combine_old_kernel(AttnArgs a, int splits, Partials part) {
+// Few splits (<= 8, e.g. a prefill chunk split in 2), many rows: one warp per row, lane d + 32 j; the loads of
+// 8 splits are issued before any is used, then added in split order (the block kernel's sums, bit for bit).
+__global__ void attn_combine_warp_kernel(AttnArgs a, int splits, Partials part) {
   grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
   allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -788,18 +791,13 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
     e = launch_ex(pdl_default(), attn_plain_kernel, grid, dim3(kPlainWarps * kWarp), 0, stream, a, splits, part);
   }
   if (e != cudaSuccess || splits == 1) return e;
-  static const bool old_combine = [] {
-    const char* e = std::getenv("FERRY_CUDA_ATTN_COMBINE_OLD");
-    return e != nullptr && e[0] == '1';
-  }();
-  if (old_combine) {
-    e = launch_ex(pdl_default(), attn_combine_old_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp), 0, stream, a,
+  if (splits <= 8) {
+    e = launch_ex(pdl_default(), attn_combine_warp_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp), 0, stream, a,
                   splits, part);
-    if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
-    return e;
+  } else {
+    e = launch_ex(pdl_default(), attn_combine_block_kernel, dim3(static_cast<unsigned>(n_rows)),
+                  dim3(static_cast<unsigned>((D + kWarp - 1) / kWarp * kWarp)), 0, stream, a, splits, part);
   }
-  e = launch_ex(pdl_default(), attn_combine_kernel, dim3(static_cast<unsigned>(n_rows)),
-                dim3(static_cast<unsigned>((D + kWarp - 1) / kWarp * kWarp)), 0, stream, a, splits, part);
   if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
   return e;
 }

@@ -800,7 +800,7 @@ void run_attention_case(Env* E, const AttnCase& c) {
   E->ops->kv_store(dknew.view, dvnew.view, db, dkv);
   DevTensor dout(*E, DType::F32, static_cast<int64_t>(D) * c.n_head, c.n_tokens);
   for (int kernel : {0, 1}) {
-    for (int splits : {0, 1, 3}) {
+    for (int splits : {0, 1, 3, 12}) {  // 3: the warp-per-row combine, 12: the block-per-row one
       dout.poison();
       E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, splits);
       SYNC();
@@ -821,11 +821,14 @@ void run_attention_case(Env* E, const AttnCase& c) {
     op.fuse = false;
     kernels::CudaOps plain(*E->ctx, op);
     for (int kernel : {0, 1}) {
-      E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, 3);
-      E->ops->matmul(dw.view, dout.view, m1.view);
-      plain.matmul(dw.view, dout.view, m2.view);
-      SYNC();
-      EXPECT_EQ(m1.download().bytes, m2.download().bytes) << c.name << " kernel=" << kernel << ": stash after attention";
+      for (int splits : {3, 12}) {
+        E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, splits);
+        E->ops->matmul(dw.view, dout.view, m1.view);
+        plain.matmul(dw.view, dout.view, m2.view);
+        SYNC();
+        EXPECT_EQ(m1.download().bytes, m2.download().bytes)
+            << c.name << " kernel=" << kernel << " splits=" << splits << ": stash after attention";
+      }
     }
   }
 }
