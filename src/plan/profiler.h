@@ -31,12 +31,17 @@ struct ProfileOptions {
   uint64_t buffer_bytes = 0;    // weight pool / bandwidth buffer; 0 = 2x LLC within [64 MiB, 512 MiB or 1 GiB]
   // Progress: fraction done in [0, 1] and what is being measured. Called from the measuring thread.
   std::function<void(double fraction, const std::string& what)> progress;
+  // Host read bandwidth in GB/s with `threads` threads over about `seconds`; empty = the built-in probe
+  // (tests inject a machine that was busy during the first pass).
+  std::function<double(int32_t threads, double seconds)> read_bw;
 };
 
 // CPU model, cores (physical, within this process's affinity), SIMD level, memory, LLC.
 MachineInfo detect_machine();
 
-// Measures everything; `gpu` may be null (no GPU).
+// Measures everything; `gpu` may be null (no GPU). At the end the bandwidth at all threads is measured
+// again; if it comes out more than 15 % above the first figure (the machine was busy with something
+// else), the CPU part is measured a second time and each point keeps the faster of its two figures.
 Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu, const ProfileOptions& options);
 
 }  // namespace ferry::plan
