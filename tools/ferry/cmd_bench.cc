@@ -36,8 +36,6 @@ using Clock = std::chrono::steady_clock;
 
 // --timeline records one prefill chunk and then this many decode steps.
 constexpr int32_t kTimelineDecodeSteps = 6;
-// A fresh host bandwidth reading this far above the profile's says the profile was measured under load.
-constexpr double kStaleProfileRatio = 1.4;
 
 struct BenchArgs {
   std::string model;
@@ -232,12 +230,6 @@ int run(const BenchArgs& a) {
   const uint64_t wbytes = decode_weight_bytes(engine.file(), spec.tied_output);
   const double decode_gb_s = static_cast<double>(wbytes) * tg_mean / 1e9;
   const double host_gb_s = a.membw ? ferry::kernels::measure_read_gbs(a.threads) : 0.0;
-  if (hybrid->active && hybrid->host_gbs > 0 && host_gb_s > kStaleProfileRatio * hybrid->host_gbs) {
-    std::fprintf(stderr,
-                 "note: host memory reads at %.0f GB/s now against %.0f GB/s in the profile the plans used (%s): it "
-                 "was measured on a busy machine? `ferry profile` measures it again\n",
-                 host_gb_s, hybrid->host_gbs, hybrid->profile_origin.c_str());
-  }
   const ferry::CpuInfo& ci = ferry::cpu_info();
   const int threads = a.threads > 0 ? a.threads : ci.physical_cores;
   const char* isa = ferry::kernels::cpu_isa_name(ferry::kernels::default_cpu_isa());

@@ -99,9 +99,7 @@ void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, con
   state->budget = cfg.budget;
   state->device = cfg.device;
   state->profile_origin = cfg.profile_origin;
-  const plan::CostModel cm(cfg.profile, opt->n_threads);
-  state->link_gbs = cm.link_gbs();
-  state->host_gbs = cm.host_bw_gbs();
+  state->link_gbs = plan::CostModel(cfg.profile, opt->n_threads).link_gbs();
   const int32_t threads = opt->n_threads;
   const int32_t n_seq = opt->n_seq_max;
   const int32_t ring = a.ring_slots;

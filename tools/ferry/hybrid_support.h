@@ -43,7 +43,6 @@ struct HybridState {
   std::string device;          // "cuda" | "emulated"
   std::string profile_origin;
   double link_gbs = 0;         // P of the profile: the prefill limit (W-R)/P
-  double host_gbs = 0;         // the profile's host read bandwidth at the run's threads
   exec::HybridRunner* runner = nullptr;
 };
 
