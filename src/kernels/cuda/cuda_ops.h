@@ -95,9 +95,9 @@ struct CudaOpsOptions {
   // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
   // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
   bool matvec_q4k_wide = true;
-  // The 1-token v3 matvec at the other occupancy than its type's default (matvec.cu DecoderAdapter:
-  // Q4_0 2 chunks a tile at 4 blocks per SM, the rest U chunks at 2). Environment FERRY_CUDA_V3ALT=0|1
-  // overrides (A/B benchmarks).
+  // The 1-token v3 matvec at 1 chunk a tile and 4 blocks per SM instead of its type's default (matvec.cu
+  // DecoderAdapter: Q4_0 2 chunks a tile at 4 blocks per SM, the rest U chunks at 2). Environment
+  // FERRY_CUDA_V3ALT=0|1 overrides (A/B benchmarks).
   bool matvec_v3_alt = false;
 };
 

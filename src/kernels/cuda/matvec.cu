@@ -565,10 +565,7 @@ cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::
                              const MatvecLaunch& l, cudaStream_t stream) {
   if (v3_fits<A>(set, T, l)) {
     if (T == 2) return launch_v3<A, 2, A::kUnroll, 2>(set, K, act, T, l, stream);
-    if (l.v3_alt) {  // the other occupancy (A/B benchmarks)
-      if constexpr (A::kV3MinBlocks == 4) return launch_v3<A, 1, A::kUnroll, 2>(set, K, act, T, l, stream);
-      else return launch_v3<A, 1, 2, 4>(set, K, act, T, l, stream);
-    }
+    if (l.v3_alt) return launch_v3<A, 1, 1, 4>(set, K, act, T, l, stream);  // 1 chunk a tile (A/B benchmarks)
     return launch_v3<A, 1, A::kV3Unroll, A::kV3MinBlocks>(set, K, act, T, l, stream);
   }
   if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);

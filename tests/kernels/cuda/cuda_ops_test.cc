@@ -382,7 +382,7 @@ TEST(CudaOps, MatvecV3MatchesV2) {
   o2.matvec_kernel = 2;
   o3.matvec_kernel = 3;
   o3alt.matvec_kernel = 3;
-  o3alt.matvec_v3_alt = true;  // the other tile / occupancy of the 1-token kernel
+  o3alt.matvec_v3_alt = true;  // 1 chunk a tile at 4 blocks per SM (the A/B variant)
   kernels::CudaOps v2(*E->ctx, o2), v3(*E->ctx, o3), v3alt(*E->ctx, o3alt);
   for (const V2Case& c : cases) {
     for (int64_t K : {4096, 14336}) {
@@ -392,7 +392,7 @@ TEST(CudaOps, MatvecV3MatchesV2) {
       const std::string shape = v2_name(c) + " K=" + std::to_string(K);
       for (int64_t T : {1, 2})
         expect_same_matmul(E, rng, v3, v2, dw, K, N, T, "v3 vs v2 " + shape + " T=" + std::to_string(T));
-      expect_same_matmul(E, rng, v3alt, v3, dw, K, N, 1, "v3 other occupancy vs v3 " + shape);
+      expect_same_matmul(E, rng, v3alt, v3, dw, K, N, 1, "v3 1-chunk tiles vs v3 " + shape);
     }
   }
 }
