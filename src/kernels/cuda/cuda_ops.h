@@ -96,8 +96,8 @@ struct CudaOpsOptions {
   // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
   bool matvec_q4k_wide = true;
   // The 1-token v3 matvec at 1 chunk a tile and 4 blocks per SM instead of its type's default (matvec.cu
-  // DecoderAdapter: Q4_0 2 chunks a tile at 4 blocks per SM, the rest U chunks at 2). Environment
-  // FERRY_CUDA_V3ALT=0|1 overrides (A/B benchmarks).
+  // DecoderAdapter: Q4_0 2 chunks a tile at 4 blocks per SM, Q4_K 1 at 4, the rest U chunks at 2; for
+  // Q4_K the alternative is U at 2). Environment FERRY_CUDA_V3ALT=0|1 overrides (A/B benchmarks).
   bool matvec_v3_alt = false;
 };
 

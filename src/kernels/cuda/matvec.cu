@@ -271,8 +271,10 @@ template <DType Q>
 using QuantAdapter = DecoderAdapter<ChunkDec<Q>, (Q == DType::Q2_K || Q == DType::Q3_K || Q == DType::Q5_K ||
                                                   Q == DType::Q6_K) ? 2 : 3, 4, Q == DType::Q4_0 ? 2 : 4,
                                     Q == DType::Q4_0 ? 4 : 2>;
-// The 32-byte Q4_K chunks: 2 a tile per lane, so a tile covers as many weights as ChunkDec<Q4_K>'s 4.
-using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2>;
+// The 32-byte Q4_K chunks: 2 a tile per lane in v2, so a tile covers as many weights as ChunkDec<Q4_K>'s
+// 4; the 1-token v3 kernel takes 1 a tile at 4 blocks per SM (64 registers): llama3-8b decode +4.6 % on
+// the H200 against 2 at 2 blocks (bench/RESULTS.md, session 7).
+using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2, 1, 4>;
 
 // Float weights: a chunk is 16 bytes (8 F16/BF16 or 4 F32 values); products and sums in F32.
 template <typename Wt>
@@ -565,7 +567,11 @@ cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::
                              const MatvecLaunch& l, cudaStream_t stream) {
   if (v3_fits<A>(set, T, l)) {
     if (T == 2) return launch_v3<A, 2, A::kUnroll, 2>(set, K, act, T, l, stream);
-    if (l.v3_alt) return launch_v3<A, 1, 1, 4>(set, K, act, T, l, stream);  // 1 chunk a tile (A/B benchmarks)
+    if (l.v3_alt) {  // A/B benchmarks: 1 chunk a tile at 4 blocks per SM, or U at 2 where that is the default
+      constexpr bool kOneAtFour = A::kV3Unroll == 1 && A::kV3MinBlocks == 4;
+      if constexpr (kOneAtFour) return launch_v3<A, 1, A::kUnroll, 2>(set, K, act, T, l, stream);
+      else return launch_v3<A, 1, 1, 4>(set, K, act, T, l, stream);
+    }
     return launch_v3<A, 1, A::kV3Unroll, A::kV3MinBlocks>(set, K, act, T, l, stream);
   }
   if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);
