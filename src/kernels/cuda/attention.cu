@@ -136,31 +136,16 @@ __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArg
 
 // ---- split combine ---------------------------------------------------------------------------------
 
-// Many splits (decode at depth: 33 at 4K cells): one block per row, thread d of the block owns output
-// element d (blockDim = head_dim rounded up to whole warps). Every warp reads all splits' {m, l} (lane s and s + 32 hold split s) and each thread
-// issues the loads of all its splits' partials before adding any, so a row costs one round of latency
-// however many splits there are (one warp per row walking the splits in groups of 8 took 6 rounds at 33
-// splits: 19.7 -> 16.6 us for attention + combine at 4K cells on the H200, llama3-8b Q4_0 decode after 4096
-// tokens +5 %). The sum over splits runs in split order. For a 512-token prefill chunk split in 2 (16384
-// rows) the block kernel was 6 % slower than the warp kernel, hence the two.
-// With a.xq (head_dim % 32 == 0, out rows contiguous) the output is also quantized as quantize_q8 would
-// (each warp is one whole 32-block of the row).
-__global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part) {
-  grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
-  allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
-  const int lane = threadIdx.x % kWarp;
-  const int64_t row = blockIdx.x;
-  const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
-  const int D = a.head_dim;
-  const int d = threadIdx.x;
-  const bool in = d < D;
-  const int t = static_cast<int>(row / a.n_head), h = static_cast<int>(row % a.n_head);
-  // The partials first: they do not depend on the weights, so their loads overlap the metadata's.
-  constexpr int kMaxSplits = 2 * kWarp;
-  float v[kMaxSplits];
-#pragma unroll
-  for (int s = 0; s < kMaxSplits; ++s)
-    v[s] = s < splits && in ? part.o[(static_cast<int64_t>(s) * n_rows + row) * D + d] : 0.f;
+// The splits' weights for one row, every lane of a warp: lane s (and s + 32) reads split s's {max, sum}
+// (one round of loads for all splits; a loop over splits waited for each in turn: 14 us a decode step),
+// w0 / w1 = exp(m - M) of splits lane / lane + 32, inv = 1 / sum of the weighted sums.
+struct SplitWeights {
+  float w0, w1, inv;
+  // Split s's weight, from lane s % 32 (every lane of the warp must call it with the same s).
+  __device__ __forceinline__ float of(int s) const { return __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp); }
+};
+__device__ __forceinline__ SplitWeights split_weights(const Partials& part, int splits, int64_t n_rows, int64_t row,
+                                                      int lane) {
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
   if (lane < splits) {
     const float2 ml = part.ml[static_cast<int64_t>(lane) * n_rows + row];
@@ -174,21 +159,21 @@ __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part)
   }
   const float M = warp_max(fmaxf(m0, m1));
   const float ref = M == -INFINITY ? 0.f : M;
-  const float w0 = lane < splits ? __expf(m0 - ref) : 0.f;
-  const float w1 = lane + kWarp < splits ? __expf(m1 - ref) : 0.f;
-  const float L = warp_sum(w0 * l0 + w1 * l1);
-  const float inv = L > 0.f ? 1.f / L : 0.f;
-  float acc = 0.f;
-#pragma unroll
-  for (int s = 0; s < kMaxSplits; ++s) {
-    if (s >= splits) break;  // uniform
-    const float w = __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp);
-    acc = fmaf(w, v[s], acc);
-  }
-  const float y = acc * inv;
+  SplitWeights w;
+  w.w0 = lane < splits ? __expf(m0 - ref) : 0.f;
+  w.w1 = lane + kWarp < splits ? __expf(m1 - ref) : 0.f;
+  const float L = warp_sum(w.w0 * l0 + w.w1 * l1);
+  w.inv = L > 0.f ? 1.f / L : 0.f;
+  return w;
+}
+
+// Writes output element d = y of row (t, h) and, with a.xq, its Q8 image as quantize_q8 would: the warp's
+// 32 lanes hold one whole 32-block of the row (D % 32 == 0; every lane must call it).
+__device__ __forceinline__ void store_combined(const AttnArgs& a, int t, int h, int d, float y, int lane) {
+  const int D = a.head_dim;
   float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
-  if (in) out[d] = y;
-  if (a.xq != nullptr) {  // D % 32 == 0 here: every lane of every warp is in
+  if (d < D) out[d] = y;
+  if (a.xq != nullptr) {
     const float amax = warp_max(fabsf(y));
     const float dq = amax / 127.f;
     const int q = amax > 0.f ? __float2int_rn(y / dq) : 0;
@@ -199,8 +184,40 @@ __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part)
   }
 }
 
-// Few splits (<= 8, e.g. a prefill chunk split in 2), many rows: one warp per row, lane d + 32 j; the loads of
-// 8 splits are issued before any is used, then added in split order (the block kernel's sums, bit for bit).
+// Many splits (decode at depth: 33 at 4K cells): one block per row, thread d of the block owns output
+// element d (blockDim = head_dim rounded up to whole warps). Each thread issues the loads of all its
+// splits' partials before adding any, so a row costs one round of latency however many splits there are
+// (one warp per row walking the splits in groups of 8 took 6 rounds at 33 splits: 19.7 -> 16.6 us for
+// attention + combine at 4K cells on the H200, llama3-8b Q4_0 decode after 4096 tokens +5 %). For a
+// 512-token prefill chunk split in 2 (16384 rows) it was 6 % slower than the warp kernel, hence the two.
+// Both add the splits in split order: the same sums, bit for bit.
+__global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part) {
+  grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
+  allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = blockIdx.x;
+  const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
+  const int D = a.head_dim;
+  const int d = threadIdx.x;
+  const int t = static_cast<int>(row / a.n_head), h = static_cast<int>(row % a.n_head);
+  // The partials first: they do not depend on the weights, so their loads overlap the metadata's.
+  constexpr int kMaxSplits = 2 * kWarp;
+  float v[kMaxSplits];
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s)
+    v[s] = s < splits && d < D ? part.o[(static_cast<int64_t>(s) * n_rows + row) * D + d] : 0.f;
+  const SplitWeights w = split_weights(part, splits, n_rows, row, lane);
+  float acc = 0.f;
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s) {
+    if (s >= splits) break;  // uniform
+    acc = fmaf(w.of(s), v[s], acc);
+  }
+  store_combined(a, t, h, d, acc * w.inv, lane);
+}
+
+// Few splits (<= 8, e.g. a prefill chunk split in 2), many rows: one warp per row, lane d = lane + 32 j
+// (j < 8: head_dim <= 256); the loads of 8 splits are issued before any is used, then added in split order.
 __global__ void attn_combine_warp_kernel(AttnArgs a, int splits, Partials part) {
   grid_dependency_wait();  // launched with PDL: the partials come from the attention kernel
   allow_dependents();      // the output projection's matvec (PDL) may start loading its weights
@@ -210,29 +227,7 @@ __global__ void attn_combine_warp_kernel(AttnArgs a, int splits, Partials part) 
   if (row >= n_rows) return;
   const int D = a.head_dim;
   const int t = static_cast<int>(row / a.n_head), h = static_cast<int>(row % a.n_head);
-  // Lane s (and s + 32) holds split s's max and sum, so the splits' metadata is read in one round (a
-  // loop over splits waited for each load in turn: 14 us a decode step's call).
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
-  if (lane < splits) {
-    const float2 v = part.ml[static_cast<int64_t>(lane) * n_rows + row];
-    m0 = v.x;
-    l0 = v.y;
-  }
-  if (lane + kWarp < splits) {
-    const float2 v = part.ml[static_cast<int64_t>(lane + kWarp) * n_rows + row];
-    m1 = v.x;
-    l1 = v.y;
-  }
-  const float M = warp_max(fmaxf(m0, m1));
-  const float ref = M == -INFINITY ? 0.f : M;
-  const float w0 = lane < splits ? __expf(m0 - ref) : 0.f;
-  const float w1 = lane + kWarp < splits ? __expf(m1 - ref) : 0.f;
-  const float L = warp_sum(w0 * l0 + w1 * l1);
-  const float inv = L > 0.f ? 1.f / L : 0.f;
-  float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
-  // Lane handles d = lane + 32 j (j < 8: head_dim <= 256). The loads of kGroup splits are issued before
-  // any is used (one round of latency per group, not per split: a decode step at 4K cells has 33 splits),
-  // then added in split order, so the sums are the split-at-a-time loop's bit for bit.
+  const SplitWeights w = split_weights(part, splits, n_rows, row, lane);
   constexpr int kGroup = 8;
   float acc[8];
 #pragma unroll
@@ -252,32 +247,20 @@ __global__ void attn_combine_warp_kernel(AttnArgs a, int splits, Partials part) 
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
       const int s = s0 + i;
-      const float w = __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp);  // every lane: s0 is uniform
+      const float ws = w.of(s);  // every lane: s0 is uniform
       if (s < splits) {
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const int d = lane + kWarp * j;
-          if (d < D) acc[j] = fmaf(w, v[i][j], acc[j]);
+          if (d < D) acc[j] = fmaf(ws, v[i][j], acc[j]);
         }
       }
     }
   }
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    if (kWarp * j >= D) break;  // uniform: the shuffles below need every lane
-    const int d = lane + kWarp * j;
-    const bool in = d < D;
-    const float y = acc[j] * inv;
-    if (in) out[d] = y;
-    if (a.xq != nullptr) {  // D % 32 == 0 here: every lane is in
-      const float amax = warp_max(fabsf(y));
-      const float dq = amax / 127.f;
-      const int q = amax > 0.f ? __float2int_rn(y / dq) : 0;
-      const int sum = warp_sum_int(q);
-      const int64_t e = static_cast<int64_t>(t) * a.n_head * D + static_cast<int64_t>(h) * D + d;
-      a.xq[e] = static_cast<int8_t>(q);
-      if (lane == 0) a.xds[e / 32] = make_float2(dq, dq * static_cast<float>(sum));
-    }
+    if (kWarp * j >= D) break;  // uniform: the shuffles in store_combined need every lane
+    store_combined(a, t, h, lane + kWarp * j, acc[j] * w.inv, lane);
   }
 }
 
