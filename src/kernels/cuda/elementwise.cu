@@ -27,6 +27,8 @@ __device__ __forceinline__ float block256_sum(float v) {
 
 // Long rows (>= 1024): one block of 256 threads per row.
 __global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
+  grid_dependency_wait();  // launched with PDL (launch_ex): x comes from the previous kernel
+  allow_dependents();
   const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
   float* yr = reinterpret_cast<float*>(out.row(blockIdx.x));
   float ss = 0.f;
@@ -103,6 +105,8 @@ __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const floa
 
 // Short rows (heads for q/k norms): one warp per row, 4 rows per block.
 __global__ void rms_norm_warp_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
+  grid_dependency_wait();  // launched with PDL (launch_ex): x comes from the previous kernel (q / k norms
+  allow_dependents();      // of qwen3 / gemma3 sit between the QKV matvec and rope in every decode layer)
   const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / kWarp;
   if (r >= x.nrows()) return;
   const int lane = threadIdx.x % kWarp;
@@ -259,11 +263,12 @@ cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView&
     if (x.ne0 <= 4096) return launch_ex(pdl, rms_norm_vec_kernel<4>, g, b, 0, stream, x, w, eps, out, xq, xds);
     return launch_ex(pdl, rms_norm_vec_kernel<8>, g, b, 0, stream, x, w, eps, out, xq, xds);
   } else if (x.ne0 >= 1024) {
-    rms_norm_block_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, w, eps, out);
+    return launch_ex(pdl_default(), rms_norm_block_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
+                     w, eps, out);
   } else {
-    rms_norm_warp_kernel<<<ceil_div(rows, 4), 4 * kWarp, 0, stream>>>(x, w, eps, out);
+    return launch_ex(pdl_default(), rms_norm_warp_kernel, dim3(ceil_div(rows, 4)), dim3(4 * kWarp), 0, stream, x, w,
+                     eps, out);
   }
-  return cudaGetLastError();
 }
 
 cudaError_t add(const RowView& a, const RowView& b, bool b_broadcast, const RowView& out, cudaStream_t stream) {
