@@ -134,7 +134,13 @@ TEST(Profiler, CpuMeasuredAgainWhenTheMachineWasBusy) {
     o.time_budget_s = 3;
     o.buffer_bytes = 32ull << 20;
     // The machine turns quiet once the first pass is over: at the first bandwidth probe after a matmul.
-    o.progress = [&](double, const std::string& what) { matmuls_seen |= what.rfind("CPU matmul", 0) == 0; };
+    double last = -1;
+    bool monotone = true;
+    o.progress = [&](double f, const std::string& what) {
+      matmuls_seen |= what.rfind("CPU matmul", 0) == 0;
+      monotone &= f >= last;
+      last = f;
+    };
     o.read_bw = [&](int32_t threads, double) {
       ++bw_calls;
       if (matmuls_seen) slowdown = 1.0;
@@ -147,6 +153,7 @@ TEST(Profiler, CpuMeasuredAgainWhenTheMachineWasBusy) {
     ASSERT_FALSE(p->cpu.mem_bw.empty());
     const size_t points = p->cpu.mem_bw.size();
     EXPECT_EQ(bw_calls, static_cast<int>(busy_first ? 2 * points + 1 : points + 1));
+    EXPECT_TRUE(monotone);
     for (const BandwidthPoint& b : p->cpu.mem_bw) EXPECT_DOUBLE_EQ(b.gbs, 10.0 * b.threads) << b.threads;
     for (const auto& c : p->cpu.matmul) {
       ASSERT_FALSE(c.gflops.empty());
