@@ -315,11 +315,12 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
 
   // 1. Host memory bandwidth by threads; 2. CPU matmul per dtype x threads x tokens, through the Ops
   // ferry runs. A matmul curve ends early once the clock passes `deadline` seconds.
-  auto measure_cpu = [&](CpuProfile& out, double deadline, double progress0, double progress_span) {
+  auto measure_cpu = [&](CpuProfile& out, double deadline, double progress0, double progress_span,
+                         const std::string& label) {
     const size_t n_points = bw_threads.size() + dtypes.size() * mm_threads.size() * tokens.size();
     size_t done_points = 0;
     auto step = [&](const std::string& what) {
-      progress(progress0 + progress_span * static_cast<double>(done_points++) / n_points, what);
+      progress(progress0 + progress_span * static_cast<double>(done_points++) / n_points, label + what);
     };
     out.mem_bw.clear();
     out.matmul.clear();
@@ -354,7 +355,7 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
       }
     }
   };
-  measure_cpu(p.cpu, budget * (1.0 - gpu_share), 0.0, 0.9 - gpu_share);
+  measure_cpu(p.cpu, budget * (1.0 - gpu_share), 0.0, 0.9 - gpu_share, "");
 
   // 3. GPU: link alone and under CPU load, CPU under copy load (H), device bandwidth, kernels.
   if (gpu) {
@@ -471,7 +472,8 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
     if (again > kCpuRecheckRatio * first.gbs) {
       CpuProfile second = p.cpu;
       const double deadline = since(t_start) + budget * (1.0 - gpu_share);
-      measure_cpu(second, deadline, last_progress, std::max(0.0, 0.99 - last_progress));
+      measure_cpu(second, deadline, last_progress, std::max(0.0, 0.99 - last_progress),
+                  "again (the machine was busy): ");
       merge_faster(second, &p.cpu);
     }
   }
