@@ -2,6 +2,8 @@
 // rope (normal and NeoX, optional frequency factors) and kv_store (F32 -> F16 cache cells). All are
 // memory-bound and tiny next to the matmuls; they favour simple indexing over cleverness. In-place use
 // (out == input) is safe: each element is read and written by the same thread.
+#include <cstdlib>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 
@@ -262,13 +264,19 @@ cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView&
     if (x.ne0 <= 2048) return launch_ex(pdl, rms_norm_vec_kernel<2>, g, b, 0, stream, x, w, eps, out, xq, xds);
     if (x.ne0 <= 4096) return launch_ex(pdl, rms_norm_vec_kernel<4>, g, b, 0, stream, x, w, eps, out, xq, xds);
     return launch_ex(pdl, rms_norm_vec_kernel<8>, g, b, 0, stream, x, w, eps, out, xq, xds);
-  } else if (x.ne0 >= 1024) {
-    return launch_ex(pdl_default(), rms_norm_block_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x,
-                     w, eps, out);
-  } else {
-    return launch_ex(pdl_default(), rms_norm_warp_kernel, dim3(ceil_div(rows, 4)), dim3(4 * kWarp), 0, stream, x, w,
-                     eps, out);
   }
+  // The short-row kernels with PDL since session 7 (unmeasured then); FERRY_CUDA_NORM_PDL=0 launches them
+  // plainly, for the A/B.
+  static const bool norm_pdl = [] {
+    const char* e = std::getenv("FERRY_CUDA_NORM_PDL");
+    return e == nullptr || e[0] != '0';
+  }();
+  const bool pdl = pdl_default() && norm_pdl;
+  if (x.ne0 >= 1024) {
+    return launch_ex(pdl, rms_norm_block_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x, w, eps,
+                     out);
+  }
+  return launch_ex(pdl, rms_norm_warp_kernel, dim3(ceil_div(rows, 4)), dim3(4 * kWarp), 0, stream, x, w, eps, out);
 }
 
 cudaError_t add(const RowView& a, const RowView& b, bool b_broadcast, const RowView& out, cudaStream_t stream) {
