@@ -97,6 +97,15 @@ class Ops {
     rope_qk(q3, k3, batch, p);
     kv_store(k, v, batch, kv);
   }
+  // Per-head RMS norms of q3 and k3 (weights qn, kn [head_dim], in place), then rope_qk_store (qwen3 /
+  // gemma3 decode). A backend may do all of it in one pass.
+  virtual void qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView& qn, const TensorView& kn, float eps,
+                                  const TensorView& k, const TensorView& v, const BatchMeta& batch,
+                                  const RopeParams& p, KvView kv) {
+    rms_norm(q3, qn, eps, q3);
+    rms_norm(k3, kn, eps, k3);
+    rope_qk_store(q3, k3, k, v, batch, p, kv);
+  }
   // Writes k, v ([head_dim * n_kv_head, n_tokens] F32) into the cache cells batch.cell (as F16).
   virtual void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) = 0;
   // Causal attention of q [head_dim, n_head, n_tokens] over the cache (cells of the same sequence

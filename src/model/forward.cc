@@ -134,21 +134,25 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
   // Per-head views: [head_dim, heads, n].
   const TensorView q3 = heads(q, spec.head_dim, spec.n_head, n);
   const TensorView k3 = heads(k, spec.head_dim, spec.n_kv_head, n);
-  if (spec.qk_norm) {
-    ops.rms_norm(q3, L.attn_q_norm, spec.rms_eps, q3);
-    ops.rms_norm(k3, L.attn_k_norm, spec.rms_eps, k3);
-    record(hook, q, "blk.%d.Qcur_normed", il);
-    record(hook, k, "blk.%d.Kcur_normed", il);
-  }
   const RopeParams rope = layer_rope(spec, w, il);
-  if (prescale_q(spec) || recording(hook)) {
+  if (!prescale_q(spec) && !recording(hook)) {  // one pass where the backend can
+    if (spec.qk_norm) {
+      ops.qk_norm_rope_store(q3, k3, L.attn_q_norm, L.attn_k_norm, spec.rms_eps, k, v, batch, rope, kv);
+    } else {
+      ops.rope_qk_store(q3, k3, k, v, batch, rope, kv);
+    }
+  } else {
+    if (spec.qk_norm) {
+      ops.rms_norm(q3, L.attn_q_norm, spec.rms_eps, q3);
+      ops.rms_norm(k3, L.attn_k_norm, spec.rms_eps, k3);
+      record(hook, q, "blk.%d.Qcur_normed", il);
+      record(hook, k, "blk.%d.Kcur_normed", il);
+    }
     ops.rope_qk(q3, k3, batch, rope);
     record(hook, q, "blk.%d.Qcur_rope", il);
     record(hook, k, "blk.%d.Kcur_rope", il);
     if (prescale_q(spec)) ops.scale(q, spec.kq_scale(), q);
     ops.kv_store(k, v, batch, kv);
-  } else {
-    ops.rope_qk_store(q3, k3, k, v, batch, rope, kv);
   }
   ops.attention(q3, kv, batch, layer_attn(spec, il), attn);
   record(hook, attn, "blk.%d.kqv_out", il);

@@ -521,23 +521,24 @@ void CudaOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta
         "kv_store");
 }
 
-void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, const TensorView& v,
-                            const BatchMeta& batch, const RopeParams& p, KvView kv) {
-  if (!ctx_.ok()) return;
-  forget_stash();
-  const bool fusable = opt_.fuse && p.n_rot == q3.ne[0] && k3.ne[0] == q3.ne[0] && k3.ne[2] == q3.ne[2] &&
-                       k3.nb[0] == 4 && k3.nb[1] == static_cast<size_t>(k3.ne[0]) * 4 && k3.ne[3] == 1 &&
-                       k3.dtype == DType::F32 && k3.data == k.data &&
-                       k.dtype == DType::F32 && v.dtype == DType::F32 && same_shape(k, v) && is_2d(k) &&
-                       k.nb[0] == 4 && v.nb[0] == 4 && k.ne[0] == k3.ne[0] * k3.ne[1] &&
-                       static_cast<int64_t>(k3.nb[1]) * k3.ne[1] <= static_cast<int64_t>(k.nb[1]) &&
-                       k3.nb[2] == k.nb[1] && kv.k.dtype == DType::F16 && kv.v.dtype == DType::F16 &&
-                       kv.k.ne[0] == k.ne[0] && kv.v.ne[0] == k.ne[0] && kv.k.ne[1] == kv.v.ne[1] &&
-                       k.ne[1] == batch.n_tokens && batch.cell.dtype == DType::I32;
-  if (!fusable) {
-    Ops::rope_qk_store(q3, k3, k, v, batch, p, kv);
-    return;
-  }
+namespace {
+
+// Whether one rope kernel can rotate q3 and k3 and store k / v in the cache (rope_store_args).
+bool rope_store_fusable(const TensorView& q3, const TensorView& k3, const TensorView& k, const TensorView& v,
+                        const BatchMeta& batch, const RopeParams& p, const KvView& kv) {
+  return p.n_rot == q3.ne[0] && k3.ne[0] == q3.ne[0] && k3.ne[2] == q3.ne[2] &&
+         k3.nb[0] == 4 && k3.nb[1] == static_cast<size_t>(k3.ne[0]) * 4 && k3.ne[3] == 1 &&
+         k3.dtype == DType::F32 && k3.data == k.data &&
+         k.dtype == DType::F32 && v.dtype == DType::F32 && same_shape(k, v) && is_2d(k) &&
+         k.nb[0] == 4 && v.nb[0] == 4 && k.ne[0] == k3.ne[0] * k3.ne[1] &&
+         static_cast<int64_t>(k3.nb[1]) * k3.ne[1] <= static_cast<int64_t>(k.nb[1]) &&
+         k3.nb[2] == k.nb[1] && kv.k.dtype == DType::F16 && kv.v.dtype == DType::F16 &&
+         kv.k.ne[0] == k.ne[0] && kv.v.ne[0] == k.ne[0] && kv.k.ne[1] == kv.v.ne[1] &&
+         k.ne[1] == batch.n_tokens && batch.cell.dtype == DType::I32;
+}
+
+cu::RopeArgs rope_store_args(const TensorView& q3, const TensorView& k3, const TensorView& k, const TensorView& v,
+                             const BatchMeta& batch, const RopeParams& p, const KvView& kv) {
   cu::RopeArgs a = rope_args(q3, batch, p);
   rope_second(k3, &a);
   a.v = static_cast<const char*>(v.data);
@@ -549,7 +550,50 @@ void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, c
   a.k_cache_stride = static_cast<int64_t>(kv.k.nb[1]);
   a.v_cache_stride = static_cast<int64_t>(kv.v.nb[1]);
   a.n_cells = kv.k.ne[1];
+  return a;
+}
+
+}  // namespace
+
+void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, const TensorView& v,
+                            const BatchMeta& batch, const RopeParams& p, KvView kv) {
+  if (!ctx_.ok()) return;
+  forget_stash();
+  if (!opt_.fuse || !rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
+    Ops::rope_qk_store(q3, k3, k, v, batch, p, kv);
+    return;
+  }
+  cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
   check(cu::rope(a, ctx_.stream()), "rope_qk_store");
+}
+
+// One kernel for the q / k norms, the rotation and the cache store (a qwen3 decode layer launched three:
+// each a few blocks, latency-bound). FERRY_CUDA_QKNORM_FUSE=0 runs the three, for the A/B.
+void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView& qn, const TensorView& kn, float eps,
+                                 const TensorView& k, const TensorView& v, const BatchMeta& batch,
+                                 const RopeParams& p, KvView kv) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("FERRY_CUDA_QKNORM_FUSE");
+    return e == nullptr || e[0] != '0';
+  }();
+  if (!ctx_.ok()) return;
+  auto vec_ok = [&](const TensorView& w) {
+    return w.dtype == DType::F32 && w.ne[0] == q3.ne[0] && w.nb[0] == 4 && w.ne[1] == 1 && w.ne[2] == 1 &&
+           w.ne[3] == 1;
+  };
+  const bool heads_ok = q3.dtype == DType::F32 && q3.nb[0] == 4 && k3.nb[0] == 4;
+  if (enabled && opt_.fuse && heads_ok && vec_ok(qn) && vec_ok(kn) && rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
+    cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
+    a.q_norm = qn.ptr<const float>();
+    a.k_norm = kn.ptr<const float>();
+    a.norm_eps = eps;
+    if (cu::rope_norms_supported(a)) {
+      forget_stash();
+      check(cu::rope(a, ctx_.stream()), "qk_norm_rope_store");
+      return;
+    }
+  }
+  Ops::qk_norm_rope_store(q3, k3, qn, kn, eps, k, v, batch, p, kv);
 }
 
 void CudaOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,

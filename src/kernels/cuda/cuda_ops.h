@@ -136,6 +136,9 @@ class CudaOps final : public Ops {
   void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) override;
   void rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, const TensorView& v, const BatchMeta& batch,
                      const RopeParams& p, KvView kv) override;
+  void qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView& qn, const TensorView& kn, float eps,
+                          const TensorView& k, const TensorView& v, const BatchMeta& batch, const RopeParams& p,
+                          KvView kv) override;
   void attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                  TensorView out) override;
   void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) override;

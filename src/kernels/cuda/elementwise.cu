@@ -221,6 +221,79 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_
   }
 }
 
+// rope_kernel with the q / k RMS norms first (RopeArgs::q_norm): one warp per head, lane l holding the
+// pairs (l + 32 m, l + 32 m + half), m < M, i.e. the elements l, l + 32, ... of the head in order, so the
+// sum of squares is the warp norm kernel's, fma for fma, and the rotation is rope_kernel's. Blocks after
+// head_blocks copy v into the cache.
+template <int M>
+__global__ void __launch_bounds__(kRopeThreads) rope_norm_kernel(RopeArgs a, int head_blocks) {
+  grid_dependency_wait();
+  allow_dependents();
+  constexpr int kHalf = 32 * M;
+  const int t = blockIdx.x;
+  const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
+  const bool cell_ok = cell >= 0 && cell < a.n_cells;
+  if (static_cast<int>(blockIdx.y) >= head_blocks) {  // v -> cache
+    if (a.v_cache == nullptr || !cell_ok) return;
+    const int e = (blockIdx.y - head_blocks) * kRopeThreads + threadIdx.x;
+    if (e >= a.kv_dim) return;
+    const float* vt = reinterpret_cast<const float*>(a.v + static_cast<int64_t>(t) * a.v_nb1);
+    __half* vc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.v_cache) + cell * a.v_cache_stride);
+    vc[e] = __float2half_rn(vt[e]);
+    return;
+  }
+  const int lane = threadIdx.x % kWarp;
+  int h = blockIdx.y * (kRopeThreads / kWarp) + threadIdx.x / kWarp;
+  if (h >= a.n_head + a.n_head2) return;
+  const bool is_k = h >= a.n_head;
+  float* x;
+  const float* w;
+  if (!is_k) {
+    x = reinterpret_cast<float*>(a.x + static_cast<int64_t>(t) * a.nb2 + h * a.nb1);
+    w = a.q_norm;
+  } else {
+    h -= a.n_head;
+    x = reinterpret_cast<float*>(a.x2 + static_cast<int64_t>(t) * a.nb2_2 + h * a.nb1_2);
+    w = a.k_norm;
+  }
+  float x0[M], x1[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    x0[m] = x[lane + 32 * m];
+    x1[m] = x[lane + 32 * m + kHalf];
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int m = 0; m < M; ++m) ss = fmaf(x0[m], x0[m], ss);
+#pragma unroll
+  for (int m = 0; m < M; ++m) ss = fmaf(x1[m], x1[m], ss);
+  ss = warp_sum(ss);
+  const float inv = rsqrtf(ss / static_cast<float>(2 * kHalf) + a.norm_eps);
+  const double p = static_cast<double>(a.pos[t]);
+  const double log2_base = log2(static_cast<double>(a.freq_base));
+  __half* kc = nullptr;
+  if (is_k && a.k_cache != nullptr && cell_ok)
+    kc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.k_cache) + cell * a.k_cache_stride) +
+         static_cast<int64_t>(h) * a.head_dim;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const int i = lane + 32 * m;
+    const float n0 = x0[m] * inv * w[i], n1 = x1[m] * inv * w[i + kHalf];
+    double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
+    if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
+    double sn, cn;
+    sincos(theta, &sn, &cn);
+    const float c = static_cast<float>(cn), s = static_cast<float>(sn);
+    const float y0 = n0 * c - n1 * s, y1 = n0 * s + n1 * c;
+    x[i] = y0;
+    x[i + kHalf] = y1;
+    if (kc != nullptr) {
+      kc[i] = __float2half_rn(y0);
+      kc[i + kHalf] = __float2half_rn(y1);
+    }
+  }
+}
+
 __global__ void kv_store_kernel(RowView k, RowView v, const int32_t* __restrict__ cell, int64_t n_tokens,
                                 __half* __restrict__ k_cache, __half* __restrict__ v_cache, int64_t k_stride,
                                 int64_t v_stride, int64_t n_cells, int64_t total) {
@@ -304,11 +377,25 @@ cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& 
                    xq, xds);
 }
 
+bool rope_norms_supported(const RopeArgs& a) {
+  return a.q_norm != nullptr && a.k_norm != nullptr && a.x2 != nullptr && a.neox && a.n_rot == a.head_dim &&
+         (a.head_dim == 64 || a.head_dim == 128 || a.head_dim == 256);
+}
+
 cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 0 || a.n_rot <= 0) return cudaSuccess;
   if (a.k_cache != nullptr && (a.x2 == nullptr || a.n_rot != a.head_dim || a.cell == nullptr || a.v == nullptr ||
                                a.v_cache == nullptr || a.kv_dim != a.head_dim * a.n_head2)) {
     return cudaErrorInvalidValue;
+  }
+  if (a.q_norm != nullptr || a.k_norm != nullptr) {
+    if (!rope_norms_supported(a)) return cudaErrorInvalidValue;
+    constexpr int kHeadsPerBlock = kRopeThreads / kWarp;
+    const int head_blocks = static_cast<int>(ceil_div(a.n_head + a.n_head2, kHeadsPerBlock));
+    const int v_blocks = a.v_cache != nullptr ? static_cast<int>(ceil_div(a.kv_dim, kRopeThreads)) : 0;
+    const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(head_blocks + v_blocks));
+    auto* kernel = a.head_dim == 64 ? rope_norm_kernel<1> : a.head_dim == 128 ? rope_norm_kernel<2> : rope_norm_kernel<4>;
+    return launch_ex(pdl_default(), kernel, grid, dim3(kRopeThreads), 0, stream, a, head_blocks);
   }
   const int pairs = a.n_rot / 2 * (a.n_head + a.n_head2);
   const int rot_blocks = static_cast<int>(ceil_div(pairs, kRopeThreads));

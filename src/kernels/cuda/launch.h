@@ -133,8 +133,16 @@ struct RopeArgs {
   __half* k_cache = nullptr;
   __half* v_cache = nullptr;
   int64_t k_cache_stride = 0, v_cache_stride = 0, n_cells = 0;
+  // Optional per-head RMS norms before the rotation (qwen3 / gemma3 q and k norms, weights [head_dim]):
+  // x2 set, neox, n_rot == head_dim in {64, 128, 256}, heads of contiguous floats. Bit for bit the
+  // rms_norm kernel on each head followed by this rope.
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  float norm_eps = 0.f;
 };
 cudaError_t rope(const RopeArgs& a, cudaStream_t stream);
+// Whether rope() takes these norms (the conditions above, given the rest of a).
+bool rope_norms_supported(const RopeArgs& a);
 
 // K/V [kv_dim, n_tokens] F32 -> cache columns cell[t] (F16, row stride cache_stride bytes).
 cudaError_t kv_store(const RowView& k, const RowView& v, const int32_t* cell, int64_t n_tokens, __half* k_cache,

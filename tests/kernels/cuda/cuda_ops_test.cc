@@ -64,6 +64,13 @@ HostTensor i32(const std::vector<int32_t>& v) {
   return t;
 }
 
+HostTensor f16_as_f32(const HostTensor& h) {
+  HostTensor t(DType::F32, h.n());
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(h.bytes.data());
+  for (int64_t i = 0; i < h.n(); ++i) t.data<float>()[i] = fp16_to_fp32(src[i]);
+  return t;
+}
+
 void expect_close(const HostTensor& got, const HostTensor& ref, double tol, const std::string& what) {
   ASSERT_EQ(got.n(), ref.n());
   const ErrStats s = compare(got.data<float>(), ref.data<float>(), got.n());
@@ -491,6 +498,46 @@ TEST(CudaOps, DecodeFusionsMatchUnfused) {
       out[f][3] = dvc.download();
     }
     for (int i = 0; i < 4; ++i) EXPECT_EQ(out[0][i].bytes, out[1][i].bytes) << "rope_qk_store part " << i << (neox ? " neox" : "");
+  }
+  // qk_norm_rope_store (q / k norms in the rope kernel) against rms_norm, rms_norm, rope_qk_store: the same
+  // arithmetic in the same order (float contraction aside), every head size it takes, a position where
+  // the angle is large, and a cell out of range. Not neox: both take the unfused path.
+  for (const int64_t hdn : {64, 128, 256}) {
+    for (bool neox : {true, false}) {
+      const int64_t nq = 6, nk = 2, Tn = 3;
+      HostTensor qh = random_f32(rng, hdn, nq, Tn, -3.f, 3.f), kh = random_f32(rng, hdn * nk, Tn, 1, -3.f, 3.f);
+      HostTensor vh = random_f32(rng, hdn * nk, Tn), qn = random_f32(rng, hdn, 1, 1, 0.5f, 1.5f);
+      HostTensor kn = random_f32(rng, hdn, 1, 1, 0.5f, 1.5f), kc(DType::F16, hdn * nk, cells);
+      DevTensor dqn(*E, qn), dkn(*E, kn);
+      RopeParams p;
+      p.n_rot = static_cast<int32_t>(hdn);
+      p.neox = neox;
+      p.freq_base = 1e6f;
+      HostTensor out[2][4];
+      for (int f = 0; f < 2; ++f) {
+        kernels::CudaOps& ops = f == 0 ? fused : plain;
+        DevTensor dq(*E, qh), dk(*E, kh), dv(*E, vh), dkc(*E, kc), dvc(*E, kc);
+        BatchMeta b;
+        b.n_tokens = Tn;
+        b.pos = dpos.view;
+        b.cell = dcell.view;
+        KvView kv;
+        kv.k = dkc.view;
+        kv.v = dvc.view;
+        TensorView k3 = TensorView::make(DType::F32, dk.view.data, hdn, nk, Tn, 1, dk.view.where);
+        ops.qk_norm_rope_store(dq.view, k3, dqn.view, dkn.view, 1e-6f, dk.view, dv.view, b, p, kv);
+        SYNC();
+        out[f][0] = dq.download();
+        out[f][1] = dk.download();
+        out[f][2] = f16_as_f32(dkc.download());
+        out[f][3] = f16_as_f32(dvc.download());
+      }
+      const std::string what = "qk_norm_rope_store head_dim " + std::to_string(hdn) + (neox ? " neox" : "");
+      expect_close(out[0][0], out[1][0], 1e-6, what + " q");
+      expect_close(out[0][1], out[1][1], 1e-6, what + " k");
+      expect_close(out[0][2], out[1][2], 1e-3, what + " k cache");
+      EXPECT_EQ(out[0][3].bytes, out[1][3].bytes) << what << " v cache";
+    }
   }
 }
 
