@@ -261,17 +261,16 @@ class CudaGpuProber final : public plan::GpuProber {
     return s / kLaunches * 1e6;
   }
 
-  Status start_background_copies(bool h2d, uint64_t chunk_bytes, uint64_t source_bytes) override {
+  Status start_background_copies(bool h2d, uint64_t chunk_bytes) override {
     if (bg_thread_.joinable()) return make_error(ErrorCode::kInternal, "background copies already running");
     if (chunk_bytes == 0) return make_error(ErrorCode::kInvalidArgument, "background copies of 0 bytes");
     FERRY_RETURN_IF_ERROR(ensure());
-    const uint64_t chunks = std::max<uint64_t>(1, source_bytes / chunk_bytes);
-    FERRY_RETURN_IF_ERROR(ensure_pinned(bg_pin_, chunks * chunk_bytes));
+    FERRY_RETURN_IF_ERROR(ensure_pinned(bg_pin_, chunk_bytes));
     FERRY_RETURN_IF_ERROR(ensure_dev(bg_dev_, chunk_bytes, "probe.background"));
     bg_stop_ = false;
     bg_status_ = Status::ok();
     bg_stats_ = CopyStats{};
-    bg_thread_ = std::thread([this, h2d, chunk_bytes, chunks] { background_loop(h2d, chunk_bytes, chunks); });
+    bg_thread_ = std::thread([this, h2d, chunk_bytes] { background_loop(h2d, chunk_bytes); });
     return Status::ok();
   }
 
@@ -481,8 +480,7 @@ class CudaGpuProber final : public plan::GpuProber {
   }
 
   // Copies of bg_pin_ <-> bg_dev_ back to back on the background stream, two in flight, until bg_stop_.
-  // Copies chunk after chunk of the `chunks` in bg_pin_, in order, wrapping around.
-  void background_loop(bool h2d, uint64_t chunk, uint64_t chunks) {
+  void background_loop(bool h2d, uint64_t chunk) {
     // Device calls need this thread's current device: memory_info() sets it (cudaSetDevice).
     Expected<MemoryInfo> mi = dev_->memory_info();
     if (!mi) {
@@ -493,8 +491,7 @@ class CudaGpuProber final : public plan::GpuProber {
     uint64_t n = 0;
     Status st;
     while (!bg_stop_.load(std::memory_order_relaxed)) {
-      char* host = static_cast<char*>(bg_pin_.ptr) + (n % chunks) * chunk;
-      st = h2d ? dev_->copy_h2d(bg_dev_.ptr, host, chunk, *bg_) : dev_->copy_d2h(host, bg_dev_.ptr, chunk, *bg_);
+      st = h2d ? dev_->copy_h2d(bg_dev_.ptr, bg_pin_.ptr, chunk, *bg_) : dev_->copy_d2h(bg_pin_.ptr, bg_dev_.ptr, chunk, *bg_);
       if (st) st = dev_->record(*bg_ev_[n % 2], *bg_);
       if (st && n >= 1) st = dev_->sync(*bg_ev_[(n - 1) % 2]);  // keep one copy queued behind the running one
       if (!st) break;

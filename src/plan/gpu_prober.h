@@ -43,11 +43,9 @@ class GpuProber {
   }
 
   // Keeps H2D (h2d = true) or D2H copies of `chunk_bytes` running back to back on a copy stream
-  // until stop_background_copies(), which returns the bytes copied and the seconds they took. The host
-  // side walks through `source_bytes` of pinned memory (>= chunk_bytes) one chunk after the other, so
-  // with a source larger than the LLC the copies read DRAM, as a streamed model's weights do. Used to
+  // until stop_background_copies(), which returns the bytes copied and the seconds they took. Used to
   // measure CPU kernels while copies run (the combined host-memory rate H).
-  virtual Status start_background_copies(bool h2d, uint64_t chunk_bytes, uint64_t source_bytes) = 0;
+  virtual Status start_background_copies(bool h2d, uint64_t chunk_bytes) = 0;
   struct CopyStats {
     double bytes = 0;
     double seconds = 0;

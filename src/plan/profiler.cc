@@ -406,14 +406,7 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
       std::this_thread::sleep_for(std::chrono::duration<double>(window));
       stop = true;
       t1.join();
-      // The copies walk a source as large as the CPU's pool (twice the LLC): a 64 MiB source read over and
-      // over stayed in the LLC and left the CPU 90-100 % of its speed, where streaming a model's weights
-      // from DRAM took ~35 % (qwen3-8b Q4_K at 4 GiB on the H200 host: CPU FFNs 0.72 -> 1.1 ms).
-      // FERRY_PROFILE_BG_MB sizes it by hand (the A/B of that finding).
-      uint64_t source = pool_bytes;
-      if (const char* e = std::getenv("FERRY_PROFILE_BG_MB"); e != nullptr && std::atoll(e) > 0)
-        source = static_cast<uint64_t>(std::atoll(e)) << 20;
-      FERRY_RETURN_IF_ERROR(gpu->start_background_copies(true, 64ull << 20, source));
+      FERRY_RETURN_IF_ERROR(gpu->start_background_copies(true, 64ull << 20));
       stop = false;
       std::thread t2([&] { busy = cpu_load(*full_ops, pool, stop); });
       std::this_thread::sleep_for(std::chrono::duration<double>(window));

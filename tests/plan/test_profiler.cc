@@ -61,7 +61,7 @@ class FakeGpu : public GpuProber {
   int matmul_calls = 0;
   std::set<std::pair<int, int64_t>> seen;
   Expected<double> launch_overhead_us() override { return 5.0; }
-  Status start_background_copies(bool, uint64_t, uint64_t) override {
+  Status start_background_copies(bool, uint64_t) override {
     t0_ = std::chrono::steady_clock::now();
     return Status::ok();
   }
