@@ -130,11 +130,16 @@ Point measure_matmul(kernels::Ops& ops, WeightPool& pool, int64_t tokens, double
                      std::vector<float>& xbuf, std::vector<float>& ybuf) {
   // At least 512 rows: kernels quantize the activations once per call, which a real weight matrix
   // (thousands of rows) amortizes; a thin slice would measure that overhead instead of the matmul.
+  // At most the rows of 32 MiB of weights (at least kRowsFull), and that many while calls are short:
+  // a decode-sized call over 4096 x 4096 Q4_K (9 MiB, ~20 us on 16 threads) paid the pool's dispatch
+  // and wake-up per call, and on the H200 host the one-token Q4_K point read 341-465 GFLOP/s from
+  // machine to machine while the FFN matmuls it predicts (28-57 MiB a call) ran at ~430-465.
   constexpr int64_t kMinRows = 512;
-  int64_t r = kRowsFull;
+  const int64_t max_rows = std::max<int64_t>(kRowsFull, static_cast<int64_t>((32u << 20) / pool.row_bytes) / 64 * 64);
+  int64_t r = max_rows;
   if (rate_hint_gflops > 0) {
     const double rows = rate_hint_gflops * 1e9 * (target_s / 3) / (2.0 * kCols * tokens);
-    r = std::clamp<int64_t>(static_cast<int64_t>(rows) / 64 * 64, kMinRows, kRowsFull);
+    r = std::clamp<int64_t>(static_cast<int64_t>(rows) / 64 * 64, kMinRows, max_rows);
   }
   r = std::min<int64_t>(r, pool.rows);
   xbuf.resize(static_cast<size_t>(kCols * tokens));
