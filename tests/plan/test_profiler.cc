@@ -2,7 +2,9 @@
 // is what is tested, not the kernels) and a fake GpuProber with known speeds, within its budget.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <thread>
@@ -16,11 +18,17 @@ namespace {
 
 // Ops whose matmul just sleeps in proportion to the weight bytes (a 20 GB/s "CPU"; slowdown > 1: a
 // machine busy with something else).
+// one_token: the largest weight bytes of a one-token call, per dtype.
 class SleepyOps final : public kernels::Ops {
  public:
-  explicit SleepyOps(const double* slowdown = nullptr) : slowdown_(slowdown) {}
+  explicit SleepyOps(const double* slowdown = nullptr, std::map<int, uint64_t>* one_token = nullptr)
+      : slowdown_(slowdown), one_token_(one_token) {}
   const char* name() const override { return "sleepy"; }
-  void matmul(const TensorView& w, const TensorView&, TensorView) override {
+  void matmul(const TensorView& w, const TensorView& x, TensorView) override {
+    if (one_token_ != nullptr && x.ne[1] == 1) {
+      uint64_t& m = (*one_token_)[static_cast<int>(w.dtype)];
+      m = std::max<uint64_t>(m, w.nbytes());
+    }
     const double f = slowdown_ ? *slowdown_ : 1.0;
     std::this_thread::sleep_for(std::chrono::duration<double>(f * static_cast<double>(w.nbytes()) / 20e9));
   }
@@ -37,6 +45,7 @@ class SleepyOps final : public kernels::Ops {
 
  private:
   const double* slowdown_;
+  std::map<int, uint64_t>* one_token_;
 };
 
 // A GPU with a 40 GB/s link, 30 GB/s while the CPU runs, 1000 GB/s device copies.
@@ -119,6 +128,28 @@ TEST(Profiler, QuickCpuOnlyWithinBudget) {
   }
   EXPECT_FALSE(p->cpu.mem_bw.empty());
   EXPECT_TRUE(parse_profile(profile_to_json(*p)).has_value());
+}
+
+// One-token points run calls over a real matrix's worth of weights (32 MiB, at least 4096 rows), not 4096
+// rows: a 9 MiB Q4_K call took ~20 us on 16 threads on the GPU host and measured the thread pool's
+// dispatch as much as the kernel.
+TEST(Profiler, OneTokenPointsUseMatrixSizedCalls) {
+  std::map<int, uint64_t> one_token;
+  ProfileOptions o;
+  o.quick = true;
+  o.time_budget_s = 3;
+  o.buffer_bytes = 96ull << 20;
+  CpuKernels k = sleepy();
+  k.make_ops = [&](int32_t) -> std::unique_ptr<kernels::Ops> { return std::make_unique<SleepyOps>(nullptr, &one_token); };
+  auto p = measure_profile(k, nullptr, o);
+  ASSERT_TRUE(p.has_value()) << p.status().message();
+  ASSERT_FALSE(p->cpu.matmul.empty());
+  for (const auto& c : p->cpu.matmul) {
+    const uint64_t rows_4096 = row_bytes(c.dtype, 4096) * 4096;
+    const uint64_t want = std::max<uint64_t>(rows_4096, (32ull << 20) - row_bytes(c.dtype, 4096) * 64);
+    EXPECT_GE(one_token[static_cast<int>(c.dtype)], want) << dtype_name(c.dtype);
+    EXPECT_LE(one_token[static_cast<int>(c.dtype)], std::max<uint64_t>(rows_4096, 32ull << 20)) << dtype_name(c.dtype);
+  }
 }
 
 // A machine busy with something else while the CPU part is first measured (bandwidth and kernels 2.5x
