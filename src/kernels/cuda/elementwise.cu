@@ -173,6 +173,17 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
 // RefOps is double too): theta_i = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i]. A block per
 // token with a loop over pairs was latency-bound (17 us a decode step's call: each pass waits for its
 // loads); this way every load of the step is in flight at once.
+// The blocks of the rope kernels past the rotating ones (blockIdx.y >= first): element e of token t's v
+// into its cache column (rope_qk_store; skipped without a v cache or with the cell out of range).
+__device__ __forceinline__ void rope_store_v(const RopeArgs& a, int t, int64_t cell, int first) {
+  if (a.v_cache == nullptr || cell < 0 || cell >= a.n_cells) return;
+  const int e = (static_cast<int>(blockIdx.y) - first) * kRopeThreads + threadIdx.x;
+  if (e >= a.kv_dim) return;
+  const float* vt = reinterpret_cast<const float*>(a.v + static_cast<int64_t>(t) * a.v_nb1);
+  __half* vc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.v_cache) + cell * a.v_cache_stride);
+  vc[e] = __float2half_rn(vt[e]);
+}
+
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_blocks) {
   grid_dependency_wait();
   allow_dependents();
@@ -181,12 +192,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
   const bool cell_ok = cell >= 0 && cell < a.n_cells;
   if (static_cast<int>(blockIdx.y) >= rot_blocks) {  // v -> cache
-    if (a.v_cache == nullptr || !cell_ok) return;
-    const int e = (blockIdx.y - rot_blocks) * kRopeThreads + threadIdx.x;
-    if (e >= a.kv_dim) return;
-    const float* vt = reinterpret_cast<const float*>(a.v + static_cast<int64_t>(t) * a.v_nb1);
-    __half* vc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.v_cache) + cell * a.v_cache_stride);
-    vc[e] = __float2half_rn(vt[e]);
+    rope_store_v(a, t, cell, rot_blocks);
     return;
   }
   const int j = blockIdx.y * kRopeThreads + threadIdx.x;
@@ -234,12 +240,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_norm_kernel(RopeArgs a, int
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
   const bool cell_ok = cell >= 0 && cell < a.n_cells;
   if (static_cast<int>(blockIdx.y) >= head_blocks) {  // v -> cache
-    if (a.v_cache == nullptr || !cell_ok) return;
-    const int e = (blockIdx.y - head_blocks) * kRopeThreads + threadIdx.x;
-    if (e >= a.kv_dim) return;
-    const float* vt = reinterpret_cast<const float*>(a.v + static_cast<int64_t>(t) * a.v_nb1);
-    __half* vc = reinterpret_cast<__half*>(reinterpret_cast<char*>(a.v_cache) + cell * a.v_cache_stride);
-    vc[e] = __float2half_rn(vt[e]);
+    rope_store_v(a, t, cell, head_blocks);
     return;
   }
   const int lane = threadIdx.x % kWarp;

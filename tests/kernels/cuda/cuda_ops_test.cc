@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -472,71 +473,60 @@ TEST(CudaOps, DecodeFusionsMatchUnfused) {
   const int64_t hd = 128, T = 3, cells = 16;
   HostTensor q = random_f32(rng, hd, 8, T), k = random_f32(rng, hd * 2, T), v = random_f32(rng, hd * 2, T);
   HostTensor pos = i32({5, 900, 70000}), cell = i32({3, 15, 99});
-  HostTensor kc0(DType::F16, hd * 2, cells);
   DevTensor dpos(*E, pos), dcell(*E, cell);
+  // One rope_qk_store (qn null) or qk_norm_rope_store on fresh copies of q [hd, heads, T], k and v
+  // [hd * n_kv, T] and an empty cache; returns q, k, the k cache and the v cache.
+  auto rope_store = [&](kernels::CudaOps& ops, const HostTensor& qh, const HostTensor& kh, const HostTensor& vh,
+                        int64_t hdim, int64_t n_kv, const RopeParams& p, const TensorView* qn,
+                        const TensorView* kn) {
+    const int64_t nt = qh.view.ne[2];
+    HostTensor kc(DType::F16, hdim * n_kv, cells);
+    DevTensor dq(*E, qh), dk(*E, kh), dv(*E, vh), dkc(*E, kc), dvc(*E, kc);
+    BatchMeta b;
+    b.n_tokens = static_cast<int32_t>(nt);
+    b.pos = dpos.view;
+    b.cell = dcell.view;
+    KvView kv;
+    kv.k = dkc.view;
+    kv.v = dvc.view;
+    TensorView k3 = TensorView::make(DType::F32, dk.view.data, hdim, n_kv, nt, 1, dk.view.where);
+    if (qn != nullptr) {
+      ops.qk_norm_rope_store(dq.view, k3, *qn, *kn, 1e-6f, dk.view, dv.view, b, p, kv);
+    } else {
+      ops.rope_qk_store(dq.view, k3, dk.view, dv.view, b, p, kv);
+    }
+    SYNC();
+    return std::array<HostTensor, 4>{dq.download(), dk.download(), dkc.download(), dvc.download()};
+  };
   for (bool neox : {false, true}) {
     RopeParams p;
     p.n_rot = hd;
     p.neox = neox;
-    HostTensor out[2][4];
-    for (int f = 0; f < 2; ++f) {
-      kernels::CudaOps& ops = f == 0 ? fused : plain;
-      DevTensor dq(*E, q), dk(*E, k), dv(*E, v), dkc(*E, kc0), dvc(*E, kc0);
-      BatchMeta b;
-      b.n_tokens = T;
-      b.pos = dpos.view;
-      b.cell = dcell.view;
-      KvView kv;
-      kv.k = dkc.view;
-      kv.v = dvc.view;
-      TensorView k3 = TensorView::make(DType::F32, dk.view.data, hd, 2, T, 1, dk.view.where);
-      ops.rope_qk_store(dq.view, k3, dk.view, dv.view, b, p, kv);
-      SYNC();
-      out[f][0] = dq.download();
-      out[f][1] = dk.download();
-      out[f][2] = dkc.download();
-      out[f][3] = dvc.download();
-    }
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(out[0][i].bytes, out[1][i].bytes) << "rope_qk_store part " << i << (neox ? " neox" : "");
+    const std::array<HostTensor, 4> got = rope_store(fused, q, k, v, hd, 2, p, nullptr, nullptr);
+    const std::array<HostTensor, 4> ref = rope_store(plain, q, k, v, hd, 2, p, nullptr, nullptr);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i].bytes, ref[i].bytes) << "rope_qk_store part " << i << (neox ? " neox" : "");
   }
   // qk_norm_rope_store (q / k norms in the rope kernel) against rms_norm, rms_norm, rope_qk_store: the same
   // arithmetic in the same order (float contraction aside), every head size it takes, a position where
   // the angle is large, and a cell out of range. Not neox: both take the unfused path.
   for (const int64_t hdn : {64, 128, 256}) {
     for (bool neox : {true, false}) {
-      const int64_t nq = 6, nk = 2, Tn = 3;
-      HostTensor qh = random_f32(rng, hdn, nq, Tn, -3.f, 3.f), kh = random_f32(rng, hdn * nk, Tn, 1, -3.f, 3.f);
-      HostTensor vh = random_f32(rng, hdn * nk, Tn), qn = random_f32(rng, hdn, 1, 1, 0.5f, 1.5f);
-      HostTensor kn = random_f32(rng, hdn, 1, 1, 0.5f, 1.5f), kc(DType::F16, hdn * nk, cells);
+      const int64_t nq = 6, nk = 2;
+      HostTensor qh = random_f32(rng, hdn, nq, T, -3.f, 3.f), kh = random_f32(rng, hdn * nk, T, 1, -3.f, 3.f);
+      HostTensor vh = random_f32(rng, hdn * nk, T), qn = random_f32(rng, hdn, 1, 1, 0.5f, 1.5f);
+      HostTensor kn = random_f32(rng, hdn, 1, 1, 0.5f, 1.5f);
       DevTensor dqn(*E, qn), dkn(*E, kn);
       RopeParams p;
       p.n_rot = static_cast<int32_t>(hdn);
       p.neox = neox;
       p.freq_base = 1e6f;
-      HostTensor out[2][4];
-      for (int f = 0; f < 2; ++f) {
-        kernels::CudaOps& ops = f == 0 ? fused : plain;
-        DevTensor dq(*E, qh), dk(*E, kh), dv(*E, vh), dkc(*E, kc), dvc(*E, kc);
-        BatchMeta b;
-        b.n_tokens = Tn;
-        b.pos = dpos.view;
-        b.cell = dcell.view;
-        KvView kv;
-        kv.k = dkc.view;
-        kv.v = dvc.view;
-        TensorView k3 = TensorView::make(DType::F32, dk.view.data, hdn, nk, Tn, 1, dk.view.where);
-        ops.qk_norm_rope_store(dq.view, k3, dqn.view, dkn.view, 1e-6f, dk.view, dv.view, b, p, kv);
-        SYNC();
-        out[f][0] = dq.download();
-        out[f][1] = dk.download();
-        out[f][2] = f16_as_f32(dkc.download());
-        out[f][3] = f16_as_f32(dvc.download());
-      }
+      const std::array<HostTensor, 4> got = rope_store(fused, qh, kh, vh, hdn, nk, p, &dqn.view, &dkn.view);
+      const std::array<HostTensor, 4> ref = rope_store(plain, qh, kh, vh, hdn, nk, p, &dqn.view, &dkn.view);
       const std::string what = "qk_norm_rope_store head_dim " + std::to_string(hdn) + (neox ? " neox" : "");
-      expect_close(out[0][0], out[1][0], 1e-6, what + " q");
-      expect_close(out[0][1], out[1][1], 1e-6, what + " k");
-      expect_close(out[0][2], out[1][2], 1e-3, what + " k cache");
-      EXPECT_EQ(out[0][3].bytes, out[1][3].bytes) << what << " v cache";
+      expect_close(got[0], ref[0], 1e-6, what + " q");
+      expect_close(got[1], ref[1], 1e-6, what + " k");
+      expect_close(f16_as_f32(got[2]), f16_as_f32(ref[2]), 1e-3, what + " k cache");
+      EXPECT_EQ(got[3].bytes, ref[3].bytes) << what << " v cache";
     }
   }
 }
