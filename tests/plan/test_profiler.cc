@@ -140,7 +140,9 @@ TEST(Profiler, OneTokenPointsUseMatrixSizedCalls) {
   o.time_budget_s = 3;
   o.buffer_bytes = 96ull << 20;
   CpuKernels k = sleepy();
-  k.make_ops = [&](int32_t) -> std::unique_ptr<kernels::Ops> { return std::make_unique<SleepyOps>(nullptr, &one_token); };
+  k.make_ops = [&](int32_t) -> std::unique_ptr<kernels::Ops> {
+    return std::make_unique<SleepyOps>(nullptr, &one_token);
+  };
   auto p = measure_profile(k, nullptr, o);
   ASSERT_TRUE(p.has_value()) << p.status().message();
   ASSERT_FALSE(p->cpu.matmul.empty());

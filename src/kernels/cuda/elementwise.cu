@@ -173,6 +173,18 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
 // RefOps is double too): theta_i = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i]. A block per
 // token with a loop over pairs was latency-bound (17 us a decode step's call: each pass waits for its
 // loads); this way every load of the step is in flight at once.
+// Pair i of a head at position p rotated: theta_i = p * freq_scale * base^(-2i / n_rot) / freq_factor[i]
+// in double, then (x0, x1) -> (x0 c - x1 s, x0 s + x1 c) in float.
+__device__ __forceinline__ float2 rope_rotate(const RopeArgs& a, double p, double log2_base, int i, float x0,
+                                              float x1) {
+  double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
+  if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
+  double sn, cn;
+  sincos(theta, &sn, &cn);
+  const float c = static_cast<float>(cn), s = static_cast<float>(sn);
+  return make_float2(x0 * c - x1 * s, x0 * s + x1 * c);
+}
+
 // The blocks of the rope kernels past the rotating ones (blockIdx.y >= first): element e of token t's v
 // into its cache column (rope_qk_store; skipped without a v cache or with the cell out of range).
 __device__ __forceinline__ void rope_store_v(const RopeArgs& a, int t, int64_t cell, int first) {
@@ -209,14 +221,9 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_
   const int i0 = a.neox ? i : 2 * i;
   const int i1 = a.neox ? i + half : 2 * i + 1;
   const float x0 = x[i0], x1 = x[i1];  // issued before the angle's arithmetic
-  const double p = static_cast<double>(a.pos[t]);
   const double log2_base = log2(static_cast<double>(a.freq_base));
-  double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
-  if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
-  double sn, cn;
-  sincos(theta, &sn, &cn);
-  const float c = static_cast<float>(cn), s = static_cast<float>(sn);
-  const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+  const float2 y = rope_rotate(a, static_cast<double>(a.pos[t]), log2_base, i, x0, x1);
+  const float y0 = y.x, y1 = y.y;
   x[i0] = y0;
   x[i1] = y1;
   if (a.k_cache != nullptr && j >= half * a.n_head && cell_ok) {  // a k head: its cache column too
@@ -279,18 +286,12 @@ __global__ void __launch_bounds__(kRopeThreads) rope_norm_kernel(RopeArgs a, int
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const int i = lane + 32 * m;
-    const float n0 = x0[m] * inv * w[i], n1 = x1[m] * inv * w[i + kHalf];
-    double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
-    if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
-    double sn, cn;
-    sincos(theta, &sn, &cn);
-    const float c = static_cast<float>(cn), s = static_cast<float>(sn);
-    const float y0 = n0 * c - n1 * s, y1 = n0 * s + n1 * c;
-    x[i] = y0;
-    x[i + kHalf] = y1;
+    const float2 y = rope_rotate(a, p, log2_base, i, x0[m] * inv * w[i], x1[m] * inv * w[i + kHalf]);
+    x[i] = y.x;
+    x[i + kHalf] = y.y;
     if (kc != nullptr) {
-      kc[i] = __float2half_rn(y0);
-      kc[i + kHalf] = __float2half_rn(y1);
+      kc[i] = __float2half_rn(y.x);
+      kc[i + kHalf] = __float2half_rn(y.y);
     }
   }
 }
@@ -395,7 +396,9 @@ cudaError_t rope(const RopeArgs& a, cudaStream_t stream) {
     const int head_blocks = static_cast<int>(ceil_div(a.n_head + a.n_head2, kHeadsPerBlock));
     const int v_blocks = a.v_cache != nullptr ? static_cast<int>(ceil_div(a.kv_dim, kRopeThreads)) : 0;
     const dim3 grid(static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(head_blocks + v_blocks));
-    auto* kernel = a.head_dim == 64 ? rope_norm_kernel<1> : a.head_dim == 128 ? rope_norm_kernel<2> : rope_norm_kernel<4>;
+    auto* kernel = a.head_dim == 64    ? rope_norm_kernel<1>
+                   : a.head_dim == 128 ? rope_norm_kernel<2>
+                                       : rope_norm_kernel<4>;
     return launch_ex(pdl_default(), kernel, grid, dim3(kRopeThreads), 0, stream, a, head_blocks);
   }
   const int pairs = a.n_rot / 2 * (a.n_head + a.n_head2);

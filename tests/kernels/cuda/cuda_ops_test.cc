@@ -504,7 +504,8 @@ TEST(CudaOps, DecodeFusionsMatchUnfused) {
     p.neox = neox;
     const std::array<HostTensor, 4> got = rope_store(fused, q, k, v, hd, 2, p, nullptr, nullptr);
     const std::array<HostTensor, 4> ref = rope_store(plain, q, k, v, hd, 2, p, nullptr, nullptr);
-    for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i].bytes, ref[i].bytes) << "rope_qk_store part " << i << (neox ? " neox" : "");
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(got[i].bytes, ref[i].bytes) << "rope_qk_store part " << i << (neox ? " neox" : "");
   }
   // qk_norm_rope_store (q / k norms in the rope kernel) against rms_norm, rms_norm, rope_qk_store: the same
   // arithmetic in the same order (float contraction aside), every head size it takes, a position where
