@@ -125,17 +125,23 @@ struct Point {
   double seconds = 0;
 };
 
+// Rows of a decode-sized call: 32 MiB of weights (at least kRowsFull rows, at most the pool), as a real
+// weight matrix is. A 4096 x 4096 Q4_K call is 9 MiB, ~20 us on 16 threads, and measures the thread
+// pool's dispatch as much as the kernel (session 8 on the GPU host: one-token Q4_K 423 -> 461 GFLOP/s
+// with the larger calls, the rate its FFN matmuls ran at).
+int64_t decode_call_rows(const WeightPool& pool) {
+  const int64_t rows = std::max<int64_t>(kRowsFull, static_cast<int64_t>((32u << 20) / pool.row_bytes) / 64 * 64);
+  return std::min<int64_t>(rows, pool.rows);
+}
+
 // Throughput of ops.matmul at `tokens`, rows per call chosen so one call takes ~target/3.
 Point measure_matmul(kernels::Ops& ops, WeightPool& pool, int64_t tokens, double rate_hint_gflops, double target_s,
                      std::vector<float>& xbuf, std::vector<float>& ybuf) {
   // At least 512 rows: kernels quantize the activations once per call, which a real weight matrix
   // (thousands of rows) amortizes; a thin slice would measure that overhead instead of the matmul.
-  // At most the rows of 32 MiB of weights (at least kRowsFull), and that many while calls are short:
-  // a decode-sized call over 4096 x 4096 Q4_K (9 MiB, ~20 us on 16 threads) paid the pool's dispatch
-  // and wake-up per call, and on the H200 host the one-token Q4_K point read 341-465 GFLOP/s from
-  // machine to machine while the FFN matmuls it predicts (28-57 MiB a call) ran at ~430-465.
+  // At most decode_call_rows, and that many while calls are short (the one-token points).
   constexpr int64_t kMinRows = 512;
-  const int64_t max_rows = std::max<int64_t>(kRowsFull, static_cast<int64_t>((32u << 20) / pool.row_bytes) / 64 * 64);
+  const int64_t max_rows = decode_call_rows(pool);
   int64_t r = max_rows;
   if (rate_hint_gflops > 0) {
     const double rows = rate_hint_gflops * 1e9 * (target_s / 3) / (2.0 * kCols * tokens);
@@ -195,16 +201,21 @@ std::string now_utc() {
   return b;
 }
 
-// Runs n = 1 matmuls over the pool on all threads until `stop`; returns weight bytes / s.
+// Runs n = 1 matmuls (decode_call_rows a call, as the one-token points) over the pool on all threads until
+// `stop`; returns weight bytes / s. The CPU's share while copying is the ratio of two of these, so the part
+// of a call that copies cannot slow (its dispatch) should be as small as in the calls it predicts. (On the
+// GPU host the share read 0.83-0.89 with 4096-row calls while CPU FFNs ran at ~0.75 of their speed during a
+// decode step's copies; this accounts for a few per cent of that at most.)
 double cpu_load(kernels::Ops& ops, WeightPool& pool, std::atomic<bool>& stop) {
-  std::vector<float> x(static_cast<size_t>(kCols), 0.1f), y(static_cast<size_t>(kRowsFull));
+  const int64_t rows = decode_call_rows(pool);
+  std::vector<float> x(static_cast<size_t>(kCols), 0.1f), y(static_cast<size_t>(rows));
   TensorView xv = TensorView::make(DType::F32, x.data(), kCols, 1);
-  TensorView yv = TensorView::make(DType::F32, y.data(), kRowsFull, 1);
+  TensorView yv = TensorView::make(DType::F32, y.data(), rows, 1);
   double bytes = 0;
   const auto t0 = Clock::now();
   while (!stop.load(std::memory_order_relaxed)) {
-    ops.matmul(pool.take(kRowsFull), xv, yv);
-    bytes += static_cast<double>(pool.row_bytes) * kRowsFull;
+    ops.matmul(pool.take(rows), xv, yv);
+    bytes += static_cast<double>(pool.row_bytes) * static_cast<double>(rows);
   }
   return bytes / std::max(since(t0), 1e-9);
 }
