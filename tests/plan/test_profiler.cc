@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -70,14 +71,20 @@ class FakeGpu : public GpuProber {
   int matmul_calls = 0;
   std::set<std::pair<int, int64_t>> seen;
   Expected<double> launch_overhead_us() override { return 5.0; }
+  // copy_slowdown: while background copies run, *cpu_slowdown is set to it (the CPU's share of host
+  // memory it leaves), and back to 1 after.
   Status start_background_copies(bool, uint64_t) override {
     t0_ = std::chrono::steady_clock::now();
+    if (cpu_slowdown != nullptr) *cpu_slowdown = copy_slowdown;
     return Status::ok();
   }
   Expected<CopyStats> stop_background_copies() override {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (cpu_slowdown != nullptr) *cpu_slowdown = 1.0;
     return CopyStats{30e9 * s, s};
   }
+  double* cpu_slowdown = nullptr;
+  double copy_slowdown = 1.0;
 
  private:
   std::chrono::steady_clock::time_point t0_;
@@ -224,6 +231,32 @@ TEST(Profiler, GpuPartThroughTheProber) {
   EXPECT_FALSE(p->gpu->matmul.empty());
   EXPECT_EQ(p->gpu->matmul[0].tokens.back(), 1024);
   EXPECT_TRUE(parse_profile(profile_to_json(*p)).has_value());
+}
+
+// The CPU's share of its speed while copies run: copies slow the fake CPU 1.25x (share 0.8). When the
+// machine is busy during the first lone window (2x slower), the second lone window keeps the share right;
+// from the first alone it would read 1.6, clamped to 1: copies would look free.
+TEST(Profiler, CpuShareWhileCopyingSurvivesASlowLoneWindow) {
+  for (const bool busy_first : {false, true}) {
+    SCOPED_TRACE(busy_first);
+    double slowdown = 1.0;
+    ProfileOptions o;
+    o.quick = true;
+    o.time_budget_s = 4;
+    o.buffer_bytes = 32ull << 20;
+    o.progress = [&](double, const std::string& what) {
+      if (busy_first && what.find("CPU kernels while copies run") != std::string::npos) slowdown = 2.0;
+    };
+    FakeGpu gpu;
+    gpu.cpu_slowdown = &slowdown;
+    gpu.copy_slowdown = 1.25;
+    CpuKernels k = sleepy();
+    k.make_ops = [&](int32_t) -> std::unique_ptr<kernels::Ops> { return std::make_unique<SleepyOps>(&slowdown); };
+    auto p = measure_profile(k, &gpu, o);
+    ASSERT_TRUE(p.has_value()) << p.status().message();
+    ASSERT_TRUE(p->has_gpu());
+    EXPECT_NEAR(p->link->cpu_share_while_copying, 0.8, 0.12);
+  }
 }
 
 // A stalled sample (weights read at < 2 % of the device's copy bandwidth) is measured again: the curve is
