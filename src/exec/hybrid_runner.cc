@@ -1303,15 +1303,25 @@ std::string explain_text(const HybridRunner& r) {
   for (const TierStats& t : r.stats())
     for (double v : t.sub_ms) any_sub |= v > 0;
   if (!any_sub) return out;
-  out += "\nper sub-layer, ms per step (device: compute-stream events; cpu: host clock)\n";
+  out += "\nper sub-layer, ms per step (device: compute-stream events; cpu: host clock), and the plan's time for it\n"
+         "alone (cpu: no copies running; device: kernels without a graph, the copy not included)\n";
   for (size_t ti = 0; ti < r.stats().size(); ++ti) {
     const TierStats& t = r.stats()[ti];
     if (t.steps == 0) continue;
     std::snprintf(line, sizeof line, "tier %d: copies %.3f ms/step\n", t.tokens, t.copy_ms / t.steps);
     out += line;
+    const std::vector<double>* pred = ti < ps.tiers.size() ? &ps.tiers[ti].sub_ms : nullptr;
     for (size_t i = 0; i < t.sub_ms.size(); ++i) {
-      std::snprintf(line, sizeof line, "  %-14s %-9s %10.3f\n", ps.sublayers[i].label.c_str(),
-                    plan::placement_name(r.placements()[ti][i]), t.sub_ms[i] / t.steps);
+      const double meas = t.sub_ms[i] / t.steps;
+      const bool same_place = pred != nullptr && i < ps.tiers[ti].placement.size() &&
+                              ps.tiers[ti].placement[i] == r.placements()[ti][i];  // not a forced strategy's
+      if (same_place && i < pred->size() && (*pred)[i] > 0) {
+        std::snprintf(line, sizeof line, "  %-14s %-9s %10.3f  plan %8.3f  %+5.0f %%\n", ps.sublayers[i].label.c_str(),
+                      plan::placement_name(r.placements()[ti][i]), meas, (*pred)[i], (meas / (*pred)[i] - 1) * 100);
+      } else {
+        std::snprintf(line, sizeof line, "  %-14s %-9s %10.3f\n", ps.sublayers[i].label.c_str(),
+                      plan::placement_name(r.placements()[ti][i]), meas);
+      }
       out += line;
     }
   }

@@ -145,6 +145,16 @@ class Builder {
     return row[i];
   }
 
+  // Plan::sub_ms of a placement at tier n.
+  std::vector<double> sub_ms(const std::vector<Placement>& placement, int32_t n) const {
+    std::vector<double> ms(subs_.size(), 0.0);
+    for (size_t i = 0; i < subs_.size() && i < placement.size(); ++i) {
+      const Costs& k = costs(i, n, eval_context());
+      ms[i] = (placement[i] == Placement::kCpu ? k.cpu_s : k.gpu_s) * 1e3;
+    }
+    return ms;
+  }
+
   // KV + scratch + workspace + all vectors: what every plan with a GPU needs.
   uint64_t kv_bytes() const {
     uint64_t kv = 0;
@@ -637,6 +647,7 @@ PlanSet finish(const Builder& b, Candidate& cand, const PlannerOptions& o) {
       const double lo = b.step_s(p.placement, n, 0, v.slots);
       if (hi > 0) p.predicted_ms_low = p.predicted_ms * lo / hi;
     }
+    p.sub_ms = b.sub_ms(p.placement, n);
     ps.tiers.push_back(std::move(p));
   }
   ps.ttft_ms = cand.ttft_ms;
@@ -689,6 +700,7 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
       choose(p);
       p.predicted_ms_low = 0;
       for (size_t i = 0; i < m; ++i) p.predicted_ms_low += b.costs(i, n, 0).cpu_s * 1e3;
+      p.sub_ms = b.sub_ms(p.placement, n);
       ps.tiers.push_back(std::move(p));
     }
     double ttft = 0;

@@ -55,6 +55,10 @@ struct Plan {
   // which is how measured steps at other contexts are compared with the plan.
   double predicted_ms_low = 0;
   std::vector<Placement> placement;  // per sub-layer, PlanSet::sublayers order
+  // Per sub-layer, ms at eval_context on its own: the CPU's time for a CPU sub-layer (no copies running),
+  // the GPU kernels' (launched one by one) for a resident or streamed one; a streamed one's copy is not
+  // in it. What `ferry bench --explain` prints next to each measured sub-layer.
+  std::vector<double> sub_ms;
   VramBreakdown vram;                // the arena while this tier runs (shared by all tiers)
   std::vector<StrategyEstimate> candidates;  // gpu-stream, static, dynamic (in that order)
   std::string runner_up;             // "" when no other strategy was feasible

@@ -271,6 +271,7 @@ TEST(Executor, QuantizedWeightsAndMeasuredStats) {
   const std::string text = exec::explain_text(**runner);
   EXPECT_NE(text.find("predicted ms"), std::string::npos) << text;
   EXPECT_NE(text.find("blk.0.ffn"), std::string::npos) << text;
+  EXPECT_NE(text.find("the plan's time for it"), std::string::npos) << text;
 }
 
 // A second step on another tier reuses the resident upload; a step back on tier 1 reuses the prefetch

@@ -282,6 +282,34 @@ TEST(Planner, NoGpuRunsEverythingOnTheCpu) {
   EXPECT_TRUE(nlohmann::json::parse(plan_to_json(ps))["gpu"].is_null());
 }
 
+// Plan::sub_ms (what --explain prints next to each measured sub-layer): one entry per sub-layer; with no
+// GPU the step is their sum; under a budget a CPU FFN costs its CPU time and a resident one its GPU time,
+// which is far less on the GPU host.
+TEST(Planner, PerSubLayerTimesAddUpAndFollowThePlacement) {
+  fixtures::SynthHw hw;
+  hw.gpu = false;
+  const PlanSet cpu_only = must_plan(fixtures::synth_profile(hw), qwen3_q4k(), 0);
+  for (const Plan& p : cpu_only.tiers) {
+    ASSERT_EQ(p.sub_ms.size(), cpu_only.sublayers.size());
+    double sum = 0;
+    for (double v : p.sub_ms) sum += v;
+    EXPECT_NEAR(sum, p.predicted_ms, 1e-9 * p.predicted_ms) << p.tokens;
+  }
+  const PlanSet ps = must_plan(gpu_host(), qwen3_q4k(), 4 * GiB);
+  const Plan& t1 = ps.tiers.front();
+  ASSERT_EQ(t1.sub_ms.size(), ps.sublayers.size());
+  double cpu_ffn = 0, res_ffn = 0;
+  for (size_t i = 0; i < ps.sublayers.size(); ++i) {
+    EXPECT_GE(t1.sub_ms[i], 0) << ps.sublayers[i].label;
+    if (ps.sublayers[i].kind != SubLayerKind::kFfn) continue;
+    if (t1.placement[i] == Placement::kCpu) cpu_ffn = t1.sub_ms[i];
+    if (t1.placement[i] == Placement::kResident) res_ffn = t1.sub_ms[i];
+  }
+  ASSERT_GT(cpu_ffn, 0) << plan_to_text(ps);
+  ASSERT_GT(res_ffn, 0) << plan_to_text(ps);
+  EXPECT_GT(cpu_ffn, 5 * res_ffn);
+}
+
 TEST(Planner, WholeModelFitsIsAllResident) {
   const PlanSet ps = must_plan(gpu_host(), qwen3_q4k(), 16 * GiB);
   EXPECT_EQ(ps.ring_slots, 0);
