@@ -167,6 +167,7 @@ Sizes sizes_for(const model::ModelSpec& spec, const std::vector<model::SubLayer>
   z.shape.max_n = max_n;
   z.shape.n_head = spec.n_head;
   z.shape.head_dim = spec.head_dim;
+  z.shape.gemm_staging_bytes = o.gemm_staging_bytes;
 #if defined(FERRY_HAVE_CUDA)
   if (kind == DeviceKind::kCuda)
     z.cuda_ops = align256(kernels::CudaOps::scratch_bytes(z.shape)) + align256(kernels::kCublasWorkspaceBytes);
@@ -1218,6 +1219,7 @@ Expected<plan::PlannerOptions> planner_options(const HybridSetup& setup, DeviceK
   po.max_sequences = std::max(1, setup.options.max_sequences);
   po.prompt_tokens = setup.prompt_tokens;
   po.gen_tokens = setup.gen_tokens;
+  po.gemm_staging_bytes = setup.options.gemm_staging_bytes;
   // The emulated device has no cuBLAS: its plan does not reserve the workspace.
   if (*kind == DeviceKind::kEmulated) po.workspace_bytes = 0;
   return po;

@@ -182,7 +182,11 @@ class Builder {
           max_cols = std::max(max_cols, w.cols);
           quantized |= traits(w.dtype).quantized;
         }
-    if (quantized) b += 2ull * max_elems;
+    if (quantized) {
+      const uint64_t whole = 2ull * static_cast<uint64_t>(max_elems);
+      b += o_.gemm_staging_bytes > 0 ? std::min<uint64_t>(whole, std::max<uint64_t>(o_.gemm_staging_bytes, 256ull * max_cols))
+                                     : whole;
+    }
     b += 2ull * max_cols * n;
     return align_up(b);
   }

@@ -98,6 +98,10 @@ struct PlannerOptions {
   double copy_window = 0.06;
   double copy_risk = 0.5;
   uint64_t workspace_bytes = 32ull << 20;          // cuBLAS workspace (its recommendation on Hopper)
+  // Scratch for the F16 copy of dequantized weights a prefill GEMM multiplies (CudaScratchShape's); 0: the
+  // largest quantized matrix whole. Smaller leaves more of a tight budget to weights, in exchange for
+  // prefill GEMMs on fewer rows at a time (opt-in, FERRY_GEMM_STAGING_MB, until measured).
+  uint64_t gemm_staging_bytes = 0;
   uint64_t cuda_context_bytes = 512ull << 20;      // outside the budget: context + module + handles
 };
 

@@ -310,6 +310,27 @@ TEST(Planner, PerSubLayerTimesAddUpAndFollowThePlacement) {
   EXPECT_GT(cpu_ffn, 5 * res_ffn);
 }
 
+// A smaller prefill GEMM staging (PlannerOptions::gemm_staging_bytes) leaves the budget's difference to
+// weights: qwen3-8b Q4_K at 4 GiB, staging 16 MiB instead of the whole 4096 x 12288 down projection (96
+// MiB) frees 80 MiB, and with the arena's slack one more 81 MiB FFN stays on the GPU (resident, or in a
+// ring slot it never leaves in decode), so the decode step is predicted faster.
+TEST(Planner, SmallerGemmStagingLeavesMoreToWeights) {
+  const Case c = qwen3_q4k();
+  PlannerOptions o;
+  o.vram_budget = 4 * GiB;
+  o.context = 4224;
+  o.batch = 512;
+  auto whole = Planner(gpu_host(), o).plan(c.spec, c.subs);
+  o.gemm_staging_bytes = 16ull << 20;
+  auto small = Planner(gpu_host(), o).plan(c.spec, c.subs);
+  ASSERT_TRUE(whole.has_value() && small.has_value());
+  EXPECT_NEAR(static_cast<double>(whole->arena.scratch - small->arena.scratch), 80.0 * (1 << 20), 1 << 20);
+  EXPECT_GT(small->arena.weights + small->arena.ring, whole->arena.weights + whole->arena.ring)
+      << plan_to_text(*whole) << "\n" << plan_to_text(*small);
+  EXPECT_LE(small->arena.total, o.vram_budget);
+  EXPECT_LT(small->tiers.front().predicted_ms, 0.95 * whole->tiers.front().predicted_ms);
+}
+
 TEST(Planner, WholeModelFitsIsAllResident) {
   const PlanSet ps = must_plan(gpu_host(), qwen3_q4k(), 16 * GiB);
   EXPECT_EQ(ps.ring_slots, 0);

@@ -3,6 +3,7 @@
 #include "hybrid_support.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,6 +125,7 @@ void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, con
     s.options.cuda_graphs = graphs;
     s.options.split_layout = split;
     s.options.force_strategy = c->force_strategy;
+    s.options.gemm_staging_bytes = c->gemm_staging_bytes;
     auto r = exec::make_hybrid_runner(spec, w, subs, s);
     if (c->check) FERRY_RETURN_IF_ERROR(c->check(r ? Status::ok() : r.status(), r ? r->get() : nullptr));
     if (!r) return r.status();
@@ -156,6 +158,10 @@ Status install_hybrid(const HybridArgs& a, engine::EngineOptions* opt, const std
   FERRY_ASSIGN_OR_RETURN(cfg.profile, load_gpu_profile(a.profile_path, "--vram", &cfg.profile_origin));
   cfg.budget = *v;
   cfg.device = device;
+  // Opt-in until measured on the GPU host (bench/RESULTS.md, session 8): the prefill GEMMs' F16 staging
+  // in MiB instead of a whole matrix, which leaves that much more of the budget to weights.
+  if (const char* e = std::getenv("FERRY_GEMM_STAGING_MB"); e != nullptr && std::atoll(e) > 0)
+    cfg.gemm_staging_bytes = static_cast<uint64_t>(std::atoll(e)) << 20;
   install_runner_factory(a, opt, state, std::move(cfg));
   return Status::ok();
 }

@@ -156,8 +156,10 @@ void CudaOps::note_write(const TensorView& t) {
 uint64_t CudaOps::scratch_bytes(const CudaScratchShape& s) {
   const uint64_t k = static_cast<uint64_t>(s.max_k);
   const uint64_t q8 = align256(8 * k) + align256(8 * (k / 32) * 8);
-  const uint64_t chunk_rows = std::min<uint64_t>(static_cast<uint64_t>(s.max_n),
-                                                 std::max<uint64_t>(4096, (64ull << 20) / (2 * k)));
+  const uint64_t chunk_rows =
+      s.gemm_staging_bytes > 0
+          ? std::min<uint64_t>(static_cast<uint64_t>(s.max_n), std::max<uint64_t>(128, s.gemm_staging_bytes / (2 * k)))
+          : std::min<uint64_t>(static_cast<uint64_t>(s.max_n), std::max<uint64_t>(4096, (64ull << 20) / (2 * k)));
   const uint64_t gemm = align256(static_cast<uint64_t>(s.max_tokens) * k * 2) + align256(chunk_rows * k * 2);
   const uint64_t attn = static_cast<uint64_t>(cu::attention_scratch_bytes(16, s.n_head, s.head_dim, 64));
   return std::max({q8, gemm, attn}) + 4096 + kStashBytes;

@@ -108,6 +108,9 @@ struct CudaScratchShape {
   int64_t max_n = 14336;      // largest matmul output rows (the vocab for the head is chunked anyway)
   int32_t n_head = 32;
   int32_t head_dim = 128;
+  // Bytes for the F16 copy of dequantized weight rows that a prefill GEMM multiplies at a time; 0: a
+  // whole matrix of up to 4096 rows or 64 MiB (matmul_gemm takes as many rows as the scratch leaves).
+  uint64_t gemm_staging_bytes = 0;
 };
 
 class CudaOps final : public Ops {
