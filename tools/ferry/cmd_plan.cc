@@ -138,6 +138,7 @@ int cmd_plan(int argc, char** argv) {
   o.cpu_threads = threads;
   o.prompt_tokens = prompt;
   o.ring_slots = ring;  // 0: the planner searches K
+  o.gemm_staging_bytes = cli::gemm_staging_bytes_from_env();
   Expected<plan::PlanSet> ps = plan::Planner(*prof, o).plan(m->spec, m->subs);
   if (!ps) return cli::report(ps.status());
   if (json) {

@@ -160,8 +160,7 @@ Status install_hybrid(const HybridArgs& a, engine::EngineOptions* opt, const std
   cfg.device = device;
   // Opt-in until measured on the GPU host (bench/RESULTS.md, session 8): the prefill GEMMs' F16 staging
   // in MiB instead of a whole matrix, which leaves that much more of the budget to weights.
-  if (const char* e = std::getenv("FERRY_GEMM_STAGING_MB"); e != nullptr && std::atoll(e) > 0)
-    cfg.gemm_staging_bytes = static_cast<uint64_t>(std::atoll(e)) << 20;
+  cfg.gemm_staging_bytes = gemm_staging_bytes_from_env();
   install_runner_factory(a, opt, state, std::move(cfg));
   return Status::ok();
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <sys/stat.h>
 
 #include "exec/device.h"
@@ -31,6 +32,12 @@ std::unique_ptr<plan::GpuProber> make_gpu_prober() {
     return nullptr;
   }
   return std::move(*p);
+}
+
+uint64_t gemm_staging_bytes_from_env() {
+  const char* e = std::getenv("FERRY_GEMM_STAGING_MB");
+  const long long mb = e != nullptr ? std::atoll(e) : 0;
+  return mb > 0 ? static_cast<uint64_t>(mb) << 20 : 0;
 }
 
 std::function<void(double, const std::string&)> progress_bar(const std::string& title) {

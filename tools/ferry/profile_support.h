@@ -2,6 +2,7 @@
 // a progress bar, and "load the cached profile of this machine or measure a quick one".
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,6 +19,10 @@ plan::CpuKernels host_kernels();
 
 // The GPU to measure (CUDA device 0), or nullptr when there is none or ferry is built without CUDA.
 std::unique_ptr<plan::GpuProber> make_gpu_prober();
+
+// FERRY_GEMM_STAGING_MB in bytes (plan::PlannerOptions::gemm_staging_bytes, for `ferry plan` and `--vram`
+// runs alike; opt-in until measured on the GPU host), 0 when unset.
+uint64_t gemm_staging_bytes_from_env();
 
 // A progress callback drawing a bar on stderr ("\r" updates on a terminal, a line per 10 % when not).
 std::function<void(double, const std::string&)> progress_bar(const std::string& title);
