@@ -3,7 +3,6 @@
 #include "hybrid_support.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>

@@ -583,8 +583,9 @@ void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView&
     return w.dtype == DType::F32 && w.ne[0] == q3.ne[0] && w.nb[0] == 4 && w.ne[1] == 1 && w.ne[2] == 1 &&
            w.ne[3] == 1;
   };
-  const bool heads_ok = q3.dtype == DType::F32 && q3.nb[0] == 4 && k3.nb[0] == 4;
-  if (enabled && opt_.fuse && heads_ok && vec_ok(qn) && vec_ok(kn) && rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
+  // q3's type and contiguous heads are rope_args' preconditions (as for rope_qk_store); k3's are checked by
+  // rope_store_fusable.
+  if (enabled && opt_.fuse && vec_ok(qn) && vec_ok(kn) && rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
     cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
     a.q_norm = qn.ptr<const float>();
     a.k_norm = kn.ptr<const float>();
