@@ -167,7 +167,8 @@ Sizes sizes_for(const model::ModelSpec& spec, const std::vector<model::SubLayer>
   z.shape.max_n = max_n;
   z.shape.n_head = spec.n_head;
   z.shape.head_dim = spec.head_dim;
-  z.shape.gemm_staging_bytes = o.gemm_staging_bytes;
+  z.shape.gemm_staging_bytes =
+      o.gemm_staging_bytes == plan::PlannerOptions::kGemmStagingAuto ? 0 : o.gemm_staging_bytes;
 #if defined(FERRY_HAVE_CUDA)
   if (kind == DeviceKind::kCuda)
     z.cuda_ops = align256(kernels::CudaOps::scratch_bytes(z.shape)) + align256(kernels::kCublasWorkspaceBytes);
@@ -485,6 +486,8 @@ Status Runner::init() {
   const double t_load = now_ms();
   cuda_ = dev_->kind() == DeviceKind::kCuda;
   dev_where_ = cuda_ ? Where::kDevice : Where::kHost;
+  if (o_.gemm_staging_bytes == plan::PlannerOptions::kGemmStagingAuto)
+    o_.gemm_staging_bytes = ps_.options.gemm_staging_bytes;  // what the planner chose
   sz_ = sizes_for(spec_, subs_, o_, dev_->kind());
   const size_t m = subs_.size();
 
@@ -1248,6 +1251,7 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
   // (activation layout, metadata, CudaOps scratch) so every block fits the arena.
   uint64_t extra = 0;
   plan::PlanSet ps;
+  HybridOptions options = setup.options;
   for (int attempt = 0; attempt < 4; ++attempt) {
     po.vram_budget = setup.vram_budget > extra ? setup.vram_budget - extra : 0;
     auto planned = plan::Planner(setup.profile, po).plan(spec, subs);
@@ -1263,7 +1267,9 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
                         spec.name.empty() ? "this model" : spec.name.c_str(), po.context, po.batch);
     }
     ps = std::move(*planned);
-    const uint64_t need = hybrid_extra_bytes(spec, subs, ps, setup.options, kind);
+    // The planner resolved the GEMM staging (PlannerOptions::kGemmStagingAuto); CudaOps' scratch follows it.
+    options.gemm_staging_bytes = ps.options.gemm_staging_bytes;
+    const uint64_t need = hybrid_extra_bytes(spec, subs, ps, options, kind);
     if (need <= extra) break;
     extra = need;
   }
@@ -1275,7 +1281,7 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
   } else {
     FERRY_ASSIGN_OR_RETURN(dev, make_emulated_device(eo));
   }
-  return HybridRunner::create(spec, weights, subs, ps, std::move(dev), setup.options);
+  return HybridRunner::create(spec, weights, subs, ps, std::move(dev), options);
 }
 
 double TierStats::predicted_at_steps(const plan::PlanSet& ps, size_t tier) const {

@@ -72,8 +72,8 @@ struct HybridOptions {
   PinMode pin_mode = PinMode::kCopy;
   int32_t pin_threads = 0;   // threads copying / registering streamed weights at load (0 = physical cores)
   // CUDA: bytes of dequantized F16 weight rows a prefill GEMM stages at a time (plan and CudaOps scratch);
-  // 0 = a whole matrix (plan::PlannerOptions::gemm_staging_bytes).
-  uint64_t gemm_staging_bytes = 0;
+  // 0 = a whole matrix; kGemmStagingAuto = the planner's choice (plan::PlannerOptions::gemm_staging_bytes).
+  uint64_t gemm_staging_bytes = plan::PlannerOptions::kGemmStagingAuto;
 };
 
 // The load phase that makes streamed weights copyable asynchronously.

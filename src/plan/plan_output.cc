@@ -81,6 +81,7 @@ std::string plan_to_json(const PlanSet& ps) {
   j["min_budget"] = ps.min_budget;
   j["context"] = ps.options.context;
   j["batch"] = ps.options.batch;
+  j["gemm_staging_bytes"] = ps.options.gemm_staging_bytes;  // 0: a whole matrix
   j["eval_context"] = ps.eval_context;
   j["cpu_threads"] = ps.cpu_threads;
   j["cuda_context_headroom"] = ps.cuda_context_bytes;
@@ -159,13 +160,16 @@ std::string plan_to_text(const PlanSet& ps) {
     const VramBreakdown& a = ps.arena;
     appendf(out, "GPU %s, budget %s (minimum %s); one arena for all tiers:\n", ps.gpu_name.c_str(),
             format_bytes(ps.options.vram_budget).c_str(), format_bytes(ps.min_budget).c_str());
-    appendf(out, "  weights %s + KV %s + ring %s + scratch %s + cuBLAS %s = %s; CUDA context ~%s outside the budget\n",
+    appendf(out, "  weights %s + KV %s + ring %s + scratch %s%s + cuBLAS %s = %s; CUDA context ~%s outside the budget\n",
             format_bytes(a.weights).c_str(), format_bytes(a.kv).c_str(),
             ps.ring_slots > 0
                 ? (std::to_string(ps.ring_slots) + "x" + format_bytes(ps.ring_slot_bytes)).c_str()
                 : "0",
-            format_bytes(a.scratch).c_str(), format_bytes(a.workspace).c_str(), format_bytes(a.total).c_str(),
-            format_bytes(ps.cuda_context_bytes).c_str());
+            format_bytes(a.scratch).c_str(),
+            ps.options.gemm_staging_bytes > 0
+                ? (" (GEMM staging " + format_bytes(ps.options.gemm_staging_bytes) + ")").c_str()
+                : "",
+            format_bytes(a.workspace).c_str(), format_bytes(a.total).c_str(), format_bytes(ps.cuda_context_bytes).c_str());
     if (!ps.ring_choices.empty()) {
       // Ring depth: each K tried with its best resident set (scenario = TTFT + decode of gen_tokens).
       std::string tried;

@@ -320,6 +320,7 @@ TEST(Planner, SmallerGemmStagingLeavesMoreToWeights) {
   o.vram_budget = 4 * GiB;
   o.context = 4224;
   o.batch = 512;
+  o.gemm_staging_bytes = 0;
   auto whole = Planner(gpu_host(), o).plan(c.spec, c.subs);
   o.gemm_staging_bytes = 16ull << 20;
   auto small = Planner(gpu_host(), o).plan(c.spec, c.subs);
@@ -329,6 +330,29 @@ TEST(Planner, SmallerGemmStagingLeavesMoreToWeights) {
       << plan_to_text(*whole) << "\n" << plan_to_text(*small);
   EXPECT_LE(small->arena.total, o.vram_budget);
   EXPECT_LT(small->tiers.front().predicted_ms, 0.95 * whole->tiers.front().predicted_ms);
+}
+
+// By default (kGemmStagingAuto) the planner takes the small staging exactly where it keeps more weights on
+// the GPU and a faster decode step (the case above), and the whole matrix where the model fits anyway.
+TEST(Planner, AutoGemmStagingIsSmallOnlyWhereItHoldsMoreWeights) {
+  const Case c = qwen3_q4k();
+  PlannerOptions o;
+  o.context = 4224;
+  o.batch = 512;
+  ASSERT_EQ(o.gemm_staging_bytes, PlannerOptions::kGemmStagingAuto);
+  o.vram_budget = 4 * GiB;
+  auto tight = Planner(gpu_host(), o).plan(c.spec, c.subs);
+  o.vram_budget = 16 * GiB;
+  auto fits = Planner(gpu_host(), o).plan(c.spec, c.subs);
+  ASSERT_TRUE(tight.has_value() && fits.has_value());
+  EXPECT_EQ(tight->options.gemm_staging_bytes, PlannerOptions::kGemmStagingSmall) << plan_to_text(*tight);
+  EXPECT_EQ(fits->options.gemm_staging_bytes, 0u) << plan_to_text(*fits);
+  EXPECT_NE(plan_to_text(*tight).find("GEMM staging 16"), std::string::npos) << plan_to_text(*tight);
+  // The minimum budget is the small staging's (80 MiB less scratch), whichever plan is returned.
+  o.gemm_staging_bytes = 0;
+  auto whole = Planner(gpu_host(), o).plan(c.spec, c.subs);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_LT(fits->min_budget, whole->min_budget);
 }
 
 TEST(Planner, WholeModelFitsIsAllResident) {

@@ -157,8 +157,8 @@ Status install_hybrid(const HybridArgs& a, engine::EngineOptions* opt, const std
   FERRY_ASSIGN_OR_RETURN(cfg.profile, load_gpu_profile(a.profile_path, "--vram", &cfg.profile_origin));
   cfg.budget = *v;
   cfg.device = device;
-  // Opt-in until measured on the GPU host (bench/RESULTS.md, session 8): the prefill GEMMs' F16 staging
-  // in MiB instead of a whole matrix, which leaves that much more of the budget to weights.
+  // The prefill GEMMs' F16 staging: the planner's choice unless FERRY_GEMM_STAGING_MB says (bench/RESULTS.md,
+  // session 9).
   cfg.gemm_staging_bytes = gemm_staging_bytes_from_env();
   install_runner_factory(a, opt, state, std::move(cfg));
   return Status::ok();

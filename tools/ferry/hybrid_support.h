@@ -57,7 +57,7 @@ struct RunnerConfig {
   plan::HardwareProfile profile;
   std::string profile_origin;
   std::optional<plan::Strategy> force_strategy;
-  uint64_t gemm_staging_bytes = 0;              // HybridOptions::gemm_staging_bytes
+  uint64_t gemm_staging_bytes = plan::PlannerOptions::kGemmStagingAuto;  // HybridOptions::gemm_staging_bytes
   std::string name;                             // the StepRunner's name; empty = the HybridRunner's
   // Sees make_hybrid_runner's result before the engine gets it (runner null on failure) and may
   // replace the failure with a clearer one or reject the runner; empty = pass through.

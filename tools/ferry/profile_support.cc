@@ -36,7 +36,8 @@ std::unique_ptr<plan::GpuProber> make_gpu_prober() {
 
 uint64_t gemm_staging_bytes_from_env() {
   const char* e = std::getenv("FERRY_GEMM_STAGING_MB");
-  const long long mb = e != nullptr ? std::atoll(e) : 0;
+  if (e == nullptr || *e == '\0') return plan::PlannerOptions::kGemmStagingAuto;
+  const long long mb = std::atoll(e);
   return mb > 0 ? static_cast<uint64_t>(mb) << 20 : 0;
 }
 

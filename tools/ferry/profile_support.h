@@ -21,7 +21,7 @@ plan::CpuKernels host_kernels();
 std::unique_ptr<plan::GpuProber> make_gpu_prober();
 
 // FERRY_GEMM_STAGING_MB in bytes (plan::PlannerOptions::gemm_staging_bytes, for `ferry plan` and `--vram`
-// runs alike; opt-in until measured on the GPU host), 0 when unset.
+// runs alike): unset = the planner's choice (kGemmStagingAuto), 0 = a whole matrix, N = N MiB.
 uint64_t gemm_staging_bytes_from_env();
 
 // A progress callback drawing a bar on stderr ("\r" updates on a terminal, a line per 10 % when not).
