@@ -12,6 +12,7 @@
 #include "exec/device.h"
 #include "exec/gpu_prober_cuda.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "plan/planner.h"
 
 namespace ferry::cli {
 
