@@ -24,6 +24,9 @@ class CostModel {
  public:
   // cpu_threads 0 = the profile's default.
   explicit CostModel(const HardwareProfile& profile, int32_t cpu_threads = 0);
+  // The prefill GEMMs' F16 staging (PlannerOptions::gemm_staging_bytes; 0 or kGemmStagingAuto: a whole
+  // matrix): a smaller one runs a quantized matrix as several dequantize + GEMM pairs.
+  void set_gemm_staging_bytes(uint64_t b) { gemm_staging_bytes_ = b; }
 
   bool has_gpu() const { return profile_.has_gpu(); }
   int32_t cpu_threads() const { return threads_; }
@@ -93,7 +96,14 @@ class CostModel {
   HardwareProfile profile_;  // a copy: the model outlives whatever it was built from
   int32_t threads_;
   double cpu_stream_gbs_ = 0;  // cpu_stream_gbs(), computed once (every CPU matmul estimate reads it)
+  uint64_t gemm_staging_bytes_ = 0;
 };
+
+// What one more dequantize + GEMM pair costs a prefill matmul whose F16 staging holds only part of the
+// matrix (launches, and GEMMs on fewer rows filling the GPU less). Session 9, H200, qwen3-8b Q4_K at 512
+// tokens: 16 MiB of staging instead of whole matrices took 5.75 ms more a chunk, for 540 more pairs as
+// gpu_matmul_kernel_s counts them (staging / (2 x cols) rows a pair: 15 a layer).
+constexpr double kGemmExtraChunkS = 10.6e-6;
 
 // The CUDA backend's matvec kernels take steps of up to this many tokens (kernels/cuda/matvec.cu);
 // larger steps dequantize to F16 and run cuBLAS GEMMs.

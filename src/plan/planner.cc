@@ -698,7 +698,8 @@ Expected<PlanSet> Planner::plan_once(const ModelSpec& spec, const std::vector<Su
   if (o.max_sequences < 1) return make_error(ErrorCode::kInvalidArgument, "max_sequences must be >= 1");
   FERRY_RETURN_IF_ERROR(validate_profile(profile_));
 
-  const CostModel cm(profile_, o.cpu_threads);
+  CostModel cm(profile_, o.cpu_threads);
+  cm.set_gemm_staging_bytes(o.gemm_staging_bytes);
   const Builder b(cm, spec, subs, o);
 
   PlanSet ps;
@@ -921,7 +922,8 @@ Expected<double> predict_step_ms(const HardwareProfile& profile, const PlannerOp
     return make_error(ErrorCode::kInvalidArgument, "placement has %zu entries for %zu sub-layers", placement.size(),
                       subs.size());
   if (tokens < 1 || ring_slots < 1) return make_error(ErrorCode::kInvalidArgument, "tokens and ring slots must be >= 1");
-  const CostModel cm(profile, options.cpu_threads);
+  CostModel cm(profile, options.cpu_threads);
+  cm.set_gemm_staging_bytes(options.gemm_staging_bytes);
   for (Placement p : placement)
     if (p != Placement::kCpu && !cm.has_gpu())
       return make_error(ErrorCode::kInvalidArgument, "the profile has no GPU: every sub-layer must be on the CPU");
@@ -938,7 +940,8 @@ Expected<StepsSimulation> simulate_steps(const HardwareProfile& profile, const P
     return make_error(ErrorCode::kInvalidArgument, "%zu placements for %zu token counts", placements.size(),
                       tokens.size());
   if (ring_slots < 1) return make_error(ErrorCode::kInvalidArgument, "ring slots must be >= 1");
-  const CostModel cm(profile, options.cpu_threads);
+  CostModel cm(profile, options.cpu_threads);
+  cm.set_gemm_staging_bytes(options.gemm_staging_bytes);
   const Builder b(cm, spec, subs, options);
   StepsSimulation out;
   for (size_t s = 0; s < placements.size(); ++s) {
