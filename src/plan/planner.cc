@@ -119,7 +119,6 @@ class Builder {
   const std::vector<uint64_t>& mat_bytes() const { return mat_bytes_; }
   const std::vector<uint64_t>& vec_bytes() const { return vec_bytes_; }
   const std::vector<int32_t>& tiers() const { return tiers_; }
-  const PlannerOptions& options() const { return o_; }
 
   bool is_embed(size_t i) const { return subs_[i].kind == SubLayerKind::kEmbed; }
   bool is_attn(size_t i) const { return subs_[i].kind == SubLayerKind::kAttention; }
@@ -572,40 +571,6 @@ void choose(Plan& plan) {
   }
 }
 
-// The decode tier's choice, robust to hidden copies as the resident set's choice is (PlannerOptions::
-// copy_window / copy_risk): among the strategies predicted within copy_window of the fastest, the one
-// with the lowest step + copy_risk x its copies (alone). Without it a larger resident set could turn
-// decode from static (only attention streams) to dynamic (FFNs stream too) for a ~1 % predicted gain,
-// and the set's own robust choice then preferred a smaller set that left budget unused (session 9:
-// minitron-8b F16 at 2 GiB and 4K context kept 81 MiB resident and 600 MiB of the budget empty).
-void choose_robust(Plan& plan, double window, double risk) {
-  choose(plan);
-  if (window <= 0 || risk <= 0) return;
-  const StrategyEstimate* fastest = nullptr;
-  for (const auto& c : plan.candidates)
-    if (c.feasible && c.strategy == plan.strategy) fastest = &c;
-  if (fastest == nullptr) return;
-  const StrategyEstimate* pick = fastest;
-  double pick_score = fastest->step_ms + risk * fastest->copy_ms;
-  for (const auto& c : plan.candidates) {
-    if (!c.feasible || &c == fastest || c.step_ms > fastest->step_ms * (1 + window)) continue;
-    const double score = c.step_ms + risk * c.copy_ms;
-    if (score < pick_score * (1 - 1e-9)) {
-      pick = &c;
-      pick_score = score;
-    }
-  }
-  if (pick == fastest) return;
-  char why[200];
-  std::snprintf(why, sizeof why, "%.2f ms (%s) but %.1f ms of copies a step against %.1f: hidden copies are least certain",
-                fastest->step_ms, pct(fastest->step_ms / pick->step_ms - 1).c_str(), fastest->copy_ms, pick->copy_ms);
-  plan.runner_up = strategy_name(fastest->strategy);
-  plan.why_runner_up_lost = why;
-  plan.strategy = pick->strategy;
-  plan.predicted_ms = pick->step_ms;
-  plan.placement = pick->placement;
-}
-
 // One resident set of one ring variant, evaluated lazily: a tier's plan is computed when asked for.
 struct Candidate {
   const Variant* variant = nullptr;
@@ -623,10 +588,7 @@ const Plan& tier_plan(const Builder& b, Candidate& cand, int32_t n) {
   Plan p;
   p.tokens = n;
   p.candidates = b.strategies(cand.resident, cand.variant->slot, cand.variant->slots, n, b.eval_context());
-  if (n == 1 && b.options().gen_tokens > 0)
-    choose_robust(p, b.options().copy_window, b.options().copy_risk);
-  else
-    choose(p);
+  choose(p);
   return cand.tiers.emplace(n, std::move(p)).first->second;
 }
 
