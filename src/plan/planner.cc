@@ -577,6 +577,7 @@ struct Candidate {
   uint64_t need = 0;                    // budget this set needs
   std::vector<bool> resident;
   std::map<int32_t, Plan> tiers;        // computed tiers by token count
+  std::optional<Strategy> decode_strategy;  // tier 1's strategy when fixed (growing a chosen set)
   double ttft_ms = 0;
   double first_decode_extra_ms = 0;     // the first decode step's extra time (ring refill after prefill)
   double objective = 0;                 // ttft + first_decode_extra + gen_tokens * tier-1 step (ms)
@@ -589,6 +590,16 @@ const Plan& tier_plan(const Builder& b, Candidate& cand, int32_t n) {
   p.tokens = n;
   p.candidates = b.strategies(cand.resident, cand.variant->slot, cand.variant->slots, n, b.eval_context());
   choose(p);
+  if (n == 1 && cand.decode_strategy && *cand.decode_strategy != p.strategy) {
+    for (const StrategyEstimate& e : p.candidates)
+      if (e.feasible && e.strategy == *cand.decode_strategy) {
+        p.runner_up = strategy_name(p.strategy);
+        p.why_runner_up_lost = "kept the strategy of the resident set this one grew from";
+        p.strategy = e.strategy;
+        p.predicted_ms = e.step_ms;
+        p.placement = e.placement;
+      }
+  }
   return cand.tiers.emplace(n, std::move(p)).first->second;
 }
 
@@ -826,18 +837,58 @@ Expected<PlanSet> Planner::plan_once(const ModelSpec& spec, const std::vector<Su
       }
       best_c = pick;
     }
+    // Grow the chosen set into what it leaves of the budget: each further sub-layer (in the variant's
+    // priority order) that fits stays if the scenario is no slower and the decode step copies no more,
+    // with tier 1 kept on the chosen strategy. Free VRAM can only take copies or CPU work away, but the
+    // greedy sets above may switch decode to another strategy at a larger budget, and the robust choice
+    // can then prefer a smaller set (session 9: minitron-8b F16 at 2 GiB and 4K context kept 81 MiB
+    // resident with 600 MiB of the budget empty, its attention streaming every step).
+    std::optional<Candidate> grown;
+    Candidate* picked = best_c;
+    if (best_c) {
+      Candidate cur = *best_c;
+      cur.decode_strategy = tier_plan(b, cur, 1).strategy;
+      const double copies = decode_copy_ms(b, cur);
+      bool any = false;
+      for (size_t i : b.priority_order(*cur.variant)) {
+        if (cur.resident[i] || cur.need + b.mat_bytes()[i] > o.vram_budget) continue;
+        Candidate next;
+        next.variant = cur.variant;
+        next.need = cur.need + b.mat_bytes()[i];
+        next.resident = cur.resident;
+        next.resident[i] = true;
+        next.decode_strategy = cur.decode_strategy;
+        evaluate(b, next, o);
+        if (next.objective <= cur.objective * (1 + 1e-9) && decode_copy_ms(b, next) <= copies + 1e-9) {
+          cur = std::move(next);
+          any = true;
+        }
+      }
+      if (any) {
+        grown = std::move(cur);
+        best_c = &*grown;
+      }
+    }
     std::optional<PlanSet> best;
     if (best_c) {
       best = finish(b, *best_c, o);
       best->ring_auto = o.ring_slots == 0;
-      if (best_c != fastest) {
+      if (grown) {
+        char note[200];
+        std::snprintf(note, sizeof note,
+                      "grown into the budget's rest: %s more resident at the same decode strategy (%s -> %s)",
+                      format_bytes(grown->need - picked->need).c_str(), format_bytes(picked->need).c_str(),
+                      format_bytes(grown->need).c_str());
+        best->notes.push_back(note);
+      }
+      if (picked != fastest) {
         char note[320];
         std::snprintf(note, sizeof note,
                       "robust choice: K=%d, %.2f ms of copies per decode step (scenario %.0f ms) over K=%d, %.2f ms "
                       "(%.0f ms, %.1f%% faster): hidden copies are least certain",
-                      best_c->variant->slots, decode_copy_ms(b, *best_c), best_c->objective,
+                      picked->variant->slots, decode_copy_ms(b, *picked), picked->objective,
                       fastest->variant->slots, decode_copy_ms(b, *fastest), fastest->objective,
-                      (1 - fastest->objective / best_c->objective) * 100);
+                      (1 - fastest->objective / picked->objective) * 100);
         best->notes.push_back(note);
       }
       for (const auto& [k, c] : best_by_depth) {
