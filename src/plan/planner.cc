@@ -593,8 +593,11 @@ const Plan& tier_plan(const Builder& b, Candidate& cand, int32_t n) {
   if (n == 1 && cand.decode_strategy && *cand.decode_strategy != p.strategy) {
     for (const StrategyEstimate& e : p.candidates)
       if (e.feasible && e.strategy == *cand.decode_strategy) {
+        char why[160];
+        std::snprintf(why, sizeof why, "%.2f ms (%s): the resident set grew from a plan decoding with %s",
+                      p.predicted_ms, pct(p.predicted_ms / e.step_ms - 1).c_str(), strategy_name(e.strategy));
         p.runner_up = strategy_name(p.strategy);
-        p.why_runner_up_lost = "kept the strategy of the resident set this one grew from";
+        p.why_runner_up_lost = why;
         p.strategy = e.strategy;
         p.predicted_ms = e.step_ms;
         p.placement = e.placement;

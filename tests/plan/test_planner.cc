@@ -359,6 +359,29 @@ TEST(Planner, AutoGemmStagingIsSmallOnlyWhereItHoldsMoreWeights) {
   EXPECT_LT(fits->min_budget, whole->min_budget);
 }
 
+// The chosen resident set grows into what it leaves of the budget. On a session-6 host profile, minitron-8b
+// F16 at 2 GiB and a 4K context: the greedy sets past 1.4 GiB switch decode from static (attention
+// streams, FFNs on the CPU) to dynamic (FFNs stream too), the robust choice prefers the static one with
+// fewer copies, and before growing it left ~600 MiB of the budget empty.
+TEST(Planner, ChosenSetGrowsIntoTheRestOfTheBudget) {
+  auto hw = load_profile(fixtures::source_dir() + "/tests/data/profiles/h200-host-s6.json");
+  ASSERT_TRUE(hw.has_value()) << hw.status().message();
+  const Case c = minitron_f16();
+  PlannerOptions o;
+  o.vram_budget = 2 * GiB;
+  o.context = 4224;
+  o.batch = 512;
+  o.prompt_tokens = 4096;
+  auto ps = Planner(*hw, o).plan(c.spec, c.subs);
+  ASSERT_TRUE(ps.has_value()) << ps.status().message();
+  EXPECT_GT(ps->arena.total, 2 * GiB - 128 * (1ull << 20)) << plan_to_text(*ps);
+  EXPECT_LE(ps->arena.total, 2 * GiB);
+  bool noted = false;
+  for (const std::string& n : ps->notes) noted |= n.find("grown into the budget") != std::string::npos;
+  EXPECT_TRUE(noted) << plan_to_text(*ps);
+  EXPECT_EQ(ps->tiers.front().strategy, Strategy::kStatic) << plan_to_text(*ps);
+}
+
 TEST(Planner, WholeModelFitsIsAllResident) {
   const PlanSet ps = must_plan(gpu_host(), qwen3_q4k(), 16 * GiB);
   EXPECT_EQ(ps.ring_slots, 0);
