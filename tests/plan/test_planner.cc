@@ -359,10 +359,10 @@ TEST(Planner, AutoGemmStagingIsSmallOnlyWhereItHoldsMoreWeights) {
   EXPECT_LT(fits->min_budget, whole->min_budget);
 }
 
-// The chosen resident set grows into what it leaves of the budget. On a session-6 host profile, minitron-8b
-// F16 at 2 GiB and a 4K context: the greedy sets past 1.4 GiB switch decode from static (attention
-// streams, FFNs on the CPU) to dynamic (FFNs stream too), the robust choice prefers the static one with
-// fewer copies, and before growing it left ~600 MiB of the budget empty.
+// The chosen resident set grows into what it leaves of the budget. minitron-8b F16 at 2 GiB and a 4K
+// context: the larger greedy sets change the decode plan (more FFNs stream), the robust choice prefers a
+// smaller set with fewer decode copies, and before growing the plan left ~600 MiB of the budget empty
+// (on session 9's call-3 host profile and on this session-6 one).
 TEST(Planner, ChosenSetGrowsIntoTheRestOfTheBudget) {
   auto hw = load_profile(fixtures::source_dir() + "/tests/data/profiles/h200-host-s6.json");
   ASSERT_TRUE(hw.has_value()) << hw.status().message();
@@ -379,7 +379,6 @@ TEST(Planner, ChosenSetGrowsIntoTheRestOfTheBudget) {
   bool noted = false;
   for (const std::string& n : ps->notes) noted |= n.find("grown into the budget") != std::string::npos;
   EXPECT_TRUE(noted) << plan_to_text(*ps);
-  EXPECT_EQ(ps->tiers.front().strategy, Strategy::kStatic) << plan_to_text(*ps);
 }
 
 TEST(Planner, WholeModelFitsIsAllResident) {
