@@ -1167,6 +1167,14 @@ Status Runner::run(const StepIo& in, float* logits) {
                             ps_.tiers[ti].tokens});
     }
   }
+  if (ti < ps_.tiers.size())
+    for (size_t i = 0; i < subs_.size(); ++i) {
+      const std::vector<double>& plan_ms = ps_.tiers[ti].sub_ms;
+      if (cpu_t0[i] < 0 || i >= plan_ms.size() || plan_ms[i] < 0.02 || subs_[i].kind == SubLayerKind::kEmbed) continue;
+      st.cpu_ms += cpu_t1[i] - cpu_t0[i];
+      st.cpu_plan_ms += plan_ms[i];
+      ++st.cpu_calls;
+    }
   ++st.steps;
   st.context_sum += step_context(in);
   st.wall_ms += now_ms() - t_start;
@@ -1282,6 +1290,18 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
     FERRY_ASSIGN_OR_RETURN(dev, make_emulated_device(eo));
   }
   return HybridRunner::create(spec, weights, subs, ps, std::move(dev), options);
+}
+
+std::optional<double> cpu_vs_profile(const std::vector<TierStats>& stats, int64_t min_calls) {
+  double ms = 0, plan_ms = 0;
+  int64_t calls = 0;
+  for (const TierStats& t : stats) {
+    ms += t.cpu_ms;
+    plan_ms += t.cpu_plan_ms;
+    calls += t.cpu_calls;
+  }
+  if (calls < min_calls || plan_ms <= 0) return std::nullopt;
+  return ms / plan_ms;
 }
 
 double TierStats::predicted_at_steps(const plan::PlanSet& ps, size_t tier) const {

@@ -111,7 +111,18 @@ struct TierStats {
   uint64_t prefetch_bytes = 0;
   int64_t graph_replays = 0;       // steps replayed from a CUDA graph
   int64_t graph_captures = 0;
+  // CPU sub-layers (not the embedding) that the plan prices at >= 20 us, every step (host clock):
+  // measured time and the plan's time for them alone (Plan::sub_ms), summed. Far apart, the profile
+  // the plan came from does not describe this machine as it is now (cpu_vs_profile).
+  double cpu_ms = 0;
+  double cpu_plan_ms = 0;
+  int64_t cpu_calls = 0;
 };
+
+// Measured / planned time of the CPU sub-layers over every tier (TierStats::cpu_ms / cpu_plan_ms), once
+// they ran at least `min_calls` times; nullopt before that or without CPU sub-layers. Copies running
+// beside them make 1.0-1.6 normal (the CPU's share while copying).
+std::optional<double> cpu_vs_profile(const std::vector<TierStats>& stats, int64_t min_calls = 8);
 
 class HybridRunner {
  public:

@@ -274,6 +274,23 @@ TEST(Executor, QuantizedWeightsAndMeasuredStats) {
   EXPECT_NE(text.find("the plan's time for it"), std::string::npos) << text;
 }
 
+// The profile check's ratio: the CPU sub-layers' measured time over the plan's, over every tier, once
+// enough calls ran (tiny models' CPU sub-layers are priced below the 20 us floor, so synthetic stats).
+TEST(Executor, CpuVsProfileNeedsEnoughCallsAndSumsTiers) {
+  std::vector<exec::TierStats> st(2);
+  EXPECT_FALSE(exec::cpu_vs_profile(st).has_value());
+  st[0].cpu_ms = 30;
+  st[0].cpu_plan_ms = 100;
+  st[0].cpu_calls = 5;
+  EXPECT_FALSE(exec::cpu_vs_profile(st).has_value());  // 5 calls < 8
+  st[1].cpu_ms = 30;
+  st[1].cpu_plan_ms = 20;
+  st[1].cpu_calls = 5;
+  ASSERT_TRUE(exec::cpu_vs_profile(st).has_value());
+  EXPECT_DOUBLE_EQ(*exec::cpu_vs_profile(st), 0.5);  // 60 ms measured for 120 planned
+  EXPECT_FALSE(exec::cpu_vs_profile(st, 11).has_value());  // 10 calls in all
+}
+
 // A second step on another tier reuses the resident upload; a step back on tier 1 reuses the prefetch
 // the previous tier-1 step started (weights do not depend on data).
 TEST(Executor, DecodeReusesPrefetchedSlots) {

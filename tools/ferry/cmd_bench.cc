@@ -186,6 +186,7 @@ int run(const BenchArgs& a) {
   // The GPU report reads the runner's per-tier stats: take it before the timeline pass adds steps.
   const std::string hybrid_text = hybrid->active ? ferry::cli::hybrid_report_text(*hybrid, a.hybrid.explain) : "";
   const nlohmann::json hybrid_json = ferry::cli::hybrid_report_json(*hybrid);
+  ferry::cli::check_profile_after_run(*hybrid);
 
   // --timeline: an extra, unmeasured pass (recording adds events and turns CUDA graphs off): the first
   // prefill chunk of the prompt, then the first decode steps right after it, all in one recording so

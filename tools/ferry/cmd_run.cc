@@ -180,6 +180,7 @@ int run(const RunArgs& a) {
     if (hybrid->active) std::fputs(ferry::cli::hybrid_report_text(*hybrid, false).c_str(), stderr);
   }
   std::fflush(stdout);
+  ferry::cli::check_profile_after_run(*hybrid);
   return 0;
 }
 

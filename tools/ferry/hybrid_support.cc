@@ -99,6 +99,7 @@ void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, con
   state->budget = cfg.budget;
   state->device = cfg.device;
   state->profile_origin = cfg.profile_origin;
+  state->profile_cached = cfg.profile_cached;
   state->link_gbs = plan::CostModel(cfg.profile, opt->n_threads).link_gbs();
   const int32_t threads = opt->n_threads;
   const int32_t n_seq = opt->n_seq_max;
@@ -155,6 +156,7 @@ Status install_hybrid(const HybridArgs& a, engine::EngineOptions* opt, const std
     return make_error(ErrorCode::kInvalidArgument, "--vram needs --device cuda or emulated (got %s)", device.c_str());
   RunnerConfig cfg;
   FERRY_ASSIGN_OR_RETURN(cfg.profile, load_gpu_profile(a.profile_path, "--vram", &cfg.profile_origin));
+  cfg.profile_cached = a.profile_path.empty() && !cfg.profile_origin.empty() && cfg.profile_origin.front() == '/';
   cfg.budget = *v;
   cfg.device = device;
   // The prefill GEMMs' F16 staging: the planner's choice unless FERRY_GEMM_STAGING_MB says (bench/RESULTS.md,
@@ -237,6 +239,12 @@ std::string hybrid_report_text(const HybridState& s, bool explain) {
                   st.context_sum / st.steps);
     out += line;
   }
+  if (const std::optional<double> cv = exec::cpu_vs_profile(r.stats())) {
+    const bool off = *cv < kProfileFastRatio || *cv > kProfileSlowRatio;
+    std::snprintf(line, sizeof line, "profile check: the CPU sub-layers took %.2fx the profile's time for them alone%s\n",
+                  *cv, off ? " -> the profile does not describe this machine now" : " (copies beside them: 1-1.6x)");
+    out += line;
+  }
   const LimitFractions f = limit_fractions(s);
   if (f.decode_h) {
     std::snprintf(line, sizeof line,
@@ -271,6 +279,7 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
     j["arena_capacity"] = mi->arena_capacity;
     j["outside_arena"] = mi->outside_arena;
   }
+  if (const std::optional<double> cv = exec::cpu_vs_profile(r.stats())) j["cpu_vs_profile"] = *cv;
   j["weights_total"] = ps.weights_total;
   j["weights_resident"] = ps.weights_resident;
   j["limit_h_ms"] = ps.limit_h_ms;
@@ -355,6 +364,29 @@ Expected<exec::Timeline> record_timeline(const HybridState& s, int32_t max_steps
       }
   }
   return t;
+}
+
+bool check_profile_after_run(const HybridState& s) {
+  if (!s.active || !s.runner) return false;
+  const std::optional<double> cv = exec::cpu_vs_profile(s.runner->stats());
+  if (!cv || (*cv >= kProfileFastRatio && *cv <= kProfileSlowRatio)) return false;
+  const char* how = *cv < 1 ? "faster" : "slower";
+  const double x = *cv < 1 ? 1 / *cv : *cv;
+  if (s.profile_cached) {
+    const std::string aside = s.profile_origin + ".suspect";
+    if (std::rename(s.profile_origin.c_str(), aside.c_str()) == 0) {
+      std::fprintf(stderr,
+                   "ferry: warning: the CPU sub-layers ran %.1fx %s than the cached profile predicts (was the machine "
+                   "busy when it was measured?); it was moved to %s and the next run measures a new one\n",
+                   x, how, aside.c_str());
+      return true;
+    }
+  }
+  std::fprintf(stderr,
+               "ferry: warning: the CPU sub-layers ran %.1fx %s than the profile %s predicts; plans made from it are "
+               "off (measure it again: ferry profile)\n",
+               x, how, s.profile_origin.c_str());
+  return true;
 }
 
 }  // namespace ferry::cli

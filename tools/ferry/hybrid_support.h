@@ -42,6 +42,7 @@ struct HybridState {
   uint64_t budget = 0;
   std::string device;          // "cuda" | "emulated"
   std::string profile_origin;
+  bool profile_cached = false; // profile_origin is this machine's cached profile (not --profile FILE)
   double link_gbs = 0;         // P of the profile: the prefill limit (W-R)/P
   exec::HybridRunner* runner = nullptr;
 };
@@ -56,6 +57,7 @@ struct RunnerConfig {
   std::string device;                           // "cuda" | "emulated"
   plan::HardwareProfile profile;
   std::string profile_origin;
+  bool profile_cached = false;
   std::optional<plan::Strategy> force_strategy;
   uint64_t gemm_staging_bytes = plan::PlannerOptions::kGemmStagingAuto;  // HybridOptions::gemm_staging_bytes
   std::string name;                             // the StepRunner's name; empty = the HybridRunner's
@@ -87,6 +89,13 @@ LimitFractions limit_fractions(const HybridState& s);
 // Peak device memory, plan per tier, predicted vs measured per tier, limit fractions (and with
 // explain, per sub-layer).
 std::string hybrid_report_text(const HybridState& s, bool explain);
+// After a run: when the CPU sub-layers ran far from the profile's times (exec::cpu_vs_profile outside
+// [kProfileFastRatio, kProfileSlowRatio]: the profile was measured while the machine was busy, or the
+// machine changed), warn on stderr; a cached profile is moved aside to `<path>.suspect` so that the next
+// run measures a new one (a --profile FILE is never touched). Returns whether it warned.
+constexpr double kProfileFastRatio = 0.5;
+constexpr double kProfileSlowRatio = 2.5;
+bool check_profile_after_run(const HybridState& s);
 nlohmann::json hybrid_report_json(const HybridState& s);
 
 // Records the steps run by `steps` (the runner's first max_steps steps after this call) into a
