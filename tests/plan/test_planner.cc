@@ -310,16 +310,22 @@ TEST(Planner, PerSubLayerTimesAddUpAndFollowThePlacement) {
   EXPECT_GT(cpu_ffn, 5 * res_ffn);
 }
 
+// Options of a 4K-token scenario (context 4224: a 4096-token prompt and 128 generated) at `budget`.
+PlannerOptions options_4k(uint64_t budget) {
+  PlannerOptions o;
+  o.vram_budget = budget;
+  o.context = 4224;
+  o.batch = 512;
+  return o;
+}
+
 // A smaller prefill GEMM staging (PlannerOptions::gemm_staging_bytes) leaves the budget's difference to
 // weights: qwen3-8b Q4_K at 4 GiB, staging 16 MiB instead of the whole 4096 x 12288 down projection (96
 // MiB) frees 80 MiB, and with the arena's slack one more 81 MiB FFN stays on the GPU (resident, or in a
 // ring slot it never leaves in decode), so the decode step is predicted faster.
 TEST(Planner, SmallerGemmStagingLeavesMoreToWeights) {
   const Case c = qwen3_q4k();
-  PlannerOptions o;
-  o.vram_budget = 4 * GiB;
-  o.context = 4224;
-  o.batch = 512;
+  PlannerOptions o = options_4k(4 * GiB);
   o.gemm_staging_bytes = 0;
   auto whole = Planner(gpu_host(), o).plan(c.spec, c.subs);
   o.gemm_staging_bytes = 16ull << 20;
@@ -340,11 +346,8 @@ TEST(Planner, SmallerGemmStagingLeavesMoreToWeights) {
 // the GPU and a faster decode step (the case above), and the whole matrix where the model fits anyway.
 TEST(Planner, AutoGemmStagingIsSmallOnlyWhereItHoldsMoreWeights) {
   const Case c = qwen3_q4k();
-  PlannerOptions o;
-  o.context = 4224;
-  o.batch = 512;
+  PlannerOptions o = options_4k(4 * GiB);
   ASSERT_EQ(o.gemm_staging_bytes, PlannerOptions::kGemmStagingAuto);
-  o.vram_budget = 4 * GiB;
   auto tight = Planner(gpu_host(), o).plan(c.spec, c.subs);
   o.vram_budget = 16 * GiB;
   auto fits = Planner(gpu_host(), o).plan(c.spec, c.subs);
@@ -367,10 +370,7 @@ TEST(Planner, ChosenSetGrowsIntoTheRestOfTheBudget) {
   auto hw = load_profile(fixtures::source_dir() + "/tests/data/profiles/h200-host-s6.json");
   ASSERT_TRUE(hw.has_value()) << hw.status().message();
   const Case c = minitron_f16();
-  PlannerOptions o;
-  o.vram_budget = 2 * GiB;
-  o.context = 4224;
-  o.batch = 512;
+  PlannerOptions o = options_4k(2 * GiB);
   o.prompt_tokens = 4096;
   auto ps = Planner(*hw, o).plan(c.spec, c.subs);
   ASSERT_TRUE(ps.has_value()) << ps.status().message();
