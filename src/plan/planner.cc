@@ -75,6 +75,34 @@ uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 bool is_matrix(const model::WeightRef& w) { return w.rows > 1; }
 
+// The matrices prefill GEMMs multiply: the largest one (elements, per expert for expert groups), the
+// widest input, and whether any is quantized (only those are dequantized into the F16 staging).
+struct GemmShapes {
+  int64_t max_elems = 0, max_cols = 0;
+  bool quantized = false;
+};
+GemmShapes gemm_shapes(const std::vector<SubLayer>& subs) {
+  GemmShapes g;
+  for (const auto& s : subs)
+    for (const auto& w : s.weights)
+      // Embed is a gather; the head is a mat-vec per sequence (max_sequences rows): neither GEMMs.
+      if (is_matrix(w) && s.kind != SubLayerKind::kEmbed && s.kind != SubLayerKind::kHead) {
+        const int64_t rows =
+            s.kind == SubLayerKind::kExperts ? w.rows / std::max<int32_t>(1, s.expert_end - s.expert_begin) : w.rows;
+        g.max_elems = std::max(g.max_elems, rows * w.cols);
+        g.max_cols = std::max(g.max_cols, w.cols);
+        g.quantized |= traits(w.dtype).quantized;
+      }
+  return g;
+}
+// Bytes of the F16 staging at PlannerOptions::gemm_staging_bytes `staging` (0 / auto: the whole matrix).
+uint64_t gemm_staging_need(const GemmShapes& g, uint64_t staging) {
+  if (!g.quantized) return 0;
+  const uint64_t whole = 2ull * static_cast<uint64_t>(g.max_elems);
+  if (staging == 0 || staging == PlannerOptions::kGemmStagingAuto) return whole;
+  return std::min<uint64_t>(whole, std::max<uint64_t>(staging, 256ull * g.max_cols));
+}
+
 // Van der Corput rank of i among count items: 0, count/2, count/4, 3count/4, ... Used to spread
 // equally good candidates over the layers instead of taking layer 0 first, so that resident
 // (or CPU) sub-layers interleave with streamed ones and the copy engine always has time to refill.
@@ -169,25 +197,9 @@ class Builder {
     // place), plus logits for the rows that need them.
     uint64_t b = 4ull * n * (2 * d + 2 * qd + 2 * kvd + 2 * ff) + 4ull * out_rows(n) * spec_.n_vocab;
     // GEMMs of quantized weights: a dequantized F16 copy of the largest matrix; activations in F16.
-    int64_t max_elems = 0, max_cols = 0;
-    bool quantized = false;
-    for (const auto& s : subs_)
-      for (const auto& w : s.weights)
-        // Embed is a gather; the head is a mat-vec per sequence (max_sequences rows): neither GEMMs.
-        if (is_matrix(w) && s.kind != SubLayerKind::kEmbed && s.kind != SubLayerKind::kHead) {
-          const int64_t rows = s.kind == SubLayerKind::kExperts
-                                   ? w.rows / std::max<int32_t>(1, s.expert_end - s.expert_begin)
-                                   : w.rows;
-          max_elems = std::max(max_elems, rows * w.cols);
-          max_cols = std::max(max_cols, w.cols);
-          quantized |= traits(w.dtype).quantized;
-        }
-    if (quantized) {
-      const uint64_t whole = 2ull * static_cast<uint64_t>(max_elems);
-      b += o_.gemm_staging_bytes > 0 ? std::min<uint64_t>(whole, std::max<uint64_t>(o_.gemm_staging_bytes, 256ull * max_cols))
-                                     : whole;
-    }
-    b += 2ull * max_cols * n;
+    const GemmShapes g = gemm_shapes(subs_);
+    b += gemm_staging_need(g, o_.gemm_staging_bytes);
+    b += 2ull * g.max_cols * n;
     return align_up(b);
   }
   uint64_t vectors_total() const {
@@ -683,7 +695,15 @@ Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLaye
   whole_o.gemm_staging_bytes = 0;
   small_o.gemm_staging_bytes = PlannerOptions::kGemmStagingSmall;
   Expected<PlanSet> whole = plan_once(spec, subs, whole_o);
-  if (whole && !whole->gpu) return whole;
+  // Nothing to gain: no GPU, no quantized matrix (no staging at all), or every weight already resident.
+  // The minimum budget is still the small staging's: every variant's fixed part holds the staging.
+  const GemmShapes g = gemm_shapes(subs);
+  if (!g.quantized) return whole;
+  if (whole && (!whole->gpu || whole->weights_resident >= whole->weights_total)) {
+    const uint64_t saved = gemm_staging_need(g, 0) - gemm_staging_need(g, small_o.gemm_staging_bytes);
+    whole->min_budget = whole->min_budget > saved ? whole->min_budget - saved : 0;
+    return whole;
+  }
   if (!whole && whole.status().code() != ErrorCode::kOutOfMemory) return whole;
   Expected<PlanSet> small = plan_once(spec, subs, small_o);
   if (!small) return whole ? std::move(whole) : std::move(small);
