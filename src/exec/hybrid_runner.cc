@@ -147,8 +147,9 @@ struct Sizes {
   kernels::CudaScratchShape shape;
 };
 
-Sizes sizes_for(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs, const HybridOptions& o,
-                DeviceKind kind) {
+// `plan`'s options hold the GEMM staging the planner resolved (never kGemmStagingAuto).
+Sizes sizes_for(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs, const plan::PlanSet& plan,
+                const HybridOptions& o, DeviceKind kind) {
   Sizes z;
   z.n_out_dev = std::max(1, std::min(o.n_batch, std::max(1, o.max_sequences)));
   z.scratch = align256(model::scratch_floats(spec, o.n_batch, z.n_out_dev) * sizeof(float));
@@ -167,8 +168,7 @@ Sizes sizes_for(const model::ModelSpec& spec, const std::vector<model::SubLayer>
   z.shape.max_n = max_n;
   z.shape.n_head = spec.n_head;
   z.shape.head_dim = spec.head_dim;
-  z.shape.gemm_staging_bytes =
-      o.gemm_staging_bytes == plan::PlannerOptions::kGemmStagingAuto ? 0 : o.gemm_staging_bytes;
+  z.shape.gemm_staging_bytes = plan.options.gemm_staging_bytes;
 #if defined(FERRY_HAVE_CUDA)
   if (kind == DeviceKind::kCuda)
     z.cuda_ops = align256(kernels::CudaOps::scratch_bytes(z.shape)) + align256(kernels::kCublasWorkspaceBytes);
@@ -486,9 +486,7 @@ Status Runner::init() {
   const double t_load = now_ms();
   cuda_ = dev_->kind() == DeviceKind::kCuda;
   dev_where_ = cuda_ ? Where::kDevice : Where::kHost;
-  if (o_.gemm_staging_bytes == plan::PlannerOptions::kGemmStagingAuto)
-    o_.gemm_staging_bytes = ps_.options.gemm_staging_bytes;  // what the planner chose
-  sz_ = sizes_for(spec_, subs_, o_, dev_->kind());
+  sz_ = sizes_for(spec_, subs_, ps_, o_, dev_->kind());
   const size_t m = subs_.size();
 
   // Layouts from the bound host views (one source of truth for shapes and bytes).
@@ -1189,7 +1187,7 @@ Status Runner::run(const StepIo& in, float* logits) {
 
 uint64_t hybrid_extra_bytes(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
                             const plan::PlanSet& plan, const HybridOptions& options, DeviceKind kind) {
-  const Sizes z = sizes_for(spec, subs, options, kind);
+  const Sizes z = sizes_for(spec, subs, plan, options, kind);
   const uint64_t mine = z.scratch + z.meta + z.cuda_ops;
   const uint64_t planned = plan.arena.scratch + plan.arena.workspace;
   return mine > planned ? mine - planned : 0;
@@ -1259,7 +1257,6 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
   // (activation layout, metadata, CudaOps scratch) so every block fits the arena.
   uint64_t extra = 0;
   plan::PlanSet ps;
-  HybridOptions options = setup.options;
   for (int attempt = 0; attempt < 4; ++attempt) {
     po.vram_budget = setup.vram_budget > extra ? setup.vram_budget - extra : 0;
     auto planned = plan::Planner(setup.profile, po).plan(spec, subs);
@@ -1275,9 +1272,7 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
                         spec.name.empty() ? "this model" : spec.name.c_str(), po.context, po.batch);
     }
     ps = std::move(*planned);
-    // The planner resolved the GEMM staging (PlannerOptions::kGemmStagingAuto); CudaOps' scratch follows it.
-    options.gemm_staging_bytes = ps.options.gemm_staging_bytes;
-    const uint64_t need = hybrid_extra_bytes(spec, subs, ps, options, kind);
+    const uint64_t need = hybrid_extra_bytes(spec, subs, ps, setup.options, kind);
     if (need <= extra) break;
     extra = need;
   }
@@ -1289,7 +1284,7 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
   } else {
     FERRY_ASSIGN_OR_RETURN(dev, make_emulated_device(eo));
   }
-  return HybridRunner::create(spec, weights, subs, ps, std::move(dev), options);
+  return HybridRunner::create(spec, weights, subs, ps, std::move(dev), setup.options);
 }
 
 std::optional<double> cpu_vs_profile(const std::vector<TierStats>& stats, int64_t min_calls) {

@@ -71,8 +71,9 @@ struct HybridOptions {
   // the driver refuses falls back to kCopy (PinStats::note says why).
   PinMode pin_mode = PinMode::kCopy;
   int32_t pin_threads = 0;   // threads copying / registering streamed weights at load (0 = physical cores)
-  // CUDA: bytes of dequantized F16 weight rows a prefill GEMM stages at a time (plan and CudaOps scratch);
-  // 0 = a whole matrix; kGemmStagingAuto = the planner's choice (plan::PlannerOptions::gemm_staging_bytes).
+  // CUDA: bytes of dequantized F16 weight rows a prefill GEMM stages at a time, as asked of the planner
+  // (plan::PlannerOptions::gemm_staging_bytes: 0 = a whole matrix, kGemmStagingAuto = its choice); CudaOps'
+  // scratch is sized from what the plan resolved (PlanSet::options).
   uint64_t gemm_staging_bytes = plan::PlannerOptions::kGemmStagingAuto;
 };
 

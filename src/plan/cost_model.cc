@@ -180,8 +180,7 @@ double CostModel::gpu_matmul_kernel_s(DType t, int64_t rows, int64_t cols, doubl
   if (tokens > kGpuMatvecMaxTokens && traits(t).quantized && elems > probe_elems)
     kernel += 2.0 * 2.0 * elems / (g.mem_bw_gbs * 1e9);
   // A staging smaller than the F16 matrix: one dequantize + GEMM pair per staging's worth of rows.
-  if (tokens > kGpuMatvecMaxTokens && traits(t).quantized && gemm_staging_bytes_ > 0 &&
-      gemm_staging_bytes_ != ~0ull) {
+  if (tokens > kGpuMatvecMaxTokens && traits(t).quantized && gemm_staging_bytes_ > 0) {
     const double rows_per_pair = std::max(1.0, std::floor(static_cast<double>(gemm_staging_bytes_) / (2.0 * cols)));
     kernel += (std::ceil(static_cast<double>(rows) / rows_per_pair) - 1.0) * kGemmExtraChunkS;
   }

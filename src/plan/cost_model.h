@@ -24,8 +24,8 @@ class CostModel {
  public:
   // cpu_threads 0 = the profile's default.
   explicit CostModel(const HardwareProfile& profile, int32_t cpu_threads = 0);
-  // The prefill GEMMs' F16 staging (PlannerOptions::gemm_staging_bytes; 0 or kGemmStagingAuto: a whole
-  // matrix): a smaller one runs a quantized matrix as several dequantize + GEMM pairs.
+  // The prefill GEMMs' F16 staging in bytes (0: a whole matrix): a smaller one runs a quantized matrix as
+  // several dequantize + GEMM pairs.
   void set_gemm_staging_bytes(uint64_t b) { gemm_staging_bytes_ = b; }
 
   bool has_gpu() const { return profile_.has_gpu(); }

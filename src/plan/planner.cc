@@ -95,6 +95,14 @@ GemmShapes gemm_shapes(const std::vector<SubLayer>& subs) {
       }
   return g;
 }
+// The cost model of a plan with options `o`: its threads and its GEMM staging (auto plans, and
+// predictions asked with auto, are priced with the whole matrix, as the cost model's 0).
+CostModel make_cost_model(const HardwareProfile& profile, const PlannerOptions& o) {
+  CostModel cm(profile, o.cpu_threads);
+  cm.set_gemm_staging_bytes(o.gemm_staging_bytes == PlannerOptions::kGemmStagingAuto ? 0 : o.gemm_staging_bytes);
+  return cm;
+}
+
 // Bytes of the F16 staging at PlannerOptions::gemm_staging_bytes `staging` (0 / auto: the whole matrix).
 uint64_t gemm_staging_need(const GemmShapes& g, uint64_t staging) {
   if (!g.quantized) return 0;
@@ -732,8 +740,7 @@ Expected<PlanSet> Planner::plan_once(const ModelSpec& spec, const std::vector<Su
   if (o.max_sequences < 1) return make_error(ErrorCode::kInvalidArgument, "max_sequences must be >= 1");
   FERRY_RETURN_IF_ERROR(validate_profile(profile_));
 
-  CostModel cm(profile_, o.cpu_threads);
-  cm.set_gemm_staging_bytes(o.gemm_staging_bytes);
+  const CostModel cm = make_cost_model(profile_, o);
   const Builder b(cm, spec, subs, o);
 
   PlanSet ps;
@@ -996,8 +1003,7 @@ Expected<double> predict_step_ms(const HardwareProfile& profile, const PlannerOp
     return make_error(ErrorCode::kInvalidArgument, "placement has %zu entries for %zu sub-layers", placement.size(),
                       subs.size());
   if (tokens < 1 || ring_slots < 1) return make_error(ErrorCode::kInvalidArgument, "tokens and ring slots must be >= 1");
-  CostModel cm(profile, options.cpu_threads);
-  cm.set_gemm_staging_bytes(options.gemm_staging_bytes);
+  const CostModel cm = make_cost_model(profile, options);
   for (Placement p : placement)
     if (p != Placement::kCpu && !cm.has_gpu())
       return make_error(ErrorCode::kInvalidArgument, "the profile has no GPU: every sub-layer must be on the CPU");
@@ -1014,8 +1020,7 @@ Expected<StepsSimulation> simulate_steps(const HardwareProfile& profile, const P
     return make_error(ErrorCode::kInvalidArgument, "%zu placements for %zu token counts", placements.size(),
                       tokens.size());
   if (ring_slots < 1) return make_error(ErrorCode::kInvalidArgument, "ring slots must be >= 1");
-  CostModel cm(profile, options.cpu_threads);
-  cm.set_gemm_staging_bytes(options.gemm_staging_bytes);
+  const CostModel cm = make_cost_model(profile, options);
   const Builder b(cm, spec, subs, options);
   StepsSimulation out;
   for (size_t s = 0; s < placements.size(); ++s) {

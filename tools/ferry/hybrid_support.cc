@@ -83,8 +83,9 @@ void add_hybrid_options(CLI::App& app, HybridArgs* a, bool bench) {
                  "GPU compute, CPU workers, host waits) to this file");
 }
 
-Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, const char* what, std::string* origin) {
-  auto prof = load_or_measure_profile(path, origin);
+Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, const char* what, std::string* origin,
+                                                 bool* cached) {
+  auto prof = load_or_measure_profile(path, origin, cached);
   if (!prof) return prof.status();
   if (!prof->has_gpu())
     return make_error(ErrorCode::kInvalidArgument,
@@ -155,8 +156,8 @@ Status install_hybrid(const HybridArgs& a, engine::EngineOptions* opt, const std
   if (device != "cuda" && device != "emulated")
     return make_error(ErrorCode::kInvalidArgument, "--vram needs --device cuda or emulated (got %s)", device.c_str());
   RunnerConfig cfg;
-  FERRY_ASSIGN_OR_RETURN(cfg.profile, load_gpu_profile(a.profile_path, "--vram", &cfg.profile_origin));
-  cfg.profile_cached = a.profile_path.empty() && !cfg.profile_origin.empty() && cfg.profile_origin.front() == '/';
+  FERRY_ASSIGN_OR_RETURN(cfg.profile,
+                         load_gpu_profile(a.profile_path, "--vram", &cfg.profile_origin, &cfg.profile_cached));
   cfg.budget = *v;
   cfg.device = device;
   // The prefill GEMMs' F16 staging: the planner's choice unless FERRY_GEMM_STAGING_MB says (bench/RESULTS.md,

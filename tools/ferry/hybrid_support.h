@@ -49,7 +49,8 @@ struct HybridState {
 
 // The profile a GPU run plans with (--profile FILE, else this machine's cached or measured one); one
 // without a GPU -> kInvalidArgument naming `what` ("--vram", "--device cuda").
-Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, const char* what, std::string* origin);
+Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, const char* what, std::string* origin,
+                                                 bool* cached = nullptr);
 
 // What a GPU runner is built from, once the budget and device are resolved.
 struct RunnerConfig {

@@ -66,7 +66,8 @@ std::function<void(double, const std::string&)> progress_bar(const std::string& 
   };
 }
 
-Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin) {
+Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin, bool* cached_out) {
+  if (cached_out) *cached_out = false;
   if (!path.empty()) {
     if (origin) *origin = path;
     return plan::load_profile(path);
@@ -83,6 +84,7 @@ Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path,
     Expected<plan::HardwareProfile> p = plan::load_profile(cached);
     if (p) {
       if (origin) *origin = cached;
+      if (cached_out) *cached_out = true;
       return p;
     }
     std::fprintf(stderr, "ferry: cached profile unusable (%s); measuring again\n", p.status().message().c_str());
@@ -94,8 +96,12 @@ Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path,
   FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile p, plan::measure_profile(host_kernels(), gpu.get(), opt));
   if (!cached.empty()) {
     const Status s = plan::save_profile(p, cached);
-    if (s) std::fprintf(stderr, "ferry: profile saved to %s (`ferry profile` measures the full one)\n", cached.c_str());
-    else std::fprintf(stderr, "ferry: warning: %s\n", s.message().c_str());
+    if (s) {
+      std::fprintf(stderr, "ferry: profile saved to %s (`ferry profile` measures the full one)\n", cached.c_str());
+      if (cached_out) *cached_out = true;
+    } else {
+      std::fprintf(stderr, "ferry: warning: %s\n", s.message().c_str());
+    }
   }
   if (origin) *origin = cached.empty() ? "quick profile (not saved)" : cached;
   return p;

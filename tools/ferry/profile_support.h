@@ -29,6 +29,8 @@ std::function<void(double, const std::string&)> progress_bar(const std::string& 
 
 // The profile for planning: `path` when given; else this machine's cached profile; else a quick
 // profile measured now (announced on stderr, with a progress bar) and saved to the cache.
-Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin);
+// `cached` (optional): whether the profile is this machine's cached file (loaded or just saved there).
+Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin,
+                                                        bool* cached = nullptr);
 
 }  // namespace ferry::cli
