@@ -38,8 +38,13 @@ std::unique_ptr<plan::GpuProber> make_gpu_prober() {
 uint64_t gemm_staging_bytes_from_env() {
   const char* e = std::getenv("FERRY_GEMM_STAGING_MB");
   if (e == nullptr || *e == '\0') return plan::PlannerOptions::kGemmStagingAuto;
-  const long long mb = std::atoll(e);
-  return mb > 0 ? static_cast<uint64_t>(mb) << 20 : 0;
+  char* end = nullptr;
+  const long long mb = std::strtoll(e, &end, 10);
+  if (end == e || *end != '\0' || mb < 0 || mb > (1ll << 20)) {
+    std::fprintf(stderr, "ferry: warning: ignoring FERRY_GEMM_STAGING_MB='%s' (MiB as a whole number, 0 = a whole matrix)\n", e);
+    return plan::PlannerOptions::kGemmStagingAuto;
+  }
+  return static_cast<uint64_t>(mb) << 20;
 }
 
 std::function<void(double, const std::string&)> progress_bar(const std::string& title) {
