@@ -106,6 +106,17 @@ std::vector<TensorView*> matrices_of(model::ModelWeights& w, const model::SubLay
   }
 }
 
+// Copies the rows of `t` into dst back to back (a strided view, e.g. an FFN slice's columns of ffn_down,
+// becomes a contiguous matrix); `rows` rows from r0.
+void gather_rows(const TensorView& t, int64_t r0, int64_t rows, char* dst) {
+  const size_t row = t.row_size();
+  if (t.nb[1] == row) {
+    std::memcpy(dst, t.row(r0), row * static_cast<size_t>(rows));
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * row, t.row(r0 + r), row);
+}
+
 // Norms, biases and rope factors: always on the device when a GPU is planned (the planner counts
 // every vector as resident).
 std::vector<TensorView*> vectors_of(model::ModelWeights& w) {
@@ -266,7 +277,7 @@ class Runner final : public HybridRunner {
   }
   // Points dev_w_'s matrices of sub-layer i at base (+ layout offsets); base == nullptr: leaves them.
   void bind(size_t i, char* base) {
-    std::vector<TensorView*> mats = matrices_of(dev_w_, subs_[i]);
+    std::vector<TensorView*> mats = dev_mats(i);
     for (size_t k = 0; k < mats.size(); ++k) {
       mats[k]->data = base + layout_[i].offset[k];
       mats[k]->where = dev_where_;
@@ -321,6 +332,19 @@ class Runner final : public HybridRunner {
                          const StepIo& in, float* logits);
   Status cpu_sublayer(size_t i, const kernels::BatchMeta& hb, const TensorView& htok, int32_t n, const StepIo& in,
                       float* logits);
+  // The matrices of sub-layer i as host views (a slice's down strided) / as the device views to bind.
+  std::vector<TensorView*> host_mats(model::ModelWeights& hw, size_t i);
+  std::vector<TensorView*> dev_mats(size_t i);
+  // The slices [first, end) of one layer's FFN, some of them on the CPU: the device norms the residual
+  // and sends it down, its slices run while the CPU runs the others, the CPU's sum goes back up and is
+  // added. x is on the device before and after.
+  struct SliceTimes {
+    std::vector<double>* cpu_t0;
+    std::vector<double>* cpu_t1;
+    std::vector<std::pair<double, double>>* waits;
+  };
+  Status run_slices(size_t ti, size_t first, size_t end, int32_t n, bool timed, size_t* j, size_t K,
+                    const std::function<Status(size_t)>& fill_upto, const SliceTimes& times);
 
   const model::ModelSpec& spec_;
   const model::ModelWeights& host_w_;
@@ -355,6 +379,12 @@ class Runner final : public HybridRunner {
   double load_s_ = 0;
 
   model::ModelWeights dev_w_;      // device views (streamed ones rebound per use, in stream order)
+  // FFN slices (model::is_ffn_slice): their host views (down strided into the whole matrix) and device
+  // views (contiguous), per sub-layer; unused for other sub-layers.
+  std::vector<model::FfnSlice> host_slice_, dev_slice_;
+  // Per tier and sub-layer: part of an FFN whose slices are on the CPU and on the device (or all on the
+  // CPU): run by run_slices, never inside a graph segment.
+  std::vector<std::vector<uint8_t>> mixed_;
   model::Scratch d_s_, h_s_;       // device / pinned host activations
   int32_t* d_meta_ = nullptr;      // device: tokens, pos, seq, cell [n] then cell_pos, cell_seq [n_scan]
   int32_t* h_meta_ = nullptr;      // pinned host mirror
@@ -393,6 +423,18 @@ class Runner final : public HybridRunner {
   };
   std::vector<PendingCopy> pending_;               // prefetches issued after the last recorded step
 };
+
+std::vector<TensorView*> Runner::host_mats(model::ModelWeights& hw, size_t i) {
+  if (!model::is_ffn_slice(subs_[i])) return matrices_of(hw, subs_[i]);
+  model::FfnSlice& v = host_slice_[i];
+  return {&v.gate, &v.up, &v.down};
+}
+
+std::vector<TensorView*> Runner::dev_mats(size_t i) {
+  if (!model::is_ffn_slice(subs_[i])) return matrices_of(dev_w_, subs_[i]);
+  model::FfnSlice& v = dev_slice_[i];
+  return {&v.gate, &v.up, &v.down};
+}
 
 Status Runner::choose_placements() {
   const size_t m = subs_.size();
@@ -433,6 +475,16 @@ Status Runner::choose_placements() {
         streamed.push_back(i);
       }
     }
+    std::vector<uint8_t> mixed(m, 0);
+    for (size_t i = 0; i < m; ++i) {
+      if (!model::is_ffn_slice(subs_[i]) || subs_[i].slice != 0) continue;
+      const size_t e = i + static_cast<size_t>(subs_[i].n_slices);
+      if (e > m) return make_error(ErrorCode::kInternal, "%s: its slices run past the list", subs_[i].label().c_str());
+      bool cpu = false;
+      for (size_t k = i; k < e; ++k) cpu |= pl[k] == Placement::kCpu;
+      for (size_t k = i; k < e && cpu; ++k) mixed[k] = 1;
+    }
+    mixed_.push_back(std::move(mixed));
     bool all_resident = m >= 2 && subs_[0].kind == SubLayerKind::kEmbed && pl[0] == Placement::kCpu;
     for (size_t i = 1; i < m && all_resident; ++i) all_resident = pl[i] == Placement::kResident;
     graph_ok_.push_back(cuda_ && all_resident ? 1 : 0);
@@ -464,18 +516,29 @@ Status Runner::upload(void* dst, const void* src, uint64_t bytes) {
 }
 
 Status Runner::upload_matrix(void* dst, const TensorView& src, ferry::Layout to) {
-  if (to == src.layout) return upload(dst, src.data, src.nbytes());
+  const bool strided = src.nb[1] != src.row_size();
+  if (to == src.layout && !strided) return upload(dst, src.data, src.nbytes());
   const uint64_t half = stage_.bytes / 2;
   const uint64_t row = src.row_size();
   const int64_t rows_per = std::max<int64_t>(1, static_cast<int64_t>(half / row));
   FERRY_ASSERT(static_cast<uint64_t>(rows_per) * row <= half);
   char* stage = static_cast<char*>(stage_.ptr);
   const int64_t rows = src.nrows();
+  std::vector<char> gathered;  // a strided source's rows, back to back, before the repack
   for (int64_t r0 = 0, c = 0; r0 < rows; r0 += rows_per, ++c) {
     const int64_t nr = std::min(rows_per, rows - r0);
     const size_t part = c % 2;
     FERRY_RETURN_IF_ERROR(dev_->sync(*ev_stage_[part]));
-    repack_to_split(src.dtype, src.ne[0], nr, static_cast<const char*>(src.data) + r0 * row, stage + part * half);
+    char* out = stage + part * half;
+    if (to == src.layout) {
+      gather_rows(src, r0, nr, out);
+    } else if (!strided) {
+      repack_to_split(src.dtype, src.ne[0], nr, static_cast<const char*>(src.data) + r0 * row, out);
+    } else {
+      gathered.resize(static_cast<size_t>(nr) * row);
+      gather_rows(src, r0, nr, gathered.data());
+      repack_to_split(src.dtype, src.ne[0], nr, gathered.data(), out);
+    }
     FERRY_RETURN_IF_ERROR(dev_->copy_h2d(static_cast<char*>(dst) + r0 * row, stage + part * half, nr * row, *xs_));
     FERRY_RETURN_IF_ERROR(dev_->record(*ev_stage_[part], *xs_));
   }
@@ -489,10 +552,26 @@ Status Runner::init() {
   sz_ = sizes_for(spec_, subs_, ps_, o_, dev_->kind());
   const size_t m = subs_.size();
 
+  // FFN slices: host views into the mmap, device views contiguous (bound to their memory below).
+  host_slice_.assign(m, {});
+  dev_slice_.assign(m, {});
+  for (size_t i = 0; i < m; ++i) {
+    const model::SubLayer& sl = subs_[i];
+    if (!model::is_ffn_slice(sl)) continue;
+    model::FfnSlice& h = host_slice_[i];
+    h = model::ffn_slice_views(host_w_.layers[sl.layer], sl.ff_begin, sl.ff_end);
+    h.first = sl.slice == 0;
+    h.last = sl.slice == sl.n_slices - 1;
+    model::FfnSlice& d = dev_slice_[i];
+    d.first = h.first;
+    d.last = h.last;
+    for (auto [src, dst] : {std::pair{&h.gate, &d.gate}, {&h.up, &d.up}, {&h.down, &d.down}})
+      *dst = TensorView::make(src->dtype, nullptr, src->ne[0], src->ne[1], 1, 1, dev_where_);
+  }
   // Layouts from the bound host views (one source of truth for shapes and bytes).
   model::ModelWeights probe = host_w_;
   layout_.resize(m);
-  for (size_t i = 0; i < m; ++i) layout_[i] = layout_of(matrices_of(probe, subs_[i]), cuda_ && o_.split_layout);
+  for (size_t i = 0; i < m; ++i) layout_[i] = layout_of(host_mats(probe, i), cuda_ && o_.split_layout);
   FERRY_RETURN_IF_ERROR(choose_placements());
   pieces_.assign(m, {});
   // Registration first: it decides the layout of streamed matrices, which resident uploads share.
@@ -580,7 +659,7 @@ Status Runner::init() {
   for (size_t i = 0; i < m && st.is_ok(); ++i) {
     if (!resident_base[i]) continue;
     model::ModelWeights hw = host_w_;
-    std::vector<TensorView*> src = matrices_of(hw, subs_[i]);
+    std::vector<TensorView*> src = host_mats(hw, i);
     for (size_t k = 0; k < src.size() && st.is_ok(); ++k)
       st = upload_matrix(resident_base[i] + layout_[i].offset[k], *src[k], layout_[i].layout[k]);
     bind(i, resident_base[i]);
@@ -622,6 +701,14 @@ void Runner::register_streamed() {
   struct Range {
     uintptr_t lo, hi;
   };
+  for (size_t i : items)
+    if (model::is_ffn_slice(subs_[i])) {
+      // A slice's columns of ffn_down are not contiguous in the file: one copy per matrix cannot move them.
+      pin_.mode = PinMode::kCopy;
+      pin_.note = "FFN slices are streamed: their weights are copied into pinned memory, not registered in place";
+      pin_.seconds = (now_ms() - t0) / 1e3;
+      return;
+    }
   std::vector<Range> spans;
   for (size_t i : items)
     for (const TensorView* t : matrices_of(hw, subs_[i])) {
@@ -687,13 +774,23 @@ Status Runner::copy_streamed() {
     FERRY_ASSIGN_OR_RETURN(bufs[j], dev_->allocate_pinned(std::max<uint64_t>(layout_[i].bytes, 1)));
     const double b = now_ms();
     model::ModelWeights hw = host_w_;
-    std::vector<TensorView*> src = matrices_of(hw, subs_[i]);
+    std::vector<TensorView*> src = host_mats(hw, i);
     for (size_t k = 0; k < src.size(); ++k) {
       char* dst = static_cast<char*>(bufs[j].ptr) + layout_[i].offset[k];
-      if (layout_[i].layout[k] == ferry::Layout::kSplit && src[k]->layout == ferry::Layout::kGgml)
-        repack_to_split(src[k]->dtype, src[k]->ne[0], src[k]->nrows(), src[k]->data, dst);
-      else
-        std::memcpy(dst, src[k]->data, src[k]->nbytes());
+      const TensorView& t = *src[k];
+      if (layout_[i].layout[k] == ferry::Layout::kSplit && t.layout == ferry::Layout::kGgml) {
+        if (t.nb[1] == t.row_size()) {
+          repack_to_split(t.dtype, t.ne[0], t.nrows(), t.data, dst);
+        } else {  // a strided slice: gather, then repack in place through a row-sized buffer
+          std::vector<char> row(t.row_size());
+          for (int64_t r = 0; r < t.nrows(); ++r) {
+            gather_rows(t, r, 1, row.data());
+            repack_to_split(t.dtype, t.ne[0], 1, row.data(), dst + r * t.row_size());
+          }
+        }
+      } else {
+        gather_rows(t, 0, t.nrows(), dst);
+      }
     }
     alloc_s[j] = (b - a) / 1e3;
     copy_s[j] = (now_ms() - b) / 1e3;
@@ -763,6 +860,11 @@ Status Runner::device_sublayer(size_t i, const kernels::BatchMeta& db, const ker
     }
     case SubLayerKind::kFfn: {
       const int32_t il = s.layer;
+      if (model::is_ffn_slice(s)) {
+        // Read in stream order (a streamed slice's views are rebound on the emulated device's worker).
+        const model::FfnSlice* sl = &dev_slice_[i];
+        return on_device([=](kernels::Ops& ops) { model::forward_ffn_slice(ops, *spec, *w, il, *sl, n, *ds, nullptr); });
+      }
       return on_device([=](kernels::Ops& ops) { model::forward_ffn(ops, *spec, *w, il, n, *ds, nullptr); });
     }
     case SubLayerKind::kHead: {
@@ -790,7 +892,10 @@ Status Runner::cpu_sublayer(size_t i, const kernels::BatchMeta& hb, const Tensor
   const model::DebugHook* hook = hook_ ? &hook_ : nullptr;
   switch (s.kind) {
     case SubLayerKind::kEmbed: model::forward_embed(*cpu_ops_, spec_, host_w_, htok, h_s_, hook); break;
-    case SubLayerKind::kFfn: model::forward_ffn(*cpu_ops_, spec_, host_w_, s.layer, n, h_s_, hook); break;
+    case SubLayerKind::kFfn:
+      if (model::is_ffn_slice(s)) return make_error(ErrorCode::kInternal, "%s outside its slices' run", s.label().c_str());
+      model::forward_ffn(*cpu_ops_, spec_, host_w_, s.layer, n, h_s_, hook);
+      break;
     case SubLayerKind::kHead: {
       const size_t V = static_cast<size_t>(spec_.n_vocab);
       for (int32_t r0 = 0; r0 < in.n_out; r0 += h_s_.n_out_max) {
@@ -931,7 +1036,12 @@ Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used)
           model::forward_attention(ops, *spec, *w, sl.layer, db, kv, *ds, nullptr);
           break;
         }
-        case SubLayerKind::kFfn: model::forward_ffn(ops, *spec, *w, sl.layer, n, *ds, nullptr); break;
+        case SubLayerKind::kFfn:
+          if (model::is_ffn_slice(sl))
+            model::forward_ffn_slice(ops, *spec, *w, sl.layer, dev_slice_[i], n, *ds, nullptr);
+          else
+            model::forward_ffn(ops, *spec, *w, sl.layer, n, *ds, nullptr);
+          break;
         case SubLayerKind::kHead: model::forward_head(ops, *spec, *w, in.out_rows, in.n_out, *ds, nullptr); break;
         default: break;
       }
@@ -953,6 +1063,70 @@ Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used)
   std::memcpy(logits, h_s_.logits.data, in.n_out * V * sizeof(float));
   ++stats_[ti].graph_replays;
   return Status::ok();
+}
+
+Status Runner::run_slices(size_t ti, size_t first, size_t end, int32_t n, bool timed, size_t* j, size_t K,
+                          const std::function<Status(size_t)>& fill_upto, const SliceTimes& times) {
+  const std::vector<Placement>& pl = placements_[ti];
+  const std::vector<size_t>& S = streamed_[ti];
+  const model::ModelSpec* spec = &spec_;
+  const model::ModelWeights* w = &dev_w_;
+  const model::Scratch* ds = &d_s_;
+  const int32_t il = subs_[first].layer;
+  const size_t d_bytes = static_cast<size_t>(spec_.n_embd) * n * sizeof(float);
+  // The device norms the residual and sends the normed rows down.
+  FERRY_RETURN_IF_ERROR(
+      on_device([=](kernels::Ops& ops) { model::forward_ffn_norm(ops, *spec, *w, il, n, *ds, nullptr); }));
+  FERRY_RETURN_IF_ERROR(dev_->copy_d2h(h_s_.xn.data, d_s_.xn.data, d_bytes, *cs_));
+  FERRY_RETURN_IF_ERROR(dev_->record(*ev_x_, *cs_));
+  // The device's slices are enqueued before the CPU starts, so both compute at once. Without post-norms
+  // each adds its part to x; with them the parts sum into proj.
+  const bool post = spec_.post_norms;
+  bool proj_started = false;
+  for (size_t i = first; i < end; ++i) {
+    if (pl[i] == Placement::kCpu) continue;
+    int32_t slot = -1;
+    if (pl[i] == Placement::kStreamed) {
+      FERRY_ASSERT(*j < S.size() && S[*j] == i);
+      slot = static_cast<int32_t>(*j % K);
+      FERRY_RETURN_IF_ERROR(ring_->acquire(slot, *cs_));
+      char* base = static_cast<char*>(ring_->slot_ptr(slot));
+      FERRY_RETURN_IF_ERROR(on_device([this, i, base](kernels::Ops&) { bind(i, base); }));
+    }
+    if (timed) FERRY_RETURN_IF_ERROR(dev_->record(*ev_t0_[i], *cs_));
+    const model::FfnSlice* sl = &dev_slice_[i];
+    const bool acc = !post || proj_started;
+    FERRY_RETURN_IF_ERROR(on_device([=](kernels::Ops& ops) {
+      model::forward_ffn_part(ops, *spec, *sl, n, *ds, post ? ds->proj.rows(0, n) : ds->x.rows(0, n), acc);
+    }));
+    proj_started = post;
+    if (timed) FERRY_RETURN_IF_ERROR(dev_->record(*ev_t1_[i], *cs_));
+    if (slot >= 0) {
+      FERRY_RETURN_IF_ERROR(ring_->release(slot, *cs_));
+      ++*j;
+      FERRY_RETURN_IF_ERROR(fill_upto(*j + K));
+    }
+  }
+  // The CPU's slices on the normed rows, summed into the host's proj.
+  const double w0 = now_ms();
+  FERRY_RETURN_IF_ERROR(dev_->sync(*ev_x_));
+  if (times.waits) times.waits->emplace_back(w0, now_ms());
+  const TensorView hproj = h_s_.proj.rows(0, n);
+  bool cpu_started = false;
+  for (size_t i = first; i < end; ++i) {
+    if (pl[i] != Placement::kCpu) continue;
+    (*times.cpu_t0)[i] = now_ms();
+    model::forward_ffn_part(*cpu_ops_, spec_, host_slice_[i], n, h_s_, hproj, cpu_started);
+    (*times.cpu_t1)[i] = now_ms();
+    cpu_started = true;
+  }
+  // Their sum goes up into the device's `up` buffer (in stream order the device's slices are done with
+  // it) and is added; the post-norm and the residual add follow.
+  const TensorView dpart = TensorView::make(DType::F32, d_s_.up.data, spec_.n_embd, n, 1, 1, dev_where_);
+  FERRY_RETURN_IF_ERROR(dev_->copy_h2d(d_s_.up.data, h_s_.proj.data, d_bytes, *cs_));
+  return on_device([=](kernels::Ops& ops) {
+    model::forward_ffn_combine(ops, *spec, *w, il, n, *ds, dpart, proj_started, nullptr);
+  });
 }
 
 // KV cells before this step as the cost model counts context: the newest position + 1 - the step's tokens.
@@ -1047,7 +1221,16 @@ Status Runner::run(const StepIo& in, float* logits) {
   size_t j = 0;        // next streamed sub-layer
   std::vector<double> cpu_t0(subs_.size(), -1.0), cpu_t1(subs_.size(), -1.0);
   std::vector<std::pair<double, double>> waits;  // host blocked on device data (timeline)
+  const std::vector<uint8_t>& mixed = mixed_[ti];
   for (size_t i = 0; i < subs_.size() && s.is_ok(); ++i) {
+    if (mixed[i]) {  // the first of a layer's FFN slices, some on the CPU: all of them at once
+      if (!x_dev) s = dev_->copy_h2d(d_s_.x.data, h_s_.x.data, d_bytes, *cs_);
+      x_dev = true;
+      const size_t e = i + static_cast<size_t>(subs_[i].n_slices);
+      if (s.is_ok()) s = run_slices(ti, i, e, n, timed, &j, K, fill_upto, {&cpu_t0, &cpu_t1, rec ? &waits : nullptr});
+      i = e - 1;
+      continue;
+    }
     const bool on_dev = pl[i] != Placement::kCpu;
     if (on_dev && !x_dev) {
       s = dev_->copy_h2d(d_s_.x.data, h_s_.x.data, d_bytes, *cs_);
@@ -1069,7 +1252,8 @@ Status Runner::run(const StepIo& in, float* logits) {
     }
     if (seg_graphs && pl[i] == Placement::kResident && subs_[i].kind != SubLayerKind::kHead) {
       size_t e = i;
-      while (e < subs_.size() && pl[e] == Placement::kResident && subs_[e].kind != SubLayerKind::kHead) ++e;
+      while (e < subs_.size() && pl[e] == Placement::kResident && subs_[e].kind != SubLayerKind::kHead && !mixed[e])
+        ++e;
       if (e - i >= 2) {
         s = replay_segment(ti, i, e, db, dkv, n, in, logits);
         i = e - 1;  // the loop's ++i moves past the segment
@@ -1205,7 +1389,12 @@ Expected<std::unique_ptr<HybridRunner>> HybridRunner::create(const model::ModelS
   if (plan.options.batch < options.n_batch)
     return make_error(ErrorCode::kInvalidArgument, "plan covers steps of up to %d tokens, runner needs %d",
                       plan.options.batch, options.n_batch);
-  auto r = std::make_unique<Runner>(spec, weights, subs, plan, std::move(device), options);
+  // A plan over FFN slices: the same cut of the list (model::slice_ffn_sublayers is deterministic).
+  std::vector<model::SubLayer> list;
+  if (plan.ffn_slices > 1 && plan.sublayers.size() != subs.size()) {
+    FERRY_ASSIGN_OR_RETURN(list, model::slice_ffn_sublayers(spec, subs, plan.ffn_slices));
+  }
+  auto r = std::make_unique<Runner>(spec, weights, list.empty() ? subs : list, plan, std::move(device), options);
   FERRY_RETURN_IF_ERROR(r->init());
   return std::unique_ptr<HybridRunner>(std::move(r));
 }
@@ -1229,6 +1418,7 @@ Expected<plan::PlannerOptions> planner_options(const HybridSetup& setup, DeviceK
   po.prompt_tokens = setup.prompt_tokens;
   po.gen_tokens = setup.gen_tokens;
   po.gemm_staging_bytes = setup.options.gemm_staging_bytes;
+  po.ffn_slices = setup.options.ffn_slices;
   // The emulated device has no cuBLAS: its plan does not reserve the workspace.
   if (*kind == DeviceKind::kEmulated) po.workspace_bytes = 0;
   return po;

@@ -206,6 +206,90 @@ void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   record(hook, x, "blk.%d.l_out", il);
 }
 
+FfnSlice ffn_slice_views(const LayerWeights& L, int64_t f0, int64_t f1) {
+  FfnSlice v;
+  v.gate = L.ffn_gate.rows(f0, f1 - f0);
+  v.up = L.ffn_up.rows(f0, f1 - f0);
+  v.down = L.ffn_down;
+  FERRY_ASSERT(f0 % traits(v.down.dtype).block_elems == 0 && f1 % traits(v.down.dtype).block_elems == 0 &&
+               f1 <= v.down.ne[0]);
+  v.down.ne[0] = f1 - f0;
+  v.down.data = static_cast<char*>(L.ffn_down.data) + row_bytes(v.down.dtype, f0);
+  return v;
+}
+
+namespace {
+// The [features, n] prefix of a scratch buffer, contiguous (a slice's gate / up are narrower than n_ff).
+TensorView prefix(const TensorView& buf, int64_t features, int64_t n) {
+  FERRY_ASSERT(features * n <= buf.ne[0] * buf.ne[1]);
+  return TensorView::make(DType::F32, buf.data, features, n, 1, 1, buf.where);
+}
+}  // namespace
+
+void forward_ffn_norm(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
+                      const Scratch& s, const DebugHook* hook) {
+  const TensorView x = s.x.rows(0, n_tokens), xn = s.xn.rows(0, n_tokens);
+  ops.rms_norm(x, w.layers[il].ffn_norm, spec.rms_eps, xn);
+  record(hook, xn, "blk.%d.ffn_norm", il);
+}
+
+void forward_ffn_part(Ops& ops, const ModelSpec& spec, const FfnSlice& slice, int32_t n_tokens, const Scratch& s,
+                      const TensorView& out, bool accumulate) {
+  const int64_t n = n_tokens, width = slice.gate.ne[1];
+  const TensorView xn = s.xn.rows(0, n);
+  const TensorView gate = prefix(s.gate, width, n), up = prefix(s.up, width, n);
+  {
+    const TensorView* ws[2] = {&slice.gate, &slice.up};
+    TensorView outs[2] = {gate, up};
+    ops.matmul_many(2, ws, xn, outs);
+  }
+  ops.glu(gate, up, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate);
+  if (accumulate)
+    ops.matmul_acc(slice.down, gate, prefix(s.up, spec.n_embd, n), out);  // up is free after the glu
+  else
+    ops.matmul(slice.down, gate, out);
+}
+
+void forward_ffn_slice(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, const FfnSlice& slice,
+                       int32_t n_tokens, const Scratch& s, const DebugHook* hook) {
+  const int64_t n = n_tokens;
+  FERRY_ASSERT(n <= s.n_max);
+  const TensorView x = s.x.rows(0, n), proj = s.proj.rows(0, n);
+  if (slice.first) forward_ffn_norm(ops, spec, w, il, n_tokens, s, hook);
+  if (!spec.post_norms) {
+    forward_ffn_part(ops, spec, slice, n_tokens, s, x, true);
+    if (slice.last) record(hook, x, "blk.%d.l_out", il);
+    return;
+  }
+  forward_ffn_part(ops, spec, slice, n_tokens, s, proj, !slice.first);
+  if (!slice.last) return;
+  record(hook, proj, "blk.%d.ffn_out", il);
+  ops.rms_norm(proj, w.layers[il].post_ffw_norm, spec.rms_eps, proj);
+  record(hook, proj, "blk.%d.ffn_post_norm", il);
+  ops.add(x, proj, x);
+  record(hook, x, "blk.%d.l_out", il);
+}
+
+void forward_ffn_combine(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
+                         const Scratch& s, const TensorView& part, bool proj_started, const DebugHook* hook) {
+  const int64_t n = n_tokens;
+  const TensorView x = s.x.rows(0, n), proj = s.proj.rows(0, n);
+  if (!spec.post_norms) {
+    ops.add(x, part, x);
+    record(hook, x, "blk.%d.l_out", il);
+    return;
+  }
+  if (proj_started)
+    ops.add(proj, part, proj);
+  else
+    ops.scale(part, 1.f, proj);  // a copy
+  record(hook, proj, "blk.%d.ffn_out", il);
+  ops.rms_norm(proj, w.layers[il].post_ffw_norm, spec.rms_eps, proj);
+  record(hook, proj, "blk.%d.ffn_post_norm", il);
+  ops.add(x, proj, x);
+  record(hook, x, "blk.%d.l_out", il);
+}
+
 void forward_head(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const int32_t* rows, int32_t n_rows,
                   const Scratch& s, const DebugHook* hook) {
   FERRY_ASSERT(n_rows <= s.n_out_max);

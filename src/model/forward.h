@@ -64,6 +64,38 @@ void forward_attention(kernels::Ops& ops, const ModelSpec& spec, const ModelWeig
 void forward_ffn(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
                  int32_t n_tokens, const Scratch& s, const DebugHook* hook);
 
+// One slice of a layer's FFN (model/sublayer.h, slice_ffn_sublayers): rows [f0, f1) of gate and up, the
+// same columns of down. FFN(x) = x + sum over slices of down_s(act(gate_s(xn)) * up_s(xn)), xn = norm(x)
+// of the residual before the first slice (gemma3: x + post_norm(sum)), so slices can run anywhere, in
+// any order or at once, and differ from the whole FFN only in the order of the final sums.
+struct FfnSlice {
+  TensorView gate;  // [d, f1 - f0]
+  TensorView up;    // [d, f1 - f0]
+  TensorView down;  // [f1 - f0, d]; a view into the whole matrix has the whole row as its stride
+  bool first = false;
+  bool last = false;
+};
+// Views of rows / columns [f0, f1) of layer L's FFN matrices (same memory; down strided).
+FfnSlice ffn_slice_views(const LayerWeights& L, int64_t f0, int64_t f1);
+
+// A slice in a chain of slices run in order by one Ops: the first computes xn = norm(x); then its part
+// goes into x (x += part), or with post-norms into proj (the first writes, later ones add, the last
+// applies the post-norm and adds proj to x).
+void forward_ffn_slice(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
+                       const FfnSlice& slice, int32_t n_tokens, const Scratch& s, const DebugHook* hook);
+// xn = norm(x): what the first slice computes, for an executor that runs the slices elsewhere.
+void forward_ffn_norm(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
+                      int32_t n_tokens, const Scratch& s, const DebugHook* hook);
+// out (+)= the slice's part, from s.xn (already normed). Uses s.gate and s.up; out must not be one of them.
+void forward_ffn_part(kernels::Ops& ops, const ModelSpec& spec, const FfnSlice& slice, int32_t n_tokens,
+                      const Scratch& s, const TensorView& out, bool accumulate);
+// The end of a layer whose slices ran on two Ops: part (the other Ops' sum, [d, n]) added to what the
+// slices on this Ops left (x, or proj with post-norms, where `proj_started` says whether any did),
+// then the post-norm and the residual add. `part` must not be s.proj or s.x.
+void forward_ffn_combine(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
+                         int32_t n_tokens, const Scratch& s, const TensorView& part, bool proj_started,
+                         const DebugHook* hook);
+
 // logits[:, i] = output(norm(x[:, rows[i]])) for i < n_rows. rows: host array of step rows.
 // The final logit soft-cap (gemma3, when the file sets one) is applied on the host afterwards by
 // apply_logit_softcap, so Ops needs no tanh.

@@ -286,6 +286,59 @@ Expected<std::vector<SubLayer>> build_sublayers(const ModelSpec& spec, const Ten
   return build(spec, type_resolver(type_of), options);
 }
 
+Expected<std::vector<SubLayer>> slice_ffn_sublayers(const ModelSpec& spec, const std::vector<SubLayer>& whole,
+                                                    int32_t slices) {
+  if (slices <= 1) return whole;
+  if (spec.n_expert > 0) return make_error(ErrorCode::kUnsupported, "FFN slices of a mixture-of-experts model");
+  std::vector<SubLayer> out;
+  out.reserve(whole.size() + static_cast<size_t>(spec.n_layer) * (slices - 1));
+  for (const SubLayer& f : whole) {
+    if (f.kind != SubLayerKind::kFfn) {
+      out.push_back(f);
+      continue;
+    }
+    if (f.n_slices > 1) return make_error(ErrorCode::kInvalidArgument, "%s is already a slice", f.label().c_str());
+    // Slice boundaries at whole blocks of every matrix's rows along n_ff (gate / up rows have no blocks
+    // along n_ff; down's rows are n_ff long).
+    int64_t block = 1;
+    auto is_down = [](const WeightRef& w) { return w.name.find("ffn_down") != std::string::npos; };
+    for (const WeightRef& w : f.weights)
+      if (is_matrix(w) && is_down(w)) block = std::max<int64_t>(block, traits(w.dtype).block_elems);
+    const int64_t units = spec.n_ff / block;
+    if (units * block != spec.n_ff)
+      return make_error(ErrorCode::kInvalidArgument, "blk.%d: n_ff %lld is not a multiple of its block (%lld)", f.layer,
+                        static_cast<long long>(spec.n_ff), static_cast<long long>(block));
+    const int64_t n = std::min<int64_t>(slices, units);
+    for (int64_t j = 0; j < n; ++j) {
+      SubLayer p;
+      p.kind = SubLayerKind::kFfn;
+      p.layer = f.layer;
+      p.ff_begin = static_cast<int32_t>(units * j / n * block);
+      p.ff_end = static_cast<int32_t>(units * (j + 1) / n * block);
+      p.slice = static_cast<int32_t>(j);
+      p.n_slices = static_cast<int32_t>(n);
+      const int64_t width = p.ff_end - p.ff_begin;
+      for (const WeightRef& w : f.weights) {
+        WeightRef r = w;
+        if (!is_matrix(w)) {
+          const bool post = w.name.find("post_ffw_norm") != std::string::npos;
+          if (post ? j != n - 1 : j != 0) continue;
+        } else if (!is_down(w)) {  // gate / up: rows [ff_begin, ff_end)
+          r.rows = width;
+          r.bytes = row_bytes(w.dtype, w.cols) * static_cast<uint64_t>(width);
+        } else {  // down: columns [ff_begin, ff_end) of every row
+          r.cols = width;
+          r.bytes = row_bytes(w.dtype, width) * static_cast<uint64_t>(w.rows);
+        }
+        p.weight_bytes += r.bytes;
+        p.weights.push_back(std::move(r));
+      }
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
 TensorTypeFn uniform_tensor_types(DType matrices) {
   return [matrices](const std::string&, int n_dims) { return n_dims == 1 ? DType::F32 : matrices; };
 }
@@ -351,6 +404,10 @@ std::string SubLayer::label() const {
     case SubLayerKind::kExperts:
       return "blk." + std::to_string(layer) + ".experts[" + std::to_string(expert_begin) + ":" +
              std::to_string(expert_end) + ")";
+    case SubLayerKind::kFfn:
+      if (n_slices > 1)
+        return "blk." + std::to_string(layer) + ".ffn[" + std::to_string(ff_begin) + ":" + std::to_string(ff_end) + ")";
+      return "blk." + std::to_string(layer) + ".ffn";
     default: return "blk." + std::to_string(layer) + "." + sublayer_kind_name(kind);
   }
 }

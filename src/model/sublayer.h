@@ -34,6 +34,14 @@ struct SubLayer {
   int32_t layer = -1;          // -1 for embed / head
   int32_t expert_begin = 0;    // experts group [begin, end) for kExperts
   int32_t expert_end = 0;
+  // FFN slices (slice_ffn_sublayers): this sub-layer holds rows [ff_begin, ff_end) of ffn_gate / ffn_up
+  // and the same columns of ffn_down; ff_end == 0: the whole FFN. Slices of one layer read the same
+  // input (the FFN norm of the residual before the first slice) and their outputs are summed, so an
+  // executor may run them on different devices at the same time.
+  int32_t ff_begin = 0;
+  int32_t ff_end = 0;
+  int32_t slice = 0;           // index among the layer's slices
+  int32_t n_slices = 1;
   std::vector<WeightRef> weights;
   uint64_t weight_bytes = 0;   // sum of weights[].bytes
 
@@ -59,6 +67,14 @@ struct SubLayerOptions {
 };
 Expected<std::vector<SubLayer>> build_sublayers(const ModelSpec& spec, const gguf::ModelFile& file,
                                                 const SubLayerOptions& options = {});
+
+// `whole` (a dense model's list) with every FFN cut into up to `slices` slices along its hidden width
+// (n_ff), at multiples of the FFN matrices' quantization blocks (fewer slices where n_ff has too few
+// blocks); slices <= 1 returns the list unchanged. Weight refs keep their tensor names with the sliced
+// rows / cols / bytes; the FFN norm goes with the first slice, gemma3's post-FFN norm with the last.
+Expected<std::vector<SubLayer>> slice_ffn_sublayers(const ModelSpec& spec, const std::vector<SubLayer>& whole,
+                                                    int32_t slices);
+inline bool is_ffn_slice(const SubLayer& s) { return s.kind == SubLayerKind::kFfn && s.n_slices > 1; }
 
 // The same list without a file, for planning synthetic shapes: `type_of(name, n_dims)` gives the
 // dtype of each tensor the architecture has (n_dims 1 for norms / biases, 2 for matrices, 3 for

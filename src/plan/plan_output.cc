@@ -35,11 +35,14 @@ char placement_char(Placement p) {
 
 // One character per layer for the sub-layers of `kinds` (MoE: router + expert groups of a layer;
 // 'M' when they are not all in one place). '.' for a layer without such a sub-layer.
-std::string layer_row(const PlanSet& ps, const std::vector<Placement>& pl, std::initializer_list<SubLayerKind> kinds) {
+// slice >= 0: only that FFN slice of each layer.
+std::string layer_row(const PlanSet& ps, const std::vector<Placement>& pl, std::initializer_list<SubLayerKind> kinds,
+                      int32_t slice = -1) {
   std::string row(static_cast<size_t>(std::max(ps.n_layer, 0)), '.');
   for (size_t i = 0; i < ps.sublayers.size(); ++i) {
     const SubLayerSummary& s = ps.sublayers[i];
     if (s.layer < 0 || s.layer >= ps.n_layer) continue;
+    if (slice >= 0 && s.slice != slice) continue;
     if (std::find(kinds.begin(), kinds.end(), s.kind) == kinds.end()) continue;
     if (s.bytes == 0) continue;
     char& c = row[static_cast<size_t>(s.layer)];
@@ -93,6 +96,7 @@ std::string plan_to_json(const PlanSet& ps) {
     depths.push_back(json{{"slots", c.slots}, {"scenario_ms", ms(c.scenario_ms)}, {"decode_ms", ms(c.decode_ms)}});
   ring["depths"] = depths;  // the best plan of each depth tried (the chosen one has the lowest scenario_ms)
   j["ring"] = ring;
+  j["ffn_slices"] = ps.ffn_slices;
   j["arena"] = vram_json(ps.arena);
   j["predicted"] = json{{"prompt_tokens", std::min(ps.options.prompt_tokens, ps.options.context)},
                         {"ttft_ms", ms(ps.ttft_ms)},
@@ -150,9 +154,10 @@ std::string plan_to_text(const PlanSet& ps) {
   std::string out;
   uint64_t total = 0;
   for (const SubLayerSummary& s : ps.sublayers) total += s.bytes + s.vector_bytes;
-  appendf(out, "plan for %s: %d layers, %s of weights; context %d, tiers 1..%d\n",
+  appendf(out, "plan for %s: %d layers, %s of weights; context %d, tiers 1..%d%s\n",
           ps.model.empty() ? "(unnamed model)" : ps.model.c_str(), ps.n_layer, format_bytes(total).c_str(),
-          ps.options.context, ps.options.batch);
+          ps.options.context, ps.options.batch,
+          ps.ffn_slices > 1 ? ("; FFNs in " + std::to_string(ps.ffn_slices) + " slices").c_str() : "");
   const double prompt = std::min(ps.options.prompt_tokens, ps.options.context);
   if (!ps.gpu) {
     appendf(out, "no GPU: every sub-layer runs on the CPU\n");
@@ -209,18 +214,29 @@ std::string plan_to_text(const PlanSet& ps) {
           moe ? ", M mixed expert groups" : "");
   const std::string attn = layer_row(ps, ps.tiers.front().placement, {SubLayerKind::kAttention});
   appendf(out, "  %-14s %s\n", "attn (all)", attn.c_str());
+  // With FFN slices, one row per slice index (slices of a layer in different places run at once).
+  int32_t rows = 1;
+  for (const SubLayerSummary& s : ps.sublayers) rows = std::max(rows, s.slice + 1);
+  auto ffn_rows = [&](size_t t) {
+    std::vector<std::string> r;
+    for (int32_t k = 0; k < rows; ++k)
+      r.push_back(layer_row(ps, ps.tiers[t].placement, {SubLayerKind::kFfn, SubLayerKind::kMoeRouter, SubLayerKind::kExperts},
+                            rows > 1 ? k : -1));
+    return r;
+  };
   size_t a = 0;
   while (a < ps.tiers.size()) {
-    const std::string row =
-        layer_row(ps, ps.tiers[a].placement, {SubLayerKind::kFfn, SubLayerKind::kMoeRouter, SubLayerKind::kExperts});
+    const std::vector<std::string> row = ffn_rows(a);
     const char head = head_char(ps, ps.tiers[a].placement);
     size_t b = a;
-    while (b + 1 < ps.tiers.size() &&
-           layer_row(ps, ps.tiers[b + 1].placement,
-                     {SubLayerKind::kFfn, SubLayerKind::kMoeRouter, SubLayerKind::kExperts}) == row &&
-           head_char(ps, ps.tiers[b + 1].placement) == head)
-      ++b;
-    appendf(out, "  %-14s %s  head %c\n", ((moe ? "moe " : "ffn ") + tier_range(ps, a, b)).c_str(), row.c_str(), head);
+    while (b + 1 < ps.tiers.size() && ffn_rows(b + 1) == row && head_char(ps, ps.tiers[b + 1].placement) == head) ++b;
+    for (int32_t k = 0; k < rows; ++k) {
+      std::string name = (moe ? "moe " : "ffn ") + tier_range(ps, a, b);
+      if (rows > 1) name += " s" + std::to_string(k);
+      appendf(out, "  %-14s %s", name.c_str(), row[static_cast<size_t>(k)].c_str());
+      if (k == rows - 1) appendf(out, "  head %c", head);
+      appendf(out, "\n");
+    }
     a = b + 1;
   }
   for (const std::string& n : ps.notes) appendf(out, "note: %s\n", n.c_str());

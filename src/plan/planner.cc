@@ -160,6 +160,21 @@ class Builder {
   bool is_attn(size_t i) const { return subs_[i].kind == SubLayerKind::kAttention; }
   bool is_head(size_t i) const { return subs_[i].kind == SubLayerKind::kHead; }
 
+  // Per sub-layer: part of a layer's FFN slices with at least one on the CPU. The executor runs those
+  // slices at once (exec::HybridRunner, run_slices): the device's on the GPU while the CPU runs the
+  // others, never inside a graph segment.
+  std::vector<char> mixed(const std::vector<Placement>& pl) const {
+    std::vector<char> mx(subs_.size(), 0);
+    for (size_t i = 0; i < subs_.size(); ++i) {
+      if (!model::is_ffn_slice(subs_[i]) || subs_[i].slice != 0) continue;
+      const size_t e = std::min(subs_.size(), i + static_cast<size_t>(subs_[i].n_slices));
+      bool cpu = false;
+      for (size_t k = i; k < e; ++k) cpu |= pl[k] == Placement::kCpu;
+      for (size_t k = i; k < e && cpu; ++k) mx[k] = 1;
+    }
+    return mx;
+  }
+
   int64_t out_rows(int64_t n) const { return std::min<int64_t>(n, std::max(1, o_.max_sequences)); }
 
   // Costs of sub-layer i at (n, c), computed once per (n, c): planning simulates thousands of steps.
@@ -362,7 +377,8 @@ class Builder {
       for (size_t i = 0; i < subs_.size(); ++i) g[i] = !is_embed(i);
       return g;
     }
-    auto segment = [&](size_t i) { return pl[i] == Placement::kResident && !is_head(i) && !is_embed(i); };
+    const std::vector<char> mx = mixed(pl);
+    auto segment = [&](size_t i) { return pl[i] == Placement::kResident && !is_head(i) && !is_embed(i) && !mx[i]; };
     for (size_t i = 0; i < subs_.size();) {
       size_t e = i;
       while (e < subs_.size() && segment(e)) ++e;
@@ -379,12 +395,30 @@ class Builder {
     bool prev_gpu = false;  // a step starts on the host (token ids)
     const double act = 4.0 * spec_.n_embd * static_cast<double>(n);
     const std::vector<char> graph = graphed(pl, n);
+    const std::vector<char> mx = mixed(pl);
+    bool group_xfer = false;  // the current mixed group's CPU lane has its hand-overs
     for (size_t i = 0; i < subs_.size(); ++i) {
       const Costs& k = costs(i, n, c);
       SimItem it;
       it.id = static_cast<int32_t>(i);
       it.on_gpu = pl[i] != Placement::kCpu;
       it.streamed = pl[i] == Placement::kStreamed;
+      if (mx[i]) {
+        // Slices run at once (SimItem::group); the residual stays on the device. The CPU lane pays the
+        // normed rows down and its partial sum up.
+        if (subs_[i].slice == 0) group_xfer = false;
+        it.group = subs_[i].layer;
+        if (!it.on_gpu && !group_xfer) {
+          it.xfer_s = cm_.activation_d2h_s(act) + cm_.activation_h2d_s(act);
+          group_xfer = true;
+        }
+        if (!prev_gpu && subs_[i].slice == 0) it.xfer_s += cm_.activation_h2d_s(act);
+        it.compute_s = it.on_gpu ? k.gpu_s : k.cpu_s;
+        it.copy_s = it.streamed ? k.copy_s : 0;
+        prev_gpu = true;
+        out.push_back(it);
+        continue;
+      }
       if (it.on_gpu != prev_gpu) it.xfer_s = it.on_gpu ? cm_.activation_h2d_s(act) : cm_.activation_d2h_s(act);
       it.compute_s = it.on_gpu ? (graph[i] ? k.gpu_graph_s : k.gpu_s) : k.cpu_s;
       if (is_head(i) && it.on_gpu)  // logits back to the host for sampling
@@ -698,8 +732,40 @@ PlanSet finish(const Builder& b, Candidate& cand, const PlannerOptions& o) {
 }  // namespace
 
 Expected<PlanSet> Planner::plan(const ModelSpec& spec, const std::vector<SubLayer>& subs) const {
-  if (options_.gemm_staging_bytes != PlannerOptions::kGemmStagingAuto) return plan_once(spec, subs, options_);
-  PlannerOptions whole_o = options_, small_o = options_;
+  const int32_t want = options_.ffn_slices;
+  if (want < 0 || want > 64)
+    return make_error(ErrorCode::kInvalidArgument, "FFN slices must be 0 (the planner chooses) or 1..64 (got %d)", want);
+  bool sliceable = spec.n_expert == 0 && want != 1;
+  for (const SubLayer& s : subs) sliceable &= s.n_slices <= 1;  // a list already cut is planned as it is
+  auto tag = [](Expected<PlanSet> ps, int32_t slices) {
+    if (ps) ps->ffn_slices = slices;
+    return ps;
+  };
+  if (!sliceable) return tag(plan_staging(spec, subs, options_), 1);
+  const int32_t n = want == PlannerOptions::kFfnSlicesAuto ? PlannerOptions::kFfnSlicesTry : want;
+  FERRY_ASSIGN_OR_RETURN(std::vector<SubLayer> cut, model::slice_ffn_sublayers(spec, subs, n));
+  if (want != PlannerOptions::kFfnSlicesAuto) return tag(plan_staging(spec, cut, options_), n);
+  Expected<PlanSet> whole = tag(plan_staging(spec, subs, options_), 1);
+  // Nothing to gain without a GPU or with every weight resident.
+  if (whole && (!whole->gpu || whole->weights_resident >= whole->weights_total)) return whole;
+  if (!whole && whole.status().code() != ErrorCode::kOutOfMemory) return whole;
+  Expected<PlanSet> sliced = tag(plan_staging(spec, cut, options_), n);
+  if (!sliced) return whole ? std::move(whole) : std::move(sliced);
+  if (!whole) return sliced;
+  // The smaller budget that works is still the whole FFNs' where the slices need more (their minimum
+  // holds the ring of the largest attention either way).
+  const uint64_t min_budget = std::min(whole->min_budget, sliced->min_budget);
+  whole->min_budget = sliced->min_budget = min_budget;
+  // Slices add hand-overs (the normed rows down and a partial sum up per FFN split across CPU and GPU)
+  // whose cost is the least measured part of the model: they must buy a clearly faster scenario.
+  if (sliced->scenario_ms < 0.97 * whole->scenario_ms) return sliced;
+  return whole;
+}
+
+Expected<PlanSet> Planner::plan_staging(const ModelSpec& spec, const std::vector<SubLayer>& subs,
+                                        const PlannerOptions& o) const {
+  if (o.gemm_staging_bytes != PlannerOptions::kGemmStagingAuto) return plan_once(spec, subs, o);
+  PlannerOptions whole_o = o, small_o = o;
   whole_o.gemm_staging_bytes = 0;
   small_o.gemm_staging_bytes = PlannerOptions::kGemmStagingSmall;
   Expected<PlanSet> whole = plan_once(spec, subs, whole_o);
@@ -964,6 +1030,7 @@ Expected<PlanSet> Planner::plan_once(const ModelSpec& spec, const std::vector<Su
     s.label = subs[i].label();
     s.kind = subs[i].kind;
     s.layer = subs[i].layer;
+    s.slice = subs[i].n_slices > 1 ? subs[i].slice : -1;
     s.bytes = b.mat_bytes()[i];
     s.vector_bytes = b.vec_bytes()[i];
     s.streamable = ps.ring_slots > 0 && !b.is_embed(i) && s.bytes > 0 && s.bytes <= ps.ring_slot_bytes;

@@ -73,6 +73,7 @@ struct SubLayerSummary {
   std::string label;                 // "blk.7.ffn"
   model::SubLayerKind kind = model::SubLayerKind::kFfn;
   int32_t layer = -1;
+  int32_t slice = -1;                // FFN slice index (model::SubLayer::slice); -1: a whole sub-layer
   uint64_t bytes = 0;                // matrix bytes (what residency / streaming moves)
   uint64_t vector_bytes = 0;         // norms and biases (always resident on a GPU)
   bool streamable = false;           // fits a ring slot
@@ -109,6 +110,14 @@ struct PlannerOptions {
   static constexpr uint64_t kGemmStagingSmall = 16ull << 20;
   uint64_t gemm_staging_bytes = kGemmStagingAuto;
   uint64_t cuda_context_bytes = 512ull << 20;      // outside the budget: context + module + handles
+  // FFN slices (model::slice_ffn_sublayers): each dense FFN cut into this many slices along its width,
+  // placed one by one, so part of an FFN can stay in VRAM while the CPU computes the rest at the same
+  // time, and ring slots shrink with them. 1: whole FFNs. kFfnSlicesAuto: the planner plans with whole
+  // FFNs and with kFfnSlicesTry slices and keeps the slices only where the scenario is predicted at least
+  // 3 % faster (PlanSet::ffn_slices says which; the executor cuts its list the same way).
+  static constexpr int32_t kFfnSlicesAuto = 0;
+  static constexpr int32_t kFfnSlicesTry = 2;
+  int32_t ffn_slices = kFfnSlicesAuto;
 };
 
 // One ring depth the planner evaluated: the best resident set it allows at the budget.
@@ -129,6 +138,7 @@ struct PlanSet {
   std::string gpu_name;
   std::string profile_source;        // "measured" | "estimated"
   std::string profile_fingerprint;
+  int32_t ffn_slices = 1;            // the list planned: sub-layers = slice_ffn_sublayers(whole, ffn_slices)
   int32_t ring_slots = 0;            // K; 0: no ring
   bool ring_auto = false;            // K chosen by the planner (options.ring_slots == 0)
   std::vector<RingChoice> ring_choices;  // each depth tried (with a ring), increasing K
@@ -172,6 +182,9 @@ class Planner {
   Expected<PlanSet> plan(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs) const;
 
  private:
+  // plan() for one sub-layer list, with the GEMM staging resolved (auto: both tried).
+  Expected<PlanSet> plan_staging(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
+                                 const PlannerOptions& o) const;
   // plan() for one (resolved) gemm_staging_bytes.
   Expected<PlanSet> plan_once(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
                               const PlannerOptions& o) const;

@@ -1,6 +1,9 @@
 // Fluid event simulation of the compute chain + copy engine + K-slot ring (see simulate.h). The copy
 // queue (fills, hits, prefetches) is built first: which fill hits depends only on the order of fills,
-// as in exec::WeightRing::fill. Then the chain and the copy engine advance event by event.
+// as in exec::WeightRing::fill. Then the chain and the copy engine advance event by event. The chain
+// is walked segment by segment: a segment is one plain item or one group (its slices run at once);
+// it runs on two lanes, GPU and CPU, of which a plain item uses the one of its device, so that a
+// plain item and a group on one lane take the very same path.
 #include "plan/simulate.h"
 
 #include <algorithm>
@@ -110,9 +113,18 @@ SimResult simulate(const std::vector<std::vector<SimItem>>& steps, const SimPara
   std::vector<char> computed(n, 0), copied(m, 0);
   std::vector<double> fill_end(m, -1.0);
   std::vector<char> step_done(steps.size(), 0);
-  size_t ci = 0, cj = 0;  // next compute item, next fill in queue order
-  int phase = 0;          // compute: 0 waiting, 1 hand-over, 2 computing
-  double c_left = 0;      // remaining work of the current compute phase (alone-seconds)
+  // The running segment is items [ci, seg_end); none is set up while seg_end == ci.
+  size_t ci = 0, seg_end = 0, cj = 0;  // segment start, its end, next fill in queue order
+  // One lane per device. Each runs the segment's items of its device in order; cur == seg_end once
+  // it has run them all (a plain item leaves the other lane empty from the start).
+  struct Lane {
+    bool gpu = false;
+    size_t cur = 0;      // flat index of the item it runs
+    int phase = 0;       // 0 waiting for its weights, 1 hand-over, 2 computing
+    double c_left = 0;   // remaining work of the current phase (alone-seconds)
+  };
+  Lane lanes[2];
+  lanes[0].gpu = true;
   bool copying = false;
   double k_left = 0;
   double t = 0;
@@ -122,35 +134,67 @@ SimResult simulate(const std::vector<std::vector<SimItem>>& steps, const SimPara
     if (f.gate >= 0 && !step_done[f.gate]) return false;
     return true;
   };
+  // The lane's next item from flat index `from` on, inside the running segment.
+  auto next_on = [&](const Lane& l, size_t from) {
+    while (from < seg_end && items[from].item->on_gpu != l.gpu) ++from;
+    return from;
+  };
+  auto active = [&](const Lane& l) { return l.cur < seg_end; };
+  // Only a CPU item computing competes with the copies for host memory: GPU compute slows nothing.
+  auto cpu_computing = [&](const Lane& l) { return active(l) && l.phase == 2 && !items[l.cur].item->on_gpu; };
 
   while (ci < n) {
-    // Start what can start (zero-length phases complete in the same instant).
+    // Start what can start (zero-length phases complete in the same instant). The order of the checks
+    // decides ties at one instant (e.g. a hand-over queued behind a copy that ends now): an item is
+    // looked at in the pass after the one its predecessor ended in, once the copy queue has moved, the
+    // same whether the two are plain items or one lane's items in a group.
     bool progressed = true;
     while (progressed && ci < n) {
       progressed = false;
-      if (phase == 0) {
-        const Flat& f = items[ci];
-        const bool h2d = f.item->on_gpu && f.item->xfer_s > 0;
-        if ((f.data < 0 || copied[f.data]) && !(h2d && copying && params.handover_behind_copy)) {
-          phase = 1;
-          c_left = f.item->xfer_s;
+      if (seg_end == ci) {
+        // Set up the next segment: a group runs on while the items carry its number, within the step.
+        seg_end = ci + 1;
+        const int32_t g = items[ci].item->group;
+        if (g >= 0)
+          while (seg_end < n && items[seg_end].step == items[ci].step && items[seg_end].item->group == g) ++seg_end;
+        for (Lane& l : lanes) {
+          l.cur = next_on(l, ci);
+          l.phase = 0;
+          l.c_left = 0;
+        }
+      }
+      for (Lane& l : lanes) {
+        if (!active(l)) continue;
+        const Flat& f = items[l.cur];
+        if (l.phase == 0) {
+          const bool h2d = f.item->on_gpu && f.item->xfer_s > 0;
+          if ((f.data < 0 || copied[f.data]) && !(h2d && copying && params.handover_behind_copy)) {
+            l.phase = 1;
+            l.c_left = f.item->xfer_s;
+            progressed = true;
+          }
+        }
+        if (l.phase == 1 && l.c_left <= 0) {
+          l.phase = 2;
+          l.c_left = f.item->compute_s;
+          result.start[f.step][f.pos] = t;
+          progressed = true;
+        }
+        if (l.phase == 2 && l.c_left <= 0) {
+          // Its slot may be refilled now, even while the rest of its group still runs.
+          computed[l.cur] = 1;
+          result.end[f.step][f.pos] = t;
+          l.cur = next_on(l, l.cur + 1);
+          l.phase = 0;
           progressed = true;
         }
       }
-      if (phase == 1 && c_left <= 0) {
-        phase = 2;
-        c_left = items[ci].item->compute_s;
-        result.start[items[ci].step][items[ci].pos] = t;
-        progressed = true;
-      }
-      if (phase == 2 && c_left <= 0) {
-        computed[ci] = 1;
+      if (seg_end > ci && !active(lanes[0]) && !active(lanes[1])) {
+        // The segment has ended: the next one may start (a segment lies within one step).
         const size_t s = items[ci].step;
         result.step_end[s] = t;
-        result.end[s][items[ci].pos] = t;
-        if (ci + 1 == n || items[ci + 1].step != s) step_done[s] = 1;
-        ++ci;
-        phase = 0;
+        if (seg_end == n || items[seg_end].step != s) step_done[s] = 1;
+        ci = seg_end;
         progressed = true;
       }
       // Hits enqueue nothing: the queue moves past them at once (their data is an earlier copy's).
@@ -175,18 +219,25 @@ SimResult simulate(const std::vector<std::vector<SimItem>>& steps, const SimPara
     }
     if (ci >= n) break;
 
-    const bool cpu_running = phase == 2 && !items[ci].item->on_gpu;
-    const double r_compute = (phase == 2 && cpu_running && copying) ? params.cpu_share_while_copying : 1.0;
+    const bool cpu_running = cpu_computing(lanes[0]) || cpu_computing(lanes[1]);
     const double r_copy = (copying && cpu_running) ? params.copy_share_while_cpu : 1.0;
+    double r_lane[2];
     double dt = std::numeric_limits<double>::infinity();
-    if (phase >= 1) dt = std::min(dt, c_left / r_compute);
+    for (size_t i = 0; i < 2; ++i) {
+      r_lane[i] = (copying && cpu_computing(lanes[i])) ? params.cpu_share_while_copying : 1.0;
+      if (active(lanes[i]) && lanes[i].phase >= 1) dt = std::min(dt, lanes[i].c_left / r_lane[i]);
+    }
     if (copying) dt = std::min(dt, k_left / r_copy);
     FERRY_ASSERT_MSG(dt < std::numeric_limits<double>::infinity(), "simulation stalled (ring dependency cycle)");
     t += dt;
-    if (phase >= 1) c_left = std::max(0.0, c_left - dt * r_compute);
+    for (size_t i = 0; i < 2; ++i) {
+      Lane& l = lanes[i];
+      if (!active(l) || l.phase < 1) continue;
+      l.c_left = std::max(0.0, l.c_left - dt * r_lane[i]);
+      // Snap rounding residue so the task that set dt completes exactly.
+      if (l.c_left < 1e-15) l.c_left = 0;
+    }
     if (copying) k_left = std::max(0.0, k_left - dt * r_copy);
-    // Snap rounding residue so the task that set dt completes exactly.
-    if (phase >= 1 && c_left < 1e-15) c_left = 0;
     if (copying && k_left < 1e-15) k_left = 0;
   }
   for (const Flat& f : items)

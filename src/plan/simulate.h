@@ -10,7 +10,14 @@
 //  `prefetch_hits`; the prefetch copies themselves are not in its `copies`), and with <= K streamed
 //  sub-layers a steady decode step copies nothing at all.
 //  Copies run one at a time in queue order; a copy also waits for its slot's last consumer.
-//  - the chain is sequential (each sub-layer needs the previous one's output, handed across devices);
+//  - the chain is sequential (each sub-layer needs the previous one's output, handed across devices),
+//    except inside a group: the slices of one FFN block (SimItem::group) all read the block's input
+//    and their outputs are summed, so the executor runs the group's CPU slices and GPU slices at the
+//    same time. A group starts when the item before it has finished; inside it, a GPU lane (its
+//    on_gpu items, in order) and a CPU lane (the others, in order) each run their items one after the
+//    other, every item going through the usual phases (wait for its weights, hand-over, compute); the
+//    group ends when both lanes have ended, and the next item starts then. A group on one lane only
+//    is exactly the plain chain;
 //  - CPU kernels and copies share host memory: while both run, each progresses at its measured share
 //    (cpu_share_while_copying, copy_share_while_cpu).
 // A fluid event simulation: exact for this model, no time steps.
@@ -28,6 +35,10 @@ struct SimItem {
   double compute_s = 0;   // alone
   double copy_s = 0;      // weight copy time alone (streamed only)
   int32_t id = -1;        // sub-layer identity for slot reuse across steps; -1: never reused
+  // FFN slices run concurrently: consecutive items of one step with the same group >= 0 form a group
+  // (see the top of the file), because they read the same input and their outputs are summed. -1: a
+  // plain chain item.
+  int32_t group = -1;
 };
 
 struct SimParams {

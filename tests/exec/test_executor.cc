@@ -250,8 +250,95 @@ TEST_P(ExecutorArch, BudgetBelowMinimumIsOneClearError) {
   EXPECT_TRUE(ok.has_value()) << ok.status().message();
 }
 
+// FFN slices (PlanSet::ffn_slices): every strategy x budgets cutting through the FFNs x 2 and 3 slices.
+// Slices of one layer on the CPU and on the device run at once (run_slices): the normed rows go down,
+// the CPU's partial sum comes back up. Logits must equal the all-CPU runner's as with whole FFNs.
+TEST_P(ExecutorArch, FfnSlicesMatchCpu) {
+  TempDir dir;
+  auto l = load(dir, tiny(GetParam()));
+  ASSERT_TRUE(l);
+  const Script sc = script(13, 4);
+  const std::vector<float> ref = cpu_logits(*l, sc);
+  uint64_t all_weights = 0;
+  for (const auto& s : l->subs) all_weights += s.weight_bytes;
+  int mixed = 0, streamed_slices = 0, resident_slices = 0;
+  for (int32_t slices : {2, 3}) {
+    exec::HybridSetup base = setup_for(0, std::nullopt);
+    base.options.ffn_slices = slices;
+    auto min = exec::hybrid_min_budget(l->spec, l->subs, base);
+    ASSERT_TRUE(min.has_value()) << min.status().message();
+    for (uint64_t budget : {*min, *min + all_weights / 5, *min + all_weights / 2, *min + all_weights * 2}) {
+      for (const auto& force : std::vector<std::optional<plan::Strategy>>{
+               std::nullopt, plan::Strategy::kGpuStream, plan::Strategy::kStatic, plan::Strategy::kDynamic}) {
+        const std::string what = GetParam() + " slices " + std::to_string(slices) + " budget " +
+                                 std::to_string(budget) + " strategy " + (force ? plan::strategy_name(*force) : "planner");
+        exec::HybridSetup s = setup_for(budget, force);
+        s.options.ffn_slices = slices;
+        auto runner = exec::make_hybrid_runner(l->spec, l->weights, l->subs, s);
+        ASSERT_TRUE(runner.has_value()) << what << ": " << runner.status().message();
+        exec::HybridRunner& r = **runner;
+        ASSERT_EQ(r.plan().ffn_slices, slices) << what;
+        const std::vector<float> got =
+            replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return r.run(io, out); });
+        expect_close(ref, got, what);
+        auto mi = r.device().memory_info();
+        ASSERT_TRUE(mi.has_value());
+        EXPECT_LE(mi->arena_peak, budget) << what;
+        const std::vector<plan::SubLayerSummary>& subs = r.plan().sublayers;
+        for (const auto& pl : r.placements()) {
+          ASSERT_EQ(pl.size(), subs.size()) << what;
+          for (size_t i = 0; i < subs.size(); ++i) {
+            if (subs[i].slice < 0) continue;
+            streamed_slices += pl[i] == plan::Placement::kStreamed;
+            resident_slices += pl[i] == plan::Placement::kResident;
+            if (subs[i].slice != 0) continue;
+            bool cpu = false, dev = false;
+            for (size_t k = i; k < subs.size() && subs[k].layer == subs[i].layer && subs[k].slice >= 0; ++k)
+              (pl[k] == plan::Placement::kCpu ? cpu : dev) = true;
+            mixed += cpu && dev;
+          }
+        }
+      }
+    }
+  }
+  // The matrix must have run layers split between the CPU and the device, and slices through the ring.
+  EXPECT_GT(mixed, 0);
+  EXPECT_GT(streamed_slices, 0);
+  EXPECT_GT(resident_slices, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, ExecutorArch, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
                          [](const auto& info) { return info.param; });
+
+// Quantized slices: boundaries at whole blocks, a strided ffn_down slice gathered for the device, the
+// measured per-sub-layer times of slices run at once.
+TEST(Executor, QuantizedFfnSlicesWithMeasure) {
+  TempDir dir;
+  TinyModel m = tiny("llama", DType::Q8_0);
+  m.n_ff = 96;  // three Q8_0 blocks: slices [0, 32) and [32, 96)
+  auto l = load(dir, m);
+  ASSERT_TRUE(l);
+  const Script sc = script(9, 3);
+  const std::vector<float> ref = cpu_logits(*l, sc);
+  uint64_t all_weights = 0;
+  for (const auto& s : l->subs) all_weights += s.weight_bytes;
+  exec::HybridSetup base = setup_for(0, std::nullopt);
+  base.options.ffn_slices = 2;
+  auto min = exec::hybrid_min_budget(l->spec, l->subs, base);
+  ASSERT_TRUE(min.has_value()) << min.status().message();
+  for (const auto& force : {plan::Strategy::kStatic, plan::Strategy::kDynamic, plan::Strategy::kGpuStream}) {
+    exec::HybridSetup s = setup_for(*min + all_weights / 3, force);
+    s.options.ffn_slices = 2;
+    s.options.measure = true;
+    auto runner = exec::make_hybrid_runner(l->spec, l->weights, l->subs, s);
+    ASSERT_TRUE(runner.has_value()) << runner.status().message();
+    const std::vector<float> got =
+        replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return (*runner)->run(io, out); });
+    expect_close(ref, got, std::string("llama Q8_0 slices ") + plan::strategy_name(force));
+    const std::string text = exec::explain_text(**runner);
+    EXPECT_NE(text.find(".ffn[0:32)"), std::string::npos) << text;
+  }
+}
 
 TEST(Executor, QuantizedWeightsAndMeasuredStats) {
   TempDir dir;

@@ -55,6 +55,50 @@ TEST(SubLayer, Qwen3Q4KHasQkNormsAndBlockSizes) {
     if (w.rows > 1) EXPECT_EQ(w.bytes, static_cast<uint64_t>(w.rows) * (w.cols / 256) * 144);
 }
 
+// FFN slices: whole blocks of n_ff per slice, bytes and FLOPs summing to the whole FFN's, the FFN norm
+// with the first slice only, labels naming the range; fewer slices than asked where n_ff has few blocks.
+TEST(SubLayer, FfnSlicesCutAtBlocksAndSumToTheWhole) {
+  const model::ModelSpec s = fixtures::qwen3_8b();  // n_ff 12288 = 48 Q4_K blocks
+  const auto whole = build(s, DType::Q4_K);
+  auto cut = model::slice_ffn_sublayers(s, whole, 5);
+  ASSERT_TRUE(cut.has_value()) << cut.status().message();
+  ASSERT_EQ(cut->size(), whole.size() + 4u * 36u);
+  const SubLayer& f = whole[2];
+  uint64_t bytes = 0;
+  double flops = 0;
+  int norms = 0;
+  for (int k = 0; k < 5; ++k) {
+    const SubLayer& p = (*cut)[2 + k];
+    EXPECT_EQ(p.kind, SubLayerKind::kFfn);
+    EXPECT_EQ(p.layer, 0);
+    EXPECT_EQ(p.slice, k);
+    EXPECT_EQ(p.n_slices, 5);
+    EXPECT_TRUE(model::is_ffn_slice(p));
+    EXPECT_EQ(p.ff_begin % 256, 0);
+    EXPECT_EQ(p.ff_end % 256, 0);
+    EXPECT_EQ(p.ff_begin, k == 0 ? 0 : (*cut)[1 + k].ff_end);
+    bytes += p.weight_bytes;
+    flops += p.flops(s, 1, 0);
+    for (const auto& w : p.weights) norms += w.rows == 1;
+  }
+  EXPECT_EQ((*cut)[6].ff_end, s.n_ff);
+  EXPECT_EQ(bytes, f.weight_bytes);
+  EXPECT_DOUBLE_EQ(flops, f.flops(s, 1, 0));
+  EXPECT_EQ(norms, 1);
+  EXPECT_EQ((*cut)[2].label(), "blk.0.ffn[0:2304)");
+  EXPECT_EQ((*cut)[7].kind, SubLayerKind::kAttention);
+  // 1 slice: the list as it was.
+  auto same = model::slice_ffn_sublayers(s, whole, 1);
+  ASSERT_TRUE(same.has_value());
+  EXPECT_EQ(same->size(), whole.size());
+  // More slices than blocks: one per block.
+  model::ModelSpec small = s;
+  small.n_ff = 512;
+  auto few = model::slice_ffn_sublayers(small, build(small, DType::Q4_K), 4);
+  ASSERT_TRUE(few.has_value());
+  EXPECT_EQ((*few)[2].n_slices, 2);
+}
+
 TEST(SubLayer, CostFormulas) {
   const model::ModelSpec s = fixtures::minitron_8b();
   const auto subs = build(s, DType::F16);

@@ -92,7 +92,7 @@ Expected<Model> load_model(const std::string& path, const std::string& preset, c
 int cmd_plan(int argc, char** argv) {
   CLI::App app{"Show the execution plan of a model for a VRAM budget", "ferry plan"};
   std::string model_path, preset, type = "F16", vram_text, profile_path;
-  int ctx = 4096, batch = 1024, threads = 0, prompt = 1024, ring = 0;
+  int ctx = 4096, batch = 1024, threads = 0, prompt = 1024, ring = 0, ffn_slices = 0;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model file");
   app.add_option("--preset", preset, "plan a synth preset's shapes instead of a file (e.g. minitron-8b)");
@@ -109,6 +109,8 @@ int cmd_plan(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--ring", ring, "weight ring slots K >= 2 (default: the planner chooses K)")->check(CLI::Range(2, 64));
+  app.add_option("--ffn-slices", ffn_slices, "cut each FFN into N slices placed one by one (1 = whole FFNs; default: the planner chooses)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--profile", profile_path, "hardware profile JSON (default: this machine's cached profile)");
   app.add_flag("--json", json, "print the plan as JSON");
   int rc = 0;
@@ -138,6 +140,7 @@ int cmd_plan(int argc, char** argv) {
   o.cpu_threads = threads;
   o.prompt_tokens = prompt;
   o.ring_slots = ring;  // 0: the planner searches K
+  o.ffn_slices = ffn_slices;  // 0: whole FFNs or slices, the planner's choice
   o.gemm_staging_bytes = cli::gemm_staging_bytes_from_env();
   Expected<plan::PlanSet> ps = plan::Planner(*prof, o).plan(m->spec, m->subs);
   if (!ps) return cli::report(ps.status());

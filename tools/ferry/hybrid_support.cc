@@ -67,6 +67,9 @@ void add_hybrid_options(CLI::App& app, HybridArgs* a, bool bench) {
                  "VRAM budget (bytes or K/M/G suffix, e.g. 2G): run the planner's hybrid CPU/GPU plan under it");
   app.add_option("--profile", a->profile_path, "hardware profile JSON for --vram (default: this machine's cached one)");
   app.add_option("--ring", a->ring_slots, "weight ring slots for --vram (K >= 2)")->check(CLI::Range(2, 64));
+  app.add_option("--ffn-slices", a->ffn_slices,
+                 "cut each FFN into N slices placed one by one for --vram (1 = whole FFNs; default: the planner chooses)")
+      ->check(CLI::Range(1, 64));
   app.add_option("--cuda-graphs", a->cuda_graphs, "CUDA: replay all-resident decode steps from graphs (1) or not (0)")
       ->check(CLI::Range(0, 1));
   app.add_option("--split-layout", a->split_layout,
@@ -105,6 +108,7 @@ void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, con
   const int32_t threads = opt->n_threads;
   const int32_t n_seq = opt->n_seq_max;
   const int32_t ring = a.ring_slots;
+  const int32_t ffn_slices = a.ffn_slices;
   const bool graphs = a.cuda_graphs != 0, split = a.split_layout != 0;
   const exec::PinMode pin = a.pin == "register" ? exec::PinMode::kRegister : exec::PinMode::kCopy;
   const bool measure = a.explain;
@@ -127,6 +131,7 @@ void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, con
     s.options.split_layout = split;
     s.options.force_strategy = c->force_strategy;
     s.options.gemm_staging_bytes = c->gemm_staging_bytes;
+    s.options.ffn_slices = ffn_slices;
     auto r = exec::make_hybrid_runner(spec, w, subs, s);
     if (c->check) FERRY_RETURN_IF_ERROR(c->check(r ? Status::ok() : r.status(), r ? r->get() : nullptr));
     if (!r) return r.status();
