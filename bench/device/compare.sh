@@ -97,6 +97,7 @@ s = f"pp={f('prefill_tok_s')} tg={f('decode_tok_s', '%.2f')} ttft={f('ttft_ms', 
 h = j.get("hybrid") or j.get("plan") or {}
 if h:
     s += " arena_peak=%.2fGiB outside=%.2fGiB" % (h.get("arena_peak", 0) / 2**30, h.get("outside_arena", 0) / 2**30)
+    s += " ffn_slices=%s" % h.get("ffn_slices", "-")
     d = [t for t in h.get("tiers", []) if t.get("steps")]
     s += " tiers=" + ",".join("%d:%s:%.1f/%.1fms" % (t["tokens"], t["strategy"][:3], t["predicted_ms"], t["measured_ms"]) for t in d)
     if h.get("limit_h_ms"):
@@ -190,7 +191,7 @@ if [ -n "${EQ:-}" ]; then
     common=(-m "$m" --tokens "$toks" -n 8 --temp 0 --ignore-eos -c 256 -b 64 --json)
     timeout 150 "$F" run "${common[@]}" --device cpu --logits-out "$OUTD/eq_cpu.bin" > "$OUTD/eq_${p}_cpu.json" 2> "$OUTD/eq_${p}_cpu.err"
     for gb in ${EQ_BUDGETS_GB:-2 4 8}; do
-      timeout 150 "$F" run "${common[@]}" --device cuda --vram "${gb}G" --logits-out "$OUTD/eq_gpu.bin" > "$OUTD/eq_${p}_${gb}G.json" 2> "$OUTD/eq_${p}_${gb}G.err"
+      timeout 150 "$F" run "${common[@]}" --device cuda --vram "${gb}G" ${FERRY_EQ_ARGS:-} --logits-out "$OUTD/eq_gpu.bin" > "$OUTD/eq_${p}_${gb}G.json" 2> "$OUTD/eq_${p}_${gb}G.err"
       res=$(python3 - "$OUTD/eq_cpu.bin" "$OUTD/eq_gpu.bin" "$vocab" <<'PY'
 import sys, numpy as np
 a = np.fromfile(sys.argv[1], dtype=np.float32); b = np.fromfile(sys.argv[2], dtype=np.float32); v = int(sys.argv[3])
@@ -201,7 +202,7 @@ top = float(np.mean(a.argmax(1) == b.argmax(1)))
 print(f"{'PASS' if np.isfinite(b).all() and rel < 0.05 and top >= 0.9 else 'FAIL'} max_rel_diff {rel:.2e} top1_agree {top:.3f}")
 PY
 )
-      log "| eq $p $t ${gb}G | $res | $(fr_json "$OUTD/eq_${p}_${gb}G.json" | grep -o 'arena_peak=[^ ]*\|tiers=[^ ]*' | tr '\n' ' ') |"
+      log "| eq $p $t ${gb}G ${FERRY_EQ_ARGS:-} | $res | $(fr_json "$OUTD/eq_${p}_${gb}G.json" | grep -o 'arena_peak=[^ ]*\|ffn_slices=[^ ]*\|tiers=[^ ]*' | tr '\n' ' ') |"
       rm -f "$OUTD/eq_gpu.bin"
     done
     rm -f "$OUTD/eq_cpu.bin"

@@ -113,8 +113,8 @@ struct PlannerOptions {
   // FFN slices (model::slice_ffn_sublayers): each dense FFN cut into this many slices along its width,
   // placed one by one, so part of an FFN can stay in VRAM while the CPU computes the rest at the same
   // time, and ring slots shrink with them. 1: whole FFNs. kFfnSlicesAuto: the planner plans with whole
-  // FFNs and with kFfnSlicesTry slices and keeps the slices only where the scenario is predicted at least
-  // 3 % faster (PlanSet::ffn_slices says which; the executor cuts its list the same way).
+  // FFNs and with kFfnSlicesTry slices (dense models that do not fit) and keeps the faster scenario
+  // (PlanSet::ffn_slices says which; the executor cuts its list the same way).
   static constexpr int32_t kFfnSlicesAuto = 0;
   static constexpr int32_t kFfnSlicesTry = 2;
   int32_t ffn_slices = kFfnSlicesAuto;

@@ -35,10 +35,13 @@ Case qwen3_q4k() {
   return c;
 }
 
-PlanSet must_plan(const HardwareProfile& hw, const Case& c, uint64_t budget, int32_t ctx = 4096) {
+// Whole FFNs unless `slices` says (the tests of the FFN slices ask for them; planning both lists costs
+// ~3x the time).
+PlanSet must_plan(const HardwareProfile& hw, const Case& c, uint64_t budget, int32_t ctx = 4096, int32_t slices = 1) {
   PlannerOptions o;
   o.vram_budget = budget;
   o.context = ctx;
+  o.ffn_slices = slices;
   auto r = Planner(hw, o).plan(c.spec, c.subs);
   EXPECT_TRUE(r.has_value()) << r.status().message();
   return r.has_value() ? *r : PlanSet{};
@@ -416,6 +419,39 @@ TEST(Planner, SerialLimitCountsTheGpuWhenItHoldsMostOfTheModel) {
   EXPECT_GT(ps.limit_serial_ms, ps.limit_h_ms);
   EXPECT_LE(ps.limit_serial_ms, ps.limit_h_ms + gpu_ms + 1e-9);
   EXPECT_GE(d.predicted_ms, ps.limit_serial_ms * 0.95);
+}
+
+// FFN slices: the planner plans whole FFNs and slices and keeps the faster scenario; the sliced list's
+// plan accounts for its slices like any sub-layer; more budget never predicts slower with the choice.
+TEST(Planner, FfnSlicesAreKeptOnlyWhereTheyAreFaster) {
+  auto hw = load_profile(fixtures::source_dir() + "/tests/data/profiles/h200-host-s6.json");
+  ASSERT_TRUE(hw.has_value()) << hw.status().message();
+  const Case c = qwen3_q4k();
+  double prev = 1e300;
+  for (uint64_t mib : {2048, 4096}) {
+    const PlanSet whole = must_plan(*hw, c, mib << 20, 4224, 1);
+    const PlanSet cut = must_plan(*hw, c, mib << 20, 4224, 2);
+    const PlanSet any = must_plan(*hw, c, mib << 20, 4224, PlannerOptions::kFfnSlicesAuto);
+    const std::string at = std::to_string(mib) + " MiB";
+    EXPECT_EQ(whole.ffn_slices, 1);
+    EXPECT_EQ(cut.ffn_slices, 2);
+    EXPECT_EQ(cut.sublayers.size(), whole.sublayers.size() + 36u) << at;
+    EXPECT_LE(cut.arena.total, mib << 20) << at;
+    for (const Plan& p : cut.tiers)
+      for (size_t i = 0; i < p.placement.size(); ++i)
+        if (p.placement[i] == Placement::kStreamed) EXPECT_LE(cut.sublayers[i].bytes, cut.ring_slot_bytes) << at;
+    // Slices place half an FFN at a time: the ring's slots halve with them.
+    if (cut.ring_slots > 0 && whole.ring_slots > 0) EXPECT_LT(cut.ring_slot_bytes, whole.ring_slot_bytes) << at;
+    EXPECT_DOUBLE_EQ(any.scenario_ms, std::min(whole.scenario_ms, cut.scenario_ms)) << at;
+    EXPECT_EQ(any.ffn_slices, cut.scenario_ms < whole.scenario_ms ? 2 : 1) << at;
+    EXPECT_LE(any.scenario_ms, prev * (1 + 1e-9)) << at;
+    prev = any.scenario_ms;
+    EXPECT_GE(any.tiers.front().predicted_ms, any.limit_serial_ms * 0.95) << at;
+    // At 4 GiB (most of the model resident, the rest of each FFN on the CPU beside it) slices win.
+    if (mib == 4096) EXPECT_EQ(any.ffn_slices, 2) << plan_to_text(any);
+  }
+  // A model that fits is planned whole.
+  EXPECT_EQ(must_plan(*hw, c, 16 * GiB, 4224, PlannerOptions::kFfnSlicesAuto).ffn_slices, 1);
 }
 
 TEST(Planner, MoeModelPlans) {

@@ -213,8 +213,9 @@ std::string hybrid_report_text(const HybridState& s, bool explain) {
                   mib(mi->outside_arena).c_str());
     out += line;
   }
-  std::snprintf(line, sizeof line, "plan: resident %s of %s weights, ring %d x %s, KV %s | pinned streamed weights %s | load %.2f s | profile %s\n",
-                mib(ps.weights_resident).c_str(), mib(ps.weights_total).c_str(), ps.ring_slots,
+  std::snprintf(line, sizeof line, "plan: resident %s of %s weights%s, ring %d x %s, KV %s | pinned streamed weights %s | load %.2f s | profile %s\n",
+                mib(ps.weights_resident).c_str(), mib(ps.weights_total).c_str(),
+                ps.ffn_slices > 1 ? (", FFNs in " + std::to_string(ps.ffn_slices) + " slices").c_str() : "", ps.ring_slots,
                 mib(ps.ring_slot_bytes).c_str(), mib(ps.arena.kv).c_str(), mib(r.pinned_weight_bytes()).c_str(),
                 r.load_seconds(), s.profile_origin.c_str());
   out += line;
@@ -286,6 +287,7 @@ nlohmann::json hybrid_report_json(const HybridState& s) {
     j["outside_arena"] = mi->outside_arena;
   }
   if (const std::optional<double> cv = exec::cpu_vs_profile(r.stats())) j["cpu_vs_profile"] = *cv;
+  j["ffn_slices"] = ps.ffn_slices;
   j["weights_total"] = ps.weights_total;
   j["weights_resident"] = ps.weights_resident;
   j["limit_h_ms"] = ps.limit_h_ms;
