@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -382,6 +383,10 @@ class Runner final : public HybridRunner {
   // FFN slices (model::is_ffn_slice): their host views (down strided into the whole matrix) and device
   // views (contiguous), per sub-layer; unused for other sub-layers.
   std::vector<model::FfnSlice> host_slice_, dev_slice_;
+  // The down columns of slices that run on the CPU in some tier, gathered once into contiguous host
+  // memory: the CPU reads whole rows instead of half rows at a stride (session 10, qwen3-8b Q4_K 4 GiB
+  // static: 0.40 instead of 0.44-0.49 ms per CPU slice, decode +17 %). Costs those bytes of host memory.
+  std::vector<std::vector<uint8_t>> slice_down_copy_;
   // Per tier and sub-layer: part of an FFN whose slices are on the CPU and on the device (or all on the
   // CPU): run by run_slices, never inside a graph segment.
   std::vector<std::vector<uint8_t>> mixed_;
@@ -573,6 +578,16 @@ Status Runner::init() {
   layout_.resize(m);
   for (size_t i = 0; i < m; ++i) layout_[i] = layout_of(host_mats(probe, i), cuda_ && o_.split_layout);
   FERRY_RETURN_IF_ERROR(choose_placements());
+  slice_down_copy_.resize(m);
+  for (size_t i = 0; i < m; ++i) {
+    bool cpu = false;
+    for (const auto& pl : placements_) cpu |= pl[i] == Placement::kCpu;
+    TensorView& d = host_slice_[i].down;
+    if (!cpu || !model::is_ffn_slice(subs_[i]) || d.nb[1] == d.row_size()) continue;
+    slice_down_copy_[i].resize(d.nbytes());
+    gather_rows(d, 0, d.nrows(), reinterpret_cast<char*>(slice_down_copy_[i].data()));
+    d = TensorView::make(d.dtype, slice_down_copy_[i].data(), d.ne[0], d.ne[1]);
+  }
   pieces_.assign(m, {});
   // Registration first: it decides the layout of streamed matrices, which resident uploads share.
   pin_.mode = PinMode::kCopy;

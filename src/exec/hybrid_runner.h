@@ -75,9 +75,9 @@ struct HybridOptions {
   // (plan::PlannerOptions::gemm_staging_bytes: 0 = a whole matrix, kGemmStagingAuto = its choice); CudaOps'
   // scratch is sized from what the plan resolved (PlanSet::options).
   uint64_t gemm_staging_bytes = plan::PlannerOptions::kGemmStagingAuto;
-  // FFN slices, as asked of the planner (plan::PlannerOptions::ffn_slices: 0 = its choice); the runner cuts
-  // its sub-layer list as the plan says (PlanSet::ffn_slices).
-  int32_t ffn_slices = plan::PlannerOptions::kFfnSlicesAuto;
+  // FFN slices, as asked of the planner (plan::PlannerOptions::ffn_slices: 1 whole, 0 = its choice); the
+  // runner cuts its sub-layer list as the plan says (PlanSet::ffn_slices).
+  int32_t ffn_slices = 1;
 };
 
 // The load phase that makes streamed weights copyable asynchronously.

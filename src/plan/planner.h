@@ -112,12 +112,14 @@ struct PlannerOptions {
   uint64_t cuda_context_bytes = 512ull << 20;      // outside the budget: context + module + handles
   // FFN slices (model::slice_ffn_sublayers): each dense FFN cut into this many slices along its width,
   // placed one by one, so part of an FFN can stay in VRAM while the CPU computes the rest at the same
-  // time, and ring slots shrink with them. 1: whole FFNs. kFfnSlicesAuto: the planner plans with whole
-  // FFNs and with kFfnSlicesTry slices (dense models that do not fit) and keeps the faster scenario
-  // (PlanSet::ffn_slices says which; the executor cuts its list the same way).
+  // time, and ring slots shrink with them. 1: whole FFNs (the default: on the H200 host slices measured
+  // 5-15 % slower than whole FFNs in every configuration tried, docs/PLANNER.md "FFN slices").
+  // kFfnSlicesAuto: the planner plans with whole FFNs and with kFfnSlicesTry slices (dense models that
+  // do not fit) and keeps the better by the robust rule (PlanSet::ffn_slices says which; the executor
+  // cuts its list the same way).
   static constexpr int32_t kFfnSlicesAuto = 0;
   static constexpr int32_t kFfnSlicesTry = 2;
-  int32_t ffn_slices = kFfnSlicesAuto;
+  int32_t ffn_slices = 1;
 };
 
 // One ring depth the planner evaluated: the best resident set it allows at the budget.

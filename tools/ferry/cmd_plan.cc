@@ -92,7 +92,7 @@ Expected<Model> load_model(const std::string& path, const std::string& preset, c
 int cmd_plan(int argc, char** argv) {
   CLI::App app{"Show the execution plan of a model for a VRAM budget", "ferry plan"};
   std::string model_path, preset, type = "F16", vram_text, profile_path;
-  int ctx = 4096, batch = 1024, threads = 0, prompt = 1024, ring = 0, ffn_slices = 0;
+  int ctx = 4096, batch = 1024, threads = 0, prompt = 1024, ring = 0, ffn_slices = 1;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model file");
   app.add_option("--preset", preset, "plan a synth preset's shapes instead of a file (e.g. minitron-8b)");
@@ -109,8 +109,9 @@ int cmd_plan(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--ring", ring, "weight ring slots K >= 2 (default: the planner chooses K)")->check(CLI::Range(2, 64));
-  app.add_option("--ffn-slices", ffn_slices, "cut each FFN into N slices placed one by one (1 = whole FFNs; default: the planner chooses)")
-      ->check(CLI::Range(1, 64));
+  app.add_option("--ffn-slices", ffn_slices,
+                 "cut each FFN into N slices placed one by one (default 1: whole FFNs; 0: the planner chooses 1 or 2)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--profile", profile_path, "hardware profile JSON (default: this machine's cached profile)");
   app.add_flag("--json", json, "print the plan as JSON");
   int rc = 0;

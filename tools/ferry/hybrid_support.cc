@@ -68,8 +68,13 @@ void add_hybrid_options(CLI::App& app, HybridArgs* a, bool bench) {
   app.add_option("--profile", a->profile_path, "hardware profile JSON for --vram (default: this machine's cached one)");
   app.add_option("--ring", a->ring_slots, "weight ring slots for --vram (K >= 2)")->check(CLI::Range(2, 64));
   app.add_option("--ffn-slices", a->ffn_slices,
-                 "cut each FFN into N slices placed one by one for --vram (1 = whole FFNs; default: the planner chooses)")
-      ->check(CLI::Range(1, 64));
+                 "with --vram: cut each FFN into N slices placed one by one, a layer's CPU and GPU slices computed at "
+                 "once (default 1: whole FFNs; 0: the planner chooses 1 or 2)")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--strategy", a->strategy,
+                 "with --vram: run every tier with this strategy's placement where it is feasible (studies; default: the "
+                 "planner's pick per tier)")
+      ->check(CLI::IsMember({"gpu-stream", "static", "dynamic"}));
   app.add_option("--cuda-graphs", a->cuda_graphs, "CUDA: replay all-resident decode steps from graphs (1) or not (0)")
       ->check(CLI::Range(0, 1));
   app.add_option("--split-layout", a->split_layout,
@@ -168,6 +173,9 @@ Status install_hybrid(const HybridArgs& a, engine::EngineOptions* opt, const std
   // The prefill GEMMs' F16 staging: the planner's choice unless FERRY_GEMM_STAGING_MB says (bench/RESULTS.md,
   // session 9).
   cfg.gemm_staging_bytes = gemm_staging_bytes_from_env();
+  if (a.strategy == "gpu-stream") cfg.force_strategy = plan::Strategy::kGpuStream;
+  if (a.strategy == "static") cfg.force_strategy = plan::Strategy::kStatic;
+  if (a.strategy == "dynamic") cfg.force_strategy = plan::Strategy::kDynamic;
   install_runner_factory(a, opt, state, std::move(cfg));
   return Status::ok();
 }

@@ -26,7 +26,8 @@ struct HybridArgs {
   std::string vram_text;      // --vram SIZE; empty = no hybrid executor
   std::string profile_path;   // --profile FILE
   int32_t ring_slots = 0;     // --ring K; 0 = the planner chooses K
-  int32_t ffn_slices = 0;     // --ffn-slices N; 0 = the planner chooses (plan::PlannerOptions::ffn_slices)
+  std::string strategy;       // --strategy: use this strategy's placement wherever the planner found it feasible
+  int32_t ffn_slices = 1;     // --ffn-slices N; 1 = whole FFNs, 0 = the planner chooses (PlannerOptions::ffn_slices)
   int32_t cuda_graphs = 1;    // --cuda-graphs 0|1 (A/B studies)
   int32_t split_layout = 1;   // --split-layout 0|1 (A/B studies)
   std::string pin = "copy";   // --pin copy|register: streamed weights copied to pinned memory / mmap registered
