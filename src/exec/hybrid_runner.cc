@@ -480,16 +480,10 @@ Status Runner::choose_placements() {
         streamed.push_back(i);
       }
     }
-    std::vector<uint8_t> mixed(m, 0);
-    for (size_t i = 0; i < m; ++i) {
-      if (!model::is_ffn_slice(subs_[i]) || subs_[i].slice != 0) continue;
-      const size_t e = i + static_cast<size_t>(subs_[i].n_slices);
-      if (e > m) return make_error(ErrorCode::kInternal, "%s: its slices run past the list", subs_[i].label().c_str());
-      bool cpu = false;
-      for (size_t k = i; k < e; ++k) cpu |= pl[k] == Placement::kCpu;
-      for (size_t k = i; k < e && cpu; ++k) mixed[k] = 1;
-    }
-    mixed_.push_back(std::move(mixed));
+    for (size_t i = 0; i < m; ++i)
+      if (model::is_ffn_slice(subs_[i]) && subs_[i].slice == 0 && i + static_cast<size_t>(subs_[i].n_slices) > m)
+        return make_error(ErrorCode::kInternal, "%s: its slices run past the list", subs_[i].label().c_str());
+    mixed_.push_back(plan::split_layers(subs_, pl));
     bool all_resident = m >= 2 && subs_[0].kind == SubLayerKind::kEmbed && pl[0] == Placement::kCpu;
     for (size_t i = 1; i < m && all_resident; ++i) all_resident = pl[i] == Placement::kResident;
     graph_ok_.push_back(cuda_ && all_resident ? 1 : 0);

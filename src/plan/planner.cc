@@ -51,6 +51,18 @@ const char* placement_name(Placement p) {
   return "?";
 }
 
+std::vector<uint8_t> split_layers(const std::vector<SubLayer>& subs, const std::vector<Placement>& placement) {
+  std::vector<uint8_t> out(subs.size(), 0);
+  for (size_t i = 0; i < subs.size() && i < placement.size(); ++i) {
+    if (!model::is_ffn_slice(subs[i]) || subs[i].slice != 0) continue;
+    const size_t e = std::min({subs.size(), placement.size(), i + static_cast<size_t>(subs[i].n_slices)});
+    bool cpu = false;
+    for (size_t k = i; k < e; ++k) cpu |= placement[k] == Placement::kCpu;
+    for (size_t k = i; k < e && cpu; ++k) out[k] = 1;
+  }
+  return out;
+}
+
 std::vector<int32_t> token_tiers(int32_t batch) {
   std::vector<int32_t> t;
   for (int64_t n = 1; n < batch; n *= 2) t.push_back(static_cast<int32_t>(n));
@@ -164,20 +176,6 @@ class Builder {
   bool is_attn(size_t i) const { return subs_[i].kind == SubLayerKind::kAttention; }
   bool is_head(size_t i) const { return subs_[i].kind == SubLayerKind::kHead; }
 
-  // Per sub-layer: part of a layer's FFN slices with at least one on the CPU. The executor runs those
-  // slices at once (exec::HybridRunner, run_slices): the device's on the GPU while the CPU runs the
-  // others, never inside a graph segment.
-  std::vector<char> mixed(const std::vector<Placement>& pl) const {
-    std::vector<char> mx(subs_.size(), 0);
-    for (size_t i = 0; i < subs_.size(); ++i) {
-      if (!model::is_ffn_slice(subs_[i]) || subs_[i].slice != 0) continue;
-      const size_t e = std::min(subs_.size(), i + static_cast<size_t>(subs_[i].n_slices));
-      bool cpu = false;
-      for (size_t k = i; k < e; ++k) cpu |= pl[k] == Placement::kCpu;
-      for (size_t k = i; k < e && cpu; ++k) mx[k] = 1;
-    }
-    return mx;
-  }
 
   int64_t out_rows(int64_t n) const { return std::min<int64_t>(n, std::max(1, o_.max_sequences)); }
 
@@ -385,7 +383,7 @@ class Builder {
       for (size_t i = 0; i < subs_.size(); ++i) g[i] = !is_embed(i);
       return g;
     }
-    const std::vector<char> mx = mixed(pl);
+    const std::vector<uint8_t> mx = split_layers(subs_, pl);
     auto segment = [&](size_t i) { return pl[i] == Placement::kResident && !is_head(i) && !is_embed(i) && !mx[i]; };
     for (size_t i = 0; i < subs_.size();) {
       size_t e = i;
@@ -403,7 +401,7 @@ class Builder {
     bool prev_gpu = false;  // a step starts on the host (token ids)
     const double act = 4.0 * spec_.n_embd * static_cast<double>(n);
     const std::vector<char> graph = graphed(pl, n);
-    const std::vector<char> mx = mixed(pl);
+    const std::vector<uint8_t> mx = split_layers(subs_, pl);
     bool group_xfer = false;  // the current mixed group's CPU lane has its hand-overs
     const std::vector<Costs>& row = costs_row(n, c);
     for (size_t i = 0; i < subs_.size(); ++i) {

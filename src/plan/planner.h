@@ -217,6 +217,11 @@ Expected<StepsSimulation> simulate_steps(const HardwareProfile& profile, const P
                                          const std::vector<std::vector<Placement>>& placements,
                                          const std::vector<int32_t>& tokens, int32_t ring_slots);
 
+// Per sub-layer: 1 where it is one of a layer's FFN slices (model::is_ffn_slice) and at least one slice of
+// that layer is on the CPU. The executor runs such layers' slices at once (the device's beside the
+// CPU's), outside graph segments; the simulation runs them as a group of two lanes (SimItem::group).
+std::vector<uint8_t> split_layers(const std::vector<model::SubLayer>& subs, const std::vector<Placement>& placement);
+
 // Token tiers 1, 2, 4, ... up to batch (batch itself included when not a power of two).
 std::vector<int32_t> token_tiers(int32_t batch);
 
