@@ -105,6 +105,13 @@ class CostModel {
 // gpu_matmul_kernel_s counts them (staging / (2 x cols) rows a pair: 15 a layer).
 constexpr double kGemmExtraChunkS = 10.6e-6;
 
+// What a layer whose FFN slices run on the CPU and on the GPU at once costs beyond its transfers and its
+// slices' own times (exec::HybridRunner, run_slices): the host waits for the device's queue to reach the
+// normed rows, its CPU slices' matmuls are half-size calls that run slower per byte, and the combine and
+// the next layer launch after the sum comes up. Session 10, H200, qwen3-8b Q4_K at 4 GiB, static plan
+// (no copies), 2 slices: 1.6-2.3 ms a step above the prediction for 8-9 split layers.
+constexpr double kSplitLayerS = 0.2e-3;
+
 // The CUDA backend's matvec kernels take steps of up to this many tokens (kernels/cuda/matvec.cu);
 // larger steps dequantize to F16 and run cuBLAS GEMMs.
 constexpr double kGpuMatvecMaxTokens = 8;

@@ -447,8 +447,6 @@ TEST(Planner, FfnSlicesAreKeptOnlyWhereTheyAreFaster) {
     EXPECT_LE(any.scenario_ms, prev * (1 + 1e-9)) << at;
     prev = any.scenario_ms;
     EXPECT_GE(any.tiers.front().predicted_ms, any.limit_serial_ms * 0.95) << at;
-    // At 4 GiB (most of the model resident, the rest of each FFN on the CPU beside it) slices win.
-    if (mib == 4096) EXPECT_EQ(any.ffn_slices, 2) << plan_to_text(any);
   }
   // A model that fits is planned whole.
   EXPECT_EQ(must_plan(*hw, c, 16 * GiB, 4224, PlannerOptions::kFfnSlicesAuto).ffn_slices, 1);
