@@ -1428,6 +1428,7 @@ Expected<plan::PlannerOptions> planner_options(const HybridSetup& setup, DeviceK
   po.gen_tokens = setup.gen_tokens;
   po.gemm_staging_bytes = setup.options.gemm_staging_bytes;
   po.ffn_slices = setup.options.ffn_slices;
+  po.split_layer_s = setup.split_layer_s;
   // The emulated device has no cuBLAS: its plan does not reserve the workspace.
   if (*kind == DeviceKind::kEmulated) po.workspace_bytes = 0;
   return po;

@@ -182,6 +182,7 @@ struct HybridSetup {
   HybridOptions options;
   int32_t ring_slots = 2;            // K; 0 = the planner chooses (ferry run / bench without --ring)
   EmulatedOptions emulated;          // budget is overwritten with vram_budget
+  double split_layer_s = plan::kSplitLayerS;  // plan::PlannerOptions::split_layer_s
   int32_t prompt_tokens = 1024;      // planner scenario
   int32_t gen_tokens = 128;
 };

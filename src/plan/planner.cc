@@ -416,7 +416,7 @@ class Builder {
         if (subs_[i].slice == 0) group_xfer = false;
         it.group = subs_[i].layer;
         if (!it.on_gpu && !group_xfer) {
-          it.xfer_s = cm_.activation_d2h_s(act) + cm_.activation_h2d_s(act) + kSplitLayerS;
+          it.xfer_s = cm_.activation_d2h_s(act) + cm_.activation_h2d_s(act) + o_.split_layer_s;
           group_xfer = true;
         }
         if (!prev_gpu && subs_[i].slice == 0) it.xfer_s += cm_.activation_h2d_s(act);

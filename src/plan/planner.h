@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "model/model_spec.h"
 #include "model/sublayer.h"
+#include "plan/cost_model.h"
 #include "plan/profile.h"
 #include "plan/simulate.h"
 
@@ -120,6 +121,9 @@ struct PlannerOptions {
   static constexpr int32_t kFfnSlicesAuto = 0;
   static constexpr int32_t kFfnSlicesTry = 2;
   int32_t ffn_slices = 1;
+  // What a layer split between CPU and GPU slices costs beyond its transfers (cost_model.h, kSplitLayerS;
+  // the executor tests set 0 so that tiny models split).
+  double split_layer_s = kSplitLayerS;
 };
 
 // One ring depth the planner evaluated: the best resident set it allows at the budget.

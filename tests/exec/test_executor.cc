@@ -265,6 +265,7 @@ TEST_P(ExecutorArch, FfnSlicesMatchCpu) {
   for (int32_t slices : {2, 3}) {
     exec::HybridSetup base = setup_for(0, std::nullopt);
     base.options.ffn_slices = slices;
+    base.split_layer_s = 0;  // tiny layers: without this price the planner splits them
     auto min = exec::hybrid_min_budget(l->spec, l->subs, base);
     ASSERT_TRUE(min.has_value()) << min.status().message();
     for (uint64_t budget : {*min, *min + all_weights / 5, *min + all_weights / 2, *min + all_weights * 2}) {
@@ -274,6 +275,7 @@ TEST_P(ExecutorArch, FfnSlicesMatchCpu) {
                                  std::to_string(budget) + " strategy " + (force ? plan::strategy_name(*force) : "planner");
         exec::HybridSetup s = setup_for(budget, force);
         s.options.ffn_slices = slices;
+        s.split_layer_s = 0;
         auto runner = exec::make_hybrid_runner(l->spec, l->weights, l->subs, s);
         ASSERT_TRUE(runner.has_value()) << what << ": " << runner.status().message();
         exec::HybridRunner& r = **runner;
@@ -329,6 +331,7 @@ TEST(Executor, QuantizedFfnSlicesWithMeasure) {
   for (const auto& force : {plan::Strategy::kStatic, plan::Strategy::kDynamic, plan::Strategy::kGpuStream}) {
     exec::HybridSetup s = setup_for(*min + all_weights / 3, force);
     s.options.ffn_slices = 2;
+    s.split_layer_s = 0;
     s.options.measure = true;
     auto runner = exec::make_hybrid_runner(l->spec, l->weights, l->subs, s);
     ASSERT_TRUE(runner.has_value()) << runner.status().message();
