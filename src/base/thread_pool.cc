@@ -9,6 +9,8 @@
 #include "base/thread_pool.h"
 
 #include <chrono>
+#include <mutex>
+#include <system_error>
 
 #include "base/cpu_info.h"
 
@@ -104,5 +106,38 @@ void ThreadPool::dispatch(Call call, void* ctx) {
   wait_until(active_, [](int32_t v) { return v == 0; }, spin_, yield_us_);
   busy_.store(false, std::memory_order_release);
 }
+
+Status parallel_items(size_t n, int32_t threads, const std::function<Status(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status first = Status::ok();
+  auto work = [&] {
+    for (;;) {
+      if (failed.load()) return;
+      const size_t j = next.fetch_add(1);
+      if (j >= n) return;
+      Status st = fn(j);
+      if (!st.is_ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.is_ok()) first = std::move(st);
+        failed = true;
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int32_t t = 1; t < threads && static_cast<size_t>(t) < n; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the ones running (and this one) take the rest
+    }
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+  return first;
+}
+
 
 }  // namespace ferry

@@ -11,10 +11,14 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include "base/status.h"
 
 namespace ferry {
 
@@ -123,5 +127,11 @@ class ThreadPool {
   alignas(64) std::atomic<int32_t> slots_{0};     // next free slot of the current job
   alignas(64) std::atomic<bool> busy_{false};     // a job is being dispatched
 };
+
+// Runs fn(0 .. n-1) on up to `threads` short-lived threads (the caller's included), items handed out in
+// order as threads free up: for coarse, independent items (loading weights, evaluating plans), not
+// kernels. The first error is returned; after it no new item starts. Threads the system refuses are
+// not an error: the ones running take the rest.
+Status parallel_items(size_t n, int32_t threads, const std::function<Status(size_t)>& fn);
 
 }  // namespace ferry

@@ -11,17 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <mutex>
-#include <system_error>
-#include <thread>
 
 #include "base/cpu_info.h"
+#include "base/thread_pool.h"
 #include "exec/device_cuda.h"
 #include "exec/weight_ring.h"
 #include "tensor/repack.h"
@@ -55,40 +52,6 @@ constexpr uint64_t kStageBytes = 32ull << 20;
 // Register mode: page ranges that merely touch are joined up to this size (fewer driver calls), larger
 // ones stay apart so several threads pin them at once.
 constexpr uint64_t kRegisterChunk = 256ull << 20;
-
-// Runs fn(0 .. n-1) on up to `threads` threads (the caller's included), items in order as threads
-// free up. The first error is returned; after it no new item starts.
-Status parallel_items(size_t n, int32_t threads, const std::function<Status(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::mutex mu;
-  Status first = Status::ok();
-  auto work = [&] {
-    for (;;) {
-      if (failed.load()) return;
-      const size_t j = next.fetch_add(1);
-      if (j >= n) return;
-      Status st = fn(j);
-      if (!st.is_ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first.is_ok()) first = std::move(st);
-        failed = true;
-        return;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int32_t t = 1; t < threads && static_cast<size_t>(t) < n; ++t) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no more threads: the ones running (and this one) take the rest
-    }
-  }
-  work();
-  for (std::thread& t : pool) t.join();
-  return first;
-}
 
 // The weight matrices of a sub-layer (what residency and streaming move), in a fixed order.
 std::vector<TensorView*> matrices_of(model::ModelWeights& w, const model::SubLayer& s) {

@@ -15,15 +15,14 @@
 #include "plan/planner.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "base/thread_pool.h"
 #include "plan/cost_model.h"
 #include "plan/simulate.h"
 
@@ -670,19 +669,6 @@ const Plan& tier_plan(const Builder& b, Candidate& cand, int32_t n) {
 
 // The scenario the resident set is chosen for: TTFT of the prompt (chunks of the largest tier, each
 // at its own context, from a cold ring) plus gen_tokens decode steps.
-// fn(0 .. n-1) on up to 8 threads (the caller's included), items handed out in order.
-void parallel_for(size_t n, const std::function<void(size_t)>& fn) {
-  const size_t threads = std::min<size_t>({n, 8, std::max(1u, std::thread::hardware_concurrency())});
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-}
-
 void evaluate(const Builder& b, Candidate& cand, const PlannerOptions& o) {
   std::vector<std::vector<SimItem>> steps;
   const int32_t P = b.prompt_tokens();
@@ -947,7 +933,11 @@ Expected<PlanSet> Planner::plan_once(const ModelSpec& spec, const std::vector<Su
     };
     // Candidates are independent: evaluated on several threads (the FFN-sliced lists have ~1.5x the
     // sub-layers and ~2x the candidates; qwen3-8b at 4 GiB took 7.5 s on one core).
-    parallel_for(cands.size(), [&](size_t k) { evaluate(b, cands[k], o); });
+    const int32_t threads = static_cast<int32_t>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+    (void)parallel_items(cands.size(), threads, [&](size_t k) {
+      evaluate(b, cands[k], o);
+      return Status::ok();
+    });
     for (Candidate& c : cands) {
       if (better_c(c, best_c)) best_c = &c;
       const Candidate*& d = best_by_depth[c.variant->slots];
