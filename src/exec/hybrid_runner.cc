@@ -81,6 +81,22 @@ void gather_rows(const TensorView& t, int64_t r0, int64_t rows, char* dst) {
   for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * row, t.row(r0 + r), row);
 }
 
+// Rows [r0, r0 + nr) of `src`, strided or not, into dst back to back in layout `to` (kSplit: repacked for
+// the CUDA decode kernels). `tmp` holds a strided source's rows before a repack.
+void write_rows(const TensorView& src, int64_t r0, int64_t nr, ferry::Layout to, char* dst, std::vector<char>* tmp) {
+  if (to == src.layout) {
+    gather_rows(src, r0, nr, dst);
+    return;
+  }
+  const char* rows = static_cast<const char*>(src.row(r0));
+  if (src.nb[1] != src.row_size()) {
+    tmp->resize(src.row_size() * static_cast<size_t>(nr));
+    gather_rows(src, r0, nr, tmp->data());
+    rows = tmp->data();
+  }
+  repack_to_split(src.dtype, src.ne[0], nr, rows, dst);
+}
+
 // Norms, biases and rope factors: always on the device when a GPU is planned (the planner counts
 // every vector as resident).
 std::vector<TensorView*> vectors_of(model::ModelWeights& w) {
@@ -309,6 +325,30 @@ class Runner final : public HybridRunner {
   };
   Status run_slices(size_t ti, size_t first, size_t end, int32_t n, bool timed, size_t* j, size_t K,
                     const std::function<Status(size_t)>& fill_upto, const SliceTimes& times);
+  // Sub-layer i's device work (`enqueue()`) on the compute stream. A streamed one first waits for its ring
+  // slot and is bound to it (*j: the tier's next streamed sub-layer), and frees the slot after, which
+  // fill_upto refills at once; `timed`: events around the work.
+  template <typename Enqueue, typename FillUpto>
+  Status device_work(size_t ti, size_t i, bool timed, size_t* j, size_t K, const FillUpto& fill_upto,
+                     const Enqueue& enqueue) {
+    int32_t slot = -1;
+    if (placements_[ti][i] == Placement::kStreamed) {
+      FERRY_ASSERT(*j < streamed_[ti].size() && streamed_[ti][*j] == i);
+      slot = static_cast<int32_t>(*j % K);
+      FERRY_RETURN_IF_ERROR(ring_->acquire(slot, *cs_));
+      char* base = static_cast<char*>(ring_->slot_ptr(slot));
+      // Rebinding happens in stream order (emulated: on the compute worker; CUDA: now, before the
+      // kernels that read it are enqueued).
+      FERRY_RETURN_IF_ERROR(on_device([this, i, base](kernels::Ops&) { bind(i, base); }));
+    }
+    if (timed) FERRY_RETURN_IF_ERROR(dev_->record(*ev_t0_[i], *cs_));
+    FERRY_RETURN_IF_ERROR(enqueue());
+    if (timed) FERRY_RETURN_IF_ERROR(dev_->record(*ev_t1_[i], *cs_));
+    if (slot < 0) return Status::ok();
+    FERRY_RETURN_IF_ERROR(ring_->release(slot, *cs_));
+    ++*j;
+    return fill_upto(*j + K);  // the freed slot takes the next streamed sub-layer at once
+  }
 
   const model::ModelSpec& spec_;
   const model::ModelWeights& host_w_;
@@ -478,8 +518,7 @@ Status Runner::upload(void* dst, const void* src, uint64_t bytes) {
 }
 
 Status Runner::upload_matrix(void* dst, const TensorView& src, ferry::Layout to) {
-  const bool strided = src.nb[1] != src.row_size();
-  if (to == src.layout && !strided) return upload(dst, src.data, src.nbytes());
+  if (to == src.layout && src.nb[1] == src.row_size()) return upload(dst, src.data, src.nbytes());
   const uint64_t half = stage_.bytes / 2;
   const uint64_t row = src.row_size();
   const int64_t rows_per = std::max<int64_t>(1, static_cast<int64_t>(half / row));
@@ -491,16 +530,7 @@ Status Runner::upload_matrix(void* dst, const TensorView& src, ferry::Layout to)
     const int64_t nr = std::min(rows_per, rows - r0);
     const size_t part = c % 2;
     FERRY_RETURN_IF_ERROR(dev_->sync(*ev_stage_[part]));
-    char* out = stage + part * half;
-    if (to == src.layout) {
-      gather_rows(src, r0, nr, out);
-    } else if (!strided) {
-      repack_to_split(src.dtype, src.ne[0], nr, static_cast<const char*>(src.data) + r0 * row, out);
-    } else {
-      gathered.resize(static_cast<size_t>(nr) * row);
-      gather_rows(src, r0, nr, gathered.data());
-      repack_to_split(src.dtype, src.ne[0], nr, gathered.data(), out);
-    }
+    write_rows(src, r0, nr, to, stage + part * half, &gathered);
     FERRY_RETURN_IF_ERROR(dev_->copy_h2d(static_cast<char*>(dst) + r0 * row, stage + part * half, nr * row, *xs_));
     FERRY_RETURN_IF_ERROR(dev_->record(*ev_stage_[part], *xs_));
   }
@@ -747,23 +777,10 @@ Status Runner::copy_streamed() {
     const double b = now_ms();
     model::ModelWeights hw = host_w_;
     std::vector<TensorView*> src = host_mats(hw, i);
-    for (size_t k = 0; k < src.size(); ++k) {
-      char* dst = static_cast<char*>(bufs[j].ptr) + layout_[i].offset[k];
-      const TensorView& t = *src[k];
-      if (layout_[i].layout[k] == ferry::Layout::kSplit && t.layout == ferry::Layout::kGgml) {
-        if (t.nb[1] == t.row_size()) {
-          repack_to_split(t.dtype, t.ne[0], t.nrows(), t.data, dst);
-        } else {  // a strided slice: gather, then repack in place through a row-sized buffer
-          std::vector<char> row(t.row_size());
-          for (int64_t r = 0; r < t.nrows(); ++r) {
-            gather_rows(t, r, 1, row.data());
-            repack_to_split(t.dtype, t.ne[0], 1, row.data(), dst + r * t.row_size());
-          }
-        }
-      } else {
-        gather_rows(t, 0, t.nrows(), dst);
-      }
-    }
+    std::vector<char> tmp;
+    for (size_t k = 0; k < src.size(); ++k)
+      write_rows(*src[k], 0, src[k]->nrows(), layout_[i].layout[k],
+                 static_cast<char*>(bufs[j].ptr) + layout_[i].offset[k], &tmp);
     alloc_s[j] = (b - a) / 1e3;
     copy_s[j] = (now_ms() - b) / 1e3;
     return Status::ok();
@@ -1040,7 +1057,6 @@ Status Runner::run_graph(const StepIo& in, float* logits, size_t ti, bool* used)
 Status Runner::run_slices(size_t ti, size_t first, size_t end, int32_t n, bool timed, size_t* j, size_t K,
                           const std::function<Status(size_t)>& fill_upto, const SliceTimes& times) {
   const std::vector<Placement>& pl = placements_[ti];
-  const std::vector<size_t>& S = streamed_[ti];
   const model::ModelSpec* spec = &spec_;
   const model::ModelWeights* w = &dev_w_;
   const model::Scratch* ds = &d_s_;
@@ -1057,27 +1073,14 @@ Status Runner::run_slices(size_t ti, size_t first, size_t end, int32_t n, bool t
   bool proj_started = false;
   for (size_t i = first; i < end; ++i) {
     if (pl[i] == Placement::kCpu) continue;
-    int32_t slot = -1;
-    if (pl[i] == Placement::kStreamed) {
-      FERRY_ASSERT(*j < S.size() && S[*j] == i);
-      slot = static_cast<int32_t>(*j % K);
-      FERRY_RETURN_IF_ERROR(ring_->acquire(slot, *cs_));
-      char* base = static_cast<char*>(ring_->slot_ptr(slot));
-      FERRY_RETURN_IF_ERROR(on_device([this, i, base](kernels::Ops&) { bind(i, base); }));
-    }
-    if (timed) FERRY_RETURN_IF_ERROR(dev_->record(*ev_t0_[i], *cs_));
     const model::FfnSlice* sl = &dev_slice_[i];
     const bool acc = !post || proj_started;
-    FERRY_RETURN_IF_ERROR(on_device([=](kernels::Ops& ops) {
-      model::forward_ffn_part(ops, *spec, *sl, n, *ds, post ? ds->proj.rows(0, n) : ds->x.rows(0, n), acc);
+    FERRY_RETURN_IF_ERROR(device_work(ti, i, timed, j, K, fill_upto, [&] {
+      return on_device([=](kernels::Ops& ops) {
+        model::forward_ffn_part(ops, *spec, *sl, n, *ds, post ? ds->proj.rows(0, n) : ds->x.rows(0, n), acc);
+      });
     }));
     proj_started = post;
-    if (timed) FERRY_RETURN_IF_ERROR(dev_->record(*ev_t1_[i], *cs_));
-    if (slot >= 0) {
-      FERRY_RETURN_IF_ERROR(ring_->release(slot, *cs_));
-      ++*j;
-      FERRY_RETURN_IF_ERROR(fill_upto(*j + K));
-    }
   }
   // The CPU's slices on the normed rows, summed into the host's proj.
   const double w0 = now_ms();
@@ -1232,26 +1235,7 @@ Status Runner::run(const StepIo& in, float* logits) {
         continue;
       }
     }
-    int32_t slot = -1;
-    if (pl[i] == Placement::kStreamed) {
-      FERRY_ASSERT(j < S.size() && S[j] == i);
-      slot = static_cast<int32_t>(j % K);
-      s = ring_->acquire(slot, *cs_);
-      if (!s.is_ok()) break;
-      char* base = static_cast<char*>(ring_->slot_ptr(slot));
-      // Rebinding happens in stream order (emulated: on the compute worker; CUDA: now, before the
-      // kernels that read it are enqueued).
-      s = on_device([this, i, base](kernels::Ops&) { bind(i, base); });
-      if (!s.is_ok()) break;
-    }
-    if (timed) s = dev_->record(*ev_t0_[i], *cs_);
-    if (s.is_ok()) s = device_sublayer(i, db, dkv, n, in, logits);
-    if (s.is_ok() && timed) s = dev_->record(*ev_t1_[i], *cs_);
-    if (s.is_ok() && slot >= 0) {
-      s = ring_->release(slot, *cs_);
-      ++j;
-      if (s.is_ok()) s = fill_upto(j + K);  // the freed slot takes the next streamed sub-layer at once
-    }
+    s = device_work(ti, i, timed, &j, K, fill_upto, [&] { return device_sublayer(i, db, dkv, n, in, logits); });
   }
   const double w_end = now_ms();
   if (s.is_ok()) s = dev_->sync(*cs_);
