@@ -173,30 +173,38 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
   record(hook, x, "blk.%d.ffn_inp", il);
 }
 
-void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
-                 const Scratch& s, const DebugHook* hook) {
-  const LayerWeights& L = w.layers[il];
-  const int64_t n = n_tokens;
-  FERRY_ASSERT(n <= s.n_max);
-  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n), proj = s.proj.rows(0, n);
-  const TensorView gate = s.gate.rows(0, n), up = s.up.rows(0, n);
+namespace {
 
-  ops.rms_norm(x, L.ffn_norm, spec.rms_eps, xn);
-  record(hook, xn, "blk.%d.ffn_norm", il);
+// The [features, n] prefix of a scratch buffer, contiguous (a slice's gate / up are narrower than n_ff).
+TensorView prefix(const TensorView& buf, int64_t features, int64_t n) {
+  FERRY_ASSERT(features * n <= buf.ne[0] * buf.ne[1]);
+  return TensorView::make(DType::F32, buf.data, features, n, 1, 1, buf.where);
+}
 
+// The middle of an FFN block, whole or one slice (the views say which): gate and up from s.xn, the
+// activation, then out = down · act, or out += it with `accumulate`.
+void ffn_middle(Ops& ops, const ModelSpec& spec, const TensorView& wg, const TensorView& wu, const TensorView& wd,
+                int64_t n, const Scratch& s, const TensorView& out, bool accumulate, const DebugHook* hook, int32_t il) {
+  const int64_t width = wg.ne[1];
+  const TensorView xn = s.xn.rows(0, n);
+  const TensorView gate = prefix(s.gate, width, n), up = prefix(s.up, width, n);
   {
-    const TensorView* ws[2] = {&L.ffn_gate, &L.ffn_up};
+    const TensorView* ws[2] = {&wg, &wu};
     TensorView outs[2] = {gate, up};
     ops.matmul_many(2, ws, xn, outs);
   }
   ops.glu(gate, up, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate);
   record(hook, gate, "blk.%d.ffn_act", il);
+  if (accumulate)
+    ops.matmul_acc(wd, gate, prefix(s.up, spec.n_embd, n), out);  // up is free after the glu
+  else
+    ops.matmul(wd, gate, out);
+}
 
-  if (!spec.post_norms && !recording(hook)) {
-    ops.matmul_acc(L.ffn_down, gate, proj, x);
-    return;
-  }
-  ops.matmul(L.ffn_down, gate, proj);
+// The end of an FFN block whose output is in proj: the post-norm (gemma3), then x += proj.
+void ffn_end(Ops& ops, const ModelSpec& spec, const LayerWeights& L, int32_t il, int64_t n, const Scratch& s,
+             const DebugHook* hook) {
+  const TensorView x = s.x.rows(0, n), proj = s.proj.rows(0, n);
   record(hook, proj, "blk.%d.ffn_out", il);
   if (spec.post_norms) {
     ops.rms_norm(proj, L.post_ffw_norm, spec.rms_eps, proj);
@@ -204,6 +212,23 @@ void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   }
   ops.add(x, proj, x);
   record(hook, x, "blk.%d.l_out", il);
+}
+
+}  // namespace
+
+void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
+                 const Scratch& s, const DebugHook* hook) {
+  const LayerWeights& L = w.layers[il];
+  const int64_t n = n_tokens;
+  FERRY_ASSERT(n <= s.n_max);
+  forward_ffn_norm(ops, spec, w, il, n_tokens, s, hook);
+  // Without a post-norm (or intermediates to record) the residual add is the down matmul's accumulate.
+  if (!spec.post_norms && !recording(hook)) {
+    ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.x.rows(0, n), true, hook, il);
+    return;
+  }
+  ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.proj.rows(0, n), false, hook, il);
+  ffn_end(ops, spec, L, il, n, s, hook);
 }
 
 FfnSlice ffn_slice_views(const LayerWeights& L, int64_t f0, int64_t f1) {
@@ -218,14 +243,6 @@ FfnSlice ffn_slice_views(const LayerWeights& L, int64_t f0, int64_t f1) {
   return v;
 }
 
-namespace {
-// The [features, n] prefix of a scratch buffer, contiguous (a slice's gate / up are narrower than n_ff).
-TensorView prefix(const TensorView& buf, int64_t features, int64_t n) {
-  FERRY_ASSERT(features * n <= buf.ne[0] * buf.ne[1]);
-  return TensorView::make(DType::F32, buf.data, features, n, 1, 1, buf.where);
-}
-}  // namespace
-
 void forward_ffn_norm(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
                       const Scratch& s, const DebugHook* hook) {
   const TensorView x = s.x.rows(0, n_tokens), xn = s.xn.rows(0, n_tokens);
@@ -235,39 +252,21 @@ void forward_ffn_norm(Ops& ops, const ModelSpec& spec, const ModelWeights& w, in
 
 void forward_ffn_part(Ops& ops, const ModelSpec& spec, const FfnSlice& slice, int32_t n_tokens, const Scratch& s,
                       const TensorView& out, bool accumulate) {
-  const int64_t n = n_tokens, width = slice.gate.ne[1];
-  const TensorView xn = s.xn.rows(0, n);
-  const TensorView gate = prefix(s.gate, width, n), up = prefix(s.up, width, n);
-  {
-    const TensorView* ws[2] = {&slice.gate, &slice.up};
-    TensorView outs[2] = {gate, up};
-    ops.matmul_many(2, ws, xn, outs);
-  }
-  ops.glu(gate, up, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate);
-  if (accumulate)
-    ops.matmul_acc(slice.down, gate, prefix(s.up, spec.n_embd, n), out);  // up is free after the glu
-  else
-    ops.matmul(slice.down, gate, out);
+  ffn_middle(ops, spec, slice.gate, slice.up, slice.down, n_tokens, s, out, accumulate, nullptr, -1);
 }
 
 void forward_ffn_slice(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, const FfnSlice& slice,
                        int32_t n_tokens, const Scratch& s, const DebugHook* hook) {
   const int64_t n = n_tokens;
   FERRY_ASSERT(n <= s.n_max);
-  const TensorView x = s.x.rows(0, n), proj = s.proj.rows(0, n);
   if (slice.first) forward_ffn_norm(ops, spec, w, il, n_tokens, s, hook);
   if (!spec.post_norms) {
-    forward_ffn_part(ops, spec, slice, n_tokens, s, x, true);
-    if (slice.last) record(hook, x, "blk.%d.l_out", il);
+    forward_ffn_part(ops, spec, slice, n_tokens, s, s.x.rows(0, n), true);
+    if (slice.last) record(hook, s.x.rows(0, n), "blk.%d.l_out", il);
     return;
   }
-  forward_ffn_part(ops, spec, slice, n_tokens, s, proj, !slice.first);
-  if (!slice.last) return;
-  record(hook, proj, "blk.%d.ffn_out", il);
-  ops.rms_norm(proj, w.layers[il].post_ffw_norm, spec.rms_eps, proj);
-  record(hook, proj, "blk.%d.ffn_post_norm", il);
-  ops.add(x, proj, x);
-  record(hook, x, "blk.%d.l_out", il);
+  forward_ffn_part(ops, spec, slice, n_tokens, s, s.proj.rows(0, n), !slice.first);
+  if (slice.last) ffn_end(ops, spec, w.layers[il], il, n, s, hook);
 }
 
 void forward_ffn_combine(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
@@ -283,11 +282,7 @@ void forward_ffn_combine(Ops& ops, const ModelSpec& spec, const ModelWeights& w,
     ops.add(proj, part, proj);
   else
     ops.scale(part, 1.f, proj);  // a copy
-  record(hook, proj, "blk.%d.ffn_out", il);
-  ops.rms_norm(proj, w.layers[il].post_ffw_norm, spec.rms_eps, proj);
-  record(hook, proj, "blk.%d.ffn_post_norm", il);
-  ops.add(x, proj, x);
-  record(hook, x, "blk.%d.l_out", il);
+  ffn_end(ops, spec, w.layers[il], il, n, s, hook);
 }
 
 void forward_head(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const int32_t* rows, int32_t n_rows,
