@@ -28,4 +28,11 @@ if(FERRY_HAVE_CUDA)
   target_include_directories(bench_cuda_ops PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   target_link_libraries(bench_cuda_ops PRIVATE ferry_exec ferry_kernels_cuda ferry_tensor ferry_base)
   set_target_properties(bench_cuda_ops PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+
+  # Issue 4's probe of where the Q4 decode matvecs lose bandwidth (bench/device/mv_probe.cu; not a test).
+  add_executable(mv_probe ${CMAKE_SOURCE_DIR}/bench/device/mv_probe.cu)
+  target_include_directories(mv_probe PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(mv_probe PRIVATE ferry_kernels_cuda ferry_tensor ferry_base)
+  set_property(TARGET mv_probe PROPERTY CUDA_STANDARD 17)
+  set_target_properties(mv_probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 endif()

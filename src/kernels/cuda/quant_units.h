@@ -56,6 +56,32 @@ FERRY_HD int dp4a(int a, int b, int c) {
 #endif
 }
 
+// dp4a with a's bytes unsigned (0..255) and b's signed: the high nibbles of a Q4 word masked in place
+// (w & 0xF0F0F0F0, i.e. 16 x the nibble) need no shift; the sum is then exactly 16 x the nibble sum.
+FERRY_HD int dp4a_us(uint32_t a, int b, int c) {
+#if defined(__CUDA_ARCH__)
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  for (int i = 0; i < 4; ++i)
+    c += static_cast<int>((a >> (8 * i)) & 0xFFu) * static_cast<int>(static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * i)));
+  return c;
+#endif
+}
+
+// Byte i of the result is byte (s >> 4i) & 7 of the 8-byte value {b, a} (a = bytes 0..3): __byte_perm.
+FERRY_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, s);
+#else
+  const uint64_t v = (static_cast<uint64_t>(b) << 32) | a;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>((v >> (8 * ((s >> (4 * i)) & 7))) & 0xFFu) << (8 * i);
+  return r;
+#endif
+}
+
 // 32-bit little-endian load at an address aligned to 2 (two 16-bit loads) or 4 bytes.
 FERRY_HD int ld_a2(const uint8_t* p) {
 #if defined(__CUDA_ARCH__)

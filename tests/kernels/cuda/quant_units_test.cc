@@ -328,6 +328,56 @@ TEST(QuantUnits, Q4KWideChunksMatchSlices) {
   }
 }
 
+// q4k_pair_scales packs the same scales and mins as scale_min_k4_regs, for random header words (every
+// bit pattern of the 6-bit fields shows up) and all four sub-block pairs.
+TEST(QuantUnits, Q4KPairScalesMatchScaleMin) {
+  std::mt19937 rng(7);
+  for (int it = 0; it < 20000; ++it) {
+    const uint32_t h1 = rng(), h2 = rng(), h3 = rng();
+    for (int cc = 0; cc < 4; ++cc) {
+      const uint32_t p = q4k_pair_scales(cc, h1, h2, h3);
+      int sc0, m0, sc1, m1;
+      scale_min_k4_regs(2 * cc, h1, h2, h3, &sc0, &m0);
+      scale_min_k4_regs(2 * cc + 1, h1, h2, h3, &sc1, &m1);
+      ASSERT_EQ(p & 0xFF, static_cast<uint32_t>(sc0)) << cc;
+      ASSERT_EQ((p >> 8) & 0xFF, static_cast<uint32_t>(sc1)) << cc;
+      ASSERT_EQ((p >> 16) & 0xFF, static_cast<uint32_t>(m0)) << cc;
+      ASSERT_EQ(p >> 24, static_cast<uint32_t>(m1)) << cc;
+    }
+  }
+  // The helpers' host fallbacks against their definitions.
+  EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x7632u), 0x77663322u);
+  EXPECT_EQ(byte_perm(0x33221100u, 0x77665544u, 0x5410u), 0x55441100u);
+  EXPECT_EQ(dp4a_us(0xF0F0F0F0u, static_cast<int>(0x80FF017Fu), 5), 5 + 240 * (127 + 1 - 1 - 128));
+}
+
+// ChunkDecQ4KLean (the default Q4_K decode chunk) gives ChunkDecQ4KWide's results bit for bit.
+TEST(QuantUnits, Q4KLeanChunksEqualWide) {
+  const DType t = DType::Q4_K;
+  std::mt19937 rng(32);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t K : {256, 4096, 14336}) {
+    for (int rep = 0; rep < 4; ++rep) {
+      std::vector<float> w(K), x(K);
+      for (float& v : w) v = nd(rng) * (rep + 1);
+      for (float& v : x) v = nd(rng);
+      std::vector<uint8_t> q(row_bytes(t, K));
+      quantize_row(t, w.data(), q.data(), K);
+      std::vector<int8_t> xq(K);
+      std::vector<XDs> xds(K / 32);
+      quantize_q8_host(x.data(), K, xq.data(), xds.data());
+      for (int c = 0; c < K / 64; ++c) {
+        ChunkDecQ4KWide::W ww;
+        ChunkDecQ4KWide::X xx;
+        ChunkDecQ4KWide::load(q.data(), K, c, ww);
+        ChunkDecQ4KWide::load_x(c, xq.data(), xds.data(), xx);
+        const float a = ChunkDecQ4KWide::dot(ww, c, xx), b = ChunkDecQ4KLean::dot(ww, c, xx);
+        ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << "K=" << K << " chunk " << c << ": " << a << " vs " << b;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(V2, QuantUnitsChunk,
                          ::testing::Values(ChunkCase{DType::Q4_0, true}, ChunkCase{DType::Q4_1, true},
                                            ChunkCase{DType::Q5_0, true}, ChunkCase{DType::Q5_1, true},

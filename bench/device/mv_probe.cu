@@ -1,0 +1,283 @@
+// mv_probe: where the Q4 decode matvecs lose bandwidth (issue 4). One llama3-8b FFN-up-sized matrix
+// (14336 x 4096) per launch, rotated over 8 copies so L2 (50 MB) never holds it, timed with events:
+//   flat      every warp streams contiguous 16-byte loads over the buffer, XOR only: the read ceiling
+//   v3/load   the v3 kernel's rows and loads (warp per row, rows warp, warp + W, ...), XOR only
+//   v3/noscl  + the activations and the dp4a dot, without the scale arithmetic
+//   v3/full   the default decode chunk (ChunkDecQ4KWide for Q4_K, ChunkDec<Q4_0> split for Q4_0)
+//   v3/lean   ChunkDecQ4KLean (Q4_K): same results, fewer instructions
+// and each also with the warp's rows contiguous (warp w owns rows [wR, wR + R)) instead of strided.
+// Prints GB/s of weight bytes and % of a device-to-device copy (read + write bytes / s). Not a test.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/quant_chunks.h"
+
+using namespace ferry::kernels::cuda;
+
+namespace {
+
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+enum Mode { kLoad = 0, kNoScale = 1, kFull = 2 };
+
+__global__ void flat_kernel(const uint4* __restrict__ p, int64_t n16, unsigned* sink) {
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  uint32_t acc = 0;
+  int64_t i = tid;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    const uint4 a = p[i], b = p[i + stride], c = p[i + 2 * stride], d = p[i + 3 * stride];
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n16; i += stride) {
+    const uint4 a = p[i];
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;
+}
+
+template <class D>
+__device__ __forceinline__ uint32_t xor_w(const typename D::W& w) {
+  const uint32_t* p = reinterpret_cast<const uint32_t*>(&w);
+  uint32_t a = 0;
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(w) / 4); ++i) a ^= p[i];
+  return a;
+}
+
+// The v3 kernel's structure (matvec.cu), one matrix, one token.
+template <class D, int U, int MB, int MODE, bool CONTIG>
+__global__ void __launch_bounds__(256, MB)
+    v3_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t N, int64_t K, int64_t n_warps,
+              const int8_t* __restrict__ xq, const XDs* __restrict__ xds, float* __restrict__ out) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / kWarp;
+  if (gw >= n_warps) return;
+  const int64_t rpw = (N + n_warps - 1) / n_warps;
+  int64_t n = CONTIG ? gw * rpw : gw;
+  const int64_t n_end = CONTIG ? min(N, n + rpw) : N;
+  const int64_t n_step = CONTIG ? 1 : n_warps;
+  if (n >= n_end) return;
+  const int n_chunks = static_cast<int>(K / D::kElems);
+  constexpr int kTile = kWarp * U;
+  const int rounds = (n_chunks + kTile - 1) / kTile;
+  int round = 0;
+  typename D::W wc[U], wn[U];
+  const uint8_t* r = w + n * row_bytes;
+#pragma unroll
+  for (int u = 0; u < U; ++u) D::load(r, K, min(lane + u * kWarp, n_chunks - 1), wc[u]);
+  float acc = 0.f;
+  uint32_t xacc = 0;
+  for (;;) {
+    int64_t n2 = n;
+    int round2 = round + 1;
+    if (round2 == rounds) {
+      round2 = 0;
+      n2 = n + n_step;
+    }
+    const bool more = n2 < n_end;
+    const uint8_t* r2 = w + n2 * row_bytes;
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) D::load(r2, K, min(round2 * kTile + lane + u * kWarp, n_chunks - 1), wn[u]);
+    }
+    const int c0 = round * kTile + lane;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = min(c0 + u * kWarp, n_chunks - 1);
+      if (MODE == kLoad) {
+        xacc ^= xor_w<D>(wc[u]);
+      } else {
+        typename D::X x;
+        D::load_x(c, xq, xds, x);
+        float d;
+        if (MODE == kFull) {
+          d = D::dot(wc[u], c, x);
+        } else {  // the integer dot only: every q word against every x word
+          const uint32_t* q = reinterpret_cast<const uint32_t*>(&wc[u]);
+          const uint32_t* xv = reinterpret_cast<const uint32_t*>(&x);
+          int s = 0;
+#pragma unroll
+          for (int i = 0; i < static_cast<int>(sizeof(x) / 4) - 4 && i < static_cast<int>(sizeof(wc[u]) / 4); ++i) {
+            s = dp4a(static_cast<int>(q[i] & 0x0F0F0F0Fu), static_cast<int>(xv[i]), s);
+            s = dp4a(static_cast<int>((q[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(xv[i]), s);
+          }
+          d = static_cast<float>(s);
+        }
+        acc += c0 + u * kWarp < n_chunks ? d : 0.f;
+      }
+    }
+    if (round == rounds - 1) {
+      const float v = warp_sum(acc) + static_cast<float>(xacc & 1u);
+      if (lane == 0) out[n] = v;
+      acc = 0.f;
+    }
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) wc[u] = wn[u];
+    n = n2;
+    round = round2;
+  }
+}
+
+struct Env {
+  int sms = 132;
+  double copy_gbps = 0;
+  cudaEvent_t a, b;
+};
+
+template <class F>
+double time_ms(Env& e, int iters, const F& launch) {
+  for (int i = 0; i < 8; ++i) launch(i);
+  CK(cudaDeviceSynchronize());
+  CK(cudaEventRecord(e.a));
+  for (int i = 0; i < iters; ++i) launch(i);
+  CK(cudaEventRecord(e.b));
+  CK(cudaEventSynchronize(e.b));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e.a, e.b));
+  return ms / iters;
+}
+
+template <class D, int U, int MB, int MODE, bool CONTIG>
+void run_v3(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, int64_t N, int64_t K,
+            const int8_t* xq, const XDs* xds, float* out, float* host_out = nullptr) {
+  auto kern = v3_kernel<D, U, MB, MODE, CONTIG>;
+  int bps = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kern, 256, 0));
+  const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps;
+  const int64_t rpw = (N + max_warps - 1) / max_warps;
+  const int64_t n_warps = (N + rpw - 1) / rpw;
+  const unsigned grid = static_cast<unsigned>((n_warps + 7) / 8);
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, kern));
+  const double ms = time_ms(e, 64, [&](int i) {
+    kern<<<grid, 256>>>(bufs[i % 8], row_bytes, N, K, n_warps, xq, xds, out);
+  });
+  CK(cudaGetLastError());
+  const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
+  std::printf("%-28s %s  regs %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
+              CONTIG ? "contig " : "strided", fa.numRegs, bps, ms * 1e3, gbps, 100.0 * gbps / e.copy_gbps);
+  if (host_out != nullptr) {
+    kern<<<grid, 256>>>(bufs[0], row_bytes, N, K, n_warps, xq, xds, out);
+    CK(cudaMemcpy(host_out, out, N * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Env e;
+  int dev = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&e.sms, cudaDevAttrMultiProcessorCount, dev));
+  CK(cudaEventCreate(&e.a));
+  CK(cudaEventCreate(&e.b));
+  const int64_t N = argc > 1 ? std::atoll(argv[1]) : 14336, K = argc > 2 ? std::atoll(argv[2]) : 4096;
+  const int64_t row_bytes = K / 256 * 144;  // Q4_K; the Q4_0 split row is the same size (K/2 + K/16)
+  const int64_t mat = N * row_bytes;
+  std::vector<uint8_t*> bufs(8);
+  std::vector<uint8_t> host(mat);
+  uint32_t s = 12345;
+  for (int64_t i = 0; i < mat; ++i) {
+    s = s * 1664525u + 1013904223u;
+    host[i] = static_cast<uint8_t>(s >> 24);
+  }
+  for (int64_t b = 0; b < mat; b += 144) {  // Q4_K headers: finite d, dmin
+    host[b + 1] = static_cast<uint8_t>(host[b + 1] & 0x3B);
+    host[b + 3] = static_cast<uint8_t>(host[b + 3] & 0x3B);
+  }
+  for (auto& b : bufs) {
+    CK(cudaMalloc(&b, mat));
+    CK(cudaMemcpy(b, host.data(), mat, cudaMemcpyHostToDevice));
+  }
+  int8_t* xq;
+  XDs* xds;
+  float* out;
+  unsigned* sink;
+  CK(cudaMalloc(&xq, K));
+  CK(cudaMalloc(&xds, K / 32 * sizeof(XDs)));
+  CK(cudaMalloc(&out, N * sizeof(float)));
+  CK(cudaMalloc(&sink, 4));
+  std::vector<int8_t> hx(K);
+  std::vector<XDs> hd(K / 32);
+  for (auto& v : hx) v = static_cast<int8_t>((s = s * 1664525u + 1013904223u) >> 25);
+  for (auto& v : hd) v = make_float2(0.01f, 0.5f);
+  CK(cudaMemcpy(xq, hx.data(), K, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(xds, hd.data(), hd.size() * sizeof(XDs), cudaMemcpyHostToDevice));
+
+  {  // copy: 1 GiB, read + write
+    const size_t n = size_t{1} << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, n));
+    CK(cudaMalloc(&b, n));
+    const double ms = time_ms(e, 10, [&](int i) { CK(cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, n, cudaMemcpyDeviceToDevice)); });
+    e.copy_gbps = 2.0 * static_cast<double>(n) / (ms * 1e6);
+    std::printf("copy d2d: %.0f GB/s read+write; matrix %lld x %lld, %.1f MB\n", e.copy_gbps,
+                static_cast<long long>(N), static_cast<long long>(K), mat / 1e6);
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+  }
+  for (int bps : {2, 4, 8}) {
+    const unsigned grid = static_cast<unsigned>(e.sms * bps);
+    const double ms = time_ms(e, 64, [&](int i) {
+      flat_kernel<<<grid, 256>>>(reinterpret_cast<const uint4*>(bufs[i % 8]), mat / 16, sink);
+    });
+    const double gbps = mat / (ms * 1e6);
+    std::printf("flat XOR, %d blocks/SM          %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", bps, ms * 1e3, gbps,
+                100.0 * gbps / e.copy_gbps);
+  }
+  {  // one launch over all 8 copies (a 264 MB matrix): in-kernel steady state without launch ramps
+    const unsigned grid = static_cast<unsigned>(e.sms * 4);
+    uint8_t* big;
+    CK(cudaMalloc(&big, 8 * mat));
+    const double ms = time_ms(e, 8, [&](int) {
+      flat_kernel<<<grid, 256>>>(reinterpret_cast<const uint4*>(big), 8 * mat / 16, sink);
+    });
+    const double gbps = 8 * mat / (ms * 1e6);
+    std::printf("flat XOR, 264 MB in one launch   %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", ms * 1e3, gbps,
+                100.0 * gbps / e.copy_gbps);
+    CK(cudaFree(big));
+  }
+  using Q4K = ChunkDecQ4KWide;
+  using Q4KL = ChunkDecQ4KLean;
+  using Q40 = ChunkDec<ferry::DType::Q4_0>;
+  uint8_t* const* B = bufs.data();
+  std::vector<float> o_wide(N), o_lean(N);
+  std::printf("-- Q4_K (ggml layout, 32-byte chunks) --\n");
+  run_v3<Q4K, 1, 4, kLoad, false>(e, "Q4_K load U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 1, 4, kLoad, true>(e, "Q4_K load U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 2, 4, kLoad, false>(e, "Q4_K load U2 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 2, 2, kLoad, false>(e, "Q4_K load U2 MB2", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 1, 4, kNoScale, false>(e, "Q4_K noscale U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 1, 4, kFull, false>(e, "Q4_K wide U1 MB4 (default)", B, row_bytes, N, K, xq, xds, out, o_wide.data());
+  run_v3<Q4K, 1, 4, kFull, true>(e, "Q4_K wide U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4KL, 1, 4, kFull, false>(e, "Q4_K lean U1 MB4", B, row_bytes, N, K, xq, xds, out, o_lean.data());
+  run_v3<Q4KL, 1, 4, kFull, true>(e, "Q4_K lean U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4KL, 2, 4, kFull, false>(e, "Q4_K lean U2 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4KL, 2, 3, kFull, false>(e, "Q4_K lean U2 MB3", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4KL, 2, 2, kFull, false>(e, "Q4_K lean U2 MB2", B, row_bytes, N, K, xq, xds, out);
+  std::printf("lean == wide bit for bit over %lld rows: %s\n", static_cast<long long>(N),
+              std::memcmp(o_wide.data(), o_lean.data(), N * sizeof(float)) == 0 ? "yes" : "NO");
+  std::printf("-- Q4_0 (split layout) --\n");
+  run_v3<Q40, 2, 4, kLoad, false>(e, "Q4_0 load U2 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q40, 2, 4, kLoad, true>(e, "Q4_0 load U2 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q40, 2, 4, kNoScale, false>(e, "Q4_0 noscale U2 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q40, 2, 4, kFull, false>(e, "Q4_0 full U2 MB4 (default)", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q40, 2, 4, kFull, true>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q40, 4, 4, kFull, false>(e, "Q4_0 full U4 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q40, 4, 2, kFull, false>(e, "Q4_0 full U4 MB2", B, row_bytes, N, K, xq, xds, out);
+  return 0;
+}
