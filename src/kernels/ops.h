@@ -72,6 +72,14 @@ class Ops {
   virtual void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
     for (int i = 0; i < n; ++i) matmul(*ws[i], x, outs[i]);
   }
+  // rms_norm(x, w_norm, eps, xn), then matmul_many(n, ws, xn, outs): a layer's input norm and the
+  // projections that read it. A backend may compute the norm inside the matmul kernels (CudaOps, one
+  // token); xn is written either way. xn must not overlap x or the outs.
+  virtual void norm_matmul_many(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
+                                const TensorView* const* ws, TensorView* outs) {
+    rms_norm(x, w_norm, eps, xn);
+    matmul_many(n, ws, xn, outs);
+  }
   // acc += W x (an output projection followed by the residual add). tmp [N, T] F32 is scratch the
   // default uses (matmul into tmp, then add); a backend may add in the matmul's epilogue instead (the same
   // single rounding of acc + (W x)) and leave tmp untouched.

@@ -116,14 +116,12 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
   const TensorView q = s.q.rows(0, n), k = s.k.rows(0, n), v = s.v.rows(0, n);
   const TensorView attn = s.attn.rows(0, n), proj = s.proj.rows(0, n);
 
-  ops.rms_norm(x, L.attn_norm, spec.rms_eps, xn);
-  record(hook, xn, "blk.%d.attn_norm", il);
-
-  {  // q, k, v share their input: a backend may quantize it once and fuse the launches
+  {  // q, k, v share their input: a backend may quantize it once, fuse the launches and the norm
     const TensorView* ws[3] = {&L.attn_q, &L.attn_k, &L.attn_v};
     TensorView outs[3] = {q, k, v};
-    ops.matmul_many(3, ws, xn, outs);
+    ops.norm_matmul_many(x, L.attn_norm, spec.rms_eps, xn, 3, ws, outs);
   }
+  record(hook, xn, "blk.%d.attn_norm", il);
   if (present(L.attn_q_bias)) ops.add(q, L.attn_q_bias, q);
   if (present(L.attn_k_bias)) ops.add(k, L.attn_k_bias, k);
   if (present(L.attn_v_bias)) ops.add(v, L.attn_v_bias, v);
@@ -181,17 +179,24 @@ TensorView prefix(const TensorView& buf, int64_t features, int64_t n) {
   return TensorView::make(DType::F32, buf.data, features, n, 1, 1, buf.where);
 }
 
-// The middle of an FFN block, whole or one slice (the views say which): gate and up from s.xn, the
-// activation, then out = down · act, or out += it with `accumulate`.
+// The middle of an FFN block, whole or one slice (the views say which): gate and up from s.xn (first
+// normed from s.x by norm_w when it is given), the activation, then out = down · act, or out += it with
+// `accumulate`.
 void ffn_middle(Ops& ops, const ModelSpec& spec, const TensorView& wg, const TensorView& wu, const TensorView& wd,
-                int64_t n, const Scratch& s, const TensorView& out, bool accumulate, const DebugHook* hook, int32_t il) {
+                int64_t n, const Scratch& s, const TensorView& out, bool accumulate, const DebugHook* hook, int32_t il,
+                const TensorView* norm_w = nullptr) {
   const int64_t width = wg.ne[1];
   const TensorView xn = s.xn.rows(0, n);
   const TensorView gate = prefix(s.gate, width, n), up = prefix(s.up, width, n);
   {
     const TensorView* ws[2] = {&wg, &wu};
     TensorView outs[2] = {gate, up};
-    ops.matmul_many(2, ws, xn, outs);
+    if (norm_w != nullptr) {
+      ops.norm_matmul_many(s.x.rows(0, n), *norm_w, spec.rms_eps, xn, 2, ws, outs);
+      record(hook, xn, "blk.%d.ffn_norm", il);
+    } else {
+      ops.matmul_many(2, ws, xn, outs);
+    }
   }
   ops.glu(gate, up, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate);
   record(hook, gate, "blk.%d.ffn_act", il);
@@ -221,13 +226,12 @@ void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   const LayerWeights& L = w.layers[il];
   const int64_t n = n_tokens;
   FERRY_ASSERT(n <= s.n_max);
-  forward_ffn_norm(ops, spec, w, il, n_tokens, s, hook);
   // Without a post-norm (or intermediates to record) the residual add is the down matmul's accumulate.
   if (!spec.post_norms && !recording(hook)) {
-    ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.x.rows(0, n), true, hook, il);
+    ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.x.rows(0, n), true, hook, il, &L.ffn_norm);
     return;
   }
-  ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.proj.rows(0, n), false, hook, il);
+  ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.proj.rows(0, n), false, hook, il, &L.ffn_norm);
   ffn_end(ops, spec, L, il, n, s, hook);
 }
 

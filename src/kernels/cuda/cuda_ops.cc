@@ -124,8 +124,10 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
   if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
   if (const char* e = std::getenv("FERRY_CUDA_Q4K_WIDE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_q4k_wide = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_Q4K_LEAN"); e && e[0] >= '0' && e[0] <= '2' && e[1] == 0)
-    opt_.matvec_q4k_lean = e[0] - '0';
+  if (const char* e = std::getenv("FERRY_CUDA_Q4K_LEAN"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.matvec_q4k_lean = e[0] == '1';
+  if (const char* e = std::getenv("FERRY_CUDA_NORM_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.matvec_norm_fuse = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_V3ALT"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_v3_alt = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
@@ -369,6 +371,60 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
   for (int i = 0; i < n; ++i) {
     if (!v2[i]) matmul(*ws[i], x, outs[i]);
   }
+}
+
+void CudaOps::norm_matmul_many(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
+                               const TensorView* const* ws, TensorView* outs) {
+  if (!ctx_.ok()) return;
+  const int64_t K = x.ne[0];
+  auto overlaps = [](const TensorView& a, const TensorView& b) {
+    const char* a0 = static_cast<const char*>(a.data);
+    const char* b0 = static_cast<const char*>(b.data);
+    return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+  };
+  bool fusable = opt_.fuse && opt_.matvec_norm_fuse && opt_.matvec_v2 && x.ne[1] == 1 && n >= 1 &&
+                 n <= cu::kMatvecMaxMats && x.dtype == DType::F32 && w_norm.dtype == DType::F32 &&
+                 w_norm.ne[0] == K && same_shape(x, xn) && stashable(xn) && !overlaps(x, xn) &&
+                 cu::rms_norm_quantizes(row_view(x), w_norm.ptr<const float>(), row_view(xn));
+  for (int i = 0; fusable && i < n; ++i) {
+    fusable = ws[i]->dtype == ws[0]->dtype && ws[i]->layout == ws[0]->layout && traits(ws[i]->dtype).quantized &&
+              use_v2(*ws[i], xn) && !overlaps(outs[i], x) && !overlaps(outs[i], xn);
+  }
+  cu::MatvecSet set;
+  cu::MatvecLaunch launch;
+  if (fusable) {
+    for (int i = 0; i < n; ++i) {
+      check_matmul_shapes(*ws[i], xn, outs[i]);
+      set.w[set.n] = ws[i]->data;
+      set.w_stride[set.n] = static_cast<int64_t>(ws[i]->nb[1]);
+      set.out[set.n] = outs[i].ptr<float>();
+      set.out_stride[set.n] = static_cast<int64_t>(outs[i].nb[1] / 4);
+      set.row_end[set.n] = (set.n > 0 ? set.row_end[set.n - 1] : 0) + ws[i]->ne[1];
+      ++set.n;
+    }
+    launch.sm_count = ctx_.sm_count();
+    launch.kernel = opt_.matvec_kernel;
+    launch.q4k_wide = opt_.matvec_q4k_wide;
+    launch.q4k_lean = opt_.matvec_q4k_lean;
+    launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
+    fusable = cu::matvec_norm_fusable(ws[0]->dtype, set, K, 1, launch);
+  }
+  if (!fusable) {
+    Ops::norm_matmul_many(x, w_norm, eps, xn, n, ws, outs);
+    return;
+  }
+  forget_stash();
+  cu::NormPrologue norm;
+  norm.x = x.ptr<const float>();
+  norm.w = w_norm.ptr<const float>();
+  norm.eps = eps;
+  norm.xn = xn.ptr<float>();
+  norm.xq = stash_xq();
+  norm.xds = reinterpret_cast<float2*>(stash_xds());
+  launch.norm = &norm;
+  check(cu::matvec_quant_v2(ws[0]->dtype, set, K, nullptr, nullptr, 1, launch, ctx_.stream()),
+        "norm_matmul_many: matvec_quant_v2");
+  stash_ = Q8Stash{static_cast<const char*>(xn.data), K, 1};  // block 0 wrote xn's Q8 as rms_norm would
 }
 
 void CudaOps::matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) {

@@ -91,14 +91,19 @@ struct CudaOpsOptions {
   // the Q8 activations the next matvec of that tensor reads (its quantize_q8 is skipped); matmul_acc adds
   // in the matvec's epilogue; rope_qk_store is one kernel. Same arithmetic as the unfused ops, bit for bit.
   bool fuse = true;
+  // With fuse, a 1-token norm_matmul_many whose weights share one quantized type runs the norm inside the
+  // persistent matvec (cu::NormPrologue: every block norms x into shared memory, rms_norm's arithmetic bit
+  // for bit) instead of as a kernel of its own. Environment FERRY_CUDA_NORM_FUSE=0|1 overrides.
+  bool matvec_norm_fuse = true;
   // Q4_K decode matvec in 32-byte chunks (ChunkDecQ4KWide: the scales decoded once per 64 weights, not
   // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
   // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
   bool matvec_q4k_wide = true;
-  // With matvec_q4k_wide: 1 = the 32-byte chunks through ChunkDecQ4KLean (bit for bit ChunkDecQ4KWide's
-  // results, fewer instructions per weight: byte-permuted scales, high nibbles dotted in place), 2 = that
-  // at 2 chunks a v3 tile, 0 = ChunkDecQ4KWide. Environment FERRY_CUDA_Q4K_LEAN=0|1|2 overrides.
-  int matvec_q4k_lean = 1;
+  // With matvec_q4k_wide: the 32-byte chunks through ChunkDecQ4KLean (bit for bit ChunkDecQ4KWide's
+  // results, fewer instructions per weight: byte-permuted scales, high nibbles dotted in place). Default
+  // since session 11: llama3-8b Q4_K decode +1.4 % on the H200 (bench/RESULTS.md); the same chunks at 2 a
+  // v3 tile were 35 % slower. Environment FERRY_CUDA_Q4K_LEAN=0|1 overrides (A/B benchmarks).
+  bool matvec_q4k_lean = true;
   // The 1-token v3 matvec at 1 chunk a tile and 4 blocks per SM instead of its type's default (matvec.cu
   // DecoderAdapter: Q4_0 2 chunks a tile at 4 blocks per SM, Q4_K 1 at 4, the rest U chunks at 2; for
   // Q4_K the alternative is U at 2). Environment FERRY_CUDA_V3ALT=0|1 overrides (A/B benchmarks).
@@ -134,6 +139,8 @@ class CudaOps final : public Ops {
   // Decode (T <= matvec_max_tokens): x quantized once, one v2 launch per (type, layout) group of up to 4
   // weights; weights the v2 kernels do not read go through matmul one by one.
   void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) override;
+  void norm_matmul_many(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
+                        const TensorView* const* ws, TensorView* outs) override;
   // Decode: the matvec adds into acc (tmp unused); else Ops' default.
   void matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;

@@ -256,6 +256,7 @@ struct DecoderAdapter {
   static constexpr int kUnroll = U;
   static constexpr int kV3Unroll = V3U;
   static constexpr int kV3MinBlocks = V3MB;
+  static constexpr bool kQ8 = true;  // activations as Q8 (xq, xds)
   struct Act {
     const int8_t* xq;   // [T][K]
     const float2* xds;  // [T][K / 32]
@@ -276,7 +277,6 @@ using QuantAdapter = DecoderAdapter<ChunkDec<Q>, (Q == DType::Q2_K || Q == DType
 // the H200 against 2 at 2 blocks (bench/RESULTS.md, session 7).
 using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2, 1, 4>;
 using LeanQ4KAdapter = DecoderAdapter<ChunkDecQ4KLean, 3, 2, 1, 4>;
-using LeanQ4KAdapterU2 = DecoderAdapter<ChunkDecQ4KLean, 3, 2, 2, 4>;
 
 // Float weights: a chunk is 16 bytes (8 F16/BF16 or 4 F32 values); products and sums in F32.
 template <typename Wt>
@@ -286,6 +286,7 @@ struct FloatAdapter {
   static constexpr int kUnroll = 4;
   static constexpr int kV3Unroll = 4;
   static constexpr int kV3MinBlocks = 2;
+  static constexpr bool kQ8 = false;
   struct W {
     Q16 q;
   };
@@ -458,22 +459,75 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
 // loads of tile j + 1 before it computes tile j, so each lane always has U 16-byte weight loads in flight;
 // a v2 warp loads, waits, computes and exits (one round per warp for a 4096-wide Q4_0 row), and the
 // memory system idles between its exit and the next block's first loads. T <= 2, one warp per row.
-template <class A, int NT, int U, int MB>
+// NORM (T = 1, quantized A): the activations are rms_norm(norm.x) * norm.w, computed by every block into
+// dynamic shared memory (norm_prologue) after its first weight loads are issued; the launch passes
+// act = {nullptr, nullptr, K} and norm_smem_bytes(K) of dynamic shared memory.
+__host__ __device__ constexpr int64_t norm_smem_bytes(int64_t K) { return 4 * K + K + K / 32 * 8; }
+
+// rms_norm_vec_kernel's arithmetic for one row of K floats (K % 32 == 0, K <= 8192) by the block's 256
+// threads: x staged in shared memory by cp.async (every load in flight at once, no registers held across
+// the weights already loaded), the squares summed in that kernel's order, then y = x * inv * w quantized
+// by quantize_q8_by8 into sq / sds. Block 0 also writes y and its Q8 to global memory.
+__device__ __forceinline__ void norm_prologue(const NormPrologue& nm, int64_t K, unsigned char* smem,
+                                              const int8_t** sq_out, const float2** sds_out) {
+  float* sx = reinterpret_cast<float*>(smem);
+  int8_t* sq = reinterpret_cast<int8_t*>(smem + 4 * K);
+  float2* sds = reinterpret_cast<float2*>(smem + 5 * K);
+  const int n4 = static_cast<int>(K / 4);
+  for (int i = threadIdx.x; i < n4; i += kV2Threads) cp_async16(sx + 4 * i, nm.x + 4 * i, true);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  const float4* sx4 = reinterpret_cast<const float4*>(sx);
+  const float4* w4 = reinterpret_cast<const float4*>(nm.w);
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n4; i += kV2Threads) {
+    const float4 v = sx4[i];
+    ss = fmaf(v.x, v.x, ss);
+    ss = fmaf(v.y, v.y, ss);
+    ss = fmaf(v.z, v.z, ss);
+    ss = fmaf(v.w, v.w, ss);
+  }
+  const float inv = rsqrtf(block256_sum(ss) / static_cast<float>(K) + nm.eps);
+  const bool global = blockIdx.x == 0;
+  for (int i = threadIdx.x; i < n4; i += kV2Threads) {  // n4 % 8 == 0: a group of 8 lanes agrees on i < n4
+    const float4 v = sx4[i], wv = __ldg(w4 + i);
+    const float4 y = make_float4(v.x * inv * wv.x, v.y * inv * wv.y, v.z * inv * wv.z, v.w * inv * wv.w);
+    quantize_q8_by8(y, sq + 4 * i, sds + i / 8, threadIdx.x % 8 == 0);
+    if (global) {
+      reinterpret_cast<float4*>(nm.xn)[i] = y;
+      quantize_q8_by8(y, nm.xq + 4 * i, nm.xds + i / 8, threadIdx.x % 8 == 0);
+    }
+  }
+  __syncthreads();
+  *sq_out = sq;
+  *sds_out = sds;
+}
+
+template <class A, int NT, int U, int MB, bool NORM = false>
 __global__ void __launch_bounds__(kV2Threads, MB)
     matvec_v3_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename A::Act act, int T,
-                     bool accumulate) {
+                     bool accumulate, NormPrologue norm) {
   const int lane = threadIdx.x % kWarp;
   int64_t n = static_cast<int64_t>(blockIdx.x) * kV2Warps + threadIdx.x / kWarp;
-  if (n >= N || n >= n_warps) return;
+  const bool has_rows = n < N && n < n_warps;  // warp-uniform
+  if (!NORM && !has_rows) return;
   const int n_chunks = static_cast<int>(K / A::kElems);
   constexpr int kTile = kWarp * U;
   const int rounds = (n_chunks + kTile - 1) / kTile;
-  RowRef ref = row_ref(set, n);
+  RowRef ref = row_ref(set, min(n, N - 1));
   int round = 0;
   typename A::W w[U], wn[U];
+  if (has_rows) {
 #pragma unroll
-  for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
+    for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
+  }
   grid_dependency_wait();
+  if constexpr (NORM) {
+    extern __shared__ __align__(16) unsigned char norm_smem[];
+    norm_prologue(norm, K, norm_smem, &act.xq, &act.xds);
+    if (!has_rows) return;
+  }
   allow_dependents();
   float acc[NT];
 #pragma unroll
@@ -527,11 +581,14 @@ __global__ void __launch_bounds__(kV2Threads, MB)
 }
 
 // Resident blocks per SM of a v3 instantiation (its register use decides), asked once.
-template <class A, int NT, int U, int MB>
+template <class A, int NT, int U, int MB, bool NORM = false>
 int v3_blocks_per_sm() {
   static const int blocks = [] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U, MB>, kV2Threads, 0) != cudaSuccess ||
+    // With NORM, at the most shared memory a launch asks for (K = 8192).
+    const size_t smem = NORM ? static_cast<size_t>(norm_smem_bytes(8192)) : 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U, MB, NORM>, kV2Threads, smem) !=
+            cudaSuccess ||
         b < 1) {
       (void)cudaGetLastError();
       b = MB;
@@ -541,16 +598,18 @@ int v3_blocks_per_sm() {
   return blocks;
 }
 
-template <class A, int NT, int U, int MB>
+template <class A, int NT, int U, int MB, bool NORM = false>
 cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& act, int T, const MatvecLaunch& l,
                       cudaStream_t stream) {
   const int64_t N = set.row_end[set.n - 1];
   const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps *
-                            v3_blocks_per_sm<A, NT, U, MB>();
+                            v3_blocks_per_sm<A, NT, U, MB, NORM>();
   const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
   const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
-  return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U, MB>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), 0, stream,
-                   set, N, K, n_warps, act, T, l.accumulate);
+  const NormPrologue norm = NORM ? *l.norm : NormPrologue{};
+  return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U, MB, NORM>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads),
+                   NORM ? static_cast<size_t>(norm_smem_bytes(K)) : 0, stream, set, N, K, n_warps, act, T,
+                   l.accumulate, norm);
 }
 
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
@@ -567,6 +626,13 @@ bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
 template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
                              const MatvecLaunch& l, cudaStream_t stream) {
+  if constexpr (A::kQ8) {
+    if (l.norm != nullptr) {  // matvec_norm_fusable said yes
+      if (!v3_fits<A>(set, T, l) || T != 1) return cudaErrorInvalidValue;
+      return launch_v3<A, 1, A::kV3Unroll, A::kV3MinBlocks, true>(set, K, act, T, l, stream);
+    }
+  }
+  if (l.norm != nullptr) return cudaErrorInvalidValue;
   if (v3_fits<A>(set, T, l)) {
     if (T == 2) return launch_v3<A, 2, A::kUnroll, 2>(set, K, act, T, l, stream);
     if (l.v3_alt) {  // A/B benchmarks: 1 chunk a tile at 4 blocks per SM, or U at 2 where that is the default
@@ -671,15 +737,23 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
     case DType::Q3_K: return launch_v2_tokens<QuantAdapter<DType::Q3_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q4_K:
-      if (launch.q4k_wide && launch.q4k_lean == 1)
+      if (launch.q4k_wide && launch.q4k_lean)
         return launch_v2_tokens<LeanQ4KAdapter>(set, K, {xq, xds, K}, T, launch, stream);
-      if (launch.q4k_wide && launch.q4k_lean == 2)
-        return launch_v2_tokens<LeanQ4KAdapterU2>(set, K, {xq, xds, K}, T, launch, stream);
       if (launch.q4k_wide) return launch_v2_tokens<WideQ4KAdapter>(set, K, {xq, xds, K}, T, launch, stream);
       return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+bool matvec_norm_fusable(DType type, const MatvecSet& set, int64_t K, int T, const MatvecLaunch& launch) {
+  if (T != 1 || K % 64 != 0 || K > 8192 || launch.kernel != 3 || !set_ok(set, T)) return false;
+  switch (type) {
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: break;
+    default: return false;
+  }
+  return set.row_end[set.n - 1] >= static_cast<int64_t>(launch.sm_count > 0 ? launch.sm_count : 132) * kV2Warps;
 }
 
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,

@@ -365,6 +365,92 @@ TEST(CudaOps, MatmulMany) {
 
 // ---- decode fusions and the v3 matvec ------------------------------------------------------------------
 
+// norm_matmul_many with the norm inside the v3 matvec (1 token, one quantized type) gives bit for bit what
+// rms_norm then matmul_many give: the outputs, xn, and the Q8 stash a later matmul of xn reads. Sets too
+// small for v3 (or 2 tokens) take the unfused path and must agree as well.
+TEST(CudaOps, NormMatmulManyFusedIsBitExact) {
+  REQUIRE_GPU();
+  std::mt19937 rng(77);
+  struct Case {
+    DType t;
+    bool split;
+    int64_t K;
+    std::vector<int64_t> rows;
+    int64_t T;
+  };
+  const Case cases[] = {
+      {DType::Q4_0, true, 4096, {4096, 1024, 1024}, 1}, {DType::Q4_K, false, 4096, {14336, 14336}, 1},
+      {DType::Q4_K, false, 2048, {2048, 512, 512}, 1},  {DType::Q8_0, true, 5120, {1500}, 1},
+      {DType::Q6_K, true, 4096, {1200, 300}, 1},         {DType::Q5_K, false, 8192, {2000}, 1},
+      {DType::Q4_K, false, 4096, {600}, 1},              {DType::Q4_0, true, 4096, {4096, 1024}, 2},
+  };
+  for (const Case& c : cases) {
+    const int n = static_cast<int>(c.rows.size());
+    std::vector<HostTensor> w;
+    std::vector<std::unique_ptr<DevTensor>> dw;
+    std::vector<const TensorView*> ws;
+    for (int i = 0; i < n; ++i) {
+      w.push_back(random_weights(rng, c.t, c.K, c.rows[i]));
+      dw.push_back(std::make_unique<DevTensor>(*E, c.split ? to_split(w[i]) : w[i]));
+      ws.push_back(&dw.back()->view);
+    }
+    HostTensor x = random_f32(rng, c.K, c.T), nw = random_f32(rng, c.K, 1);
+    DevTensor dx(*E, x), dnw(*E, nw);
+    HostTensor w2h = random_weights(rng, c.t, c.K, 1100);
+    DevTensor dw2(*E, c.split ? to_split(w2h) : w2h);
+    std::vector<HostTensor> got_out[2], got_xn(2), got_after(2);
+    for (int fused = 0; fused < 2; ++fused) {
+      for (bool pdl : {true, false}) {
+        kernels::CudaOpsOptions o;
+        o.matvec_norm_fuse = fused == 1;
+        o.matvec_pdl = pdl;
+        kernels::CudaOps ops(*E->ctx, o);
+        DevTensor dxn(*E, DType::F32, c.K, c.T), dafter(*E, DType::F32, 1100, c.T);
+        dxn.poison();
+        dafter.poison();
+        std::vector<std::unique_ptr<DevTensor>> dout;
+        std::vector<TensorView> outs;
+        for (int i = 0; i < n; ++i) {
+          dout.push_back(std::make_unique<DevTensor>(*E, DType::F32, c.rows[i], c.T));
+          dout.back()->poison();
+          outs.push_back(dout.back()->view);
+        }
+        ops.norm_matmul_many(dx.view, dnw.view, 1e-5f, dxn.view, n, ws.data(), outs.data());
+        ops.matmul(dw2.view, dxn.view, dafter.view);  // reads the stash the norm left
+        SYNC();
+        const std::string what = std::string(dtype_name(c.t)) + " K=" + std::to_string(c.K) + " T=" +
+                                 std::to_string(c.T) + (fused ? " fused" : " unfused") + (pdl ? " pdl" : "");
+        std::vector<HostTensor> outs_h;
+        for (int i = 0; i < n; ++i) outs_h.push_back(dout[i]->download());
+        HostTensor xn_h = dxn.download(), after_h = dafter.download();
+        if (pdl) {
+          got_out[fused] = std::move(outs_h);
+          got_xn[fused] = std::move(xn_h);
+          got_after[fused] = std::move(after_h);
+          continue;
+        }
+        for (int i = 0; i < n; ++i)
+          EXPECT_EQ(outs_h[i].bytes, got_out[fused][i].bytes) << what << ": out " << i << " differs with PDL";
+      }
+    }
+    const std::string what = std::string(dtype_name(c.t)) + " K=" + std::to_string(c.K) + " T=" + std::to_string(c.T);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(got_out[1][i].bytes, got_out[0][i].bytes) << what << ": out " << i;
+    EXPECT_EQ(got_xn[1].bytes, got_xn[0].bytes) << what << ": xn";
+    EXPECT_EQ(got_after[1].bytes, got_after[0].bytes) << what << ": the matmul after";
+    // And against the reference: rms_norm on the host, then each matmul of the Q8 activations.
+    RefOps ref;
+    HostTensor xn_ref(DType::F32, c.K, c.T);
+    ref.rms_norm(x.view, nw.view, 1e-5f, xn_ref.view);
+    expect_close(got_xn[1], xn_ref, 1e-6, what + ": xn vs RefOps");
+    for (int i = 0; i < n; ++i) {
+      HostTensor want(DType::F32, c.rows[i], c.T);
+      ref.matmul(w[i].view, q8_activations(xn_ref, c.K, c.T).view, want.view);
+      expect_close(got_out[1][i], want, matmul_tol(c.t, 0), what + ": out " + std::to_string(i) + " vs RefOps");
+    }
+  }
+}
+
+
 // `got` and `want` (two CudaOps with different options) multiply the same weights by random x [K, T]: the
 // outputs agree within 1e-6 (normalized RMS).
 void expect_same_matmul(Env* E, std::mt19937& rng, kernels::CudaOps& got, kernels::CudaOps& want, const DevTensor& dw,
