@@ -295,9 +295,17 @@ void forward_head(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const 
   if (n_rows == 0) return;
   const TensorView hx = s.head_x.rows(0, n_rows), logits = s.logits.rows(0, n_rows);
   ops.gather_rows(s.x, rows, hx);
-  ops.rms_norm(hx, w.output_norm, spec.rms_eps, hx);
-  record(hook, hx, "result_norm");
-  ops.matmul(w.output, hx, logits);
+  if (n_rows <= s.n_max) {  // normed into s.xn (free here): the backend may fuse the norm into the matmul
+    const TensorView hn = s.xn.rows(0, n_rows);
+    const TensorView* ws[1] = {&w.output};
+    TensorView outs[1] = {logits};
+    ops.norm_matmul_many(hx, w.output_norm, spec.rms_eps, hn, 1, ws, outs);
+    record(hook, hn, "result_norm");
+  } else {
+    ops.rms_norm(hx, w.output_norm, spec.rms_eps, hx);
+    record(hook, hx, "result_norm");
+    ops.matmul(w.output, hx, logits);
+  }
   record(hook, logits, "result_output");
 }
 
