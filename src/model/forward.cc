@@ -107,20 +107,18 @@ void forward_embed(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const
   record(hook, x, "inp_embd");
 }
 
-void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, const BatchMeta& batch,
-                       const KvView& kv, const Scratch& s, const DebugHook* hook) {
-  const LayerWeights& L = w.layers[il];
-  const int64_t n = batch.n_tokens;
-  FERRY_ASSERT(n <= s.n_max);
-  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n);
-  const TensorView q = s.q.rows(0, n), k = s.k.rows(0, n), v = s.v.rows(0, n);
-  const TensorView attn = s.attn.rows(0, n), proj = s.proj.rows(0, n);
+namespace {
 
-  {  // q, k, v share their input: a backend may quantize it once, fuse the launches and the norm
-    const TensorView* ws[3] = {&L.attn_q, &L.attn_k, &L.attn_v};
-    TensorView outs[3] = {q, k, v};
-    ops.norm_matmul_many(x, L.attn_norm, spec.rms_eps, xn, 3, ws, outs);
-  }
+// The attention block's input, op by op where something sits between the projections and the rotation
+// (biases, q/k norms, a q prescale, a recorder): norm, q / k / v, rope, cache store.
+void attention_input(Ops& ops, const ModelSpec& spec, const LayerWeights& L, int32_t il, const BatchMeta& batch,
+                     const KvView& kv, const Scratch& s, const DebugHook* hook, const TensorView* const* ws,
+                     TensorView* outs, const TensorView& q3, const TensorView& k3, const RopeParams& rope) {
+  const int64_t n = batch.n_tokens;
+  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n);
+  const TensorView q = outs[0], k = outs[1], v = outs[2];
+  // q, k, v share their input: a backend may quantize it once, fuse the launches and the norm.
+  ops.norm_matmul_many(x, L.attn_norm, spec.rms_eps, xn, 3, ws, outs);
   record(hook, xn, "blk.%d.attn_norm", il);
   if (present(L.attn_q_bias)) ops.add(q, L.attn_q_bias, q);
   if (present(L.attn_k_bias)) ops.add(k, L.attn_k_bias, k);
@@ -129,10 +127,6 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
   record(hook, k, "blk.%d.Kcur", il);
   record(hook, v, "blk.%d.Vcur", il);
 
-  // Per-head views: [head_dim, heads, n].
-  const TensorView q3 = heads(q, spec.head_dim, spec.n_head, n);
-  const TensorView k3 = heads(k, spec.head_dim, spec.n_kv_head, n);
-  const RopeParams rope = layer_rope(spec, w, il);
   if (!prescale_q(spec) && !recording(hook)) {  // one pass where the backend can
     if (spec.qk_norm) {
       ops.qk_norm_rope_store(q3, k3, L.attn_q_norm, L.attn_k_norm, spec.rms_eps, k, v, batch, rope, kv);
@@ -151,6 +145,33 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
     record(hook, k, "blk.%d.Kcur_rope", il);
     if (prescale_q(spec)) ops.scale(q, spec.kq_scale(), q);
     ops.kv_store(k, v, batch, kv);
+  }
+}
+
+}  // namespace
+
+void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, const BatchMeta& batch,
+                       const KvView& kv, const Scratch& s, const DebugHook* hook) {
+  const LayerWeights& L = w.layers[il];
+  const int64_t n = batch.n_tokens;
+  FERRY_ASSERT(n <= s.n_max);
+  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n);
+  const TensorView q = s.q.rows(0, n), k = s.k.rows(0, n), v = s.v.rows(0, n);
+  const TensorView attn = s.attn.rows(0, n), proj = s.proj.rows(0, n);
+
+  // Per-head views: [head_dim, heads, n].
+  const TensorView q3 = heads(q, spec.head_dim, spec.n_head, n);
+  const TensorView k3 = heads(k, spec.head_dim, spec.n_kv_head, n);
+  const RopeParams rope = layer_rope(spec, w, il);
+  const TensorView* ws[3] = {&L.attn_q, &L.attn_k, &L.attn_v};
+  TensorView outs[3] = {q, k, v};
+  // Nothing between the projections and the rotation (no biases, q/k norms, q prescale or recorder): the
+  // backend may do norm, projections, rope and the cache store in one pass.
+  if (!present(L.attn_q_bias) && !present(L.attn_k_bias) && !present(L.attn_v_bias) && !spec.qk_norm &&
+      !prescale_q(spec) && !recording(hook)) {
+    ops.norm_qkv_rope_store(x, L.attn_norm, spec.rms_eps, xn, ws, outs, q3, k3, batch, rope, kv);
+  } else {
+    attention_input(ops, spec, L, il, batch, kv, s, hook, ws, outs, q3, k3, rope);
   }
   ops.attention(q3, kv, batch, layer_attn(spec, il), attn);
   record(hook, attn, "blk.%d.kqv_out", il);

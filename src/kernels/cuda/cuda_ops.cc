@@ -126,6 +126,8 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
     opt_.matvec_q4k_wide = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_Q4K_LEAN"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_q4k_lean = e[0] == '1';
+  if (const char* e = std::getenv("FERRY_CUDA_ROPE_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.matvec_rope_fuse = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_NORM_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_norm_fuse = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_V3ALT"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
@@ -373,9 +375,8 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
   }
 }
 
-void CudaOps::norm_matmul_many(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
-                               const TensorView* const* ws, TensorView* outs) {
-  if (!ctx_.ok()) return;
+bool CudaOps::norm_matvec_fused(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
+                                const TensorView* const* ws, TensorView* outs, const cu::RopeArgs* rope) {
   const int64_t K = x.ne[0];
   auto overlaps = [](const TensorView& a, const TensorView& b) {
     const char* a0 = static_cast<const char*>(a.data);
@@ -409,10 +410,7 @@ void CudaOps::norm_matmul_many(const TensorView& x, const TensorView& w_norm, fl
     launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
     fusable = cu::matvec_norm_fusable(ws[0]->dtype, set, K, 1, launch);
   }
-  if (!fusable) {
-    Ops::norm_matmul_many(x, w_norm, eps, xn, n, ws, outs);
-    return;
-  }
+  if (!fusable) return false;
   forget_stash();
   cu::NormPrologue norm;
   norm.x = x.ptr<const float>();
@@ -422,9 +420,17 @@ void CudaOps::norm_matmul_many(const TensorView& x, const TensorView& w_norm, fl
   norm.xq = stash_xq();
   norm.xds = reinterpret_cast<float2*>(stash_xds());
   launch.norm = &norm;
+  launch.rope = rope;
   check(cu::matvec_quant_v2(ws[0]->dtype, set, K, nullptr, nullptr, 1, launch, ctx_.stream()),
-        "norm_matmul_many: matvec_quant_v2");
+        rope ? "norm_qkv_rope_store: matvec_quant_v2" : "norm_matmul_many: matvec_quant_v2");
   stash_ = Q8Stash{static_cast<const char*>(xn.data), K, 1};  // block 0 wrote xn's Q8 as rms_norm would
+  return true;
+}
+
+void CudaOps::norm_matmul_many(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
+                               const TensorView* const* ws, TensorView* outs) {
+  if (!ctx_.ok()) return;
+  if (!norm_matvec_fused(x, w_norm, eps, xn, n, ws, outs, nullptr)) Ops::norm_matmul_many(x, w_norm, eps, xn, n, ws, outs);
 }
 
 void CudaOps::matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) {
@@ -627,6 +633,31 @@ void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, c
   }
   cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
   check(cu::rope(a, ctx_.stream()), "rope_qk_store");
+}
+
+// Norm, q / k / v, rope and the cache store in one persistent matvec (1 token, one quantized type,
+// rope_qk_store's fused case, q / k / v rows in whole heads): each warp computes a rotary pair's two rows and
+// rotates and stores them (MatvecLaunch::rope). Otherwise (CudaOpsOptions::matvec_rope_fuse off) the
+// default: norm_matmul_many, then rope_qk_store.
+void CudaOps::norm_qkv_rope_store(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn,
+                                  const TensorView* const* wqkv, TensorView* qkv, TensorView q3, TensorView k3,
+                                  const BatchMeta& batch, const RopeParams& p, KvView kv) {
+  if (!ctx_.ok()) return;
+  const TensorView &k = qkv[1], &v = qkv[2];
+  const bool fusable = opt_.matvec_rope_fuse && opt_.fuse && batch.n_tokens == 1 && x.ne[1] == 1 && q3.data == qkv[0].data &&
+                       q3.nb[0] == 4 && q3.nb[1] == static_cast<size_t>(q3.ne[0]) * 4 && q3.ne[0] % 2 == 0 &&
+                       wqkv[0]->ne[1] == q3.ne[0] * q3.ne[1] && wqkv[1]->ne[1] == k3.ne[0] * k3.ne[1] &&
+                       wqkv[2]->ne[1] == wqkv[1]->ne[1] && batch.pos.data != nullptr &&
+                       rope_store_fusable(q3, k3, k, v, batch, p, kv);
+  if (fusable) {
+    const cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
+    if (norm_matvec_fused(x, w_norm, eps, xn, 3, wqkv, qkv, &a)) {
+      forget_stash();  // the stash is xn's, and xn is not read again; q, k, v were written
+      stash_ = Q8Stash{static_cast<const char*>(xn.data), x.ne[0], 1};
+      return;
+    }
+  }
+  Ops::norm_qkv_rope_store(x, w_norm, eps, xn, wqkv, qkv, q3, k3, batch, p, kv);
 }
 
 // One kernel for the q / k norms, the rotation and the cache store (a qwen3 decode layer launched three:

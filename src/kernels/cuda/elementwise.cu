@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/rope.cuh"
 
 namespace ferry::kernels::cuda {
 namespace {
@@ -139,18 +140,6 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
 // RefOps is double too): theta_i = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i]. A block per
 // token with a loop over pairs was latency-bound (17 us a decode step's call: each pass waits for its
 // loads); this way every load of the step is in flight at once.
-// Pair i of a head at position p rotated: theta_i = p * freq_scale * base^(-2i / n_rot) / freq_factor[i]
-// in double, then (x0, x1) -> (x0 c - x1 s, x0 s + x1 c) in float.
-__device__ __forceinline__ float2 rope_rotate(const RopeArgs& a, double p, double log2_base, int i, float x0,
-                                              float x1) {
-  double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
-  if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
-  double sn, cn;
-  sincos(theta, &sn, &cn);
-  const float c = static_cast<float>(cn), s = static_cast<float>(sn);
-  return make_float2(x0 * c - x1 * s, x0 * s + x1 * c);
-}
-
 // The blocks of the rope kernels past the rotating ones (blockIdx.y >= first): element e of token t's v
 // into its cache column (rope_qk_store; skipped without a v cache or with the cell out of range).
 __device__ __forceinline__ void rope_store_v(const RopeArgs& a, int t, int64_t cell, int first) {

@@ -58,6 +58,7 @@ struct MatvecSet {
 // block norms x into shared memory first, with rms_norm's arithmetic (the same sums in the same order, so
 // the int8 activations are bit for bit those of rms_norm + quantize_q8), and block 0 also writes xn (F32)
 // and its Q8 (xq [K], xds [K / 32]) to global memory, as the rms_norm kernel it replaces would.
+struct RopeArgs;
 struct NormPrologue {
   const float* x = nullptr;  // [K], 16-byte aligned
   const float* w = nullptr;  // [K]
@@ -74,7 +75,10 @@ struct MatvecLaunch {
   bool q4k_wide = false;  // Q4_K through ChunkDecQ4KWide (32-byte chunks, scales decoded once per 64)
   bool q4k_lean = false;  // with q4k_wide: through ChunkDecQ4KLean (the same sums, fewer instructions)
   bool v3_alt = false;
-  const NormPrologue* norm = nullptr;  // matvec_quant_v2: the input is rms_norm(norm->x) (matvec_norm_fusable)  // 1-token v3: 1 chunk a tile at 4 blocks / SM (U at 2 where that is the default)
+  const NormPrologue* norm = nullptr;  // matvec_quant_v2: the input is rms_norm(norm->x) (matvec_norm_fusable)
+  // With norm, a q, k, v set: the outputs rotated and k, v stored in the cache in the matvec's epilogue,
+  // as rope_qk_store with these arguments would (matvec_rope_fusable).
+  const RopeArgs* rope = nullptr;  // 1-token v3: 1 chunk a tile at 4 blocks / SM (U at 2 where that is the default)
 };
 // Whether the v2 kernels read weights of this type / layout / shape / alignment: Q4_0, Q8_0, Q6_K in the
 // split layout (split_layout_supported), Q4_K, Q5_K in ggml's layout (K % 256 == 0), F32 / F16 / BF16

@@ -12,6 +12,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/quant_chunks.h"
+#include "kernels/cuda/rope.cuh"
 #include "tensor/repack.h"
 
 #include <type_traits>
@@ -504,18 +505,66 @@ __device__ __forceinline__ void norm_prologue(const NormPrologue& nm, int64_t K,
   *sds_out = sds;
 }
 
-template <class A, int NT, int U, int MB, bool NORM = false>
+// ROPE (T = 1, with NORM; the set is q, k, v): each warp computes the two rows of a rotary pair one after
+// the other (pair p = virtual rows 2p, 2p + 1: rows 2i, 2i + 1 of a head, or i, i + n_rot / 2 with NeoX),
+// then rotates them as rope_kernel does and stores q, k (and k, v into the F16 cache cell), so the
+// rope_qk_store launch is not needed. Virtual row n -> the set's row:
+__device__ __forceinline__ int64_t pair_row(const RopeArgs& r, int64_t n) {
+  if (!r.neox) return n;
+  const int64_t half = r.n_rot / 2, p = n >> 1;
+  return (p / half) * r.head_dim + p % half + (n & 1) * half;
+}
+// The epilogue of pair (ra, rb) of the set with values (va, vb), by one lane.
+__device__ __forceinline__ void rope_pair_store(const MatvecSet& set, const RopeArgs& r, int64_t ra, int64_t rb,
+                                                float va, float vb) {
+  const int m = (ra >= set.row_end[0]) + (ra >= set.row_end[1]);  // 0 q, 1 k, 2 v
+  const int64_t start = m == 0 ? 0 : set.row_end[m - 1];
+  const int64_t la = ra - start, lb = rb - start;
+  float* out = set.out[0];
+  if (m == 1) out = set.out[1];
+  if (m == 2) out = set.out[2];
+  const int64_t cell = r.cell != nullptr ? r.cell[0] : -1;
+  const bool cell_ok = cell >= 0 && cell < r.n_cells;
+  if (m == 2) {  // v: stored as computed, and into the cache
+    out[la] = va;
+    out[lb] = vb;
+    if (r.v_cache != nullptr && cell_ok) {
+      __half* vc = reinterpret_cast<__half*>(reinterpret_cast<char*>(r.v_cache) + cell * r.v_cache_stride);
+      vc[la] = __float2half_rn(va);
+      vc[lb] = __float2half_rn(vb);
+    }
+    return;
+  }
+  const int half = r.n_rot / 2;
+  const int e = static_cast<int>(la % r.head_dim);
+  const int i = r.neox ? e : e / 2;
+  const double log2_base = log2(static_cast<double>(r.freq_base));
+  const float2 y = rope_rotate(r, static_cast<double>(r.pos[0]), log2_base, i, va, vb);
+  (void)half;
+  out[la] = y.x;
+  out[lb] = y.y;
+  if (m == 1 && r.k_cache != nullptr && cell_ok) {
+    __half* kc = reinterpret_cast<__half*>(reinterpret_cast<char*>(r.k_cache) + cell * r.k_cache_stride);
+    kc[la] = __float2half_rn(y.x);
+    kc[lb] = __float2half_rn(y.y);
+  }
+}
+
+template <class A, int NT, int U, int MB, bool NORM = false, bool ROPE = false>
 __global__ void __launch_bounds__(kV2Threads, MB)
     matvec_v3_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename A::Act act, int T,
-                     bool accumulate, NormPrologue norm) {
+                     bool accumulate, NormPrologue norm, RopeArgs rope) {
   const int lane = threadIdx.x % kWarp;
-  int64_t n = static_cast<int64_t>(blockIdx.x) * kV2Warps + threadIdx.x / kWarp;
-  const bool has_rows = n < N && n < n_warps;  // warp-uniform
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kV2Warps + threadIdx.x / kWarp;
+  int64_t n = ROPE ? 2 * gw : gw;  // ROPE: virtual rows (pair_row)
+  const bool has_rows = n < N && gw < n_warps;  // warp-uniform
   if (!NORM && !has_rows) return;
   const int n_chunks = static_cast<int>(K / A::kElems);
   constexpr int kTile = kWarp * U;
   const int rounds = (n_chunks + kTile - 1) / kTile;
-  RowRef ref = row_ref(set, min(n, N - 1));
+  auto phys = [&](int64_t v) { return ROPE ? pair_row(rope, v) : v; };
+  RowRef ref = row_ref(set, phys(min(n, N - 1)));
+  float va = 0.f;  // ROPE: the pair's first row
   int round = 0;
   typename A::W w[U], wn[U];
   if (has_rows) {
@@ -538,10 +587,10 @@ __global__ void __launch_bounds__(kV2Threads, MB)
     int round2 = round + 1;
     if (round2 == rounds) {
       round2 = 0;
-      n2 = n + n_warps;
+      n2 = ROPE ? ((n & 1) ? n - 1 + 2 * n_warps : n + 1) : n + n_warps;
     }
     const bool more = n2 < N;  // warp-uniform
-    const RowRef ref2 = (more && n2 != n) ? row_ref(set, n2) : ref;
+    const RowRef ref2 = (more && n2 != n) ? row_ref(set, phys(n2)) : ref;
     if (more) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -566,7 +615,12 @@ __global__ void __launch_bounds__(kV2Threads, MB)
       for (int t = 0; t < NT; ++t) {
         if (t < T) {
           const float v = warp_sum(acc[t]);
-          if (lane == 0) store_out(ref.out + t * ref.out_stride, v, accumulate);
+          if constexpr (ROPE) {
+            if ((n & 1) == 0) va = v;
+            else if (lane == 0) rope_pair_store(set, rope, phys(n - 1), phys(n), va, v);
+          } else {
+            if (lane == 0) store_out(ref.out + t * ref.out_stride, v, accumulate);
+          }
         }
         acc[t] = 0.f;
       }
@@ -581,13 +635,13 @@ __global__ void __launch_bounds__(kV2Threads, MB)
 }
 
 // Resident blocks per SM of a v3 instantiation (its register use decides), asked once.
-template <class A, int NT, int U, int MB, bool NORM = false>
+template <class A, int NT, int U, int MB, bool NORM = false, bool ROPE = false>
 int v3_blocks_per_sm() {
   static const int blocks = [] {
     int b = 0;
     // With NORM, at the most shared memory a launch asks for (K = 8192).
     const size_t smem = NORM ? static_cast<size_t>(norm_smem_bytes(8192)) : 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U, MB, NORM>, kV2Threads, smem) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U, MB, NORM, ROPE>, kV2Threads, smem) !=
             cudaSuccess ||
         b < 1) {
       (void)cudaGetLastError();
@@ -598,18 +652,20 @@ int v3_blocks_per_sm() {
   return blocks;
 }
 
-template <class A, int NT, int U, int MB, bool NORM = false>
+template <class A, int NT, int U, int MB, bool NORM = false, bool ROPE = false>
 cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& act, int T, const MatvecLaunch& l,
                       cudaStream_t stream) {
   const int64_t N = set.row_end[set.n - 1];
   const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps *
-                            v3_blocks_per_sm<A, NT, U, MB, NORM>();
-  const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
-  const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
+                            v3_blocks_per_sm<A, NT, U, MB, NORM, ROPE>();
+  const int64_t tasks = ROPE ? N / 2 : N;  // ROPE: a warp's unit is a pair of rows
+  const int64_t per_warp = (tasks + max_warps - 1) / max_warps;
+  const int64_t n_warps = (tasks + per_warp - 1) / per_warp;
   const NormPrologue norm = NORM ? *l.norm : NormPrologue{};
-  return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U, MB, NORM>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads),
-                   NORM ? static_cast<size_t>(norm_smem_bytes(K)) : 0, stream, set, N, K, n_warps, act, T,
-                   l.accumulate, norm);
+  const RopeArgs rope = ROPE ? *l.rope : RopeArgs{};
+  return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U, MB, NORM, ROPE>, dim3(ceil_div(n_warps, kV2Warps)),
+                   dim3(kV2Threads), NORM ? static_cast<size_t>(norm_smem_bytes(K)) : 0, stream, set, N, K, n_warps,
+                   act, T, l.accumulate, norm, rope);
 }
 
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
@@ -629,10 +685,11 @@ cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::
   if constexpr (A::kQ8) {
     if (l.norm != nullptr) {  // matvec_norm_fusable said yes
       if (!v3_fits<A>(set, T, l) || T != 1) return cudaErrorInvalidValue;
+      if (l.rope != nullptr) return launch_v3<A, 1, A::kV3Unroll, A::kV3MinBlocks, true, true>(set, K, act, T, l, stream);
       return launch_v3<A, 1, A::kV3Unroll, A::kV3MinBlocks, true>(set, K, act, T, l, stream);
     }
   }
-  if (l.norm != nullptr) return cudaErrorInvalidValue;
+  if (l.norm != nullptr || l.rope != nullptr) return cudaErrorInvalidValue;
   if (v3_fits<A>(set, T, l)) {
     if (T == 2) return launch_v3<A, 2, A::kUnroll, 2>(set, K, act, T, l, stream);
     if (l.v3_alt) {  // A/B benchmarks: 1 chunk a tile at 4 blocks per SM, or U at 2 where that is the default

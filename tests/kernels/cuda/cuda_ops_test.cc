@@ -365,6 +365,83 @@ TEST(CudaOps, MatmulMany) {
 
 // ---- decode fusions and the v3 matvec ------------------------------------------------------------------
 
+// norm_qkv_rope_store in one matvec (norm prologue, pairs of rows rotated in the epilogue, k / v into the
+// cache) gives bit for bit what the fused norm_matmul_many then rope_qk_store give: q, k, v, both caches,
+// xn, and a later matmul of xn (the stash). Normal and NeoX pairs, with and without frequency factors, a
+// large position, a cell out of range (nothing stored), and a set that takes the unfused path (2 tokens).
+TEST(CudaOps, NormQkvRopeStoreFusedIsBitExact) {
+  REQUIRE_GPU();
+  std::mt19937 rng(78);
+  const int64_t hd = 128, nq = 32, nkv = 8, K = 4096, cells = 16;
+  HostTensor ff = random_f32(rng, hd / 2, 1, 1, 0.5f, 4.f);
+  DevTensor dff(*E, ff);
+  struct Case {
+    DType t;
+    bool split;
+    bool neox;
+    bool factors;
+    int32_t pos, cell;
+    int64_t T;
+  };
+  const Case cases[] = {{DType::Q4_0, true, false, false, 37, 5, 1},   {DType::Q4_K, false, false, true, 70000, 15, 1},
+                        {DType::Q4_K, false, true, false, 900, 0, 1},  {DType::Q8_0, true, true, true, 3, 99, 1},
+                        {DType::Q6_K, true, false, false, 12, 7, 1},   {DType::Q4_0, true, false, false, 37, 5, 2}};
+  for (const Case& c : cases) {
+    HostTensor wq = random_weights(rng, c.t, K, nq * hd), wk = random_weights(rng, c.t, K, nkv * hd);
+    HostTensor wv = random_weights(rng, c.t, K, nkv * hd), w2 = random_weights(rng, c.t, K, 1100);
+    DevTensor dwq(*E, c.split ? to_split(wq) : wq), dwk(*E, c.split ? to_split(wk) : wk);
+    DevTensor dwv(*E, c.split ? to_split(wv) : wv), dw2(*E, c.split ? to_split(w2) : w2);
+    HostTensor x = random_f32(rng, K, c.T, 1, -2.f, 2.f), nw = random_f32(rng, K, 1, 1, 0.5f, 1.5f);
+    DevTensor dx(*E, x), dnw(*E, nw);
+    std::vector<int32_t> pv(c.T), cv(c.T);
+    for (int64_t t = 0; t < c.T; ++t) {
+      pv[t] = c.pos + static_cast<int32_t>(t);
+      cv[t] = c.cell + static_cast<int32_t>(t);
+    }
+    HostTensor pos = i32(pv), cell = i32(cv);
+    DevTensor dpos(*E, pos), dcell(*E, cell);
+    RopeParams p;
+    p.n_rot = hd;
+    p.neox = c.neox;
+    p.freq_base = 500000.f;
+    if (c.factors) p.freq_factors = dff.view;
+    std::array<HostTensor, 7> got[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      kernels::CudaOpsOptions o;
+      o.matvec_rope_fuse = fused == 1;
+      kernels::CudaOps ops(*E->ctx, o);
+      HostTensor kc(DType::F16, hd * nkv, cells);
+      DevTensor dq(*E, DType::F32, nq * hd, c.T), dk(*E, DType::F32, nkv * hd, c.T), dv(*E, DType::F32, nkv * hd, c.T);
+      DevTensor dxn(*E, DType::F32, K, c.T), dafter(*E, DType::F32, 1100, c.T), dkc(*E, kc), dvc(*E, kc);
+      dq.poison();
+      dk.poison();
+      dv.poison();
+      BatchMeta b;
+      b.n_tokens = static_cast<int32_t>(c.T);
+      b.pos = dpos.view;
+      b.cell = dcell.view;
+      KvView kv;
+      kv.k = dkc.view;
+      kv.v = dvc.view;
+      const TensorView q3 = TensorView::make(DType::F32, dq.view.data, hd, nq, c.T, 1, dq.view.where);
+      const TensorView k3 = TensorView::make(DType::F32, dk.view.data, hd, nkv, c.T, 1, dk.view.where);
+      const TensorView* ws[3] = {&dwq.view, &dwk.view, &dwv.view};
+      TensorView outs[3] = {dq.view, dk.view, dv.view};
+      ops.norm_qkv_rope_store(dx.view, dnw.view, 1e-5f, dxn.view, ws, outs, q3, k3, b, p, kv);
+      ops.matmul(dw2.view, dxn.view, dafter.view);
+      SYNC();
+      got[fused] = {dq.download(), dk.download(), dv.download(), dkc.download(), dvc.download(), dxn.download(),
+                    dafter.download()};
+    }
+    const char* part[7] = {"q", "k", "v", "k cache", "v cache", "xn", "matmul after"};
+    for (int i = 0; i < 7; ++i)
+      EXPECT_EQ(got[1][i].bytes, got[0][i].bytes)
+          << dtype_name(c.t) << (c.neox ? " neox" : "") << (c.factors ? " factors" : "") << " T=" << c.T << ": "
+          << part[i];
+  }
+}
+
+
 // norm_matmul_many with the norm inside the v3 matvec (1 token, one quantized type) gives bit for bit what
 // rms_norm then matmul_many give: the outputs, xn, and the Q8 stash a later matmul of xn reads. Sets too
 // small for v3 (or 2 tokens) take the unfused path and must agree as well.
