@@ -72,23 +72,6 @@ class Ops {
   virtual void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
     for (int i = 0; i < n; ++i) matmul(*ws[i], x, outs[i]);
   }
-  // rms_norm(x, w_norm, eps, xn), then matmul_many(n, ws, xn, outs): a layer's input norm and the
-  // projections that read it. A backend may compute the norm inside the matmul kernels (CudaOps, one
-  // token); xn is written either way. xn must not overlap x or the outs.
-  virtual void norm_matmul_many(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
-                                const TensorView* const* ws, TensorView* outs) {
-    rms_norm(x, w_norm, eps, xn);
-    matmul_many(n, ws, xn, outs);
-  }
-  // A layer's attention input where nothing sits between the projections and the rotation (no biases,
-  // q/k norms or q prescale): norm_matmul_many of wqkv = {q, k, v} into qkv, then rope_qk_store(q3, k3,
-  // qkv[1], qkv[2], ...) (q3 / k3 the per-head views of qkv[0] / qkv[1]). A backend may do it in one pass.
-  virtual void norm_qkv_rope_store(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn,
-                                   const TensorView* const* wqkv, TensorView* qkv, TensorView q3, TensorView k3,
-                                   const BatchMeta& batch, const RopeParams& p, KvView kv) {
-    norm_matmul_many(x, w_norm, eps, xn, 3, wqkv, qkv);
-    rope_qk_store(q3, k3, qkv[1], qkv[2], batch, p, kv);
-  }
   // acc += W x (an output projection followed by the residual add). tmp [N, T] F32 is scratch the
   // default uses (matmul into tmp, then add); a backend may add in the matmul's epilogue instead (the same
   // single rounding of acc + (W x)) and leave tmp untouched.

@@ -107,19 +107,23 @@ void forward_embed(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const
   record(hook, x, "inp_embd");
 }
 
-namespace {
-
-// The attention block's input, op by op where something sits between the projections and the rotation
-// (biases, q/k norms, a q prescale, a recorder): norm, q / k / v, rope, cache store.
-void attention_input(Ops& ops, const ModelSpec& spec, const LayerWeights& L, int32_t il, const BatchMeta& batch,
-                     const KvView& kv, const Scratch& s, const DebugHook* hook, const TensorView* const* ws,
-                     TensorView* outs, const TensorView& q3, const TensorView& k3, const RopeParams& rope) {
+void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, const BatchMeta& batch,
+                       const KvView& kv, const Scratch& s, const DebugHook* hook) {
+  const LayerWeights& L = w.layers[il];
   const int64_t n = batch.n_tokens;
+  FERRY_ASSERT(n <= s.n_max);
   const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n);
-  const TensorView q = outs[0], k = outs[1], v = outs[2];
-  // q, k, v share their input: a backend may quantize it once, fuse the launches and the norm.
-  ops.norm_matmul_many(x, L.attn_norm, spec.rms_eps, xn, 3, ws, outs);
+  const TensorView q = s.q.rows(0, n), k = s.k.rows(0, n), v = s.v.rows(0, n);
+  const TensorView attn = s.attn.rows(0, n), proj = s.proj.rows(0, n);
+
+  ops.rms_norm(x, L.attn_norm, spec.rms_eps, xn);
   record(hook, xn, "blk.%d.attn_norm", il);
+
+  {  // q, k, v share their input: a backend may quantize it once and fuse the launches
+    const TensorView* ws[3] = {&L.attn_q, &L.attn_k, &L.attn_v};
+    TensorView outs[3] = {q, k, v};
+    ops.matmul_many(3, ws, xn, outs);
+  }
   if (present(L.attn_q_bias)) ops.add(q, L.attn_q_bias, q);
   if (present(L.attn_k_bias)) ops.add(k, L.attn_k_bias, k);
   if (present(L.attn_v_bias)) ops.add(v, L.attn_v_bias, v);
@@ -127,6 +131,10 @@ void attention_input(Ops& ops, const ModelSpec& spec, const LayerWeights& L, int
   record(hook, k, "blk.%d.Kcur", il);
   record(hook, v, "blk.%d.Vcur", il);
 
+  // Per-head views: [head_dim, heads, n].
+  const TensorView q3 = heads(q, spec.head_dim, spec.n_head, n);
+  const TensorView k3 = heads(k, spec.head_dim, spec.n_kv_head, n);
+  const RopeParams rope = layer_rope(spec, w, il);
   if (!prescale_q(spec) && !recording(hook)) {  // one pass where the backend can
     if (spec.qk_norm) {
       ops.qk_norm_rope_store(q3, k3, L.attn_q_norm, L.attn_k_norm, spec.rms_eps, k, v, batch, rope, kv);
@@ -145,33 +153,6 @@ void attention_input(Ops& ops, const ModelSpec& spec, const LayerWeights& L, int
     record(hook, k, "blk.%d.Kcur_rope", il);
     if (prescale_q(spec)) ops.scale(q, spec.kq_scale(), q);
     ops.kv_store(k, v, batch, kv);
-  }
-}
-
-}  // namespace
-
-void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, const BatchMeta& batch,
-                       const KvView& kv, const Scratch& s, const DebugHook* hook) {
-  const LayerWeights& L = w.layers[il];
-  const int64_t n = batch.n_tokens;
-  FERRY_ASSERT(n <= s.n_max);
-  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n);
-  const TensorView q = s.q.rows(0, n), k = s.k.rows(0, n), v = s.v.rows(0, n);
-  const TensorView attn = s.attn.rows(0, n), proj = s.proj.rows(0, n);
-
-  // Per-head views: [head_dim, heads, n].
-  const TensorView q3 = heads(q, spec.head_dim, spec.n_head, n);
-  const TensorView k3 = heads(k, spec.head_dim, spec.n_kv_head, n);
-  const RopeParams rope = layer_rope(spec, w, il);
-  const TensorView* ws[3] = {&L.attn_q, &L.attn_k, &L.attn_v};
-  TensorView outs[3] = {q, k, v};
-  // Nothing between the projections and the rotation (no biases, q/k norms, q prescale or recorder): the
-  // backend may do norm, projections, rope and the cache store in one pass.
-  if (!present(L.attn_q_bias) && !present(L.attn_k_bias) && !present(L.attn_v_bias) && !spec.qk_norm &&
-      !prescale_q(spec) && !recording(hook)) {
-    ops.norm_qkv_rope_store(x, L.attn_norm, spec.rms_eps, xn, ws, outs, q3, k3, batch, rope, kv);
-  } else {
-    attention_input(ops, spec, L, il, batch, kv, s, hook, ws, outs, q3, k3, rope);
   }
   ops.attention(q3, kv, batch, layer_attn(spec, il), attn);
   record(hook, attn, "blk.%d.kqv_out", il);
@@ -200,24 +181,17 @@ TensorView prefix(const TensorView& buf, int64_t features, int64_t n) {
   return TensorView::make(DType::F32, buf.data, features, n, 1, 1, buf.where);
 }
 
-// The middle of an FFN block, whole or one slice (the views say which): gate and up from s.xn (first
-// normed from s.x by norm_w when it is given), the activation, then out = down · act, or out += it with
-// `accumulate`.
+// The middle of an FFN block, whole or one slice (the views say which): gate and up from s.xn, the
+// activation, then out = down · act, or out += it with `accumulate`.
 void ffn_middle(Ops& ops, const ModelSpec& spec, const TensorView& wg, const TensorView& wu, const TensorView& wd,
-                int64_t n, const Scratch& s, const TensorView& out, bool accumulate, const DebugHook* hook, int32_t il,
-                const TensorView* norm_w = nullptr) {
+                int64_t n, const Scratch& s, const TensorView& out, bool accumulate, const DebugHook* hook, int32_t il) {
   const int64_t width = wg.ne[1];
   const TensorView xn = s.xn.rows(0, n);
   const TensorView gate = prefix(s.gate, width, n), up = prefix(s.up, width, n);
   {
     const TensorView* ws[2] = {&wg, &wu};
     TensorView outs[2] = {gate, up};
-    if (norm_w != nullptr) {
-      ops.norm_matmul_many(s.x.rows(0, n), *norm_w, spec.rms_eps, xn, 2, ws, outs);
-      record(hook, xn, "blk.%d.ffn_norm", il);
-    } else {
-      ops.matmul_many(2, ws, xn, outs);
-    }
+    ops.matmul_many(2, ws, xn, outs);
   }
   ops.glu(gate, up, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate);
   record(hook, gate, "blk.%d.ffn_act", il);
@@ -247,12 +221,13 @@ void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   const LayerWeights& L = w.layers[il];
   const int64_t n = n_tokens;
   FERRY_ASSERT(n <= s.n_max);
+  forward_ffn_norm(ops, spec, w, il, n_tokens, s, hook);
   // Without a post-norm (or intermediates to record) the residual add is the down matmul's accumulate.
   if (!spec.post_norms && !recording(hook)) {
-    ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.x.rows(0, n), true, hook, il, &L.ffn_norm);
+    ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.x.rows(0, n), true, hook, il);
     return;
   }
-  ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.proj.rows(0, n), false, hook, il, &L.ffn_norm);
+  ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.proj.rows(0, n), false, hook, il);
   ffn_end(ops, spec, L, il, n, s, hook);
 }
 
@@ -316,17 +291,9 @@ void forward_head(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const 
   if (n_rows == 0) return;
   const TensorView hx = s.head_x.rows(0, n_rows), logits = s.logits.rows(0, n_rows);
   ops.gather_rows(s.x, rows, hx);
-  if (n_rows <= s.n_max) {  // normed into s.xn (free here): the backend may fuse the norm into the matmul
-    const TensorView hn = s.xn.rows(0, n_rows);
-    const TensorView* ws[1] = {&w.output};
-    TensorView outs[1] = {logits};
-    ops.norm_matmul_many(hx, w.output_norm, spec.rms_eps, hn, 1, ws, outs);
-    record(hook, hn, "result_norm");
-  } else {
-    ops.rms_norm(hx, w.output_norm, spec.rms_eps, hx);
-    record(hook, hx, "result_norm");
-    ops.matmul(w.output, hx, logits);
-  }
+  ops.rms_norm(hx, w.output_norm, spec.rms_eps, hx);
+  record(hook, hx, "result_norm");
+  ops.matmul(w.output, hx, logits);
   record(hook, logits, "result_output");
 }
 

@@ -37,40 +37,6 @@ __device__ __forceinline__ uint16_t float_to_bf16_bits(float f) {
   return static_cast<uint16_t>((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
 }
 
-// Sum of v over a block of 256 threads (every thread gets it).
-__device__ __forceinline__ float block256_sum(float v) {
-  v = warp_sum(v);
-  __shared__ float part[256 / kWarp];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  float total = 0.f;
-#pragma unroll
-  for (int i = 0; i < 256 / kWarp; ++i) total += part[i];
-  return total;
-}
-
-// quantize_q8's arithmetic on 32 values held as float4 by 8 consecutive lanes (lane % 8 == block lane):
-// the same max, scale, rounding and integer sum, so the result is bit for bit quantize_q8's.
-__device__ __forceinline__ void quantize_q8_by8(float4 v, int8_t* xq4, float2* xds_blk, bool writer) {
-  const unsigned mask = 0xFFu << (threadIdx.x & 24u);  // this lane's group of 8 (the others may be idle)
-  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
-  const float d = amax / 127.f;
-  const int q0 = amax > 0.f ? __float2int_rn(v.x / d) : 0;
-  const int q1 = amax > 0.f ? __float2int_rn(v.y / d) : 0;
-  const int q2 = amax > 0.f ? __float2int_rn(v.z / d) : 0;
-  const int q3 = amax > 0.f ? __float2int_rn(v.w / d) : 0;
-  int sum = q0 + q1 + q2 + q3;
-#pragma unroll
-  for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(mask, sum, o);
-  const uint32_t packed = (static_cast<uint32_t>(q0) & 0xFFu) | ((static_cast<uint32_t>(q1) & 0xFFu) << 8) |
-                          ((static_cast<uint32_t>(q2) & 0xFFu) << 16) | ((static_cast<uint32_t>(q3) & 0xFFu) << 24);
-  *reinterpret_cast<uint32_t*>(xq4) = packed;
-  if (writer) *xds_blk = make_float2(d, d * static_cast<float>(sum));
-}
-
 // Programmatic dependent launch (sm_90+; no-ops before, and when the launch did not ask for it):
 // grid_dependency_wait() blocks until the preceding kernel of the stream has completed and its writes are
 // visible; allow_dependents() lets the next kernel (launched with the PDL attribute) start early.

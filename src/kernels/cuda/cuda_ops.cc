@@ -126,10 +126,6 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
     opt_.matvec_q4k_wide = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_Q4K_LEAN"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_q4k_lean = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_ROPE_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_rope_fuse = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_NORM_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_norm_fuse = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_V3ALT"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_v3_alt = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
@@ -375,64 +371,6 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
   }
 }
 
-bool CudaOps::norm_matvec_fused(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
-                                const TensorView* const* ws, TensorView* outs, const cu::RopeArgs* rope) {
-  const int64_t K = x.ne[0];
-  auto overlaps = [](const TensorView& a, const TensorView& b) {
-    const char* a0 = static_cast<const char*>(a.data);
-    const char* b0 = static_cast<const char*>(b.data);
-    return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
-  };
-  bool fusable = opt_.fuse && opt_.matvec_norm_fuse && opt_.matvec_v2 && x.ne[1] == 1 && n >= 1 &&
-                 n <= cu::kMatvecMaxMats && x.dtype == DType::F32 && w_norm.dtype == DType::F32 &&
-                 w_norm.ne[0] == K && same_shape(x, xn) && stashable(xn) && !overlaps(x, xn) &&
-                 cu::rms_norm_quantizes(row_view(x), w_norm.ptr<const float>(), row_view(xn));
-  for (int i = 0; fusable && i < n; ++i) {
-    fusable = ws[i]->dtype == ws[0]->dtype && ws[i]->layout == ws[0]->layout && traits(ws[i]->dtype).quantized &&
-              use_v2(*ws[i], xn) && !overlaps(outs[i], x) && !overlaps(outs[i], xn);
-  }
-  cu::MatvecSet set;
-  cu::MatvecLaunch launch;
-  if (fusable) {
-    for (int i = 0; i < n; ++i) {
-      check_matmul_shapes(*ws[i], xn, outs[i]);
-      set.w[set.n] = ws[i]->data;
-      set.w_stride[set.n] = static_cast<int64_t>(ws[i]->nb[1]);
-      set.out[set.n] = outs[i].ptr<float>();
-      set.out_stride[set.n] = static_cast<int64_t>(outs[i].nb[1] / 4);
-      set.row_end[set.n] = (set.n > 0 ? set.row_end[set.n - 1] : 0) + ws[i]->ne[1];
-      ++set.n;
-    }
-    launch.sm_count = ctx_.sm_count();
-    launch.kernel = opt_.matvec_kernel;
-    launch.q4k_wide = opt_.matvec_q4k_wide;
-    launch.q4k_lean = opt_.matvec_q4k_lean;
-    launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
-    fusable = cu::matvec_norm_fusable(ws[0]->dtype, set, K, 1, launch);
-  }
-  if (!fusable) return false;
-  forget_stash();
-  cu::NormPrologue norm;
-  norm.x = x.ptr<const float>();
-  norm.w = w_norm.ptr<const float>();
-  norm.eps = eps;
-  norm.xn = xn.ptr<float>();
-  norm.xq = stash_xq();
-  norm.xds = reinterpret_cast<float2*>(stash_xds());
-  launch.norm = &norm;
-  launch.rope = rope;
-  check(cu::matvec_quant_v2(ws[0]->dtype, set, K, nullptr, nullptr, 1, launch, ctx_.stream()),
-        rope ? "norm_qkv_rope_store: matvec_quant_v2" : "norm_matmul_many: matvec_quant_v2");
-  stash_ = Q8Stash{static_cast<const char*>(xn.data), K, 1};  // block 0 wrote xn's Q8 as rms_norm would
-  return true;
-}
-
-void CudaOps::norm_matmul_many(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
-                               const TensorView* const* ws, TensorView* outs) {
-  if (!ctx_.ok()) return;
-  if (!norm_matvec_fused(x, w_norm, eps, xn, n, ws, outs, nullptr)) Ops::norm_matmul_many(x, w_norm, eps, xn, n, ws, outs);
-}
-
 void CudaOps::matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) {
   if (!ctx_.ok()) return;
   if (!opt_.fuse || x.ne[1] > opt_.matvec_max_tokens || !use_v2(w, x) || !same_shape(tmp, acc)) {
@@ -633,31 +571,6 @@ void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, c
   }
   cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
   check(cu::rope(a, ctx_.stream()), "rope_qk_store");
-}
-
-// Norm, q / k / v, rope and the cache store in one persistent matvec (1 token, one quantized type,
-// rope_qk_store's fused case, q / k / v rows in whole heads): each warp computes a rotary pair's two rows and
-// rotates and stores them (MatvecLaunch::rope). Otherwise (CudaOpsOptions::matvec_rope_fuse off) the
-// default: norm_matmul_many, then rope_qk_store.
-void CudaOps::norm_qkv_rope_store(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn,
-                                  const TensorView* const* wqkv, TensorView* qkv, TensorView q3, TensorView k3,
-                                  const BatchMeta& batch, const RopeParams& p, KvView kv) {
-  if (!ctx_.ok()) return;
-  const TensorView &k = qkv[1], &v = qkv[2];
-  const bool fusable = opt_.matvec_rope_fuse && opt_.fuse && batch.n_tokens == 1 && x.ne[1] == 1 && q3.data == qkv[0].data &&
-                       q3.nb[0] == 4 && q3.nb[1] == static_cast<size_t>(q3.ne[0]) * 4 && q3.ne[0] % 2 == 0 &&
-                       wqkv[0]->ne[1] == q3.ne[0] * q3.ne[1] && wqkv[1]->ne[1] == k3.ne[0] * k3.ne[1] &&
-                       wqkv[2]->ne[1] == wqkv[1]->ne[1] && batch.pos.data != nullptr &&
-                       rope_store_fusable(q3, k3, k, v, batch, p, kv);
-  if (fusable) {
-    const cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
-    if (norm_matvec_fused(x, w_norm, eps, xn, 3, wqkv, qkv, &a)) {
-      forget_stash();  // the stash is xn's, and xn is not read again; q, k, v were written
-      stash_ = Q8Stash{static_cast<const char*>(xn.data), x.ne[0], 1};
-      return;
-    }
-  }
-  Ops::norm_qkv_rope_store(x, w_norm, eps, xn, wqkv, qkv, q3, k3, batch, p, kv);
 }
 
 // One kernel for the q / k norms, the rotation and the cache store (a qwen3 decode layer launched three:

@@ -18,10 +18,6 @@ struct cublasContext;  // cublasHandle_t is cublasContext*
 
 namespace ferry::kernels {
 
-namespace cuda {
-struct RopeArgs;
-}  // namespace cuda
-
 // What the owner gives a CudaContext: the device, the stream ops run on, and device memory.
 struct CudaContextDesc {
   int device = 0;
@@ -95,14 +91,6 @@ struct CudaOpsOptions {
   // the Q8 activations the next matvec of that tensor reads (its quantize_q8 is skipped); matmul_acc adds
   // in the matvec's epilogue; rope_qk_store is one kernel. Same arithmetic as the unfused ops, bit for bit.
   bool fuse = true;
-  // With fuse, a 1-token norm_matmul_many whose weights share one quantized type runs the norm inside the
-  // persistent matvec (cu::NormPrologue: every block norms x into shared memory, rms_norm's arithmetic bit
-  // for bit) instead of as a kernel of its own. Environment FERRY_CUDA_NORM_FUSE=0|1 overrides.
-  bool matvec_norm_fuse = true;
-  // With matvec_norm_fuse, norm_qkv_rope_store (1 token) also rotates q and k and stores k, v in the cache
-  // in the same matvec's epilogue (cu::MatvecLaunch::rope) instead of a rope_qk_store launch. Environment
-  // FERRY_CUDA_ROPE_FUSE=0|1 overrides.
-  bool matvec_rope_fuse = true;
   // Q4_K decode matvec in 32-byte chunks (ChunkDecQ4KWide: the scales decoded once per 64 weights, not
   // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
   // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
@@ -147,11 +135,6 @@ class CudaOps final : public Ops {
   // Decode (T <= matvec_max_tokens): x quantized once, one v2 launch per (type, layout) group of up to 4
   // weights; weights the v2 kernels do not read go through matmul one by one.
   void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) override;
-  void norm_matmul_many(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
-                        const TensorView* const* ws, TensorView* outs) override;
-  void norm_qkv_rope_store(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn,
-                           const TensorView* const* wqkv, TensorView* qkv, TensorView q3, TensorView k3,
-                           const BatchMeta& batch, const RopeParams& p, KvView kv) override;
   // Decode: the matvec adds into acc (tmp unused); else Ops' default.
   void matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
@@ -183,9 +166,6 @@ class CudaOps final : public Ops {
   void matmul_vec(const TensorView& w, const TensorView& x, TensorView out, bool accumulate = false);
   void matmul_gemm(const TensorView& w, const TensorView& x, TensorView out);
   bool use_v2(const TensorView& w, const TensorView& x) const;
-  // norm_matmul_many's fused launch (and, with rope, norm_qkv_rope_store's); false when it does not apply.
-  bool norm_matvec_fused(const TensorView& x, const TensorView& w_norm, float eps, TensorView xn, int n,
-                         const TensorView* const* ws, TensorView* outs, const cuda::RopeArgs* rope);
   void check_matmul_shapes(const TensorView& w, const TensorView& x, const TensorView& out) const;
 
   // The Q8 stash: activations quantized by the op that produced them (rms_norm, glu), kept at the end of

@@ -6,7 +6,6 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
-#include "kernels/cuda/rope.cuh"
 
 namespace ferry::kernels::cuda {
 namespace {
@@ -14,6 +13,19 @@ namespace {
 // ---- kernels -----------------------------------------------------------------------------------------
 
 constexpr int kRopeThreads = 128;
+
+// Sum of v over a block of 256 threads (every thread gets it).
+__device__ __forceinline__ float block256_sum(float v) {
+  v = warp_sum(v);
+  __shared__ float part[256 / kWarp];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < 256 / kWarp; ++i) total += part[i];
+  return total;
+}
 
 // Long rows (>= 1024): one block of 256 threads per row.
 __global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
@@ -30,6 +42,27 @@ __global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, fl
 // Rows of up to 1024 * P floats, 16-byte aligned, ne0 % 4 == 0 (the model's hidden size): every thread
 // loads its P float4 of x and of w before the reduction, so the loads of a row are all in flight at
 // once (the scalar loop above waits for each load in turn: a decode step's norms are latency-bound).
+// quantize_q8's arithmetic on 32 values held as float4 by 8 consecutive lanes (lane % 8 == block lane):
+// the same max, scale, rounding and integer sum, so the result is bit for bit quantize_q8's.
+__device__ __forceinline__ void quantize_q8_by8(float4 v, int8_t* xq4, float2* xds_blk, bool writer) {
+  const unsigned mask = 0xFFu << (threadIdx.x & 24u);  // this lane's group of 8 (the others may be idle)
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
+  const float d = amax / 127.f;
+  const int q0 = amax > 0.f ? __float2int_rn(v.x / d) : 0;
+  const int q1 = amax > 0.f ? __float2int_rn(v.y / d) : 0;
+  const int q2 = amax > 0.f ? __float2int_rn(v.z / d) : 0;
+  const int q3 = amax > 0.f ? __float2int_rn(v.w / d) : 0;
+  int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+  for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(mask, sum, o);
+  const uint32_t packed = (static_cast<uint32_t>(q0) & 0xFFu) | ((static_cast<uint32_t>(q1) & 0xFFu) << 8) |
+                          ((static_cast<uint32_t>(q2) & 0xFFu) << 16) | ((static_cast<uint32_t>(q3) & 0xFFu) << 24);
+  *reinterpret_cast<uint32_t*>(xq4) = packed;
+  if (writer) *xds_blk = make_float2(d, d * static_cast<float>(sum));
+}
+
 template <int P>
 __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const float* __restrict__ w, float eps,
                                                            RowView out, int8_t* __restrict__ xq,
@@ -140,6 +173,18 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
 // RefOps is double too): theta_i = pos * freq_scale * base^(-2i / n_rot) / freq_factor[i]. A block per
 // token with a loop over pairs was latency-bound (17 us a decode step's call: each pass waits for its
 // loads); this way every load of the step is in flight at once.
+// Pair i of a head at position p rotated: theta_i = p * freq_scale * base^(-2i / n_rot) / freq_factor[i]
+// in double, then (x0, x1) -> (x0 c - x1 s, x0 s + x1 c) in float.
+__device__ __forceinline__ float2 rope_rotate(const RopeArgs& a, double p, double log2_base, int i, float x0,
+                                              float x1) {
+  double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
+  if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
+  double sn, cn;
+  sincos(theta, &sn, &cn);
+  const float c = static_cast<float>(cn), s = static_cast<float>(sn);
+  return make_float2(x0 * c - x1 * s, x0 * s + x1 * c);
+}
+
 // The blocks of the rope kernels past the rotating ones (blockIdx.y >= first): element e of token t's v
 // into its cache column (rope_qk_store; skipped without a v cache or with the cell out of range).
 __device__ __forceinline__ void rope_store_v(const RopeArgs& a, int t, int64_t cell, int first) {

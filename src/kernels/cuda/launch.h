@@ -54,19 +54,6 @@ struct MatvecSet {
   int64_t row_end[kMatvecMaxMats] = {};     // cumulative row counts
   int n = 0;
 };
-// The input of a 1-token quantized matvec given as rms_norm(x) * w instead of as Q8 activations: every
-// block norms x into shared memory first, with rms_norm's arithmetic (the same sums in the same order, so
-// the int8 activations are bit for bit those of rms_norm + quantize_q8), and block 0 also writes xn (F32)
-// and its Q8 (xq [K], xds [K / 32]) to global memory, as the rms_norm kernel it replaces would.
-struct RopeArgs;
-struct NormPrologue {
-  const float* x = nullptr;  // [K], 16-byte aligned
-  const float* w = nullptr;  // [K]
-  float eps = 0.f;
-  float* xn = nullptr;       // [K]
-  int8_t* xq = nullptr;
-  float2* xds = nullptr;
-};
 struct MatvecLaunch {
   int sm_count = 132;  // sizes the grid (warps per row when N is small)
   bool pdl = false;    // programmatic dependent launch after quantize_q8 (sm_90+): weight loads start early
@@ -74,11 +61,7 @@ struct MatvecLaunch {
   int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N)
   bool q4k_wide = false;  // Q4_K through ChunkDecQ4KWide (32-byte chunks, scales decoded once per 64)
   bool q4k_lean = false;  // with q4k_wide: through ChunkDecQ4KLean (the same sums, fewer instructions)
-  bool v3_alt = false;
-  const NormPrologue* norm = nullptr;  // matvec_quant_v2: the input is rms_norm(norm->x) (matvec_norm_fusable)
-  // With norm, a q, k, v set: the outputs rotated and k, v stored in the cache in the matvec's epilogue,
-  // as rope_qk_store with these arguments would (matvec_rope_fusable).
-  const RopeArgs* rope = nullptr;  // 1-token v3: 1 chunk a tile at 4 blocks / SM (U at 2 where that is the default)
+  bool v3_alt = false;  // 1-token v3: 1 chunk a tile at 4 blocks / SM (U at 2 where that is the default)
 };
 // Whether the v2 kernels read weights of this type / layout / shape / alignment: Q4_0, Q8_0, Q6_K in the
 // split layout (split_layout_supported), Q4_K, Q5_K in ggml's layout (K % 256 == 0), F32 / F16 / BF16
@@ -88,9 +71,6 @@ bool matvec_v2_supported(DType type, Layout layout, const void* w, int64_t w_str
 // matvec_v2_supported.
 cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int T,
                             const MatvecLaunch& launch, cudaStream_t stream);
-// Whether matvec_quant_v2 can take launch.norm for this set: T = 1, K % 32 == 0, K <= 8192, the
-// persistent v3 kernel applies (enough rows).
-bool matvec_norm_fusable(DType type, const MatvecSet& set, int64_t K, int T, const MatvecLaunch& launch);
 // Same for F32 / F16 / BF16 W with x in F32 (x and x_stride * 4 bytes 16-byte aligned).
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
                             const MatvecLaunch& launch, cudaStream_t stream);

@@ -12,7 +12,6 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/quant_chunks.h"
-#include "kernels/cuda/rope.cuh"
 #include "tensor/repack.h"
 
 #include <type_traits>
@@ -257,7 +256,6 @@ struct DecoderAdapter {
   static constexpr int kUnroll = U;
   static constexpr int kV3Unroll = V3U;
   static constexpr int kV3MinBlocks = V3MB;
-  static constexpr bool kQ8 = true;  // activations as Q8 (xq, xds)
   struct Act {
     const int8_t* xq;   // [T][K]
     const float2* xds;  // [T][K / 32]
@@ -287,7 +285,6 @@ struct FloatAdapter {
   static constexpr int kUnroll = 4;
   static constexpr int kV3Unroll = 4;
   static constexpr int kV3MinBlocks = 2;
-  static constexpr bool kQ8 = false;
   struct W {
     Q16 q;
   };
@@ -460,123 +457,22 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
 // loads of tile j + 1 before it computes tile j, so each lane always has U 16-byte weight loads in flight;
 // a v2 warp loads, waits, computes and exits (one round per warp for a 4096-wide Q4_0 row), and the
 // memory system idles between its exit and the next block's first loads. T <= 2, one warp per row.
-// NORM (T = 1, quantized A): the activations are rms_norm(norm.x) * norm.w, computed by every block into
-// dynamic shared memory (norm_prologue) after its first weight loads are issued; the launch passes
-// act = {nullptr, nullptr, K} and norm_smem_bytes(K) of dynamic shared memory.
-__host__ __device__ constexpr int64_t norm_smem_bytes(int64_t K) { return 4 * K + K + K / 32 * 8; }
-
-// rms_norm_vec_kernel's arithmetic for one row of K floats (K % 32 == 0, K <= 8192) by the block's 256
-// threads: x staged in shared memory by cp.async (every load in flight at once, no registers held across
-// the weights already loaded), the squares summed in that kernel's order, then y = x * inv * w quantized
-// by quantize_q8_by8 into sq / sds. Block 0 also writes y and its Q8 to global memory.
-__device__ __forceinline__ void norm_prologue(const NormPrologue& nm, int64_t K, unsigned char* smem,
-                                              const int8_t** sq_out, const float2** sds_out) {
-  float* sx = reinterpret_cast<float*>(smem);
-  int8_t* sq = reinterpret_cast<int8_t*>(smem + 4 * K);
-  float2* sds = reinterpret_cast<float2*>(smem + 5 * K);
-  const int n4 = static_cast<int>(K / 4);
-  for (int i = threadIdx.x; i < n4; i += kV2Threads) cp_async16(sx + 4 * i, nm.x + 4 * i, true);
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  const float4* sx4 = reinterpret_cast<const float4*>(sx);
-  const float4* w4 = reinterpret_cast<const float4*>(nm.w);
-  float ss = 0.f;
-  for (int i = threadIdx.x; i < n4; i += kV2Threads) {
-    const float4 v = sx4[i];
-    ss = fmaf(v.x, v.x, ss);
-    ss = fmaf(v.y, v.y, ss);
-    ss = fmaf(v.z, v.z, ss);
-    ss = fmaf(v.w, v.w, ss);
-  }
-  const float inv = rsqrtf(block256_sum(ss) / static_cast<float>(K) + nm.eps);
-  const bool global = blockIdx.x == 0;
-  for (int i = threadIdx.x; i < n4; i += kV2Threads) {  // n4 % 8 == 0: a group of 8 lanes agrees on i < n4
-    const float4 v = sx4[i], wv = __ldg(w4 + i);
-    const float4 y = make_float4(v.x * inv * wv.x, v.y * inv * wv.y, v.z * inv * wv.z, v.w * inv * wv.w);
-    quantize_q8_by8(y, sq + 4 * i, sds + i / 8, threadIdx.x % 8 == 0);
-    if (global) {
-      reinterpret_cast<float4*>(nm.xn)[i] = y;
-      quantize_q8_by8(y, nm.xq + 4 * i, nm.xds + i / 8, threadIdx.x % 8 == 0);
-    }
-  }
-  __syncthreads();
-  *sq_out = sq;
-  *sds_out = sds;
-}
-
-// ROPE (T = 1, with NORM; the set is q, k, v): each warp computes the two rows of a rotary pair one after
-// the other (pair p = virtual rows 2p, 2p + 1: rows 2i, 2i + 1 of a head, or i, i + n_rot / 2 with NeoX),
-// then rotates them as rope_kernel does and stores q, k (and k, v into the F16 cache cell), so the
-// rope_qk_store launch is not needed. Virtual row n -> the set's row:
-__device__ __forceinline__ int64_t pair_row(const RopeArgs& r, int64_t n) {
-  if (!r.neox) return n;
-  const int64_t half = r.n_rot / 2, p = n >> 1;
-  return (p / half) * r.head_dim + p % half + (n & 1) * half;
-}
-// The epilogue of pair (ra, rb) of the set with values (va, vb), by one lane.
-__device__ __forceinline__ void rope_pair_store(const MatvecSet& set, const RopeArgs& r, int64_t ra, int64_t rb,
-                                                float va, float vb) {
-  const int m = (ra >= set.row_end[0]) + (ra >= set.row_end[1]);  // 0 q, 1 k, 2 v
-  const int64_t start = m == 0 ? 0 : set.row_end[m - 1];
-  const int64_t la = ra - start, lb = rb - start;
-  float* out = set.out[0];
-  if (m == 1) out = set.out[1];
-  if (m == 2) out = set.out[2];
-  const int64_t cell = r.cell != nullptr ? r.cell[0] : -1;
-  const bool cell_ok = cell >= 0 && cell < r.n_cells;
-  if (m == 2) {  // v: stored as computed, and into the cache
-    out[la] = va;
-    out[lb] = vb;
-    if (r.v_cache != nullptr && cell_ok) {
-      __half* vc = reinterpret_cast<__half*>(reinterpret_cast<char*>(r.v_cache) + cell * r.v_cache_stride);
-      vc[la] = __float2half_rn(va);
-      vc[lb] = __float2half_rn(vb);
-    }
-    return;
-  }
-  const int half = r.n_rot / 2;
-  const int e = static_cast<int>(la % r.head_dim);
-  const int i = r.neox ? e : e / 2;
-  const double log2_base = log2(static_cast<double>(r.freq_base));
-  const float2 y = rope_rotate(r, static_cast<double>(r.pos[0]), log2_base, i, va, vb);
-  (void)half;
-  out[la] = y.x;
-  out[lb] = y.y;
-  if (m == 1 && r.k_cache != nullptr && cell_ok) {
-    __half* kc = reinterpret_cast<__half*>(reinterpret_cast<char*>(r.k_cache) + cell * r.k_cache_stride);
-    kc[la] = __float2half_rn(y.x);
-    kc[lb] = __float2half_rn(y.y);
-  }
-}
-
-template <class A, int NT, int U, int MB, bool NORM = false, bool ROPE = false>
+template <class A, int NT, int U, int MB>
 __global__ void __launch_bounds__(kV2Threads, MB)
     matvec_v3_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename A::Act act, int T,
-                     bool accumulate, NormPrologue norm, RopeArgs rope) {
+                     bool accumulate) {
   const int lane = threadIdx.x % kWarp;
-  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kV2Warps + threadIdx.x / kWarp;
-  int64_t n = ROPE ? 2 * gw : gw;  // ROPE: virtual rows (pair_row)
-  const bool has_rows = n < N && gw < n_warps;  // warp-uniform
-  if (!NORM && !has_rows) return;
+  int64_t n = static_cast<int64_t>(blockIdx.x) * kV2Warps + threadIdx.x / kWarp;
+  if (n >= N || n >= n_warps) return;
   const int n_chunks = static_cast<int>(K / A::kElems);
   constexpr int kTile = kWarp * U;
   const int rounds = (n_chunks + kTile - 1) / kTile;
-  auto phys = [&](int64_t v) { return ROPE ? pair_row(rope, v) : v; };
-  RowRef ref = row_ref(set, phys(min(n, N - 1)));
-  float va = 0.f;  // ROPE: the pair's first row
+  RowRef ref = row_ref(set, n);
   int round = 0;
   typename A::W w[U], wn[U];
-  if (has_rows) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
-  }
+  for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
   grid_dependency_wait();
-  if constexpr (NORM) {
-    extern __shared__ __align__(16) unsigned char norm_smem[];
-    norm_prologue(norm, K, norm_smem, &act.xq, &act.xds);
-    if (!has_rows) return;
-  }
   allow_dependents();
   float acc[NT];
 #pragma unroll
@@ -587,10 +483,10 @@ __global__ void __launch_bounds__(kV2Threads, MB)
     int round2 = round + 1;
     if (round2 == rounds) {
       round2 = 0;
-      n2 = ROPE ? ((n & 1) ? n - 1 + 2 * n_warps : n + 1) : n + n_warps;
+      n2 = n + n_warps;
     }
     const bool more = n2 < N;  // warp-uniform
-    const RowRef ref2 = (more && n2 != n) ? row_ref(set, phys(n2)) : ref;
+    const RowRef ref2 = (more && n2 != n) ? row_ref(set, n2) : ref;
     if (more) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -615,12 +511,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
       for (int t = 0; t < NT; ++t) {
         if (t < T) {
           const float v = warp_sum(acc[t]);
-          if constexpr (ROPE) {
-            if ((n & 1) == 0) va = v;
-            else if (lane == 0) rope_pair_store(set, rope, phys(n - 1), phys(n), va, v);
-          } else {
-            if (lane == 0) store_out(ref.out + t * ref.out_stride, v, accumulate);
-          }
+          if (lane == 0) store_out(ref.out + t * ref.out_stride, v, accumulate);
         }
         acc[t] = 0.f;
       }
@@ -635,14 +526,11 @@ __global__ void __launch_bounds__(kV2Threads, MB)
 }
 
 // Resident blocks per SM of a v3 instantiation (its register use decides), asked once.
-template <class A, int NT, int U, int MB, bool NORM = false, bool ROPE = false>
+template <class A, int NT, int U, int MB>
 int v3_blocks_per_sm() {
   static const int blocks = [] {
     int b = 0;
-    // With NORM, at the most shared memory a launch asks for (K = 8192).
-    const size_t smem = NORM ? static_cast<size_t>(norm_smem_bytes(8192)) : 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U, MB, NORM, ROPE>, kV2Threads, smem) !=
-            cudaSuccess ||
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U, MB>, kV2Threads, 0) != cudaSuccess ||
         b < 1) {
       (void)cudaGetLastError();
       b = MB;
@@ -652,20 +540,16 @@ int v3_blocks_per_sm() {
   return blocks;
 }
 
-template <class A, int NT, int U, int MB, bool NORM = false, bool ROPE = false>
+template <class A, int NT, int U, int MB>
 cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& act, int T, const MatvecLaunch& l,
                       cudaStream_t stream) {
   const int64_t N = set.row_end[set.n - 1];
   const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps *
-                            v3_blocks_per_sm<A, NT, U, MB, NORM, ROPE>();
-  const int64_t tasks = ROPE ? N / 2 : N;  // ROPE: a warp's unit is a pair of rows
-  const int64_t per_warp = (tasks + max_warps - 1) / max_warps;
-  const int64_t n_warps = (tasks + per_warp - 1) / per_warp;
-  const NormPrologue norm = NORM ? *l.norm : NormPrologue{};
-  const RopeArgs rope = ROPE ? *l.rope : RopeArgs{};
-  return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U, MB, NORM, ROPE>, dim3(ceil_div(n_warps, kV2Warps)),
-                   dim3(kV2Threads), NORM ? static_cast<size_t>(norm_smem_bytes(K)) : 0, stream, set, N, K, n_warps,
-                   act, T, l.accumulate, norm, rope);
+                            v3_blocks_per_sm<A, NT, U, MB>();
+  const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
+  const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
+  return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U, MB>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), 0, stream,
+                   set, N, K, n_warps, act, T, l.accumulate);
 }
 
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
@@ -682,14 +566,6 @@ bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
 template <class A>
 cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::Act& act, int T,
                              const MatvecLaunch& l, cudaStream_t stream) {
-  if constexpr (A::kQ8) {
-    if (l.norm != nullptr) {  // matvec_norm_fusable said yes
-      if (!v3_fits<A>(set, T, l) || T != 1) return cudaErrorInvalidValue;
-      if (l.rope != nullptr) return launch_v3<A, 1, A::kV3Unroll, A::kV3MinBlocks, true, true>(set, K, act, T, l, stream);
-      return launch_v3<A, 1, A::kV3Unroll, A::kV3MinBlocks, true>(set, K, act, T, l, stream);
-    }
-  }
-  if (l.norm != nullptr || l.rope != nullptr) return cudaErrorInvalidValue;
   if (v3_fits<A>(set, T, l)) {
     if (T == 2) return launch_v3<A, 2, A::kUnroll, 2>(set, K, act, T, l, stream);
     if (l.v3_alt) {  // A/B benchmarks: 1 chunk a tile at 4 blocks per SM, or U at 2 where that is the default
@@ -801,16 +677,6 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
     case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, stream);
     default: return cudaErrorInvalidValue;
   }
-}
-
-bool matvec_norm_fusable(DType type, const MatvecSet& set, int64_t K, int T, const MatvecLaunch& launch) {
-  if (T != 1 || K % 64 != 0 || K > 8192 || launch.kernel != 3 || !set_ok(set, T)) return false;
-  switch (type) {
-    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
-    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: break;
-    default: return false;
-  }
-  return set.row_end[set.n - 1] >= static_cast<int64_t>(launch.sm_count > 0 ? launch.sm_count : 132) * kV2Warps;
 }
 
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,

@@ -40,8 +40,13 @@ FERRY_HD Q16 ld_q16(const void* p) {
 #endif
 }
 
-// A plain (generic) load: the activations may be in shared memory (the matvec's fused rms_norm prologue).
-FERRY_HD XDs ld_xds(const XDs* p) { return *p; }
+FERRY_HD XDs ld_xds(const XDs* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
 
 FERRY_HD uint32_t byte_of(uint32_t w, int i) { return (w >> (8 * i)) & 0xFFu; }
 
