@@ -266,6 +266,8 @@ int main(int argc, char** argv) {
   run_v3<Q4K, 1, 4, kFull, true>(e, "Q4_K wide U1 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4KL, 1, 4, kFull, false>(e, "Q4_K lean U1 MB4", B, row_bytes, N, K, xq, xds, out, o_lean.data());
   run_v3<Q4KL, 1, 4, kFull, true>(e, "Q4_K lean U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4KL, 1, 5, kFull, false>(e, "Q4_K lean U1 MB5", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4KL, 1, 6, kFull, false>(e, "Q4_K lean U1 MB6", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4KL, 2, 4, kFull, false>(e, "Q4_K lean U2 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4KL, 2, 3, kFull, false>(e, "Q4_K lean U2 MB3", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4KL, 2, 2, kFull, false>(e, "Q4_K lean U2 MB2", B, row_bytes, N, K, xq, xds, out);
@@ -277,6 +279,8 @@ int main(int argc, char** argv) {
   run_v3<Q40, 2, 4, kNoScale, false>(e, "Q4_0 noscale U2 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q40, 2, 4, kFull, false>(e, "Q4_0 full U2 MB4 (default)", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q40, 2, 4, kFull, true>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q40, 2, 5, kFull, false>(e, "Q4_0 full U2 MB5", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q40, 2, 6, kFull, false>(e, "Q4_0 full U2 MB6", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q40, 4, 4, kFull, false>(e, "Q4_0 full U4 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q40, 4, 2, kFull, false>(e, "Q4_0 full U4 MB2", B, row_bytes, N, K, xq, xds, out);
   return 0;
