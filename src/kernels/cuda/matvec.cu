@@ -573,14 +573,6 @@ cudaError_t launch_v2_tokens(const MatvecSet& set, int64_t K, const typename A::
       if constexpr (kOneAtFour) return launch_v3<A, 1, A::kUnroll, 2>(set, K, act, T, l, stream);
       else return launch_v3<A, 1, 1, 4>(set, K, act, T, l, stream);
     }
-    if constexpr (A::kV3MinBlocks == 4) {  // session 11 A/B: 5 or 6 blocks per SM (FERRY_CUDA_V3MB)
-      static const int mb = [] {
-        const char* e = std::getenv("FERRY_CUDA_V3MB");
-        return e != nullptr && (e[0] == '5' || e[0] == '6') && e[1] == 0 ? e[0] - '0' : 4;
-      }();
-      if (mb == 5) return launch_v3<A, 1, A::kV3Unroll, 5>(set, K, act, T, l, stream);
-      if (mb == 6) return launch_v3<A, 1, A::kV3Unroll, 6>(set, K, act, T, l, stream);
-    }
     return launch_v3<A, 1, A::kV3Unroll, A::kV3MinBlocks>(set, K, act, T, l, stream);
   }
   if (T == 1) return launch_v2<A, 1, 1, 4>(set, K, act, T, l, stream);
