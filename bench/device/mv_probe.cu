@@ -4,7 +4,6 @@
 //   v3/load   the v3 kernel's rows and loads (warp per row, rows warp, warp + W, ...), XOR only
 //   v3/noscl  + the activations and the dp4a dot, without the scale arithmetic
 //   v3/full   the default decode chunk (ChunkDecQ4KWide for Q4_K, ChunkDec<Q4_0> split for Q4_0)
-//   v3/lean   ChunkDecQ4KLean (Q4_K): same results, fewer instructions
 // and each also with the warp's rows contiguous (warp w owns rows [wR, wR + R)) instead of strided.
 // Prints GB/s of weight bytes and % of a device-to-device copy (read + write bytes / s). Not a test.
 #include <cuda_runtime.h>
@@ -252,27 +251,21 @@ int main(int argc, char** argv) {
     CK(cudaFree(big));
   }
   using Q4K = ChunkDecQ4KWide;
-  using Q4KL = ChunkDecQ4KLean;
   using Q40 = ChunkDec<ferry::DType::Q4_0>;
   uint8_t* const* B = bufs.data();
-  std::vector<float> o_wide(N), o_lean(N);
   std::printf("-- Q4_K (ggml layout, 32-byte chunks) --\n");
   run_v3<Q4K, 1, 4, kLoad, false>(e, "Q4_K load U1 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 1, 4, kLoad, true>(e, "Q4_K load U1 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 2, 4, kLoad, false>(e, "Q4_K load U2 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 2, 2, kLoad, false>(e, "Q4_K load U2 MB2", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 1, 4, kNoScale, false>(e, "Q4_K noscale U1 MB4", B, row_bytes, N, K, xq, xds, out);
-  run_v3<Q4K, 1, 4, kFull, false>(e, "Q4_K wide U1 MB4 (default)", B, row_bytes, N, K, xq, xds, out, o_wide.data());
+  run_v3<Q4K, 1, 4, kFull, false>(e, "Q4_K wide U1 MB4 (default)", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 1, 4, kFull, true>(e, "Q4_K wide U1 MB4", B, row_bytes, N, K, xq, xds, out);
-  run_v3<Q4KL, 1, 4, kFull, false>(e, "Q4_K lean U1 MB4", B, row_bytes, N, K, xq, xds, out, o_lean.data());
-  run_v3<Q4KL, 1, 4, kFull, true>(e, "Q4_K lean U1 MB4", B, row_bytes, N, K, xq, xds, out);
-  run_v3<Q4KL, 1, 5, kFull, false>(e, "Q4_K lean U1 MB5", B, row_bytes, N, K, xq, xds, out);
-  run_v3<Q4KL, 1, 6, kFull, false>(e, "Q4_K lean U1 MB6", B, row_bytes, N, K, xq, xds, out);
-  run_v3<Q4KL, 2, 4, kFull, false>(e, "Q4_K lean U2 MB4", B, row_bytes, N, K, xq, xds, out);
-  run_v3<Q4KL, 2, 3, kFull, false>(e, "Q4_K lean U2 MB3", B, row_bytes, N, K, xq, xds, out);
-  run_v3<Q4KL, 2, 2, kFull, false>(e, "Q4_K lean U2 MB2", B, row_bytes, N, K, xq, xds, out);
-  std::printf("lean == wide bit for bit over %lld rows: %s\n", static_cast<long long>(N),
-              std::memcmp(o_wide.data(), o_lean.data(), N * sizeof(float)) == 0 ? "yes" : "NO");
+  run_v3<Q4K, 1, 5, kFull, false>(e, "Q4_K wide U1 MB5", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 1, 6, kFull, false>(e, "Q4_K wide U1 MB6", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 2, 4, kFull, false>(e, "Q4_K wide U2 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 2, 3, kFull, false>(e, "Q4_K wide U2 MB3", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 2, 2, kFull, false>(e, "Q4_K wide U2 MB2", B, row_bytes, N, K, xq, xds, out);
   std::printf("-- Q4_0 (split layout) --\n");
   run_v3<Q40, 2, 4, kLoad, false>(e, "Q4_0 load U2 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q40, 2, 4, kLoad, true>(e, "Q4_0 load U2 MB4", B, row_bytes, N, K, xq, xds, out);

@@ -124,8 +124,6 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
   if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
   if (const char* e = std::getenv("FERRY_CUDA_Q4K_WIDE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_q4k_wide = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_Q4K_LEAN"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_q4k_lean = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_V3ALT"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_v3_alt = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
@@ -279,7 +277,6 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   launch.accumulate = accumulate;
   launch.kernel = opt_.matvec_kernel;
   launch.q4k_wide = opt_.matvec_q4k_wide;
-  launch.q4k_lean = opt_.matvec_q4k_lean;
   launch.v3_alt = opt_.matvec_v3_alt;
   const bool stashed = T <= 8 && stash_hit(x);
   for (int64_t t0 = 0; t0 < T; t0 += 8) {
@@ -352,8 +349,7 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     launch.sm_count = ctx_.sm_count();
     launch.kernel = opt_.matvec_kernel;
     launch.q4k_wide = opt_.matvec_q4k_wide;
-    launch.q4k_lean = opt_.matvec_q4k_lean;
-    launch.v3_alt = opt_.matvec_v3_alt;
+      launch.v3_alt = opt_.matvec_v3_alt;
     // PDL for every launch: each kernel of the chain lets the next one start loading its weights.
     launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
     if (traits(ws[i]->dtype).quantized) {

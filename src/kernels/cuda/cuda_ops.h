@@ -95,11 +95,6 @@ struct CudaOpsOptions {
   // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
   // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
   bool matvec_q4k_wide = true;
-  // With matvec_q4k_wide: the 32-byte chunks through ChunkDecQ4KLean (bit for bit ChunkDecQ4KWide's
-  // results, fewer instructions per weight: byte-permuted scales, high nibbles dotted in place). Default
-  // since session 11: llama3-8b Q4_K decode +1.4 % on the H200 (bench/RESULTS.md); the same chunks at 2 a
-  // v3 tile were 35 % slower. Environment FERRY_CUDA_Q4K_LEAN=0|1 overrides (A/B benchmarks).
-  bool matvec_q4k_lean = true;
   // The 1-token v3 matvec at 1 chunk a tile and 4 blocks per SM instead of its type's default (matvec.cu
   // DecoderAdapter: Q4_0 2 chunks a tile at 4 blocks per SM, Q4_K 1 at 4, the rest U chunks at 2; for
   // Q4_K the alternative is U at 2). Environment FERRY_CUDA_V3ALT=0|1 overrides (A/B benchmarks).

@@ -60,7 +60,6 @@ struct MatvecLaunch {
   bool accumulate = false;  // out += W x instead of out = W x (bitwise the same as a separate add)
   int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N)
   bool q4k_wide = false;  // Q4_K through ChunkDecQ4KWide (32-byte chunks, scales decoded once per 64)
-  bool q4k_lean = false;  // with q4k_wide: through ChunkDecQ4KLean (the same sums, fewer instructions)
   bool v3_alt = false;  // 1-token v3: 1 chunk a tile at 4 blocks / SM (U at 2 where that is the default)
 };
 // Whether the v2 kernels read weights of this type / layout / shape / alignment: Q4_0, Q8_0, Q6_K in the

@@ -275,7 +275,6 @@ using QuantAdapter = DecoderAdapter<ChunkDec<Q>, (Q == DType::Q2_K || Q == DType
 // 4; the 1-token v3 kernel takes 1 a tile at 4 blocks per SM (64 registers): llama3-8b decode +4.6 % on
 // the H200 against 2 at 2 blocks (bench/RESULTS.md, session 7).
 using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2, 1, 4>;
-using LeanQ4KAdapter = DecoderAdapter<ChunkDecQ4KLean, 3, 2, 1, 4>;
 
 // Float weights: a chunk is 16 bytes (8 F16/BF16 or 4 F32 values); products and sums in F32.
 template <typename Wt>
@@ -670,8 +669,6 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
     case DType::Q3_K: return launch_v2_tokens<QuantAdapter<DType::Q3_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q4_K:
-      if (launch.q4k_wide && launch.q4k_lean)
-        return launch_v2_tokens<LeanQ4KAdapter>(set, K, {xq, xds, K}, T, launch, stream);
       if (launch.q4k_wide) return launch_v2_tokens<WideQ4KAdapter>(set, K, {xq, xds, K}, T, launch, stream);
       return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, stream);

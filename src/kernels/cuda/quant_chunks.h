@@ -406,6 +406,18 @@ struct ChunkDec<DType::Q4_K> {
   }
 };
 
+// Scales and mins of the Q4_K sub-block pair (2cc, 2cc + 1) from header words h1..h3 (= scales[0..11]),
+// packed as bytes {sc0, sc1, m0, m1}: the same values as scale_min_k4_regs, in two byte permutes and a few
+// masks instead of six variable byte extracts and selects per value. Pairs 0, 1 are the low 6 bits of
+// scales[2cc..] / scales[4 + 2cc..]; pairs 2, 3 take their low 4 bits from scales[8 + 2k..] (k = cc - 2;
+// scale low, min high nibble) and their top 2 bits from the top 2 bits of the bytes pairs 0, 1 use.
+FERRY_HD uint32_t q4k_pair_scales(int cc, uint32_t h1, uint32_t h2, uint32_t h3) {
+  const uint32_t u = byte_perm(h1, h2, (cc & 1) ? 0x7632u : 0x5410u);  // {h1[b], h1[b+1], h2[b], h2[b+1]}
+  if (cc < 2) return u & 0x3F3F3F3Fu;
+  const uint32_t t = byte_perm(h3, h3, (cc & 1) ? 0x3232u : 0x1010u);  // {h3[b], h3[b+1], h3[b], h3[b+1]}
+  return (t & 0x00000F0Fu) | ((t >> 4) & 0x0F0F0000u) | ((u >> 2) & 0x30303030u);
+}
+
 // Q4_K (ggml layout) in 32-byte chunks (the default decode path for Q4_K; FERRY_CUDA_Q4K_WIDE=0 selects
 // ChunkDec<Q4_K>): chunk c
 // = qs bytes [32cc, 32cc + 32) of block c / 4, cc = c % 4, i.e. ChunkDec<Q4_K>'s chunks 2cc and 2cc + 1
@@ -438,41 +450,9 @@ struct ChunkDecQ4KWide {
     x.d0 = ld_xds(xds + g);
     x.d1 = ld_xds(xds + g + 1);
   }
-  FERRY_HD static float dot(const W& w, int c, const X& x) {
-    const int cc = c & 3;
-    int s0 = 0, s1 = 0;
-    FERRY_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      s0 = dp4a(static_cast<int>(w.q0.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a0.w[i]), s0);
-      s0 = dp4a(static_cast<int>(w.q1.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a1.w[i]), s0);
-      s1 = dp4a(static_cast<int>((w.q0.w[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(x.b0.w[i]), s1);
-      s1 = dp4a(static_cast<int>((w.q1.w[i] >> 4) & 0x0F0F0F0Fu), static_cast<int>(x.b1.w[i]), s1);
-    }
-    return q4k_pair(w.hd, cc, s0, s1, x.d0, x.d1, /*with_min=*/true);
-  }
-};
-
-// Scales and mins of the Q4_K sub-block pair (2cc, 2cc + 1) from header words h1..h3 (= scales[0..11]),
-// packed as bytes {sc0, sc1, m0, m1}: the same values as scale_min_k4_regs, in two byte permutes and a few
-// masks instead of six variable byte extracts and selects per value. Pairs 0, 1 are the low 6 bits of
-// scales[2cc..] / scales[4 + 2cc..]; pairs 2, 3 take their low 4 bits from scales[8 + 2k..] (k = cc - 2;
-// scale low, min high nibble) and their top 2 bits from the top 2 bits of the bytes pairs 0, 1 use.
-FERRY_HD uint32_t q4k_pair_scales(int cc, uint32_t h1, uint32_t h2, uint32_t h3) {
-  const uint32_t u = byte_perm(h1, h2, (cc & 1) ? 0x7632u : 0x5410u);  // {h1[b], h1[b+1], h2[b], h2[b+1]}
-  if (cc < 2) return u & 0x3F3F3F3Fu;
-  const uint32_t t = byte_perm(h3, h3, (cc & 1) ? 0x3232u : 0x1010u);  // {h3[b], h3[b+1], h3[b], h3[b+1]}
-  return (t & 0x00000F0Fu) | ((t >> 4) & 0x0F0F0000u) | ((u >> 2) & 0x30303030u);
-}
-
-// ChunkDecQ4KWide's arithmetic with fewer instructions per weight, same results bit for bit: the scales
-// come from q4k_pair_scales, and the high nibbles are dotted in place (dp4a_us on w & 0xF0F0F0F0, one
-// mask instead of a shift and a mask; the sum is 16 x the same integer, shifted back exactly).
-struct ChunkDecQ4KLean {
-  static constexpr int kElems = 64;
-  using W = ChunkDecQ4KWide::W;
-  using X = ChunkDecQ4KWide::X;
-  FERRY_HD static void load(const uint8_t* row, int64_t K, int c, W& w) { ChunkDecQ4KWide::load(row, K, c, w); }
-  FERRY_HD static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) { ChunkDecQ4KWide::load_x(c, xq, xds, x); }
+  // q4k_pair's arithmetic, bit for bit, with fewer instructions (session 11, +1.4 % decode): the scales
+  // from q4k_pair_scales, and the high nibbles dotted in place (dp4a_us on w & 0xF0F0F0F0: one mask
+  // instead of a shift and a mask; the sum is 16 x the same integer, shifted back exactly).
   FERRY_HD static float dot(const W& w, int c, const X& x) {
     const int cc = c & 3;
     int s0 = 0, s1 = 0;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "tensor/quant.h"
@@ -351,8 +352,9 @@ TEST(QuantUnits, Q4KPairScalesMatchScaleMin) {
   EXPECT_EQ(dp4a_us(0xF0F0F0F0u, static_cast<int>(0x80FF017Fu), 5), 5 + 240 * (127 + 1 - 1 - 128));
 }
 
-// ChunkDecQ4KLean (the default Q4_K decode chunk) gives ChunkDecQ4KWide's results bit for bit.
-TEST(QuantUnits, Q4KLeanChunksEqualWide) {
+// ChunkDecQ4KWide's dot (session 11: byte-permuted scales, high nibbles dotted in place) gives bit for bit
+// what its first form computed: shift-and-mask nibble sums and q4k_pair (scale_min_k4_regs' scales).
+TEST(QuantUnits, Q4KWideDotEqualsPairArithmetic) {
   const DType t = DType::Q4_K;
   std::mt19937 rng(32);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -371,8 +373,17 @@ TEST(QuantUnits, Q4KLeanChunksEqualWide) {
         ChunkDecQ4KWide::X xx;
         ChunkDecQ4KWide::load(q.data(), K, c, ww);
         ChunkDecQ4KWide::load_x(c, xq.data(), xds.data(), xx);
-        const float a = ChunkDecQ4KWide::dot(ww, c, xx), b = ChunkDecQ4KLean::dot(ww, c, xx);
-        ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << "K=" << K << " chunk " << c << ": " << a << " vs " << b;
+        int s0 = 0, s1 = 0;
+        for (int i = 0; i < 4; ++i) {
+          for (const auto& [wq, xa, xb] : {std::tuple{ww.q0.w[i], xx.a0.w[i], xx.b0.w[i]},
+                                           std::tuple{ww.q1.w[i], xx.a1.w[i], xx.b1.w[i]}}) {
+            s0 = dp4a(static_cast<int>(wq & 0x0F0F0F0Fu), static_cast<int>(xa), s0);
+            s1 = dp4a(static_cast<int>((wq >> 4) & 0x0F0F0F0Fu), static_cast<int>(xb), s1);
+          }
+        }
+        const float want = q4k_pair(ww.hd, c & 3, s0, s1, xx.d0, xx.d1, /*with_min=*/true);
+        const float got = ChunkDecQ4KWide::dot(ww, c, xx);
+        ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "K=" << K << " chunk " << c << ": " << got << " vs " << want;
       }
     }
   }
