@@ -2,11 +2,7 @@
 # session 11 call 1: mv_probe (where the Q4 matvecs lose bandwidth), test_cuda_ops, Q4_K decode A/B of
 # ChunkDecQ4KLean (FERRY_CUDA_Q4K_LEAN=0 wide / 1 lean / 2 lean at 2 chunks a tile), bench_cuda_ops layer.
 set -u
-mkdir -p /root/bin /root/m
-for b in ferry test_cuda_ops bench_cuda_ops mv_probe; do xz -dc .devcarry/bin/$b.xz > /root/bin/$b; done; chmod +x /root/bin/*
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-  [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
-done
+BINS="ferry test_cuda_ops bench_cuda_ops mv_probe" . bench/device/session11/setup.sh
 R=$OUT; export XDG_CACHE_HOME=/root/cache
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee $R/smi.txt

@@ -4,11 +4,7 @@
 # test_cuda_ops (incl. NormMatmulManyFusedIsBitExact), whole-model GPU vs CPU on tiny models of every arch,
 # decode A/B fused / unfused on llama3-8b Q4_0 and Q4_K (alternated), bench_cuda_ops layer once.
 set -u
-mkdir -p /root/bin /root/m
-for b in ferry test_cuda_ops bench_cuda_ops; do xz -dc .devcarry/bin/$b.xz > /root/bin/$b; done; chmod +x /root/bin/*
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-  [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
-done
+BINS="ferry test_cuda_ops bench_cuda_ops" . bench/device/session11/setup.sh
 R=$OUT; export XDG_CACHE_HOME=/root/cache
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 (for t in Q4_0 Q4_K; do [ -s /root/m/llama3-8b-$t.gguf ] || timeout 200 /root/bin/ferry synth --preset llama3-8b --type $t --fast -o /root/m/llama3-8b-$t.gguf > $R/synth_$t.log 2>&1; done; echo done > $R/synth.done) &

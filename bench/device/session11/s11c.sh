@@ -4,11 +4,7 @@
 # ferry `bench --device cuda -p 512 -n 128` / `-p 4096 -n 16` vs `llama-bench -ngl 99 -fa 1 -p 512,4096
 # -n 128 -d 0,4096 -r 2`; mv_probe once more (the launch-size ceiling), bench_cuda_ops layer.
 set -u
-mkdir -p /root/bin /root/m
-for b in ferry bench_cuda_ops mv_probe; do xz -dc .devcarry/bin/$b.xz > /root/bin/$b; done; chmod +x /root/bin/*
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-  [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
-done
+BINS="ferry bench_cuda_ops mv_probe" . bench/device/session11/setup.sh
 R=$OUT/r; mkdir -p $R; export XDG_CACHE_HOME=/root/cache
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 JOBS=15 bash bench/device/llama_cpp_build.sh .devcarry/llama.cpp-src.tar.xz; el build started

@@ -289,6 +289,21 @@ TEST_P(QuantUnitsChunk, EachChunkAlone) {
   }
 }
 
+// A random Q4_K row of K weights (normal, times w_scale) and random activations in Q8.
+struct Q4KRowCase {
+  std::vector<uint8_t> q;
+  std::vector<int8_t> xq;
+  std::vector<XDs> xds;
+  Q4KRowCase(std::mt19937& rng, int64_t K, float w_scale = 1.f) : q(row_bytes(DType::Q4_K, K)), xq(K), xds(K / 32) {
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> w(K), x(K);
+    for (float& v : w) v = nd(rng) * w_scale;
+    for (float& v : x) v = nd(rng);
+    quantize_row(DType::Q4_K, w.data(), q.data(), K);
+    quantize_q8_host(x.data(), K, xq.data(), xds.data());
+  }
+};
+
 // The 32-byte Q4_K decoder (ChunkDecQ4KWide) against the reference slices: whole rows, and one 32-group
 // of weights at a time (a chunk reading another's scales or activations would show there).
 TEST(QuantUnits, Q4KWideChunksMatchSlices) {
@@ -296,14 +311,10 @@ TEST(QuantUnits, Q4KWideChunksMatchSlices) {
   std::mt19937 rng(31);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (int64_t K : {256, 2048, 4096, 14336}) {
-    std::vector<float> w(K), x(K);
-    for (float& v : w) v = nd(rng);
-    for (float& v : x) v = nd(rng);
-    std::vector<uint8_t> q(row_bytes(t, K));
-    quantize_row(t, w.data(), q.data(), K);
-    std::vector<int8_t> xq(K);
-    std::vector<XDs> xds(K / 32);
-    quantize_q8_host(x.data(), K, xq.data(), xds.data());
+    Q4KRowCase r(rng, K);
+    const std::vector<uint8_t>& q = r.q;
+    const std::vector<int8_t>& xq = r.xq;
+    const std::vector<XDs>& xds = r.xds;
     const float want = dispatch_dot(t, q.data(), K, reinterpret_cast<const int*>(xq.data()), xds.data());
     const float got = decoder_dot_row<ChunkDecQ4KWide>(q.data(), K, xq.data(), xds.data());
     double mag = 0;
@@ -355,24 +366,15 @@ TEST(QuantUnits, Q4KPairScalesMatchScaleMin) {
 // ChunkDecQ4KWide's dot (session 11: byte-permuted scales, high nibbles dotted in place) gives bit for bit
 // what its first form computed: shift-and-mask nibble sums and q4k_pair (scale_min_k4_regs' scales).
 TEST(QuantUnits, Q4KWideDotEqualsPairArithmetic) {
-  const DType t = DType::Q4_K;
   std::mt19937 rng(32);
-  std::normal_distribution<float> nd(0.f, 1.f);
   for (int64_t K : {256, 4096, 14336}) {
     for (int rep = 0; rep < 4; ++rep) {
-      std::vector<float> w(K), x(K);
-      for (float& v : w) v = nd(rng) * (rep + 1);
-      for (float& v : x) v = nd(rng);
-      std::vector<uint8_t> q(row_bytes(t, K));
-      quantize_row(t, w.data(), q.data(), K);
-      std::vector<int8_t> xq(K);
-      std::vector<XDs> xds(K / 32);
-      quantize_q8_host(x.data(), K, xq.data(), xds.data());
+      const Q4KRowCase r(rng, K, static_cast<float>(rep + 1));
       for (int c = 0; c < K / 64; ++c) {
         ChunkDecQ4KWide::W ww;
         ChunkDecQ4KWide::X xx;
-        ChunkDecQ4KWide::load(q.data(), K, c, ww);
-        ChunkDecQ4KWide::load_x(c, xq.data(), xds.data(), xx);
+        ChunkDecQ4KWide::load(r.q.data(), K, c, ww);
+        ChunkDecQ4KWide::load_x(c, r.xq.data(), r.xds.data(), xx);
         int s0 = 0, s1 = 0;
         for (int i = 0; i < 4; ++i) {
           for (const auto& [wq, xa, xb] : {std::tuple{ww.q0.w[i], xx.a0.w[i], xx.b0.w[i]},
