@@ -131,6 +131,129 @@ __global__ void __launch_bounds__(256, MB)
   }
 }
 
+// ---- chain: a whole llama3-8b decode step's matvecs (what a persistent decode kernel would buy) -------------
+
+struct ChainMat {
+  const uint8_t* w;
+  int64_t N, K, row_bytes;
+};
+
+// Every block of a co-resident grid waits here until all have arrived (sense by generation: the generation is
+// read before arriving, and only the last arriver resets the count and moves the generation on).
+__device__ void grid_barrier(unsigned* count, unsigned* gen) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned g = atomicAdd(gen, 0u);
+    __threadfence();
+    if (atomicAdd(count, 1u) == gridDim.x - 1) {
+      atomicExch(count, 0u);
+      __threadfence();
+      atomicAdd(gen, 1u);
+    } else {
+      while (atomicAdd(gen, 0u) == g) __nanosleep(64);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+__device__ void spin_ns(int64_t ns) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (static_cast<int64_t>(t - t0) < ns);
+}
+
+__global__ void gap_kernel(int64_t ns) { spin_ns(ns); }
+
+// One cooperative kernel for every matrix of the step, Q4_0 split rows, 2 chunks a tile: warp gw owns rows
+// gw, gw + W, ... of each matrix in turn (the v3 pattern) and a grid barrier ends each matrix. PREFETCH: the
+// first tile of matrix m + 1 is loaded before that barrier (weights never depend on the last result), so
+// the weight stream does not stop at it. gap_ns > 0: block 0 then spins that long and a second barrier
+// follows, a stand-in for the small kernels between the matvecs.
+template <bool PREFETCH>
+__global__ void __launch_bounds__(256, 4)
+    chain_kernel(const ChainMat* __restrict__ mats, int n_mats, const int8_t* __restrict__ xq,
+                 const XDs* __restrict__ xds, float* __restrict__ out, unsigned* bar, int64_t gap_ns) {
+  using D = ChunkDec<ferry::DType::Q4_0>;
+  constexpr int U = 2, kTile = kWarp * U;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / kWarp;
+  const int64_t W = static_cast<int64_t>(gridDim.x) * 8;
+  typename D::W w[U], wn[U];
+  auto load_tile = [&](const ChainMat& M, int64_t n, int round, typename D::W* dst) {
+    const int n_chunks = static_cast<int>(M.K / D::kElems);
+    const uint8_t* r = M.w + n * M.row_bytes;
+#pragma unroll
+    for (int u = 0; u < U; ++u) D::load(r, M.K, min(round * kTile + lane + u * kWarp, n_chunks - 1), dst[u]);
+  };
+  bool have = false;  // w holds the first tile of matrix m
+  for (int m = 0; m < n_mats; ++m) {
+    const ChainMat M = mats[m];
+    const bool next_rows = PREFETCH && m + 1 < n_mats && gw < mats[m + 1].N;
+    if (gw < M.N) {
+      const int n_chunks = static_cast<int>(M.K / D::kElems);
+      const int rounds = (n_chunks + kTile - 1) / kTile;
+      int64_t n = gw;
+      int round = 0;
+      if (!have) load_tile(M, n, 0, w);
+      float acc = 0.f;
+      for (;;) {
+        int64_t n2 = n;
+        int round2 = round + 1;
+        if (round2 == rounds) {
+          round2 = 0;
+          n2 = n + W;
+        }
+        const bool more = n2 < M.N;
+        if (more) load_tile(M, n2, round2, wn);
+        else if (next_rows) load_tile(mats[m + 1], gw, 0, wn);
+        const int c0 = round * kTile + lane;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int c = min(c0 + u * kWarp, n_chunks - 1);
+          typename D::X x;
+          D::load_x(c, xq, xds, x);
+          const float d = D::dot(w[u], c, x);
+          acc += c0 + u * kWarp < n_chunks ? d : 0.f;
+        }
+        if (round == rounds - 1) {
+          const float v = warp_sum(acc);
+          if (lane == 0) out[n] = v;
+          acc = 0.f;
+        }
+        if (!more) break;
+#pragma unroll
+        for (int u = 0; u < U; ++u) w[u] = wn[u];
+        n = n2;
+        round = round2;
+      }
+      if (next_rows) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) w[u] = wn[u];
+      }
+    } else if (next_rows) {
+      load_tile(mats[m + 1], gw, 0, w);
+    }
+    have = next_rows;
+    grid_barrier(bar, bar + 1);
+    if (gap_ns > 0) {
+      if (blockIdx.x == 0 && threadIdx.x == 0) spin_ns(gap_ns);
+      grid_barrier(bar, bar + 1);
+    }
+  }
+}
+
+__global__ void fill_kernel(uint8_t* p, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u;
+    h ^= h >> 15;
+    reinterpret_cast<uint32_t*>(p)[i] = h * 2246822519u;
+  }
+}
+
 struct Env {
   int sms = 132;
   double copy_gbps = 0;
@@ -177,6 +300,85 @@ void run_v3(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, i
 
 }  // namespace
 
+// `mv_probe chain`: a llama3-8b decode step's 129 matvecs (32 x QKV 6144 x 4096, O 4096 x 4096, gate + up
+// 28672 x 4096, down 4096 x 14336, then the 128256 x 4096 head), Q4_0 split rows (4.22 GB), three ways:
+// one launch per matrix (the v3 pattern: what the decode chain does), one cooperative kernel with a grid
+// barrier per matrix, and that kernel with the next matrix's first tile loaded before each barrier; each
+// with no gap, and with 2 us of serial work between matrices (a gap kernel / block 0 spinning).
+void run_chain(Env& e) {
+  std::vector<ChainMat> mats;
+  auto add = [&](int64_t N, int64_t K) { mats.push_back(ChainMat{nullptr, N, K, K / 2 + K / 16}); };
+  for (int l = 0; l < 32; ++l) {
+    add(6144, 4096);
+    add(4096, 4096);
+    add(28672, 4096);
+    add(4096, 14336);
+  }
+  add(128256, 4096);
+  int64_t total = 0;
+  for (const ChainMat& m : mats) total += m.N * m.row_bytes;
+  uint8_t* base;
+  CK(cudaMalloc(&base, total));
+  fill_kernel<<<1024, 256>>>(base, total);
+  int64_t off = 0;
+  for (ChainMat& m : mats) {
+    m.w = base + off;
+    off += m.N * m.row_bytes;
+  }
+  ChainMat* dmats;
+  CK(cudaMalloc(&dmats, mats.size() * sizeof(ChainMat)));
+  CK(cudaMemcpy(dmats, mats.data(), mats.size() * sizeof(ChainMat), cudaMemcpyHostToDevice));
+  const int64_t Kmax = 14336;
+  int8_t* xq;
+  XDs* xds;
+  float* out;
+  unsigned* bar;
+  CK(cudaMalloc(&xq, Kmax));
+  CK(cudaMemset(xq, 3, Kmax));
+  CK(cudaMalloc(&xds, Kmax / 32 * sizeof(XDs)));
+  CK(cudaMemset(xds, 0, Kmax / 32 * sizeof(XDs)));
+  CK(cudaMalloc(&out, 128256 * sizeof(float)));
+  CK(cudaMalloc(&bar, 2 * sizeof(unsigned)));
+  CK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
+  CK(cudaDeviceSynchronize());
+  std::printf("-- chain: %zu matrices, %.2f GB of Q4_0 weights per step --\n", mats.size(), total / 1e9);
+  using Q40 = ChunkDec<ferry::DType::Q4_0>;
+  auto vk = v3_kernel<Q40, 2, 4, kFull, false>;
+  int bps_v3 = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps_v3, vk, 256, 0));
+  for (int64_t gap : {int64_t{0}, int64_t{2000}}) {
+    const double ms_launch = time_ms(e, 5, [&](int) {
+      for (const ChainMat& m : mats) {
+        const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps_v3;
+        const int64_t rpw = (m.N + max_warps - 1) / max_warps;
+        const int64_t n_warps = (m.N + rpw - 1) / rpw;
+        vk<<<static_cast<unsigned>((n_warps + 7) / 8), 256>>>(m.w, m.row_bytes, m.N, m.K, n_warps, xq, xds, out);
+        if (gap > 0) gap_kernel<<<1, 32>>>(gap);
+      }
+    });
+    CK(cudaGetLastError());
+    std::printf("launch per matrix, gap %5lld ns: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
+                static_cast<long long>(gap), ms_launch, total / (ms_launch * 1e6), 100.0 * total / (ms_launch * 1e6) / e.copy_gbps);
+    for (int pf = 0; pf < 2; ++pf) {
+      void (*kern)(const ChainMat*, int, const int8_t*, const XDs*, float*, unsigned*, int64_t) =
+          pf ? chain_kernel<true> : chain_kernel<false>;
+      int bps = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kern, 256, 0));
+      const dim3 grid(static_cast<unsigned>(e.sms * bps));
+      int n_mats = static_cast<int>(mats.size());
+      int64_t g = gap;
+      void* args[] = {&dmats, &n_mats, &xq, &xds, &out, &bar, &g};
+      const double ms = time_ms(e, 5, [&](int) {
+        CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(kern), grid, dim3(256), args, 0, nullptr));
+      });
+      std::printf("persistent%s, %d blocks/SM, gap %5lld ns: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
+                  pf ? " + prefetch across barriers" : "", bps, static_cast<long long>(gap), ms, total / (ms * 1e6),
+                  100.0 * total / (ms * 1e6) / e.copy_gbps);
+    }
+  }
+  CK(cudaFree(base));
+}
+
 int main(int argc, char** argv) {
   Env e;
   int dev = 0;
@@ -184,7 +386,8 @@ int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&e.sms, cudaDevAttrMultiProcessorCount, dev));
   CK(cudaEventCreate(&e.a));
   CK(cudaEventCreate(&e.b));
-  const int64_t N = argc > 1 ? std::atoll(argv[1]) : 14336, K = argc > 2 ? std::atoll(argv[2]) : 4096;
+  const bool chain = argc > 1 && std::strcmp(argv[1], "chain") == 0;
+  const int64_t N = argc > 1 && !chain ? std::atoll(argv[1]) : 14336, K = argc > 2 ? std::atoll(argv[2]) : 4096;
   const int64_t row_bytes = K / 256 * 144;  // Q4_K; the Q4_0 split row is the same size (K/2 + K/16)
   const int64_t mat = N * row_bytes;
   std::vector<uint8_t*> bufs(8);
@@ -228,6 +431,10 @@ int main(int argc, char** argv) {
                 static_cast<long long>(N), static_cast<long long>(K), mat / 1e6);
     CK(cudaFree(a));
     CK(cudaFree(b));
+  }
+  if (chain) {
+    run_chain(e);
+    return 0;
   }
   for (int bps : {2, 4, 8}) {
     const unsigned grid = static_cast<unsigned>(e.sms * bps);
