@@ -347,18 +347,35 @@ void run_chain(Env& e) {
   int bps_v3 = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps_v3, vk, 256, 0));
   for (int64_t gap : {int64_t{0}, int64_t{2000}}) {
-    const double ms_launch = time_ms(e, 5, [&](int) {
+    auto enqueue = [&](cudaStream_t st) {
       for (const ChainMat& m : mats) {
         const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps_v3;
         const int64_t rpw = (m.N + max_warps - 1) / max_warps;
         const int64_t n_warps = (m.N + rpw - 1) / rpw;
-        vk<<<static_cast<unsigned>((n_warps + 7) / 8), 256>>>(m.w, m.row_bytes, m.N, m.K, n_warps, xq, xds, out);
-        if (gap > 0) gap_kernel<<<1, 32>>>(gap);
+        vk<<<static_cast<unsigned>((n_warps + 7) / 8), 256, 0, st>>>(m.w, m.row_bytes, m.N, m.K, n_warps, xq, xds, out);
+        if (gap > 0) gap_kernel<<<1, 32, 0, st>>>(gap);
       }
-    });
+    };
+    const double ms_launch = time_ms(e, 5, [&](int) { enqueue(nullptr); });
     CK(cudaGetLastError());
     std::printf("launch per matrix, gap %5lld ns: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
                 static_cast<long long>(gap), ms_launch, total / (ms_launch * 1e6), 100.0 * total / (ms_launch * 1e6) / e.copy_gbps);
+    {  // the same launches replayed from a CUDA graph, as ferry's decode step is
+      cudaStream_t cs;
+      CK(cudaStreamCreate(&cs));
+      cudaGraph_t graph;
+      CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+      enqueue(cs);
+      CK(cudaStreamEndCapture(cs, &graph));
+      cudaGraphExec_t ge;
+      CK(cudaGraphInstantiate(&ge, graph, 0));
+      const double ms = time_ms(e, 5, [&](int) { CK(cudaGraphLaunch(ge, cs)); });
+      std::printf("launch per matrix, CUDA graph, gap %5lld ns: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
+                  static_cast<long long>(gap), ms, total / (ms * 1e6), 100.0 * total / (ms * 1e6) / e.copy_gbps);
+      CK(cudaGraphExecDestroy(ge));
+      CK(cudaGraphDestroy(graph));
+      CK(cudaStreamDestroy(cs));
+    }
     for (int pf = 0; pf < 2; ++pf) {
       void (*kern)(const ChainMat*, int, const int8_t*, const XDs*, float*, unsigned*, int64_t) =
           pf ? chain_kernel<true> : chain_kernel<false>;
