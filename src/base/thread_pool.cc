@@ -139,5 +139,4 @@ Status parallel_items(size_t n, int32_t threads, const std::function<Status(size
   return first;
 }
 
-
 }  // namespace ferry

@@ -349,7 +349,7 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
     launch.sm_count = ctx_.sm_count();
     launch.kernel = opt_.matvec_kernel;
     launch.q4k_wide = opt_.matvec_q4k_wide;
-      launch.v3_alt = opt_.matvec_v3_alt;
+    launch.v3_alt = opt_.matvec_v3_alt;
     // PDL for every launch: each kernel of the chain lets the next one start loading its weights.
     launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
     if (traits(ws[i]->dtype).quantized) {

@@ -50,7 +50,8 @@ FERRY_HD XDs ld_xds(const XDs* p) {
 
 FERRY_HD uint32_t byte_of(uint32_t w, int i) { return (w >> (8 * i)) & 0xFFu; }
 
-// Scale and min j (0..7) of a Q4_K / Q5_K block from its header words h1..h3 (= scales[0..11]).
+// Scale and min j (0..7) of a Q4_K / Q5_K block from its header words h1..h3 (= scales[0..11]), one value
+// at a time as ggml reads them: the reference q4k_pair_scales is tested against (quant_units_test.cc).
 FERRY_HD void scale_min_k4_regs(int j, uint32_t h1, uint32_t h2, uint32_t h3, int* sc, int* m) {
   const int jj = j & 3;
   const uint32_t b1 = byte_of(h1, jj), b2 = byte_of(h2, jj), b3 = byte_of(h3, jj);
@@ -350,18 +351,28 @@ struct ChunkDec<DType::Q6_K> {
   }
 };
 
+// Scales and mins of the Q4_K sub-block pair (2cc, 2cc + 1) from header words h1..h3 (= scales[0..11]),
+// packed as bytes {sc0, sc1, m0, m1}: the same values as scale_min_k4_regs, in two byte permutes and a few
+// masks instead of six variable byte extracts and selects per value. Pairs 0, 1 are the low 6 bits of
+// scales[2cc..] / scales[4 + 2cc..]; pairs 2, 3 take their low 4 bits from scales[8 + 2k..] (k = cc - 2;
+// scale low, min high nibble) and their top 2 bits from the top 2 bits of the bytes pairs 0, 1 use.
+FERRY_HD uint32_t q4k_pair_scales(int cc, uint32_t h1, uint32_t h2, uint32_t h3) {
+  const uint32_t u = byte_perm(h1, h2, (cc & 1) ? 0x7632u : 0x5410u);  // {h1[b], h1[b+1], h2[b], h2[b+1]}
+  if (cc < 2) return u & 0x3F3F3F3Fu;
+  const uint32_t t = byte_perm(h3, h3, (cc & 1) ? 0x3232u : 0x1010u);  // {h3[b], h3[b+1], h3[b], h3[b+1]}
+  return (t & 0x00000F0Fu) | ((t >> 4) & 0x0F0F0000u) | ((u >> 2) & 0x30303030u);
+}
+
 // The scale step of a Q4_K sub-block pair (2cc, 2cc + 1) of the block whose header words are hd: the
 // integer sums s0, s1 times scale * d_x, minus (with_min) each sub-block's min times d_x * sum(q_x).
 FERRY_HD float q4k_pair(const Q16& hd, int cc, int s0, int s1, const XDs& d0, const XDs& d1, bool with_min) {
-  int sc0, m0, sc1, m1;
-  scale_min_k4_regs(2 * cc, hd.w[1], hd.w[2], hd.w[3], &sc0, &m0);
-  scale_min_k4_regs(2 * cc + 1, hd.w[1], hd.w[2], hd.w[3], &sc1, &m1);
+  const uint32_t sm = q4k_pair_scales(cc, hd.w[1], hd.w[2], hd.w[3]);  // {sc0, sc1, m0, m1}
   const float d = half_to_float(static_cast<uint16_t>(hd.w[0] & 0xFFFFu));
-  float r = d * (static_cast<float>(sc0) * d0.x * static_cast<float>(s0) +
-                 static_cast<float>(sc1) * d1.x * static_cast<float>(s1));
+  float r = d * (static_cast<float>(sm & 0xFFu) * d0.x * static_cast<float>(s0) +
+                 static_cast<float>((sm >> 8) & 0xFFu) * d1.x * static_cast<float>(s1));
   if (with_min) {
     const float dmin = half_to_float(static_cast<uint16_t>(hd.w[0] >> 16));
-    r -= dmin * (static_cast<float>(m0) * d0.y + static_cast<float>(m1) * d1.y);
+    r -= dmin * (static_cast<float>((sm >> 16) & 0xFFu) * d0.y + static_cast<float>(sm >> 24) * d1.y);
   }
   return r;
 }
@@ -406,18 +417,6 @@ struct ChunkDec<DType::Q4_K> {
   }
 };
 
-// Scales and mins of the Q4_K sub-block pair (2cc, 2cc + 1) from header words h1..h3 (= scales[0..11]),
-// packed as bytes {sc0, sc1, m0, m1}: the same values as scale_min_k4_regs, in two byte permutes and a few
-// masks instead of six variable byte extracts and selects per value. Pairs 0, 1 are the low 6 bits of
-// scales[2cc..] / scales[4 + 2cc..]; pairs 2, 3 take their low 4 bits from scales[8 + 2k..] (k = cc - 2;
-// scale low, min high nibble) and their top 2 bits from the top 2 bits of the bytes pairs 0, 1 use.
-FERRY_HD uint32_t q4k_pair_scales(int cc, uint32_t h1, uint32_t h2, uint32_t h3) {
-  const uint32_t u = byte_perm(h1, h2, (cc & 1) ? 0x7632u : 0x5410u);  // {h1[b], h1[b+1], h2[b], h2[b+1]}
-  if (cc < 2) return u & 0x3F3F3F3Fu;
-  const uint32_t t = byte_perm(h3, h3, (cc & 1) ? 0x3232u : 0x1010u);  // {h3[b], h3[b+1], h3[b], h3[b+1]}
-  return (t & 0x00000F0Fu) | ((t >> 4) & 0x0F0F0000u) | ((u >> 2) & 0x30303030u);
-}
-
 // Q4_K (ggml layout) in 32-byte chunks (the default decode path for Q4_K; FERRY_CUDA_Q4K_WIDE=0 selects
 // ChunkDec<Q4_K>): chunk c
 // = qs bytes [32cc, 32cc + 32) of block c / 4, cc = c % 4, i.e. ChunkDec<Q4_K>'s chunks 2cc and 2cc + 1
@@ -450,9 +449,9 @@ struct ChunkDecQ4KWide {
     x.d0 = ld_xds(xds + g);
     x.d1 = ld_xds(xds + g + 1);
   }
-  // q4k_pair's arithmetic, bit for bit, with fewer instructions (session 11, +1.4 % decode): the scales
-  // from q4k_pair_scales, and the high nibbles dotted in place (dp4a_us on w & 0xF0F0F0F0: one mask
-  // instead of a shift and a mask; the sum is 16 x the same integer, shifted back exactly).
+  // The high nibbles are dotted in place (session 11, with q4k_pair_scales: +1.4 % decode): dp4a_us on
+  // w & 0xF0F0F0F0, one mask instead of a shift and a mask; the sum is 16 x the same integer, shifted
+  // back exactly.
   FERRY_HD static float dot(const W& w, int c, const X& x) {
     const int cc = c & 3;
     int s0 = 0, s1 = 0;
@@ -464,13 +463,7 @@ struct ChunkDecQ4KWide {
       s1 = dp4a_us(w.q1.w[i] & 0xF0F0F0F0u, static_cast<int>(x.b1.w[i]), s1);
     }
     s1 >>= 4;  // exact: the sum is a multiple of 16
-    const uint32_t sm = q4k_pair_scales(cc, w.hd.w[1], w.hd.w[2], w.hd.w[3]);
-    const float d = half_to_float(static_cast<uint16_t>(w.hd.w[0] & 0xFFFFu));
-    const float dmin = half_to_float(static_cast<uint16_t>(w.hd.w[0] >> 16));
-    float r = d * (static_cast<float>(sm & 0xFFu) * x.d0.x * static_cast<float>(s0) +
-                   static_cast<float>((sm >> 8) & 0xFFu) * x.d1.x * static_cast<float>(s1));
-    r -= dmin * (static_cast<float>((sm >> 16) & 0xFFu) * x.d0.y + static_cast<float>(sm >> 24) * x.d1.y);
-    return r;
+    return q4k_pair(w.hd, cc, s0, s1, x.d0, x.d1, /*with_min=*/true);
   }
 };
 

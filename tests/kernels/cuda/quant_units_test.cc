@@ -364,7 +364,7 @@ TEST(QuantUnits, Q4KPairScalesMatchScaleMin) {
 }
 
 // ChunkDecQ4KWide's dot (session 11: byte-permuted scales, high nibbles dotted in place) gives bit for bit
-// what its first form computed: shift-and-mask nibble sums and q4k_pair (scale_min_k4_regs' scales).
+// what its first form computed: shift-and-mask nibble sums, scale_min_k4_regs' scales, the same products.
 TEST(QuantUnits, Q4KWideDotEqualsPairArithmetic) {
   std::mt19937 rng(32);
   for (int64_t K : {256, 4096, 14336}) {
@@ -383,7 +383,14 @@ TEST(QuantUnits, Q4KWideDotEqualsPairArithmetic) {
             s1 = dp4a(static_cast<int>((wq >> 4) & 0x0F0F0F0Fu), static_cast<int>(xb), s1);
           }
         }
-        const float want = q4k_pair(ww.hd, c & 3, s0, s1, xx.d0, xx.d1, /*with_min=*/true);
+        int sc0, m0, sc1, m1;
+        scale_min_k4_regs(2 * (c & 3), ww.hd.w[1], ww.hd.w[2], ww.hd.w[3], &sc0, &m0);
+        scale_min_k4_regs(2 * (c & 3) + 1, ww.hd.w[1], ww.hd.w[2], ww.hd.w[3], &sc1, &m1);
+        const float d = half_to_float(static_cast<uint16_t>(ww.hd.w[0] & 0xFFFFu));
+        const float dmin = half_to_float(static_cast<uint16_t>(ww.hd.w[0] >> 16));
+        float want = d * (static_cast<float>(sc0) * xx.d0.x * static_cast<float>(s0) +
+                          static_cast<float>(sc1) * xx.d1.x * static_cast<float>(s1));
+        want -= dmin * (static_cast<float>(m0) * xx.d0.y + static_cast<float>(m1) * xx.d1.y);
         const float got = ChunkDecQ4KWide::dot(ww, c, xx);
         ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "K=" << K << " chunk " << c << ": " << got << " vs " << want;
       }
