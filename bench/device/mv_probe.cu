@@ -275,7 +275,7 @@ double time_ms(Env& e, int iters, const F& launch) {
 
 template <class D, int U, int MB, int MODE, bool CONTIG>
 void run_v3(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, int64_t N, int64_t K,
-            const int8_t* xq, const XDs* xds, float* out, float* host_out = nullptr) {
+            const int8_t* xq, const XDs* xds, float* out) {
   auto kern = v3_kernel<D, U, MB, MODE, CONTIG>;
   int bps = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kern, 256, 0));
@@ -292,10 +292,6 @@ void run_v3(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, i
   const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
   std::printf("%-28s %s  regs %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
               CONTIG ? "contig " : "strided", fa.numRegs, bps, ms * 1e3, gbps, 100.0 * gbps / e.copy_gbps);
-  if (host_out != nullptr) {
-    kern<<<grid, 256>>>(bufs[0], row_bytes, N, K, n_warps, xq, xds, out);
-    CK(cudaMemcpy(host_out, out, N * sizeof(float), cudaMemcpyDeviceToHost));
-  }
 }
 
 }  // namespace
