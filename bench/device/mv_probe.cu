@@ -167,6 +167,20 @@ __device__ void spin_ns(int64_t ns) {
 
 __global__ void gap_kernel(int64_t ns) { spin_ns(ns); }
 
+// A gap that also asks L2 to fetch [pf, pf + bytes) (the next matrix's first bytes) while it spins: every
+// lane of every block issues bulk L2 prefetches (cp.async.bulk.prefetch, sm_90) of 64 KiB pieces.
+__global__ void gap_pf_kernel(int64_t ns, const uint8_t* pf, int64_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int64_t kPiece = 64 << 10;
+  const int64_t lanes = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t o = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kPiece; o < bytes; o += lanes * kPiece) {
+    const uint32_t n = static_cast<uint32_t>(min(kPiece, bytes - o));
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf + o), "r"(n) : "memory");
+  }
+#endif
+  if (blockIdx.x == 0 && threadIdx.x == 0) spin_ns(ns);
+}
+
 // One cooperative kernel for every matrix of the step, Q4_0 split rows, 2 chunks a tile: warp gw owns rows
 // gw, gw + W, ... of each matrix in turn (the v3 pattern) and a grid barrier ends each matrix. PREFETCH: the
 // first tile of matrix m + 1 is loaded before that barrier (weights never depend on the last result), so
@@ -387,6 +401,39 @@ void run_chain(Env& e) {
       std::printf("persistent%s, %d blocks/SM, gap %5lld ns: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
                   pf ? " + prefetch across barriers" : "", bps, static_cast<long long>(gap), ms, total / (ms * 1e6),
                   100.0 * total / (ms * 1e6) / e.copy_gbps);
+    }
+  }
+  // L2 prefetch in the gaps: the gap before matrix m asks L2 for m's first pf bytes (all of it when pf
+  // covers it), from `gb` blocks of 32 lanes; CUDA graph replay, as ferry's decode step.
+  for (int64_t gap : {int64_t{2000}, int64_t{5000}}) {
+    for (int64_t pf : {int64_t{0}, int64_t{4} << 20, int64_t{8} << 20, int64_t{16} << 20, int64_t{32} << 20}) {
+      for (int gb : {1, 16}) {
+        if (pf == 0 && gb > 1) continue;
+        auto enqueue = [&](cudaStream_t st) {
+          for (const ChainMat& m : mats) {
+            gap_pf_kernel<<<gb, 32, 0, st>>>(gap, m.w, std::min<int64_t>(pf, m.N * m.row_bytes));
+            const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps_v3;
+            const int64_t rpw = (m.N + max_warps - 1) / max_warps;
+            const int64_t n_warps = (m.N + rpw - 1) / rpw;
+            vk<<<static_cast<unsigned>((n_warps + 7) / 8), 256, 0, st>>>(m.w, m.row_bytes, m.N, m.K, n_warps, xq, xds, out);
+          }
+        };
+        cudaStream_t cs;
+        CK(cudaStreamCreate(&cs));
+        cudaGraph_t graph;
+        CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+        enqueue(cs);
+        CK(cudaStreamEndCapture(cs, &graph));
+        cudaGraphExec_t ge;
+        CK(cudaGraphInstantiate(&ge, graph, 0));
+        const double ms = time_ms(e, 5, [&](int) { CK(cudaGraphLaunch(ge, cs)); });
+        std::printf("graph, gap %5lld ns + L2 prefetch %2lld MiB from %2d blocks: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
+                    static_cast<long long>(gap), static_cast<long long>(pf >> 20), gb, ms, total / (ms * 1e6),
+                    100.0 * total / (ms * 1e6) / e.copy_gbps);
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(graph));
+        CK(cudaStreamDestroy(cs));
+      }
     }
   }
   CK(cudaFree(base));

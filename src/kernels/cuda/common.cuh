@@ -51,6 +51,15 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
+// The start of every kernel launched with PDL: wait for the previous kernel (its writes visible), then let
+// the next one be scheduled, so the chain is pre-launched one kernel deep. Letting the next go before the
+// wait (a chain as deep as the SMs have room for, each matvec loading weights during all the small
+// kernels ahead of it) measured 12 % slower decode on the H200 (session 12, docs/ARCHITECTURE.md §8).
+__device__ __forceinline__ void pdl_enter() {
+  grid_dependency_wait();
+  allow_dependents();
+}
+
 // 16 bytes global -> shared without passing through registers (sm_80+: cp.async; only the first src_bytes
 // (0..16) are read, the rest zero-filled; completes at cp_async_wait); older GPUs copy synchronously.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
@@ -101,8 +110,8 @@ inline bool pdl_default() {
 
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when pdl: the
 // kernel may be scheduled while the stream's previous kernel still runs, so it must call
-// grid_dependency_wait() before it reads anything earlier work wrote (and should call allow_dependents()
-// after it, so the chain is pre-launched one kernel deep, no deeper).
+// grid_dependency_wait() before it reads anything earlier work wrote, and allow_dependents() (both:
+// pdl_enter()).
 template <typename... KArgs, typename... Args>
 cudaError_t launch_ex(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                       Args&&... args) {

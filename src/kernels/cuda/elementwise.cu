@@ -29,8 +29,7 @@ __device__ __forceinline__ float block256_sum(float v) {
 
 // Long rows (>= 1024): one block of 256 threads per row.
 __global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
-  grid_dependency_wait();  // launched with PDL (launch_ex): x comes from the previous kernel
-  allow_dependents();
+  pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel
   const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
   float* yr = reinterpret_cast<float*>(out.row(blockIdx.x));
   float ss = 0.f;
@@ -67,18 +66,21 @@ template <int P>
 __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const float* __restrict__ w, float eps,
                                                            RowView out, int8_t* __restrict__ xq,
                                                            float2* __restrict__ xds) {
-  grid_dependency_wait();  // launched with PDL (launch_ex): x comes from the previous kernel
-  allow_dependents();      // the next kernel (a matvec: its weight loads) may start now
-  const float4* xr = reinterpret_cast<const float4*>(x.row(blockIdx.x));
   const float4* wr = reinterpret_cast<const float4*>(w);
-  float4* yr = reinterpret_cast<float4*>(out.row(blockIdx.x));
   const int n4 = static_cast<int>(x.ne0 / 4);
   float4 xv[P], wv[P];
+#pragma unroll
+  for (int j = 0; j < P; ++j) {  // the weights are no earlier kernel's output: loaded before the PDL wait
+    const int i = threadIdx.x + j * 256;
+    wv[j] = i < n4 ? wr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel
+  const float4* xr = reinterpret_cast<const float4*>(x.row(blockIdx.x));
+  float4* yr = reinterpret_cast<float4*>(out.row(blockIdx.x));
 #pragma unroll
   for (int j = 0; j < P; ++j) {
     const int i = threadIdx.x + j * 256;
     xv[j] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-    wv[j] = i < n4 ? wr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
   }
   float ss = 0.f;
 #pragma unroll
@@ -107,8 +109,7 @@ __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const floa
 
 // Short rows (heads for q/k norms): one warp per row, 4 rows per block.
 __global__ void rms_norm_warp_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
-  grid_dependency_wait();  // launched with PDL (launch_ex): x comes from the previous kernel (q / k norms
-  allow_dependents();      // of qwen3 / gemma3 sit between the QKV matvec and rope in every decode layer)
+  pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel (the q / k norms)
   const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / kWarp;
   if (r >= x.nrows()) return;
   const int lane = threadIdx.x % kWarp;
@@ -141,8 +142,7 @@ __global__ void scale_kernel(RowView x, float s, RowView out, int64_t total) {
 // quantizes it with quantize_q8's arithmetic (warp_max, the same rounding, warp_sum_int).
 __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64_t total, int8_t* __restrict__ xq,
                            float2* __restrict__ xds) {
-  grid_dependency_wait();
-  allow_dependents();
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t r = i / out.ne0, k = i % out.ne0;
@@ -197,8 +197,7 @@ __device__ __forceinline__ void rope_store_v(const RopeArgs& a, int t, int64_t c
 }
 
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_blocks) {
-  grid_dependency_wait();
-  allow_dependents();
+  pdl_enter();
   const int half = a.n_rot / 2;
   const int t = blockIdx.x;
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
@@ -240,8 +239,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_
 // head_blocks copy v into the cache.
 template <int M>
 __global__ void __launch_bounds__(kRopeThreads) rope_norm_kernel(RopeArgs a, int head_blocks) {
-  grid_dependency_wait();
-  allow_dependents();
+  pdl_enter();
   constexpr int kHalf = 32 * M;
   const int t = blockIdx.x;
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;

@@ -13,6 +13,11 @@
 
 namespace ferry::kernels::cuda {
 
+// Timing ablation (benchmarks only; the results are wrong): FERRY_CUDA_ABLATE is a list of the decode
+// kernels not to launch (norm, rope, attn, combine, glu, matvec; ',' or '+' between names); a step without
+// them measures what they cost inside the CUDA graph (bench/device/session12/s12c.sh). Read once.
+bool ablated(const char* what);
+
 // Rows of a tensor whose ne[0] elements are contiguous; rows are indexed by (i1, i2, i3).
 struct RowView {
   char* data = nullptr;
@@ -97,7 +102,8 @@ cudaError_t argmax_rows(const float* x, int64_t x_stride, int64_t n, int64_t T, 
 
 // ---- elementwise -----------------------------------------------------------------------------------
 // xq / xds non-null (out [K, T] with contiguous rows, K % 32 == 0): out is also quantized exactly as
-// quantize_q8 would (xq [T][K], xds [T][K / 32]), in the same kernel.
+// quantize_q8 would (xq [T][K], xds [T][K / 32]), in the same kernel. w is read before the PDL wait, as a
+// matvec's weights are: no kernel right before this one may write it.
 cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView& out, cudaStream_t stream,
                      int8_t* xq = nullptr, float2* xds = nullptr);
 // Whether rms_norm can quantize for these views (else pass xq = xds = nullptr).

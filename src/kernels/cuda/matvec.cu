@@ -26,8 +26,7 @@ constexpr int kRowsPerBlock = 4;  // one warp per row, 4 warps per block
 // One warp per block of 32 activations: d = max|x| / 127, q = round(x / d).
 __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t x_stride, int64_t K, int64_t n_blocks,
                                    int8_t* __restrict__ xq, float2* __restrict__ xds) {
-  grid_dependency_wait();  // launched with PDL (launch_ex): x comes from the previous kernel
-  allow_dependents();      // a v2 / v3 matvec launched with PDL may start loading its weights now
+  pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel
   const int64_t wid = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int64_t per_token = K / 32;
@@ -367,8 +366,7 @@ __global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
 #pragma unroll
     for (int r = 0; r < RPW; ++r) A::load(row[r], K, c, w[u][r]);
   }
-  grid_dependency_wait();
-  allow_dependents();  // the next kernel (PDL) may be scheduled; it waits for this grid to finish
+  pdl_enter();
   for (;;) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -471,8 +469,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
   typename A::W w[U], wn[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
-  grid_dependency_wait();
-  allow_dependents();
+  pdl_enter();
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
@@ -659,6 +656,7 @@ bool matvec_v2_supported(DType type, Layout layout, const void* w, int64_t w_str
 cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int T,
                             const MatvecLaunch& launch, cudaStream_t stream) {
   if (!set_ok(set, T) || K % 64 != 0) return cudaErrorInvalidValue;
+  if (ablated("matvec")) return cudaSuccess;
   switch (type) {
     case DType::Q4_0: return launch_v2_tokens<QuantAdapter<DType::Q4_0>>(set, K, {xq, xds, K}, T, launch, stream);
     case DType::Q4_1: return launch_v2_tokens<QuantAdapter<DType::Q4_1>>(set, K, {xq, xds, K}, T, launch, stream);
@@ -679,6 +677,7 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
                             const MatvecLaunch& launch, cudaStream_t stream) {
   if (!set_ok(set, T) || !aligned16(x) || (x_stride * 4) % 16 != 0) return cudaErrorInvalidValue;
+  if (ablated("matvec")) return cudaSuccess;
   switch (type) {
     case DType::F32:
       if (K % 4 != 0) return cudaErrorInvalidValue;
