@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a measured experiment: the switch it A/Bs measured slower and was removed afterwards; see
+# bench/RESULTS.md, "GPU host, session 12".)
 # session 12 call 4: the deep PDL chain (every kernel lets the next go before its own wait) and the v3
 # matvec's L2 prefetch of each warp's first rows before its wait: test_cuda_ops and the whole-model check
 # with both on, then decode A/B on llama3-8b Q4_0 / Q4_K: FERRY_CUDA_PF_ROWS 0 / 1 / 2 / 4, early vs the

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a measured experiment: the switch it A/Bs measured slower and was removed afterwards; see
+# bench/RESULTS.md, "GPU host, session 12".)
 # session 12 call 5: the norm weights loaded before the PDL wait, and one shared-memory carveout for every
 # kernel (FERRY_CUDA_CARVEOUT): test_cuda_ops, whole-model check, decode A/B on llama3-8b Q4_0 / Q4_K against
 # ferry_ref (call 4's one-deep-chain build, no norm change); the all-small-kernels ablation.

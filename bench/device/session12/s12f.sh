@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a measured experiment: the switch it A/Bs measured slower and was removed afterwards; see
+# bench/RESULTS.md, "GPU host, session 12".)
 # session 12 call 6: decode attention merging its splits in the tensor-core kernel's last block
 # (FERRY_CUDA_ATTN_FUSE, default on) and the norm weights loaded before the PDL wait: test_cuda_ops,
 # whole-model check, decode A/B on llama3-8b Q4_0 / Q4_K after 512 and after 4096 prompt tokens.
