@@ -624,7 +624,13 @@ void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView&
 
 void CudaOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                         TensorView out) {
-  attention_path(q, kv, batch, p, out, opt_.attention_mma ? 1 : 0, 0);
+  // FERRY_CUDA_ATTN_SPLITS=N: one-token steps split the cache N ways instead of pick_splits' choice (A/B).
+  static const int decode_splits = [] {
+    const char* e = std::getenv("FERRY_CUDA_ATTN_SPLITS");
+    const int n = e != nullptr ? std::atoi(e) : 0;
+    return n >= 1 && n <= 64 ? n : 0;
+  }();
+  attention_path(q, kv, batch, p, out, opt_.attention_mma ? 1 : 0, batch.n_tokens == 1 ? decode_splits : 0);
 }
 
 void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
