@@ -287,6 +287,24 @@ double time_ms(Env& e, int iters, const F& launch) {
   return ms / iters;
 }
 
+// ms per replay of the graph that enqueue(stream) records.
+template <class F>
+double time_graph(Env& e, const F& enqueue) {
+  cudaStream_t cs;
+  CK(cudaStreamCreate(&cs));
+  cudaGraph_t graph;
+  CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+  enqueue(cs);
+  CK(cudaStreamEndCapture(cs, &graph));
+  cudaGraphExec_t ge;
+  CK(cudaGraphInstantiate(&ge, graph, 0));
+  const double ms = time_ms(e, 5, [&](int) { CK(cudaGraphLaunch(ge, cs)); });
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaStreamDestroy(cs));
+  return ms;
+}
+
 template <class D, int U, int MB, int MODE, bool CONTIG>
 void run_v3(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, int64_t N, int64_t K,
             const int8_t* xq, const XDs* xds, float* out) {
@@ -356,13 +374,16 @@ void run_chain(Env& e) {
   auto vk = v3_kernel<Q40, 2, 4, kFull, false>;
   int bps_v3 = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps_v3, vk, 256, 0));
+  auto launch_v3 = [&](cudaStream_t st, const ChainMat& m) {  // sized as ferry's launch_v3 sizes it
+    const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps_v3;
+    const int64_t rpw = (m.N + max_warps - 1) / max_warps;
+    const int64_t n_warps = (m.N + rpw - 1) / rpw;
+    vk<<<static_cast<unsigned>((n_warps + 7) / 8), 256, 0, st>>>(m.w, m.row_bytes, m.N, m.K, n_warps, xq, xds, out);
+  };
   for (int64_t gap : {int64_t{0}, int64_t{2000}}) {
     auto enqueue = [&](cudaStream_t st) {
       for (const ChainMat& m : mats) {
-        const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps_v3;
-        const int64_t rpw = (m.N + max_warps - 1) / max_warps;
-        const int64_t n_warps = (m.N + rpw - 1) / rpw;
-        vk<<<static_cast<unsigned>((n_warps + 7) / 8), 256, 0, st>>>(m.w, m.row_bytes, m.N, m.K, n_warps, xq, xds, out);
+        launch_v3(st, m);
         if (gap > 0) gap_kernel<<<1, 32, 0, st>>>(gap);
       }
     };
@@ -370,22 +391,10 @@ void run_chain(Env& e) {
     CK(cudaGetLastError());
     std::printf("launch per matrix, gap %5lld ns: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
                 static_cast<long long>(gap), ms_launch, total / (ms_launch * 1e6), 100.0 * total / (ms_launch * 1e6) / e.copy_gbps);
-    {  // the same launches replayed from a CUDA graph, as ferry's decode step is
-      cudaStream_t cs;
-      CK(cudaStreamCreate(&cs));
-      cudaGraph_t graph;
-      CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-      enqueue(cs);
-      CK(cudaStreamEndCapture(cs, &graph));
-      cudaGraphExec_t ge;
-      CK(cudaGraphInstantiate(&ge, graph, 0));
-      const double ms = time_ms(e, 5, [&](int) { CK(cudaGraphLaunch(ge, cs)); });
-      std::printf("launch per matrix, CUDA graph, gap %5lld ns: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
-                  static_cast<long long>(gap), ms, total / (ms * 1e6), 100.0 * total / (ms * 1e6) / e.copy_gbps);
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(graph));
-      CK(cudaStreamDestroy(cs));
-    }
+    const double ms_graph = time_graph(e, enqueue);  // the same launches replayed from a CUDA graph (ferry's step)
+    std::printf("launch per matrix, CUDA graph, gap %5lld ns: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
+                static_cast<long long>(gap), ms_graph, total / (ms_graph * 1e6),
+                100.0 * total / (ms_graph * 1e6) / e.copy_gbps);
     for (int pf = 0; pf < 2; ++pf) {
       void (*kern)(const ChainMat*, int, const int8_t*, const XDs*, float*, unsigned*, int64_t) =
           pf ? chain_kernel<true> : chain_kernel<false>;
@@ -409,30 +418,15 @@ void run_chain(Env& e) {
     for (int64_t pf : {int64_t{0}, int64_t{4} << 20, int64_t{8} << 20, int64_t{16} << 20, int64_t{32} << 20}) {
       for (int gb : {1, 16}) {
         if (pf == 0 && gb > 1) continue;
-        auto enqueue = [&](cudaStream_t st) {
+        const double ms = time_graph(e, [&](cudaStream_t st) {
           for (const ChainMat& m : mats) {
             gap_pf_kernel<<<gb, 32, 0, st>>>(gap, m.w, std::min<int64_t>(pf, m.N * m.row_bytes));
-            const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps_v3;
-            const int64_t rpw = (m.N + max_warps - 1) / max_warps;
-            const int64_t n_warps = (m.N + rpw - 1) / rpw;
-            vk<<<static_cast<unsigned>((n_warps + 7) / 8), 256, 0, st>>>(m.w, m.row_bytes, m.N, m.K, n_warps, xq, xds, out);
+            launch_v3(st, m);
           }
-        };
-        cudaStream_t cs;
-        CK(cudaStreamCreate(&cs));
-        cudaGraph_t graph;
-        CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-        enqueue(cs);
-        CK(cudaStreamEndCapture(cs, &graph));
-        cudaGraphExec_t ge;
-        CK(cudaGraphInstantiate(&ge, graph, 0));
-        const double ms = time_ms(e, 5, [&](int) { CK(cudaGraphLaunch(ge, cs)); });
+        });
         std::printf("graph, gap %5lld ns + L2 prefetch %2lld MiB from %2d blocks: %7.3f ms/step  %6.0f GB/s  %5.1f %% of copy\n",
                     static_cast<long long>(gap), static_cast<long long>(pf >> 20), gb, ms, total / (ms * 1e6),
                     100.0 * total / (ms * 1e6) / e.copy_gbps);
-        CK(cudaGraphExecDestroy(ge));
-        CK(cudaGraphDestroy(graph));
-        CK(cudaStreamDestroy(cs));
       }
     }
   }

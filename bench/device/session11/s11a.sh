@@ -2,7 +2,7 @@
 # session 11 call 1: mv_probe (where the Q4 matvecs lose bandwidth), test_cuda_ops, Q4_K decode A/B of
 # ChunkDecQ4KLean (FERRY_CUDA_Q4K_LEAN=0 wide / 1 lean / 2 lean at 2 chunks a tile), bench_cuda_ops layer.
 set -u
-BINS="ferry test_cuda_ops bench_cuda_ops mv_probe" . bench/device/session11/setup.sh
+BINS="ferry test_cuda_ops bench_cuda_ops mv_probe" . bench/device/carry_setup.sh
 R=$OUT; export XDG_CACHE_HOME=/root/cache
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee $R/smi.txt

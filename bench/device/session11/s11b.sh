@@ -4,7 +4,7 @@
 # test_cuda_ops (incl. NormMatmulManyFusedIsBitExact), whole-model GPU vs CPU on tiny models of every arch,
 # decode A/B fused / unfused on llama3-8b Q4_0 and Q4_K (alternated), bench_cuda_ops layer once.
 set -u
-BINS="ferry test_cuda_ops bench_cuda_ops" . bench/device/session11/setup.sh
+BINS="ferry test_cuda_ops bench_cuda_ops" . bench/device/carry_setup.sh
 R=$OUT; export XDG_CACHE_HOME=/root/cache
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 (for t in Q4_0 Q4_K; do [ -s /root/m/llama3-8b-$t.gguf ] || timeout 200 /root/bin/ferry synth --preset llama3-8b --type $t --fast -o /root/m/llama3-8b-$t.gguf > $R/synth_$t.log 2>&1; done; echo done > $R/synth.done) &

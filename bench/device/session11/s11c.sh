@@ -4,7 +4,7 @@
 # ferry `bench --device cuda -p 512 -n 128` / `-p 4096 -n 16` vs `llama-bench -ngl 99 -fa 1 -p 512,4096
 # -n 128 -d 0,4096 -r 2`; mv_probe once more (the launch-size ceiling), bench_cuda_ops layer.
 set -u
-BINS="ferry bench_cuda_ops mv_probe" . bench/device/session11/setup.sh
+BINS="ferry bench_cuda_ops mv_probe" . bench/device/carry_setup.sh
 R=$OUT/r; mkdir -p $R; export XDG_CACHE_HOME=/root/cache
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 JOBS=15 bash bench/device/llama_cpp_build.sh .devcarry/llama.cpp-src.tar.xz; el build started

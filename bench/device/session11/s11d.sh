@@ -2,7 +2,7 @@
 # session 11 call 4: the 1-token v3 matvec of Q4_0 and Q4_K at 5 or 6 blocks per SM (FERRY_CUDA_V3MB) against
 # 4: mv_probe, decode A/B alternated, bench_cuda_ops layer per configuration.
 set -u
-BINS="ferry bench_cuda_ops mv_probe" . bench/device/session11/setup.sh
+BINS="ferry bench_cuda_ops mv_probe" . bench/device/carry_setup.sh
 R=$OUT; export XDG_CACHE_HOME=/root/cache
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 (for t in Q4_0 Q4_K; do [ -s /root/m/llama3-8b-$t.gguf ] || timeout 200 /root/bin/ferry synth --preset llama3-8b --type $t --fast -o /root/m/llama3-8b-$t.gguf > $R/synth_$t.log 2>&1; done) &

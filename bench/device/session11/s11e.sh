@@ -2,7 +2,7 @@
 # session 11 call 5: the final build's CUDA checks: test_cuda_ops, whole-model GPU vs CPU on tiny models of
 # every architecture (check_cuda.sh).
 set -u
-BINS="ferry test_cuda_ops" . bench/device/session11/setup.sh
+BINS="ferry test_cuda_ops" . bench/device/carry_setup.sh
 R=$OUT; export XDG_CACHE_HOME=/root/cache
 timeout 150 /root/bin/test_cuda_ops > $R/test_cuda_ops.txt 2>&1; echo "test_cuda_ops rc $?" | tee -a $R/test_cuda_ops.txt
 grep -E "PASSED|FAILED" $R/test_cuda_ops.txt | head

@@ -5,16 +5,12 @@
 # kernel (FERRY_CUDA_CARVEOUT): test_cuda_ops, whole-model check, decode A/B on llama3-8b Q4_0 / Q4_K against
 # ferry_ref (call 4's one-deep-chain build, no norm change); the all-small-kernels ablation.
 set -u
-BINS="ferry ferry_ref test_cuda_ops" . bench/device/session12/setup.sh
+BINS="ferry ferry_ref test_cuda_ops" . bench/device/carry_setup.sh
 mkdir -p /root/br && mv /root/bin/ferry_ref /root/br/ferry
-R=$OUT/r; mkdir -p $R; export XDG_CACHE_HOME=/root/cache
-T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
-(for t in Q4_0 Q4_K; do timeout 200 /root/bin/ferry synth --preset llama3-8b --type $t --fast -o /root/m/llama3-8b-$t.gguf > $R/synth_$t.log 2>&1; done; echo done > $R/synth.done) &
-timeout 150 /root/bin/test_cuda_ops > $R/test_cuda_ops.txt 2>&1; echo "test_cuda_ops rc $?" >> $R/test_cuda_ops.txt; el tests
-tail -2 $R/test_cuda_ops.txt; grep -E "FAILED" $R/test_cuda_ops.txt | head
-BUILD=/root/bin SKIP_TESTS=1 SKIP_BENCH=1 REAL_MODELS=0 OUT=$R/check timeout 150 bash bench/device/check_cuda.sh > $R/check.log 2>&1; el check
-grep -c " ok " $R/check/models.log; grep -v " ok " $R/check/models.log | head
-for i in $(seq 1 60); do [ -f $R/synth.done ] && break; sleep 5; done; el synth
+R=$OUT/r; mkdir -p $R
+synth_bg $R Q4_0 Q4_K
+cuda_checks $R
+synth_wait $R
 C=FERRY_CUDA_CARVEOUT
 for rep in 1 2; do
   TYPES="Q4_0 Q4_K" CONFIGS="ref:" LAYER=0 BIN=/root/br MODELS=/root/m OUT=$R/r$rep timeout 100 bash bench/device/decode_ab.sh > $R/ab_r$rep.log 2>&1

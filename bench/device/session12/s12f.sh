@@ -5,15 +5,11 @@
 # (FERRY_CUDA_ATTN_FUSE, default on) and the norm weights loaded before the PDL wait: test_cuda_ops,
 # whole-model check, decode A/B on llama3-8b Q4_0 / Q4_K after 512 and after 4096 prompt tokens.
 set -u
-BINS="ferry test_cuda_ops" . bench/device/session12/setup.sh
-R=$OUT/r; mkdir -p $R; export XDG_CACHE_HOME=/root/cache
-T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
-(for t in Q4_0 Q4_K; do timeout 200 /root/bin/ferry synth --preset llama3-8b --type $t --fast -o /root/m/llama3-8b-$t.gguf > $R/synth_$t.log 2>&1; done; echo done > $R/synth.done) &
-timeout 150 /root/bin/test_cuda_ops > $R/test_cuda_ops.txt 2>&1; echo "test_cuda_ops rc $?" >> $R/test_cuda_ops.txt; el tests
-tail -2 $R/test_cuda_ops.txt; grep -E "FAILED|own combine" $R/test_cuda_ops.txt | head
-BUILD=/root/bin SKIP_TESTS=1 SKIP_BENCH=1 REAL_MODELS=0 OUT=$R/check timeout 150 bash bench/device/check_cuda.sh > $R/check.log 2>&1; el check
-grep -c " ok " $R/check/models.log; grep -v " ok " $R/check/models.log | head
-for i in $(seq 1 60); do [ -f $R/synth.done ] && break; sleep 5; done; el synth
+BINS="ferry test_cuda_ops" . bench/device/carry_setup.sh
+R=$OUT/r; mkdir -p $R
+synth_bg $R Q4_0 Q4_K
+cuda_checks $R
+synth_wait $R
 F=FERRY_CUDA_ATTN_FUSE
 for rep in 1 2; do
   TYPES="Q4_0 Q4_K" CONFIGS="fuse:$F=1 sep:$F=0" LAYER=0 BIN=/root/bin MODELS=/root/m OUT=$R/a$rep timeout 100 bash bench/device/decode_ab.sh > $R/ab_a$rep.log 2>&1

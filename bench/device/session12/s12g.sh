@@ -3,15 +3,11 @@
 # FERRY_CUDA_ABLATE timing switch): test_cuda_ops, whole-model check, llama3-8b Q4_0 / Q4_K decode after 512
 # and after 4096 prompt tokens (`ferry bench --device cuda -p 512 -n 128` / `-p 4096 -n 32`), twice.
 set -u
-BINS="ferry test_cuda_ops" . bench/device/session12/setup.sh
-R=$OUT/r; mkdir -p $R; export XDG_CACHE_HOME=/root/cache
-T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
-(for t in Q4_0 Q4_K; do timeout 200 /root/bin/ferry synth --preset llama3-8b --type $t --fast -o /root/m/llama3-8b-$t.gguf > $R/synth_$t.log 2>&1; done; echo done > $R/synth.done) &
-timeout 150 /root/bin/test_cuda_ops > $R/test_cuda_ops.txt 2>&1; echo "test_cuda_ops rc $?" >> $R/test_cuda_ops.txt; el tests
-grep -E "PASSED|FAILED" $R/test_cuda_ops.txt | head -5; tail -1 $R/test_cuda_ops.txt
-BUILD=/root/bin SKIP_TESTS=1 SKIP_BENCH=1 REAL_MODELS=0 OUT=$R/check timeout 150 bash bench/device/check_cuda.sh > $R/check.log 2>&1; el check
-cat $R/check/models.log
-for i in $(seq 1 60); do [ -f $R/synth.done ] && break; sleep 5; done; el synth
+BINS="ferry test_cuda_ops" . bench/device/carry_setup.sh
+R=$OUT/r; mkdir -p $R
+synth_bg $R Q4_0 Q4_K
+cuda_checks $R
+synth_wait $R
 for rep in 1 2; do
   TYPES="Q4_0 Q4_K" CONFIGS="p512:" LAYER=0 BIN=/root/bin MODELS=/root/m OUT=$R/a$rep timeout 100 bash bench/device/decode_ab.sh > $R/ab_a$rep.log 2>&1
   TYPES="Q4_0 Q4_K" CONFIGS="p4096:" P=4096 N=32 LAYER=0 BIN=/root/bin MODELS=/root/m OUT=$R/d$rep timeout 150 bash bench/device/decode_ab.sh > $R/ab_d$rep.log 2>&1

@@ -1,0 +1,28 @@
+# Sourced by the per-session call scripts (bench/device/sessionNN/, run from the repo root on the GPU host):
+# unpacks the carried binaries named in $BINS (.devcarry/bin/NAME.xz) to /root/bin, puts the toolkit's cuBLAS
+# on the path, and defines the steps the calls share.
+mkdir -p /root/bin /root/m
+for b in $BINS; do xz -dc .devcarry/bin/$b.xz > /root/bin/$b; done
+chmod +x /root/bin/*
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
+done
+export XDG_CACHE_HOME=/root/cache
+T0=$(date +%s)
+el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
+# synth_bg DIR TYPE...: llama3-8b synthetic models of those types into /root/m in the background;
+# DIR/synth.done marks the end (synth_wait DIR waits for it, at most 300 s).
+synth_bg() {
+  local dir=$1; shift
+  (for t in "$@"; do timeout 200 /root/bin/ferry synth --preset llama3-8b --type $t --fast -o /root/m/llama3-8b-$t.gguf \
+     > $dir/synth_$t.log 2>&1; done; echo done > $dir/synth.done) &
+}
+synth_wait() { for i in $(seq 1 60); do [ -f $1/synth.done ] && break; sleep 5; done; el synth; }
+# cuda_checks DIR: test_cuda_ops and the whole-model GPU-vs-CPU check (check_cuda.sh) of the carried build.
+cuda_checks() {
+  timeout 150 /root/bin/test_cuda_ops > $1/test_cuda_ops.txt 2>&1; echo "test_cuda_ops rc $?" >> $1/test_cuda_ops.txt
+  el tests; grep -E "PASSED|FAILED" $1/test_cuda_ops.txt | head -5; tail -1 $1/test_cuda_ops.txt
+  BUILD=/root/bin SKIP_TESTS=1 SKIP_BENCH=1 REAL_MODELS=0 OUT=$1/check timeout 150 bash bench/device/check_cuda.sh \
+    > $1/check.log 2>&1
+  el check; cat $1/check/models.log 2>/dev/null || tail -20 $1/check.log
+}
