@@ -18,15 +18,14 @@
 namespace ferry::kernels::cuda {
 
 bool ablated(const char* what) {
-  static const std::string list = [] {
-    std::string l;
-    if (const char* e = std::getenv("FERRY_CUDA_ABLATE")) (((l += ',') += e) += ',');
+  static const std::string list = [] {  // ",norm,glu," (empty when unset: the test below is all it costs)
+    const char* e = std::getenv("FERRY_CUDA_ABLATE");
+    if (e == nullptr) return std::string();
+    std::string l = std::string(",").append(e).append(",");
     std::replace(l.begin(), l.end(), '+', ',');  // "norm+glu" also separates (decode_ab.sh splits on commas)
     return l;
   }();
-  std::string key = ",";
-  (key += what) += ',';
-  return !list.empty() && list.find(key) != std::string::npos;
+  return !list.empty() && list.find(std::string(",").append(what).append(",")) != std::string::npos;
 }
 
 }  // namespace ferry::kernels::cuda
@@ -208,13 +207,11 @@ void CudaOps::rms_norm(const TensorView& x, const TensorView& w, float eps, Tens
   FERRY_ASSERT(same_shape(x, out) && w.ne[0] == x.ne[0]);
   forget_stash();
   const bool stash = stashable(out) && cu::rms_norm_quantizes(row_view(x), w.ptr<const float>(), row_view(out));
-  if (cu::ablated("norm")) {
-    if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
-    return;
+  if (!cu::ablated("norm")) {
+    check(cu::rms_norm(row_view(x), w.ptr<const float>(), eps, row_view(out), ctx_.stream(),
+                       stash ? stash_xq() : nullptr, stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
+          "rms_norm");
   }
-  check(cu::rms_norm(row_view(x), w.ptr<const float>(), eps, row_view(out), ctx_.stream(), stash ? stash_xq() : nullptr,
-                     stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
-        "rms_norm");
   if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
 }
 
@@ -587,8 +584,7 @@ void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, c
     return;
   }
   cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
-  if (cu::ablated("rope")) return;
-  check(cu::rope(a, ctx_.stream()), "rope_qk_store");
+  if (!cu::ablated("rope")) check(cu::rope(a, ctx_.stream()), "rope_qk_store");
 }
 
 // One kernel for the q / k norms, the rotation and the cache store (a qwen3 decode layer launched three:
@@ -614,8 +610,7 @@ void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView&
     a.norm_eps = eps;
     if (cu::rope_norms_supported(a)) {
       forget_stash();
-      if (cu::ablated("rope")) return;
-      check(cu::rope(a, ctx_.stream()), "qk_norm_rope_store");
+      if (!cu::ablated("rope")) check(cu::rope(a, ctx_.stream()), "qk_norm_rope_store");
       return;
     }
   }
@@ -671,14 +666,12 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
     a.xq = stash_xq();
     a.xds = reinterpret_cast<float2*>(stash_xds());
   }
-  bool quantized = false;
-  if (cu::ablated("attn")) {
-    if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
-    return;
+  bool quantized = cu::ablated("attn");  // timing only: the stash taken as if it had been written
+  if (!quantized) {
+    check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.max_smem_optin(), ctx_.scratch(),
+                        static_cast<int64_t>(body_bytes()), ctx_.stream(), &quantized),
+          "attention");
   }
-  check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.max_smem_optin(), ctx_.scratch(),
-                      static_cast<int64_t>(body_bytes()), ctx_.stream(), &quantized),
-        "attention");
   if (stash && quantized) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
 }
 
@@ -688,13 +681,11 @@ void CudaOps::glu(const TensorView& gate, const TensorView& up, Activation act, 
   FERRY_ASSERT(same_shape(gate, up) && same_shape(gate, out));
   forget_stash();
   const bool stash = stashable(out);
-  if (cu::ablated("glu")) {
-    if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
-    return;
+  if (!cu::ablated("glu")) {
+    check(cu::glu(row_view(gate), row_view(up), act == Activation::kSilu ? 0 : 1, row_view(out), ctx_.stream(),
+                  stash ? stash_xq() : nullptr, stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
+          "glu");
   }
-  check(cu::glu(row_view(gate), row_view(up), act == Activation::kSilu ? 0 : 1, row_view(out), ctx_.stream(),
-                stash ? stash_xq() : nullptr, stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
-        "glu");
   if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
 }
 
