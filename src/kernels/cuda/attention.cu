@@ -9,8 +9,6 @@
 //          rows and split each 64-cell tile, merging their softmax states at the end.
 // Both can split the cell range over blocks (flash-decoding) so a single decode token still fills the
 // GPU; partial (m, l, O) go to scratch and a combine kernel merges them.
-#include <cooperative_groups.h>
-
 #include <climits>
 #include <cstdlib>
 
@@ -145,17 +143,16 @@ struct SplitWeights {
   // Split s's weight, from lane s % 32 (every lane of the warp must call it with the same s).
   __device__ __forceinline__ float of(int s) const { return __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp); }
 };
-// ml_of(s): split s's {max, sum}, wherever the splits keep them (global partials, or a cluster's shared memory).
-template <class MlOf>
-__device__ __forceinline__ SplitWeights split_weights_of(MlOf ml_of, int splits, int lane) {
+__device__ __forceinline__ SplitWeights split_weights(const Partials& part, int splits, int64_t n_rows, int64_t row,
+                                                      int lane) {
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
   if (lane < splits) {
-    const float2 ml = ml_of(lane);
+    const float2 ml = part.ml[static_cast<int64_t>(lane) * n_rows + row];
     m0 = ml.x;
     l0 = ml.y;
   }
   if (lane + kWarp < splits) {
-    const float2 ml = ml_of(lane + kWarp);
+    const float2 ml = part.ml[static_cast<int64_t>(lane + kWarp) * n_rows + row];
     m1 = ml.x;
     l1 = ml.y;
   }
@@ -167,10 +164,6 @@ __device__ __forceinline__ SplitWeights split_weights_of(MlOf ml_of, int splits,
   const float L = warp_sum(w.w0 * l0 + w.w1 * l1);
   w.inv = L > 0.f ? 1.f / L : 0.f;
   return w;
-}
-__device__ __forceinline__ SplitWeights split_weights(const Partials& part, int splits, int64_t n_rows, int64_t row,
-                                                      int lane) {
-  return split_weights_of([&](int s) { return part.ml[static_cast<int64_t>(s) * n_rows + row]; }, splits, lane);
 }
 
 // Writes output element d = y of row (t, h) and, with a.xq, its Q8 image as quantize_q8 would: the warp's
@@ -268,47 +261,6 @@ __global__ void attn_combine_warp_kernel(AttnArgs a, int splits, Partials part) 
   }
 }
 
-// One-token decode on sm_90+ (the cluster variant of the split-warp kernel): the splits of a KV head are
-// the blocks of one thread-block cluster, so they merge through distributed shared memory and no combine
-// kernel follows. Each block has put its split's merged state (o [16][D], {m, l} [16]) in its own shared
-// memory; after a cluster barrier, warp w of block `rank` takes (row, 32-element group) units rank * 4 + w,
-// + 4C, ..., reads every split's values of its unit from the blocks' shared memory, and adds them in split
-// order with the weights of split_weights_of: the combine kernels' arithmetic, bit for bit. A second
-// barrier keeps every block's shared memory alive until the others have read it.
-constexpr int kMaxClusterSplits = 16;
-
-template <int D>
-__device__ __forceinline__ void cluster_combine(const AttnArgs& a, float* cl_o, float2* cl_ml, int64_t row0,
-                                                int64_t rows_kvh, int kvh, int G, int warp, int lane) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  cg::cluster_group cl = cg::this_cluster();
-  cl.sync();
-  const int C = static_cast<int>(cl.num_blocks());  // = splits; block rank s holds split s (cluster (1, 1, C))
-  const int rank = static_cast<int>(cl.block_rank());
-  const int rows = static_cast<int>(rows_kvh - row0 < 16 ? rows_kvh - row0 : 16);
-  constexpr int kGroups = D / kWarp;
-  for (int u = rank * 4 + warp; u < rows * kGroups; u += C * 4) {
-    const int r = u / kGroups, d = (u % kGroups) * kWarp + lane;
-    float v[kMaxClusterSplits];
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) v[s] = s < C ? cl.map_shared_rank(cl_o, s)[r * D + d] : 0.f;
-    const SplitWeights w = split_weights_of([&](int s) { return cl.map_shared_rank(cl_ml, s)[r]; }, C, lane);
-    float acc = 0.f;
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      if (s >= C) break;  // uniform
-      acc = fmaf(w.of(s), v[s], acc);
-    }
-    const int64_t gr = row0 + r;
-    store_combined(a, static_cast<int>(gr / G), kvh * G + static_cast<int>(gr % G), d, acc * w.inv, lane);
-  }
-  cl.sync();
-#else
-  __trap();  // launched only on sm_90+ (attention() checks)
-#endif
-}
-
 // ---- tensor-core kernel ------------------------------------------------------------------------------
 
 // D (16x8, F32) += A (16x16, F16, row-major fragment a[4]) * B (16x8, F16, "col" fragment b0, b1).
@@ -368,16 +320,12 @@ struct MmaCfg {
   static constexpr int kSmem = (kRows + 2 * kStages * kBC) * kSK * 2 + 2 * kStages * kBC * 4 + 2 * kRows * 4;
   // Q fragments live in registers for the whole block when they fit next to O (head_dim <= 128).
   static constexpr bool kQInRegs = D <= 128;
-  // The split-warp merge reuses the K/V tiles for 4 x 16 x D floats of O plus m, l, and the cluster
-  // variant 16 x D more for the block's merged O.
-  static_assert(!SPLITW || 2 * kStages * kBC * kSK * 2 >= 5 * 16 * D * 4, "merge buffer");
+  // The split-warp merge reuses the K/V tiles for 4 x 16 x D floats of O plus m, l.
+  static_assert(!SPLITW || 2 * kStages * kBC * kSK * 2 >= 4 * 16 * D * 4, "merge buffer");
 };
 
-// CLUSTER (SPLITW only, sm_90+): launched in clusters of (1, 1, splits); merges the splits itself
-// (cluster_combine) instead of writing partials.
-template <int D, bool SPLITW, bool CLUSTER = false>
+template <int D, bool SPLITW>
 __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, Partials part) {
-  static_assert(!CLUSTER || SPLITW, "the cluster merge follows the split-warp merge");
   pdl_enter();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
   using Cfg = MmaCfg<D, SPLITW>;
   constexpr int R = Cfg::kRows, SK = Cfg::kSK, NCW = Cfg::kCellsW;
@@ -639,8 +587,6 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
     __syncthreads();
     float* red_o = reinterpret_cast<float*>(Kst);  // [4][16][D]
     __shared__ float red_m[4][16], red_l[4][16];
-    float* cl_o = red_o + 4 * 16 * D;  // [16][D]: the cluster variant's merged state of this split
-    __shared__ float2 cl_ml[16];
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
       const int d = nd * 8 + 2 * tq;
@@ -672,10 +618,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
         L += f * red_l[w][r];
         acc += f * red_o[(w * 16 + r) * D + d];
       }
-      if constexpr (CLUSTER) {
-        cl_o[r * D + d] = acc;
-        if (d == 0) cl_ml[r] = make_float2(M, L);
-      } else if (splits == 1) {
+      if (splits == 1) {
         float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
         out[d] = L > 0.f ? acc / L : 0.f;
       } else {
@@ -683,7 +626,6 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
         if (d == 0) part.ml[static_cast<int64_t>(blockIdx.z) * n_rows + ri] = make_float2(M, L);
       }
     }
-    if constexpr (CLUSTER) cluster_combine<D>(a, cl_o, cl_ml, row0, rows_kvh, kvh, G, warp, lane);
   } else {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -748,64 +690,13 @@ Partials carve(void* scratch, int64_t rows, int D, int splits) {
   return p;
 }
 
-template <int D, bool SPLITW, bool CLUSTER = false>
+template <int D, bool SPLITW>
 cudaError_t launch_mma(const AttnArgs& a, int splits, Partials part, cudaStream_t stream) {
   using Cfg = MmaCfg<D, SPLITW>;
-  const auto kernel = attn_mma_kernel<D, SPLITW, CLUSTER>;
+  const auto kernel = attn_mma_kernel<D, SPLITW>;
   const int64_t rows_kvh = static_cast<int64_t>(a.n_tokens) * (a.n_head / a.n_kv_head);
   const dim3 grid(ceil_div(rows_kvh, Cfg::kRows), static_cast<unsigned>(a.n_kv_head), static_cast<unsigned>(splits));
-  return launch_ex_cluster(pdl_default(), CLUSTER ? static_cast<unsigned>(splits) : 1u, kernel, grid, dim3(128),
-                           Cfg::kSmem, stream, a, splits, part);
-}
-
-// The largest cluster (= split count) the cluster variant of head_dim 64 / 128 / 256 may use on this device,
-// 0 where it may not (before sm_90, FERRY_CUDA_ATTN_CLUSTER=0, or no cluster of that size fits). Set by
-// attention_prepare (one device per process, as the executor uses).
-int g_cluster_cap[3] = {0, 0, 0};
-int cluster_slot(int D) { return D == 64 ? 0 : (D == 128 ? 1 : 2); }
-
-// FERRY_CUDA_ATTN_CLUSTER: unset = up to 16 blocks a cluster, 0 = no clusters (the combine kernel), N = up
-// to N (A/B runs).
-int cluster_wanted() {
-  const char* e = std::getenv("FERRY_CUDA_ATTN_CLUSTER");
-  if (e == nullptr) return kMaxClusterSplits;
-  const int n = std::atoi(e);
-  return n < 2 ? 0 : (n > kMaxClusterSplits ? kMaxClusterSplits : n);
-}
-
-template <int D>
-int probe_cluster(int device, int max_smem) {
-  using Cfg = MmaCfg<D, true>;
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9) return 0;
-  int want = cluster_wanted();
-  if (want < 2 || Cfg::kSmem > max_smem) return 0;
-  const auto kernel = attn_mma_kernel<D, true, true>;
-  if (Cfg::kSmem > 48 * 1024 &&
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmem) != cudaSuccess) {
-    return 0;
-  }
-  if (want > 8 && cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-    want = 8;
-  }
-  for (int c : {want, 8}) {
-    if (c > want) continue;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(1, 1, static_cast<unsigned>(c));
-    cfg.blockDim = dim3(128);
-    cfg.dynamicSmemBytes = Cfg::kSmem;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = static_cast<unsigned>(c);
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) == cudaSuccess && n >= 1) return c;
-  }
-  (void)cudaGetLastError();
-  return 0;
+  return launch_ex(pdl_default(), kernel, grid, dim3(128), Cfg::kSmem, stream, a, splits, part);
 }
 
 template <int D>
@@ -841,14 +732,11 @@ cudaError_t attention_prepare(int device, int* max_smem_optin) {
                         prepare_mma<256, false>(max_smem), prepare_mma<256, true>(max_smem)}) {
     if (r != cudaSuccess) return r;
   }
-  g_cluster_cap[0] = probe_cluster<64>(device, max_smem);
-  g_cluster_cap[1] = probe_cluster<128>(device, max_smem);
-  g_cluster_cap[2] = probe_cluster<256>(device, max_smem);
   return cudaSuccess;
 }
 
-cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, bool cluster, int sm_count, int max_smem_optin,
-                      void* scratch, int64_t scratch_bytes, cudaStream_t stream, bool* quantized) {
+cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
+                      int64_t scratch_bytes, cudaStream_t stream, bool* quantized) {
   if (quantized != nullptr) *quantized = false;
   AttnArgs a = a_in;
   if (a.xq != nullptr && (a.head_dim % 32 != 0 || a.out_nb1 != static_cast<int64_t>(a.n_head) * a.head_dim * 4)) {
@@ -872,22 +760,10 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, bool cluster
   const int64_t rows_per_block = kernel == 1 ? (splitw ? 16 : 64) : kPlainWarps;
   const int64_t base = kernel == 1 ? static_cast<int64_t>(ceil_div(static_cast<int64_t>(a.n_tokens) * G, rows_per_block)) * a.n_kv_head
                                    : static_cast<int64_t>(ceil_div(n_rows, kPlainWarps));
-  // One row block per KV head on sm_90+: the splits can be a cluster that merges itself.
-  const int cluster_cap = kernel == 1 && splitw && cluster ? g_cluster_cap[cluster_slot(D)] : 0;
-  if (splits <= 0) {
-    splits = pick_splits(base, a.n_cells, kernel == 1 ? kBC : kWarp, sm_count);
-    if (cluster_cap >= 2 && splits > cluster_cap) splits = cluster_cap;
-  }
+  if (splits <= 0) splits = pick_splits(base, a.n_cells, kernel == 1 ? kBC : kWarp, sm_count);
   if (splits > 2 * kWarp) splits = 2 * kWarp;  // the combine kernel holds two splits per lane
-  if (a.n_cells <= 0) splits = 1;
-  if (splits >= 2 && splits <= cluster_cap) {
-    cudaError_t e = D == 64 ? launch_mma<64, true, true>(a, splits, Partials{}, stream)
-                            : (D == 128 ? launch_mma<128, true, true>(a, splits, Partials{}, stream)
-                                        : launch_mma<256, true, true>(a, splits, Partials{}, stream));
-    if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
-    return e;
-  }
   while (splits > 1 && attention_scratch_bytes(a.n_tokens, a.n_head, D, splits) > scratch_bytes) --splits;
+  if (a.n_cells <= 0) splits = 1;
   const Partials part = carve(scratch, n_rows, D, splits);
 
   cudaError_t e;

@@ -111,39 +111,22 @@ inline bool pdl_default() {
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when pdl: the
 // kernel may be scheduled while the stream's previous kernel still runs, so it must call
 // grid_dependency_wait() before it reads anything earlier work wrote, and allow_dependents() (both:
-// pdl_enter()). cluster_z > 1 (sm_90+): the blocks go in thread-block clusters of (1, 1, cluster_z), which
-// must divide grid.z (the kernel needs a non-portable size allowance beyond 8).
+// pdl_enter()).
 template <typename... KArgs, typename... Args>
-cudaError_t launch_ex_cluster(bool pdl, unsigned cluster_z, void (*kernel)(KArgs...), dim3 grid, dim3 block,
-                              size_t smem, cudaStream_t stream, Args&&... args) {
+cudaError_t launch_ex(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  int n = 0;
-  if (pdl) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  if (cluster_z > 1) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = 1;
-    attr[n].val.clusterDim.y = 1;
-    attr[n].val.clusterDim.z = cluster_z;
-    ++n;
-  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = n;
+  cfg.numAttrs = pdl ? 1 : 0;
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
   return e != cudaSuccess ? e : cudaGetLastError();
-}
-template <typename... KArgs, typename... Args>
-cudaError_t launch_ex(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                      Args&&... args) {
-  return launch_ex_cluster(pdl, 1, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

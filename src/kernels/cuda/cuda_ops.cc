@@ -668,8 +668,8 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
   }
   bool quantized = cu::ablated("attn");  // timing only: the stash taken as if it had been written
   if (!quantized) {
-    check(cu::attention(a, kernel, splits, opt_.attention_cluster, ctx_.sm_count(), ctx_.max_smem_optin(),
-                        ctx_.scratch(), static_cast<int64_t>(body_bytes()), ctx_.stream(), &quantized),
+    check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.max_smem_optin(), ctx_.scratch(),
+                        static_cast<int64_t>(body_bytes()), ctx_.stream(), &quantized),
           "attention");
   }
   if (stash && quantized) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};

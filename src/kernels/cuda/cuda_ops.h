@@ -82,9 +82,6 @@ struct CudaOpsOptions {
   bool matvec_pdl = true;
   // Tensor-core (mma.sync) flash attention for head_dim 64/128/256; false = the plain kernel.
   bool attention_mma = true;
-  // One-token split attention on sm_90+ as thread-block clusters that merge their splits through
-  // distributed shared memory instead of a combine kernel (launch.h attention(); bit for bit the same).
-  bool attention_cluster = true;
   // Rows of W dequantized per cuBLAS call (0 = as many as fit in the scratch, at most 16384).
   int32_t gemm_chunk_rows = 0;
   // Decode matvec for 1-2 tokens where the rows fill the GPU: 3 = persistent, software-pipelined v3

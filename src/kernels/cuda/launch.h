@@ -182,14 +182,10 @@ cudaError_t attention_prepare(int device, int* max_smem_optin);
 // kernel: 0 = plain (any head_dim <= 256), 1 = tensor cores (head_dim 64, 128, 256; sm_75+; falls back to
 // plain when the variant needs more shared memory than max_smem_optin).
 // splits: KV ranges done by different blocks then combined; 0 = pick from the SM count.
-// cluster: on sm_90+ a split tensor-core attention with one row block per KV head (decode: n_tokens *
-// n_head / n_kv_head <= 16) runs its splits as one thread-block cluster that merges them itself (no
-// combine kernel; bit for bit the combine kernel's sums); splits = 0 then picks at most 16
-// (FERRY_CUDA_ATTN_CLUSTER=N: at most N, 0: never), and a larger explicit count takes the combine kernel.
-// *quantized (optional): whether a.xq / a.xds were written (only the combine, in its kernel or in the
-// cluster, quantizes, and only with head_dim % 32 == 0 and contiguous out rows).
-cudaError_t attention(const AttnArgs& a, int kernel, int splits, bool cluster, int sm_count, int max_smem_optin,
-                      void* scratch, int64_t scratch_bytes, cudaStream_t stream, bool* quantized = nullptr);
+// *quantized (optional): whether a.xq / a.xds were written (only the split-combine kernel quantizes, and
+// only with head_dim % 32 == 0 and contiguous out rows).
+cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
+                      int64_t scratch_bytes, cudaStream_t stream, bool* quantized = nullptr);
 bool attention_mma_supported(int head_dim);
 
 }  // namespace ferry::kernels::cuda

@@ -838,9 +838,7 @@ void run_attention_case(Env* E, const AttnCase& c) {
   E->ops->kv_store(dknew.view, dvnew.view, db, dkv);
   DevTensor dout(*E, DType::F32, static_cast<int64_t>(D) * c.n_head, c.n_tokens);
   for (int kernel : {0, 1}) {
-    // 3: the warp-per-row combine, 12: the block-per-row one (on sm_90 the one-token cases' tensor-core
-    // splits up to 16 merge in a cluster instead; 20 still takes the combine kernel).
-    for (int splits : {0, 1, 3, 12, 20}) {
+    for (int splits : {0, 1, 3, 12}) {  // 3: the warp-per-row combine, 12: the block-per-row one
       dout.poison();
       E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, splits);
       SYNC();
@@ -851,22 +849,7 @@ void run_attention_case(Env* E, const AttnCase& c) {
                    std::string(c.name) + " kernel=" + std::to_string(kernel) + " splits=" + std::to_string(splits));
     }
   }
-  // The cluster merge adds the same values in the same order as the combine kernel: bit for bit (where
-  // clusters do not apply, both runs take the same path).
-  {
-    kernels::CudaOpsOptions op;
-    op.attention_cluster = false;
-    kernels::CudaOps no_cluster(*E->ctx, op);
-    DevTensor dout2(*E, DType::F32, static_cast<int64_t>(D) * c.n_head, c.n_tokens);
-    for (int splits : {2, 3, 9, 12, 16}) {
-      E->ops->attention_path(dq.view, dkv, db, p, dout.view, 1, splits);
-      no_cluster.attention_path(dq.view, dkv, db, p, dout2.view, 1, splits);
-      SYNC();
-      EXPECT_EQ(dout.download().bytes, dout2.download().bytes)
-          << c.name << " splits=" << splits << ": cluster merge against the combine kernel";
-    }
-  }
-  // The split-combine kernel (or the cluster merge) also writes out's Q8 image (the stash) for the next matvec: that matvec must
+  // The split-combine kernel also writes out's Q8 image (the stash) for the next matvec: that matvec must
   // give what it gives on out quantized by itself (an unfused CudaOps), bit for bit.
   const int64_t K = static_cast<int64_t>(D) * c.n_head;
   if (D % 32 == 0 && c.n_tokens <= 8 && K % 256 == 0) {
@@ -876,7 +859,7 @@ void run_attention_case(Env* E, const AttnCase& c) {
     op.fuse = false;
     kernels::CudaOps plain(*E->ctx, op);
     for (int kernel : {0, 1}) {
-      for (int splits : {3, 12, 20}) {
+      for (int splits : {3, 12}) {
         E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, splits);
         E->ops->matmul(dw.view, dout.view, m1.view);
         plain.matmul(dw.view, dout.view, m2.view);
