@@ -45,7 +45,7 @@ __host__ __device__ inline int64_t partial_o_bytes(int64_t rows, int D, int spli
 constexpr int kPlainWarps = 4;
 
 __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArgs a, int splits, Partials part) {
-  pdl_enter_small();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
+  pdl_enter();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
   __shared__ float qs[kPlainWarps][256];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kPlainWarps + warp;  // token * n_head + head
@@ -191,7 +191,7 @@ __device__ __forceinline__ void store_combined(const AttnArgs& a, int t, int h, 
 // 512-token prefill chunk split in 2 (16384 rows) it was 6 % slower than the warp kernel, hence the two.
 // Both add the splits in split order: the same sums, bit for bit.
 __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part) {
-  pdl_enter_small();  // launched with PDL: the partials come from the attention kernel
+  pdl_enter();  // launched with PDL: the partials come from the attention kernel
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x;
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
@@ -217,7 +217,7 @@ __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part)
 // Few splits (<= 8, e.g. a prefill chunk split in 2), many rows: one warp per row, lane d = lane + 32 j
 // (j < 8: head_dim <= 256); the loads of 8 splits are issued before any is used, then added in split order.
 __global__ void attn_combine_warp_kernel(AttnArgs a, int splits, Partials part) {
-  pdl_enter_small();  // launched with PDL: the partials come from the attention kernel
+  pdl_enter();  // launched with PDL: the partials come from the attention kernel
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
@@ -326,7 +326,7 @@ struct MmaCfg {
 
 template <int D, bool SPLITW>
 __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, Partials part) {
-  pdl_enter_small();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
+  pdl_enter();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
   using Cfg = MmaCfg<D, SPLITW>;
   constexpr int R = Cfg::kRows, SK = Cfg::kSK, NCW = Cfg::kCellsW;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -794,7 +794,5 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
   if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
   return e;
 }
-
-cudaError_t attention_prepare_pdl() { return set_pdl_early_here(pdl_default() ? pdl_early_default() : 0); }
 
 }  // namespace ferry::kernels::cuda

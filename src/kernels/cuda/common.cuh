@@ -60,45 +60,6 @@ __device__ __forceinline__ void pdl_enter() {
   allow_dependents();
 }
 
-// The small decode kernels (norms, rope, glu, attention, its combine, quantize_q8) enter through
-// pdl_enter_small(). With FERRY_CUDA_PDL_EARLY=1 they let the next kernel be scheduled before their own
-// wait: a matvec after a small kernel is then launched while the matvec before it still drains, and its
-// blocks take the SMs that one frees (loading their first weights) instead of starting only once the small
-// kernel runs. The matvecs keep pdl_enter(), so the chain is at most a few small kernels plus one matvec
-// deep (session 12's "every kernel before its wait" measured -12 %). Every kernel still waits before it
-// reads what an earlier one wrote, and none writes before its wait, so the results do not change.
-// c_pdl_early is per kernel file (static: each .cu has its own copy), set by that file's
-// <file>_set_pdl_early() from kernels_prepare() before any launch.
-static __constant__ int c_pdl_early;
-__device__ __forceinline__ void pdl_enter_small() {
-  if (c_pdl_early != 0) {
-    allow_dependents();
-    grid_dependency_wait();
-  } else {
-    pdl_enter();
-  }
-}
-// The matvecs' entry: pdl_enter(), or with FERRY_CUDA_PDL_EARLY=2 (A/B only: session 12's deep chain) the
-// trigger before the wait as well.
-__device__ __forceinline__ void pdl_enter_matvec() {
-  if (c_pdl_early == 2) {
-    allow_dependents();
-    grid_dependency_wait();
-  } else {
-    pdl_enter();
-  }
-}
-static inline cudaError_t set_pdl_early_here(int mode) { return cudaMemcpyToSymbol(c_pdl_early, &mode, sizeof mode); }
-// FERRY_CUDA_PDL_EARLY: 0 (default until measured), 1 (small kernels trigger first), 2 (every kernel); read once.
-inline int pdl_early_default() {
-  static const int mode = [] {
-    const char* e = std::getenv("FERRY_CUDA_PDL_EARLY");
-    const int v = e != nullptr ? std::atoi(e) : 0;
-    return v == 1 || v == 2 ? v : 0;
-  }();
-  return mode;
-}
-
 // 16 bytes global -> shared without passing through registers (sm_80+: cp.async; only the first src_bytes
 // (0..16) are read, the rest zero-filled; completes at cp_async_wait); older GPUs copy synchronously.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {

@@ -106,10 +106,6 @@ Expected<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextDesc
   if ((e = cu::attention_prepare(desc.device, &ctx->max_smem_optin_)) != cudaSuccess) {
     return cuda_error(e, "attention_prepare");
   }
-  if ((e = cu::elementwise_prepare_pdl()) != cudaSuccess || (e = cu::attention_prepare_pdl()) != cudaSuccess ||
-      (e = cu::matvec_prepare_pdl()) != cudaSuccess) {
-    return cuda_error(e, "prepare_pdl");
-  }
   cublasHandle_t h = nullptr;
   cublasStatus_t s = cublasCreate(&h);
   if (s != CUBLAS_STATUS_SUCCESS) return cublas_error(s, "cublasCreate");

@@ -29,7 +29,7 @@ __device__ __forceinline__ float block256_sum(float v) {
 
 // Long rows (>= 1024): one block of 256 threads per row.
 __global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
-  pdl_enter_small();  // launched with PDL (launch_ex): x comes from the previous kernel
+  pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel
   const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
   float* yr = reinterpret_cast<float*>(out.row(blockIdx.x));
   float ss = 0.f;
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const floa
     const int i = threadIdx.x + j * 256;
     wv[j] = i < n4 ? wr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  pdl_enter_small();  // launched with PDL (launch_ex): x comes from the previous kernel
+  pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel
   const float4* xr = reinterpret_cast<const float4*>(x.row(blockIdx.x));
   float4* yr = reinterpret_cast<float4*>(out.row(blockIdx.x));
 #pragma unroll
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const floa
 
 // Short rows (heads for q/k norms): one warp per row, 4 rows per block.
 __global__ void rms_norm_warp_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
-  pdl_enter_small();  // launched with PDL (launch_ex): x comes from the previous kernel (the q / k norms)
+  pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel (the q / k norms)
   const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / kWarp;
   if (r >= x.nrows()) return;
   const int lane = threadIdx.x % kWarp;
@@ -142,7 +142,7 @@ __global__ void scale_kernel(RowView x, float s, RowView out, int64_t total) {
 // quantizes it with quantize_q8's arithmetic (warp_max, the same rounding, warp_sum_int).
 __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64_t total, int8_t* __restrict__ xq,
                            float2* __restrict__ xds) {
-  pdl_enter_small();
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t r = i / out.ne0, k = i % out.ne0;
@@ -197,7 +197,7 @@ __device__ __forceinline__ void rope_store_v(const RopeArgs& a, int t, int64_t c
 }
 
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_blocks) {
-  pdl_enter_small();
+  pdl_enter();
   const int half = a.n_rot / 2;
   const int t = blockIdx.x;
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_
 // head_blocks copy v into the cache.
 template <int M>
 __global__ void __launch_bounds__(kRopeThreads) rope_norm_kernel(RopeArgs a, int head_blocks) {
-  pdl_enter_small();
+  pdl_enter();
   constexpr int kHalf = 32 * M;
   const int t = blockIdx.x;
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
@@ -415,7 +415,5 @@ cudaError_t kv_store(const RowView& k, const RowView& v, const int32_t* cell, in
                                                             v_stride, n_cells, total);
   return cudaGetLastError();
 }
-
-cudaError_t elementwise_prepare_pdl() { return set_pdl_early_here(pdl_default() ? pdl_early_default() : 0); }
 
 }  // namespace ferry::kernels::cuda

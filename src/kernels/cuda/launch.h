@@ -18,13 +18,6 @@ namespace ferry::kernels::cuda {
 // them measures what they cost inside the CUDA graph (bench/device/session12/s12c.sh). Read once.
 bool ablated(const char* what);
 
-// Sets whether the small decode kernels let the next kernel go before their own PDL wait (common.cuh
-// pdl_enter_small: PDL on and FERRY_CUDA_PDL_EARLY=1): one per kernel file, called once per device before
-// any launch (not capturable).
-cudaError_t elementwise_prepare_pdl();
-cudaError_t attention_prepare_pdl();
-cudaError_t matvec_prepare_pdl();
-
 // Rows of a tensor whose ne[0] elements are contiguous; rows are indexed by (i1, i2, i3).
 struct RowView {
   char* data = nullptr;

@@ -26,7 +26,7 @@ constexpr int kRowsPerBlock = 4;  // one warp per row, 4 warps per block
 // One warp per block of 32 activations: d = max|x| / 127, q = round(x / d).
 __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t x_stride, int64_t K, int64_t n_blocks,
                                    int8_t* __restrict__ xq, float2* __restrict__ xds) {
-  pdl_enter_small();  // launched with PDL (launch_ex): x comes from the previous kernel
+  pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel
   const int64_t wid = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int64_t per_token = K / 32;
@@ -366,7 +366,7 @@ __global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
 #pragma unroll
     for (int r = 0; r < RPW; ++r) A::load(row[r], K, c, w[u][r]);
   }
-  pdl_enter_matvec();
+  pdl_enter();
   for (;;) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -469,7 +469,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
   typename A::W w[U], wn[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
-  pdl_enter_matvec();
+  pdl_enter();
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
@@ -553,7 +553,12 @@ template <class A>
 bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
   if (l.kernel != 3 || T > 2) return false;
   const int64_t N = set.row_end[set.n - 1];
-  return N >= static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps;
+  // FERRY_CUDA_V3_MIN_N (A/B): v3 only from that many rows (the o / down projections have 4096).
+  static const int64_t min_n = [] {
+    const char* e = std::getenv("FERRY_CUDA_V3_MIN_N");
+    return e != nullptr ? std::atoll(e) : 0;
+  }();
+  return N >= min_n && N >= static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps;
 }
 
 // Token-count variants: 1 and 2 tokens one row per warp; 3..8 tokens two rows per warp (each activation
@@ -692,7 +697,5 @@ cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const f
       return cudaErrorInvalidValue;
   }
 }
-
-cudaError_t matvec_prepare_pdl() { return set_pdl_early_here(pdl_default() ? pdl_early_default() : 0); }
 
 }  // namespace ferry::kernels::cuda
