@@ -326,11 +326,7 @@ struct MmaCfg {
 
 template <int D, bool SPLITW>
 __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, Partials part) {
-  // Launched with PDL (launch_ex): q and the cache come from earlier kernels. The one-block-per-KV-head
-  // variant (SPLITW: decode) copies its first tile before the wait (see the re-copy below); the other waits
-  // first.
-  const bool prewait = SPLITW && a.prewait_copy;
-  if (!prewait) pdl_enter();
+  pdl_enter();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
   using Cfg = MmaCfg<D, SPLITW>;
   constexpr int R = Cfg::kRows, SK = Cfg::kSK, NCW = Cfg::kCellsW;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -376,11 +372,6 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   };
   if (c_begin < c_end) load_tile(c_begin, 0);  // in flight while Q is staged
   cp_async_commit();
-  // SPLITW (unless FERRY_CUDA_ATTN_PREWAIT=0): the first tile's copies above were issued before the wait, while the kernel before this one
-  // (rope + k/v store) may still be writing this batch's cells. Every other cell was stored by an earlier
-  // step, and the cell metadata was copied in before the step's kernels, so only cells at a position at
-  // least the batch's lowest can be stale: they are copied again below, after the wait.
-  if (prewait) pdl_enter();
 
   // Q tile (F16) and the rows' positions / sequences. Eight loads in flight per thread before any store
   // (blockDim is 128; R * D is a multiple of 1024).
@@ -410,24 +401,6 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
     rseq[r] = ok ? a.seq[gr / G] : kInvalidRowSeq;
   }
   __syncthreads();
-  if (prewait) {
-    // Every token of the batch has its rows in this block (one row block per KV head).
-    int pmin = INT_MAX;
-    for (int r = 0; r < R; ++r) pmin = rseq[r] != kInvalidRowSeq ? min(pmin, rpos[r]) : pmin;
-    if (c_begin < c_end) {
-      cp_async_wait<0>();  // this thread's earlier copies have landed: the re-copies go to the same places
-      constexpr int kChunks = D / 8;
-      for (int i = tid; i < kBC * kChunks; i += blockDim.x) {  // load_tile's (row, chunk) of this thread
-        const int r = i / kChunks, ch = i % kChunks;
-        const int c = c_begin + r;
-        if (c >= c_end || cpos_st[r] < pmin) continue;
-        const int64_t off = (static_cast<int64_t>(kvh) * D + ch * 8) * 2;
-        cp_async16(Kst + r * SK + ch * 8, reinterpret_cast<const char*>(a.k) + c * a.k_stride + off, true);
-        cp_async16(Vst + r * SK + ch * 8, reinterpret_cast<const char*>(a.v) + c * a.v_stride + off, true);
-      }
-    }
-    cp_async_commit();  // landed by the main loop's first wait (it waits for all but the newest group)
-  }
 
   const int wr0 = SPLITW ? 0 : 16 * warp;  // first row of this warp in the block
   const int rA = wr0 + g, rB = rA + 8;
@@ -771,11 +744,6 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
     a.xds = nullptr;
   }
   if (a.n_tokens <= 0) return cudaSuccess;
-  static const bool prewait = [] {  // FERRY_CUDA_ATTN_PREWAIT=0: the decode kernel waits before its copies (A/B)
-    const char* e = std::getenv("FERRY_CUDA_ATTN_PREWAIT");
-    return e == nullptr || e[0] != '0';
-  }();
-  a.prewait_copy = prewait ? 1 : 0;
   if (a.head_dim > 256 || a.n_kv_head <= 0 || a.n_head % a.n_kv_head != 0) return cudaErrorInvalidValue;
   const int D = a.head_dim;
   const int G = a.n_head / a.n_kv_head;

@@ -173,9 +173,6 @@ struct AttnArgs {
   // Optional: out quantized as quantize_q8 would, by the split-combine kernel (see attention()).
   int8_t* xq = nullptr;
   float2* xds = nullptr;
-  // Set by attention(): the decode kernel copies its first K/V tile before its PDL wait (and the cells at
-  // the batch's positions again after it).
-  int32_t prewait_copy = 0;
 };
 // Scratch bytes attention needs for `splits` > 1 (partial results).
 int64_t attention_scratch_bytes(int n_tokens, int n_head, int head_dim, int splits);

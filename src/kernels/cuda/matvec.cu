@@ -553,12 +553,7 @@ template <class A>
 bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
   if (l.kernel != 3 || T > 2) return false;
   const int64_t N = set.row_end[set.n - 1];
-  // FERRY_CUDA_V3_MIN_N (A/B): v3 only from that many rows (the o / down projections have 4096).
-  static const int64_t min_n = [] {
-    const char* e = std::getenv("FERRY_CUDA_V3_MIN_N");
-    return e != nullptr ? std::atoll(e) : 0;
-  }();
-  return N >= min_n && N >= static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps;
+  return N >= static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps;
 }
 
 // Token-count variants: 1 and 2 tokens one row per warp; 3..8 tokens two rows per warp (each activation
