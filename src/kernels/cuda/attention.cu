@@ -46,6 +46,7 @@ constexpr int kPlainWarps = 4;
 
 __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArgs a, int splits, Partials part) {
   pdl_enter();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
+  FERRY_EMPTY_SMALL_RETURN();
   __shared__ float qs[kPlainWarps][256];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kPlainWarps + warp;  // token * n_head + head
@@ -192,6 +193,7 @@ __device__ __forceinline__ void store_combined(const AttnArgs& a, int t, int h, 
 // Both add the splits in split order: the same sums, bit for bit.
 __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part) {
   pdl_enter();  // launched with PDL: the partials come from the attention kernel
+  FERRY_EMPTY_SMALL_RETURN();
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x;
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
@@ -218,6 +220,7 @@ __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part)
 // (j < 8: head_dim <= 256); the loads of 8 splits are issued before any is used, then added in split order.
 __global__ void attn_combine_warp_kernel(AttnArgs a, int splits, Partials part) {
   pdl_enter();  // launched with PDL: the partials come from the attention kernel
+  FERRY_EMPTY_SMALL_RETURN();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
@@ -327,6 +330,7 @@ struct MmaCfg {
 template <int D, bool SPLITW>
 __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, Partials part) {
   pdl_enter();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
+  FERRY_EMPTY_SMALL_RETURN();
   using Cfg = MmaCfg<D, SPLITW>;
   constexpr int R = Cfg::kRows, SK = Cfg::kSK, NCW = Cfg::kCellsW;
   extern __shared__ __align__(16) unsigned char smem_raw[];

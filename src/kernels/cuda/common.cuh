@@ -60,6 +60,17 @@ __device__ __forceinline__ void pdl_enter() {
   allow_dependents();
 }
 
+// Timing builds only (compiled with -DFERRY_CUDA_EMPTY_SMALL; results wrong): the small decode kernels
+// (norms, rope, glu, attention, its combine, quantize_q8) return right after pdl_enter(), so a decode step
+// keeps every launch and PDL hand-off but does none of their loads, arithmetic or stores. Against a normal
+// build and FERRY_CUDA_ABLATE (no launch at all) it splits what those kernels cost into the hand-offs and
+// the work (bench/device/session13/s13e.sh).
+#ifdef FERRY_CUDA_EMPTY_SMALL
+#define FERRY_EMPTY_SMALL_RETURN() return
+#else
+#define FERRY_EMPTY_SMALL_RETURN() (void)0
+#endif
+
 // 16 bytes global -> shared without passing through registers (sm_80+: cp.async; only the first src_bytes
 // (0..16) are read, the rest zero-filled; completes at cp_async_wait); older GPUs copy synchronously.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {

@@ -30,6 +30,7 @@ __device__ __forceinline__ float block256_sum(float v) {
 // Long rows (>= 1024): one block of 256 threads per row.
 __global__ void rms_norm_block_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
   pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel
+  FERRY_EMPTY_SMALL_RETURN();
   const float* xr = reinterpret_cast<const float*>(x.row(blockIdx.x));
   float* yr = reinterpret_cast<float*>(out.row(blockIdx.x));
   float ss = 0.f;
@@ -75,6 +76,7 @@ __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const floa
     wv[j] = i < n4 ? wr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
   }
   pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel
+  FERRY_EMPTY_SMALL_RETURN();
   const float4* xr = reinterpret_cast<const float4*>(x.row(blockIdx.x));
   float4* yr = reinterpret_cast<float4*>(out.row(blockIdx.x));
 #pragma unroll
@@ -110,6 +112,7 @@ __global__ void __launch_bounds__(256) rms_norm_vec_kernel(RowView x, const floa
 // Short rows (heads for q/k norms): one warp per row, 4 rows per block.
 __global__ void rms_norm_warp_kernel(RowView x, const float* __restrict__ w, float eps, RowView out) {
   pdl_enter();  // launched with PDL (launch_ex): x comes from the previous kernel (the q / k norms)
+  FERRY_EMPTY_SMALL_RETURN();
   const int64_t r = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / kWarp;
   if (r >= x.nrows()) return;
   const int lane = threadIdx.x % kWarp;
@@ -143,6 +146,7 @@ __global__ void scale_kernel(RowView x, float s, RowView out, int64_t total) {
 __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64_t total, int8_t* __restrict__ xq,
                            float2* __restrict__ xds) {
   pdl_enter();
+  FERRY_EMPTY_SMALL_RETURN();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t r = i / out.ne0, k = i % out.ne0;
@@ -198,6 +202,7 @@ __device__ __forceinline__ void rope_store_v(const RopeArgs& a, int t, int64_t c
 
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_blocks) {
   pdl_enter();
+  FERRY_EMPTY_SMALL_RETURN();
   const int half = a.n_rot / 2;
   const int t = blockIdx.x;
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
@@ -240,6 +245,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeArgs a, int rot_
 template <int M>
 __global__ void __launch_bounds__(kRopeThreads) rope_norm_kernel(RopeArgs a, int head_blocks) {
   pdl_enter();
+  FERRY_EMPTY_SMALL_RETURN();
   constexpr int kHalf = 32 * M;
   const int t = blockIdx.x;
   const int64_t cell = a.cell != nullptr ? a.cell[t] : -1;
