@@ -353,8 +353,8 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   const int c_begin = blockIdx.z * per_split;
   const int c_end = min(a.n_cells, c_begin + per_split);
 
-  // Issues the K/V copies of the tile at c0 into stage st (cells past c_end: zeros).
-  auto copy_tile = [&](int c0, int st) {
+  // Issues the copies of the tile at c0 into stage st (cells past c_end: zeros, position INT_MAX).
+  auto load_tile = [&](int c0, int st) {
     constexpr int kChunks = D / 8;  // 16-byte chunks per cell row
     __half* Ks = Kst + st * kBC * SK;
     __half* Vs = Vst + st * kBC * SK;
@@ -368,49 +368,22 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
       cp_async16(Ks + r * SK + ch * 8, kp, ok);
       cp_async16(Vs + r * SK + ch * 8, vp, ok);
     }
-  };
-  // A tile's cell positions / sequences: thread r < kBC loads cell c0 + r into registers (position INT_MAX
-  // past c_end), and stores them into stage st's arrays later, so the load's latency overlaps other work
-  // instead of stalling the thread where it is issued.
-  static_assert(kBC <= 128, "one cell per thread");
-  struct CellMeta {
-    int pos, seq;
-  };
-  auto load_meta = [&](int c0) {
-    const int c = c0 + tid;
-    const bool ok = tid < kBC && c < c_end;
-    return CellMeta{ok ? a.cell_pos[c] : INT_MAX, ok ? a.cell_seq[c] : kInvalidCellSeq};
-  };
-  auto store_meta = [&](int st, const CellMeta& m) {
-    if (tid < kBC) {
-      cpos_st[st * kBC + tid] = m.pos;
-      cseq_st[st * kBC + tid] = m.seq;
+    for (int r = tid; r < kBC; r += blockDim.x) {
+      const int c = c0 + r;
+      cpos_st[st * kBC + r] = c < c_end ? a.cell_pos[c] : INT_MAX;
+      cseq_st[st * kBC + r] = c < c_end ? a.cell_seq[c] : kInvalidCellSeq;
     }
   };
-  // Every global load of the prologue is issued before any of them is used (the first tile's copies and
-  // cells, the rows' positions / sequences, q): one round of memory latency instead of three
-  // (a.hoist_loads; 0 keeps each store right after its load, for the A/B).
-  if (c_begin < c_end) copy_tile(c_begin, 0);  // in flight while Q is staged
+  if (c_begin < c_end) load_tile(c_begin, 0);  // in flight while Q is staged
   cp_async_commit();
-  const CellMeta meta0 = load_meta(c_begin);
-  if (!a.hoist_loads) store_meta(0, meta0);
-  static_assert(R <= 128, "one row per thread");
-  const int64_t my_row = row0 + tid;
-  const bool my_row_ok = tid < R && my_row < rows_kvh;
-  const int my_rpos = my_row_ok ? a.pos[my_row / G] : 0;
-  const int my_rseq = my_row_ok ? a.seq[my_row / G] : kInvalidRowSeq;
-  if (!a.hoist_loads && tid < R) {
-    rpos[tid] = my_rpos;
-    rseq[tid] = my_rseq;
-  }
 
-  // Q tile (F16): up to 16 loads in flight per thread before any store (blockDim is 128).
-  constexpr int kQChunk = R * D / 128 < 16 ? R * D / 128 : 16;
-  static_assert(R * D % (128 * kQChunk) == 0, "Q staging");
-  for (int i0 = tid; i0 < R * D; i0 += 128 * kQChunk) {
-    float v[kQChunk];
+  // Q tile (F16) and the rows' positions / sequences. Eight loads in flight per thread before any store
+  // (blockDim is 128; R * D is a multiple of 1024).
+  static_assert(R * D % (128 * 8) == 0, "Q staging");
+  for (int i0 = tid; i0 < R * D; i0 += 128 * 8) {
+    float v[8];
 #pragma unroll
-    for (int j = 0; j < kQChunk; ++j) {
+    for (int j = 0; j < 8; ++j) {
       const int i = i0 + 128 * j, r = i / D, d = i % D;
       const int64_t gr = row0 + r;
       v[j] = 0.f;
@@ -420,17 +393,16 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
       }
     }
 #pragma unroll
-    for (int j = 0; j < kQChunk; ++j) {
+    for (int j = 0; j < 8; ++j) {
       const int i = i0 + 128 * j;
       Qs[(i / D) * SK + i % D] = __float2half_rn(v[j]);
     }
   }
-  if (a.hoist_loads) {
-    store_meta(0, meta0);
-    if (tid < R) {
-      rpos[tid] = my_rpos;
-      rseq[tid] = my_rseq;
-    }
+  for (int r = tid; r < R; r += blockDim.x) {
+    const int64_t gr = row0 + r;
+    const bool ok = gr < rows_kvh;
+    rpos[r] = ok ? a.pos[gr / G] : 0;
+    rseq[r] = ok ? a.seq[gr / G] : kInvalidRowSeq;
   }
   __syncthreads();
 
@@ -477,13 +449,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   int st = 0;
   for (int c0 = c_begin; c0 < c_end; c0 += kBC, st ^= 1) {
     // The other stage was read by every warp in the previous iteration (barrier at its end): refill it.
-    const bool next = c0 + kBC < c_end;
-    CellMeta meta_next{INT_MAX, kInvalidCellSeq};
-    if (next) {
-      copy_tile(c0 + kBC, st ^ 1);
-      meta_next = load_meta(c0 + kBC);  // stored at the end of this iteration (stage st ^ 1 is not read in it)
-      if (!a.hoist_loads) store_meta(st ^ 1, meta_next);
-    }
+    if (c0 + kBC < c_end) load_tile(c0 + kBC, st ^ 1);
     cp_async_commit();
     cp_async_wait<1>();  // this thread's copies of the tile at c0 have landed
     __syncthreads();     // ... and everyone else's
@@ -600,7 +566,6 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
         }
       }
     }
-    if (next && a.hoist_loads) store_meta(st ^ 1, meta_next);
     __syncthreads();  // everyone is done with this stage before the next iteration refills it
   }
   cp_async_wait<0>();  // nothing may still be landing in shared memory the merge below reuses
@@ -783,11 +748,6 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
     a.xds = nullptr;
   }
   if (a.n_tokens <= 0) return cudaSuccess;
-  static const bool hoist = [] {  // FERRY_CUDA_ATTN_HOIST=0: the prologue's loads one after another (A/B)
-    const char* e = std::getenv("FERRY_CUDA_ATTN_HOIST");
-    return e == nullptr || e[0] != '0';
-  }();
-  a.hoist_loads = hoist ? 1 : 0;
   if (a.head_dim > 256 || a.n_kv_head <= 0 || a.n_head % a.n_kv_head != 0) return cudaErrorInvalidValue;
   const int D = a.head_dim;
   const int G = a.n_head / a.n_kv_head;

@@ -173,8 +173,6 @@ struct AttnArgs {
   // Optional: out quantized as quantize_q8 would, by the split-combine kernel (see attention()).
   int8_t* xq = nullptr;
   float2* xds = nullptr;
-  // Set by attention(): the tensor-core kernel issues its prologue's global loads before using any.
-  int32_t hoist_loads = 1;
 };
 // Scratch bytes attention needs for `splits` > 1 (partial results).
 int64_t attention_scratch_bytes(int n_tokens, int n_head, int head_dim, int splits);
