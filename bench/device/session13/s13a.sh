@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a measured experiment: the switch it A/Bs measured no better or slower and was removed
+# afterwards; see bench/RESULTS.md, "GPU host, session 13". Its build is the commit named there.)
 # session 13 call 1: one-token attention as thread-block clusters that merge their splits (no combine kernel):
 # test_cuda_ops (cluster merge bit for bit the combine kernel), whole-model check, llama3-8b Q4_0 / Q4_K decode
 # A/B clusters up to 16 (default) / none (FERRY_CUDA_ATTN_CLUSTER=0) / up to 8, after 512 and 4096 tokens.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a measured experiment: the switch it A/Bs measured no better or slower and was removed
+# afterwards; see bench/RESULTS.md, "GPU host, session 13". Its build is the commit named there.)
 # session 13 call 2: the small decode kernels letting the next kernel go before their own PDL wait
 # (FERRY_CUDA_PDL_EARLY=1; 2 = every kernel, session 12's deep chain, as the control): test_cuda_ops and the
 # whole-model check with 1, then llama3-8b Q4_0 / Q4_K decode A/B 0 / 1 / 2 after 512 and after 4096 tokens.

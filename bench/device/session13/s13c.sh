@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a measured experiment: the switch it A/Bs measured no better or slower and was removed
+# afterwards; see bench/RESULTS.md, "GPU host, session 13". Its build is the commit named there.)
 # session 13 call 3: which decode matvec kernel for the 4096-row projections (o, down; and QKV's 6144):
 # llama3-8b Q4_0 / Q4_K decode A/B FERRY_CUDA_V3_MIN_N unset (v3 everywhere, the default) / 5000 (o and down
 # on v2) / 8192 (QKV too) / FERRY_CUDA_MATVEC=2 (v2 everywhere), after 512 and after 4096 tokens.

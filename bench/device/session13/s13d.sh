@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a measured experiment: the switch it A/Bs measured no better or slower and was removed
+# afterwards; see bench/RESULTS.md, "GPU host, session 13". Its build is the commit named there.)
 # session 13 call 4: the decode attention copying its first K/V tile before its PDL wait (the batch's cells
 # copied again after it): test_cuda_ops and the whole-model check with it on; decode A/B on / off
 # (FERRY_CUDA_ATTN_PREWAIT=0) after 512 and 4096 tokens; then issue 4's table against llama.cpp built here in

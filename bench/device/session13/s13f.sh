@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a measured experiment: the switch it A/Bs measured no better or slower and was removed
+# afterwards; see bench/RESULTS.md, "GPU host, session 13". Its build is the commit named there.)
 # session 13 call 6 (the device time's last 4.5 minutes): the tensor-core attention issuing its prologue's
 # global loads (first tile's cells, rows' positions, q) before using any, and the next tile's cells stored at
 # the end of the iteration: test_cuda_ops, then llama3-8b decode A/B FERRY_CUDA_ATTN_HOIST=1 (default) / 0.
