@@ -22,6 +22,7 @@
 
 #include "kernels/cuda/cuda_test_util.h"
 #include "exec/device.h"
+#include "kernels/cuda/launch.h"
 #include "tensor/quant.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/repack.h"
@@ -242,6 +243,52 @@ void bench_gemm() {
   }
 }
 
+// Builds with -DFERRY_CUDA_ATTN_STAMPS (launch.h attention_stamps): where the tensor-core attention kernel's
+// blocks spend their time in the last of the launches `launch` makes, phase by phase (thread 0's clock64()
+// between the kernel's marks, at the device's nominal clock), median and slowest block, and how far apart
+// the blocks started. Prints nothing in normal builds.
+void stamp_report(const char* what, const std::function<void()>& launch) {
+  namespace cu = ferry::kernels::cuda;
+  constexpr int kMax = 2048, kS = 8;
+  if (cu::attention_stamps_clear() != cudaSuccess) return;
+  launch();
+  if (cudaDeviceSynchronize() != cudaSuccess) return;
+  std::vector<uint64_t> st(static_cast<size_t>(kMax) * kS);
+  if (cu::attention_stamps(st.data(), kMax) <= 0) return;
+  int khz = 0;
+  cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+  const double us_per_cycle = khz > 0 ? 1e3 / khz : 0.0;
+  std::vector<int> blocks;
+  uint64_t t_min = UINT64_MAX, t_max = 0;
+  for (int b = 0; b < kMax; ++b) {
+    const uint64_t* x = &st[static_cast<size_t>(b) * kS];
+    if (x[7] == 0 || x[6] == 0) continue;
+    blocks.push_back(b);
+    t_min = std::min(t_min, x[7]);
+    t_max = std::max(t_max, x[7]);
+  }
+  if (blocks.empty()) return;
+  std::printf("attention stamps, %s: %zu blocks, starts spread over %.2f us (globaltimer); us at %d MHz:\n", what,
+              blocks.size(), (t_max - t_min) / 1e3, khz / 1000);
+  const struct {
+    int from, to;
+    const char* name;
+  } phases[] = {{0, 1, "PDL wait"},           {1, 2, "tile issue + q staged"},
+                {2, 3, "first tile landed"},  {3, 4, "tile loop (mma, softmax)"},
+                {4, 5, "warps' states to smem"}, {5, 6, "merge + partials stored"},
+                {4, 6, "after the loop"},     {0, 6, "whole block"}};
+  for (const auto& ph : phases) {
+    std::vector<double> d;
+    for (int b : blocks) {
+      const uint64_t* x = &st[static_cast<size_t>(b) * kS];
+      if (x[ph.from] != 0 && x[ph.to] != 0) d.push_back(static_cast<double>(x[ph.to] - x[ph.from]) * us_per_cycle);
+    }
+    if (d.empty()) continue;
+    std::sort(d.begin(), d.end());
+    std::printf("  %-28s median %7.2f  max %7.2f\n", ph.name, d[d.size() / 2], d.back());
+  }
+}
+
 void bench_attention() {
   std::printf("\n== attention, llama3-8b heads (32 q, 8 kv, d 128) ==\n");
   const int nh = 32, nkv = 8, D = 128, kvd = nkv * D;
@@ -289,6 +336,10 @@ void bench_attention() {
     std::printf("                  %8d %12.1f %12.1f %10.0f\n", ctx, a * 1e3, b * 1e3, gbps);
     result("attn_decode_us_ctx" + std::to_string(ctx), a * 1e3, "us");
     result("attn_decode_gbps_ctx" + std::to_string(ctx), gbps, "GB/s");
+  }
+  for (int ctx : {512, 4096}) {
+    const std::string what = "decode at " + std::to_string(ctx) + " cells";
+    stamp_report(what.c_str(), [&] { run(1, ctx, 1, 5); });
   }
   std::printf("prefill (causal): %8s %12s %12s %12s\n", "tokens", "mma TFLOP/s", "plain TFLOP/s", "mma ms");
   for (int T : {512, 4096}) {

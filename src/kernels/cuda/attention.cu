@@ -11,6 +11,7 @@
 // GPU; partial (m, l, O) go to scratch and a combine kernel merges them.
 #include <climits>
 #include <cstdlib>
+#include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
@@ -30,6 +31,29 @@ __device__ __forceinline__ float cap_logit(float s, float scale, float softcap) 
   s *= scale;
   return softcap > 0.f ? softcap * tanhf(s / softcap) : s;
 }
+
+// Timing builds only (-DFERRY_CUDA_ATTN_STAMPS; launch.h attention_stamps): thread 0 of each block of the
+// tensor-core kernel records clock64() at the points ATTN_STAMP(0..6) mark, and %globaltimer at entry
+// (slot 7), into g_attn_stamps[linear block id]. Normal builds compile the marks to nothing.
+#ifdef FERRY_CUDA_ATTN_STAMPS
+constexpr int kStampBlocks = 2048, kStamps = 8;
+__device__ unsigned long long g_attn_stamps[kStampBlocks][kStamps];
+__device__ __forceinline__ void attn_stamp(int i) {
+  if (threadIdx.x != 0) return;
+  const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (b >= kStampBlocks) return;
+  unsigned long long v;
+  if (i == 7) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+  } else {
+    v = static_cast<unsigned long long>(clock64());
+  }
+  g_attn_stamps[b][i] = v;
+}
+#define ATTN_STAMP(i) attn_stamp(i)
+#else
+#define ATTN_STAMP(i) static_cast<void>(0)
+#endif
 
 struct Partials {
   float* o;    // [splits][rows][D]
@@ -329,7 +353,10 @@ struct MmaCfg {
 
 template <int D, bool SPLITW>
 __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, Partials part) {
+  ATTN_STAMP(7);
+  ATTN_STAMP(0);
   pdl_enter();  // launched with PDL (launch_ex): q and the cache come from earlier kernels
+  ATTN_STAMP(1);
   FERRY_EMPTY_SMALL_RETURN();
   using Cfg = MmaCfg<D, SPLITW>;
   constexpr int R = Cfg::kRows, SK = Cfg::kSK, NCW = Cfg::kCellsW;
@@ -405,6 +432,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
     rseq[r] = ok ? a.seq[gr / G] : kInvalidRowSeq;
   }
   __syncthreads();
+  ATTN_STAMP(2);
 
   const int wr0 = SPLITW ? 0 : 16 * warp;  // first row of this warp in the block
   const int rA = wr0 + g, rB = rA + 8;
@@ -453,6 +481,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
     cp_async_commit();
     cp_async_wait<1>();  // this thread's copies of the tile at c0 have landed
     __syncthreads();     // ... and everyone else's
+    if (c0 == c_begin) ATTN_STAMP(3);
     const __half* Ks = Kst + st * kBC * SK;
     const __half* Vs = Vst + st * kBC * SK;
     const int* cpos = cpos_st + st * kBC;
@@ -569,6 +598,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
     __syncthreads();  // everyone is done with this stage before the next iteration refills it
   }
   cp_async_wait<0>();  // nothing may still be landing in shared memory the merge below reuses
+  ATTN_STAMP(4);
 
   lA += __shfl_xor_sync(0xffffffffu, lA, 1);
   lA += __shfl_xor_sync(0xffffffffu, lA, 2);
@@ -606,6 +636,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
       red_l[warp][g + 8] = lB;
     }
     __syncthreads();
+    ATTN_STAMP(5);
     for (int i = tid; i < 16 * D; i += blockDim.x) {
       const int r = i / D, d = i % D;
       int64_t ri;
@@ -660,6 +691,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
       }
     }
   }
+  ATTN_STAMP(6);
 }
 
 // ---- launch helpers ----------------------------------------------------------------------------------
@@ -718,6 +750,29 @@ cudaError_t prepare_mma(int max_smem) {
 }
 
 }  // namespace
+
+cudaError_t attention_stamps_clear() {
+#ifdef FERRY_CUDA_ATTN_STAMPS
+  static const std::vector<unsigned long long> zeros(static_cast<size_t>(kStampBlocks) * kStamps, 0);
+  return cudaMemcpyToSymbol(g_attn_stamps, zeros.data(), zeros.size() * sizeof(unsigned long long));
+#else
+  return cudaSuccess;
+#endif
+}
+
+int attention_stamps(uint64_t* out, int max_blocks) {
+#ifdef FERRY_CUDA_ATTN_STAMPS
+  const int n = max_blocks < kStampBlocks ? max_blocks : kStampBlocks;
+  if (n <= 0) return 0;
+  if (cudaMemcpyFromSymbol(out, g_attn_stamps, static_cast<size_t>(n) * kStamps * sizeof(uint64_t)) != cudaSuccess)
+    return -1;
+  return n;
+#else
+  static_cast<void>(out);
+  static_cast<void>(max_blocks);
+  return 0;
+#endif
+}
 
 bool attention_mma_supported(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 
