@@ -1,7 +1,8 @@
 // ferry bench: speed of a model through the Engine, measured as llama-bench measures it: a prompt of
 // -p pseudo-random tokens (prefill, in chunks of -b), then -n single-token decode steps, -r times after
-// a warm-up pass (the prompt and one decode step). Prints prefill tok/s, TTFT, decode tok/s, and decode's achieved memory bandwidth
-// (weight bytes read per token x tok/s) next to the host's measured streaming-read bandwidth.
+// a warm-up pass (the prompt and one decode step). Prints prefill tok/s, TTFT, decode tok/s, and decode's
+// achieved memory bandwidth (weight bytes read per token x tok/s) next to the host's measured
+// streaming-read bandwidth.
 // --json prints one object (keys: prefill_tok_s, decode_tok_s, ttft_ms, decode_gb_s, host_gb_s, ...).
 // On a GPU or the emulated device (--vram, --device cuda) it adds peak device memory (arena high-water
 // mark, memory outside the arena: the CUDA context), the plan per tier with predicted vs measured step
@@ -155,7 +156,7 @@ int run(const BenchArgs& a) {
                    // whole prompt, then one decode step at the depth the measured decode starts from, so
                    // the decode graphs of that KV scan bucket are captured here and not in the first
                    // measured steps (a capture is a few ms: after 4096 tokens -n 16 read 4-13 % low)
-    std::vector<int32_t> w(prompt.begin(), prompt.end());
+    std::vector<int32_t> w = prompt;
     if (w.empty()) w.push_back(gen.empty() ? 0 : gen[0]);
     ferry::Status st = prefill(engine, w, n_batch, &logits);
     if (st.is_ok()) st = decode(engine, {w[0]}, static_cast<int32_t>(w.size()), &logits);

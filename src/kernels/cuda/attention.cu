@@ -11,7 +11,6 @@
 // GPU; partial (m, l, O) go to scratch and a combine kernel merges them.
 #include <climits>
 #include <cstdlib>
-#include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
@@ -753,8 +752,9 @@ cudaError_t prepare_mma(int max_smem) {
 
 cudaError_t attention_stamps_clear() {
 #ifdef FERRY_CUDA_ATTN_STAMPS
-  static const std::vector<unsigned long long> zeros(static_cast<size_t>(kStampBlocks) * kStamps, 0);
-  return cudaMemcpyToSymbol(g_attn_stamps, zeros.data(), zeros.size() * sizeof(unsigned long long));
+  void* p = nullptr;
+  const cudaError_t e = cudaGetSymbolAddress(&p, g_attn_stamps);
+  return e != cudaSuccess ? e : cudaMemset(p, 0, sizeof(g_attn_stamps));
 #else
   return cudaSuccess;
 #endif
