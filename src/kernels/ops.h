@@ -72,6 +72,17 @@ class Ops {
   virtual void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
     for (int i = 0; i < n; ++i) matmul(*ws[i], x, outs[i]);
   }
+  // gate = act(Wg x) * (Wu x): an FFN's gate / up projections and its activation. up [ff, T] F32 is
+  // scratch the default uses (matmul_many into gate and up, then glu in place); a backend may apply the
+  // activation in the matmul's epilogue instead (CudaOps, one decode token: the same values) and leave
+  // up untouched.
+  virtual void matmul_glu(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
+                          TensorView gate, TensorView up) {
+    const TensorView* ws[2] = {&wg, &wu};
+    TensorView outs[2] = {gate, up};
+    matmul_many(2, ws, x, outs);
+    glu(gate, up, act, gate);
+  }
   // acc += W x (an output projection followed by the residual add). tmp [N, T] F32 is scratch the
   // default uses (matmul into tmp, then add); a backend may add in the matmul's epilogue instead (the same
   // single rounding of acc + (W x)) and leave tmp untouched.

@@ -188,12 +188,7 @@ void ffn_middle(Ops& ops, const ModelSpec& spec, const TensorView& wg, const Ten
   const int64_t width = wg.ne[1];
   const TensorView xn = s.xn.rows(0, n);
   const TensorView gate = prefix(s.gate, width, n), up = prefix(s.up, width, n);
-  {
-    const TensorView* ws[2] = {&wg, &wu};
-    TensorView outs[2] = {gate, up};
-    ops.matmul_many(2, ws, xn, outs);
-  }
-  ops.glu(gate, up, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate);
+  ops.matmul_glu(wg, wu, xn, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate, up);
   record(hook, gate, "blk.%d.ffn_act", il);
   if (accumulate)
     ops.matmul_acc(wd, gate, prefix(s.up, spec.n_embd, n), out);  // up is free after the glu

@@ -218,11 +218,11 @@ __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part)
   pdl_enter();  // launched with PDL: the partials come from the attention kernel
   FERRY_EMPTY_SMALL_RETURN();
   const int lane = threadIdx.x % kWarp;
-  const int64_t row = blockIdx.x;
+  const int row = static_cast<int>(blockIdx.x);  // 32-bit: one division by n_head, not a 64-bit one
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
   const int D = a.head_dim;
   const int d = threadIdx.x;
-  const int t = static_cast<int>(row / a.n_head), h = static_cast<int>(row % a.n_head);
+  const int t = row / a.n_head, h = row % a.n_head;
   // The partials first: they do not depend on the weights, so their loads overlap the metadata's.
   constexpr int kMaxSplits = 2 * kWarp;
   float v[kMaxSplits];
@@ -245,11 +245,11 @@ __global__ void attn_combine_warp_kernel(AttnArgs a, int splits, Partials part) 
   pdl_enter();  // launched with PDL: the partials come from the attention kernel
   FERRY_EMPTY_SMALL_RETURN();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
+  const int row = static_cast<int>(blockIdx.x) * 4 + warp;  // 32-bit, as in the block kernel
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
   if (row >= n_rows) return;
   const int D = a.head_dim;
-  const int t = static_cast<int>(row / a.n_head), h = static_cast<int>(row % a.n_head);
+  const int t = row / a.n_head, h = row % a.n_head;
   const SplitWeights w = split_weights(part, splits, n_rows, row, lane);
   constexpr int kGroup = 8;
   float acc[8];
@@ -346,8 +346,8 @@ struct MmaCfg {
   static constexpr int kSmem = (kRows + 2 * kStages * kBC) * kSK * 2 + 2 * kStages * kBC * 4 + 2 * kRows * 4;
   // Q fragments live in registers for the whole block when they fit next to O (head_dim <= 128).
   static constexpr bool kQInRegs = D <= 128;
-  // The split-warp merge reuses the K/V tiles for 4 x 16 x D floats of O plus m, l.
-  static_assert(!SPLITW || 2 * kStages * kBC * kSK * 2 >= 4 * 16 * D * 4, "merge buffer");
+  // The split-warp merge reuses the K/V tiles for 4 x 16 x (D + 8) floats of O (padded rows) plus m, l.
+  static_assert(!SPLITW || 2 * kStages * kBC * kSK * 2 >= 4 * 16 * (D + 8) * 4, "merge buffer");
 };
 
 template <int D, bool SPLITW>
@@ -372,8 +372,10 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   const int g = lane >> 2, tq = lane & 3;
   const int G = a.n_head / a.n_kv_head;
   const int kvh = blockIdx.y;
-  const int64_t rows_kvh = static_cast<int64_t>(a.n_tokens) * G;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  // Row indices in 32 bits (n_tokens * G is far below 2^31): the divisions by G below are 32-bit ones,
+  // not the 64-bit subroutine that made a one-token block's merge loop alone take ~1 us (stamps build).
+  const int rows_kvh = a.n_tokens * G;
+  const int row0 = static_cast<int>(blockIdx.x) * R;
 
   const int per_split = ((a.n_cells + splits - 1) / splits + kBC - 1) / kBC * kBC;
   const int c_begin = blockIdx.z * per_split;
@@ -411,10 +413,10 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int i = i0 + 128 * j, r = i / D, d = i % D;
-      const int64_t gr = row0 + r;
+      const int gr = row0 + r;
       v[j] = 0.f;
       if (gr < rows_kvh) {
-        const int t = static_cast<int>(gr / G), h = kvh * G + static_cast<int>(gr % G);
+        const int t = gr / G, h = kvh * G + gr % G;
         v[j] = reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.q) + t * a.q_nb2 + h * a.q_nb1)[d];
       }
     }
@@ -425,7 +427,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
     }
   }
   for (int r = tid; r < R; r += blockDim.x) {
-    const int64_t gr = row0 + r;
+    const int gr = row0 + r;
     const bool ok = gr < rows_kvh;
     rpos[r] = ok ? a.pos[gr / G] : 0;
     rseq[r] = ok ? a.seq[gr / G] : kInvalidRowSeq;
@@ -607,10 +609,10 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
   // Writes row r (block-local) of the result: final (normalized) or a partial of this split.
   auto row_target = [&](int r, int64_t* row_index, int* token, int* head) {
-    const int64_t gr = row0 + r;
+    const int gr = row0 + r;
     if (gr >= rows_kvh) return false;
-    *token = static_cast<int>(gr / G);
-    *head = kvh * G + static_cast<int>(gr % G);
+    *token = gr / G;
+    *head = kvh * G + gr % G;
     *row_index = static_cast<int64_t>(*token) * a.n_head + *head;
     return true;
   };
@@ -618,15 +620,16 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   if constexpr (SPLITW) {
     // Merge the 4 warps' states for the same 16 rows through shared memory (the K/V tiles are free now).
     __syncthreads();
-    float* red_o = reinterpret_cast<float*>(Kst);  // [4][16][D]
+    // [4][16][kP]: rows padded by 8 floats, so a half-warp's 8-byte stores (g 0-3, tq 0-3) hit 16
+    // different bank pairs (a pitch of D put a warp's 8 row groups on the same banks: 8-way conflicts).
+    constexpr int kP = D + 8;
+    float* red_o = reinterpret_cast<float*>(Kst);
     __shared__ float red_m[4][16], red_l[4][16];
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
       const int d = nd * 8 + 2 * tq;
-      red_o[(warp * 16 + g) * D + d] = o[nd][0];
-      red_o[(warp * 16 + g) * D + d + 1] = o[nd][1];
-      red_o[(warp * 16 + g + 8) * D + d] = o[nd][2];
-      red_o[(warp * 16 + g + 8) * D + d + 1] = o[nd][3];
+      *reinterpret_cast<float2*>(red_o + (warp * 16 + g) * kP + d) = make_float2(o[nd][0], o[nd][1]);
+      *reinterpret_cast<float2*>(red_o + (warp * 16 + g + 8) * kP + d) = make_float2(o[nd][2], o[nd][3]);
     }
     if (tq == 0) {
       red_m[warp][g] = mA;
@@ -636,7 +639,8 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
     }
     __syncthreads();
     ATTN_STAMP(5);
-    for (int i = tid; i < 16 * D; i += blockDim.x) {
+    const int real_rows = min(16, rows_kvh - row0);  // a decode token's G rows: the rest are padding
+    for (int i = tid; i < real_rows * D; i += blockDim.x) {
       const int r = i / D, d = i % D;
       int64_t ri;
       int t, h;
@@ -650,7 +654,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
       for (int w = 0; w < 4; ++w) {
         const float f = __expf(red_m[w][r] - ref);
         L += f * red_l[w][r];
-        acc += f * red_o[(w * 16 + r) * D + d];
+        acc += f * red_o[(w * 16 + r) * kP + d];
       }
       if (splits == 1) {
         float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;

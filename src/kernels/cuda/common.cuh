@@ -28,6 +28,14 @@ __device__ __forceinline__ int warp_sum_int(int v) {
   return v;
 }
 
+// The FFN activation of glu: 0 = silu g / (1 + e^-g), 1 = gelu (tanh approximation). glu_kernel and the
+// matvec's fused epilogue (matvec_quant_glu) share it, so both give the same floats.
+__device__ __forceinline__ float glu_act(float g, int act) {
+  if (act == 0) return g / (1.f + expf(-g));
+  const float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * g * (1.f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+}
+
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
 
 // Round-to-nearest-even float -> bf16 bits (NaN kept quiet), the same rule as quant_blocks.h.

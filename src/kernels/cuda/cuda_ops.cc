@@ -142,6 +142,8 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
     opt_.matvec_q4k_wide = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_V3ALT"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_v3_alt = e[0] == '1';
+  if (const char* e = std::getenv("FERRY_CUDA_GLU_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.matvec_glu = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
 }
 
@@ -212,7 +214,7 @@ void CudaOps::rms_norm(const TensorView& x, const TensorView& w, float eps, Tens
                        stash ? stash_xq() : nullptr, stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
           "rms_norm");
   }
-  if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
+  if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1], 0};
 }
 
 void CudaOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
@@ -266,8 +268,8 @@ cu::MatvecSet one_matrix(const TensorView& w, float* out, int64_t out_stride) {
 
 void CudaOps::q8_of(const TensorView& x, int64_t t0, int nt, bool stashed, int8_t** xq, void** xds) {
   if (stashed) {  // quantized by the kernel that wrote x
-    *xq = stash_xq();
-    *xds = stash_xds();
+    *xq = stash_xq() + stash_.off;
+    *xds = stash_xds() + stash_.off / 32 * sizeof(float2);
     return;
   }
   const int64_t K = x.ne[0], x_stride = static_cast<int64_t>(x.nb[1] / 4);
@@ -383,6 +385,52 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
   for (int i = 0; i < n; ++i) {
     if (!v2[i]) matmul(*ws[i], x, outs[i]);
   }
+}
+
+void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
+                         TensorView gate, TensorView up) {
+  if (!ctx_.ok()) return;
+  const int64_t K = x.ne[0], T = x.ne[1], F = wg.ne[1];
+  cu::MatvecSet set;
+  set.w[0] = wg.data;
+  set.w[1] = wu.data;
+  set.w_stride[0] = static_cast<int64_t>(wg.nb[1]);
+  set.w_stride[1] = static_cast<int64_t>(wu.nb[1]);
+  set.out[0] = gate.ptr<float>();
+  set.out[1] = up.ptr<float>();
+  set.row_end[0] = F;
+  set.row_end[1] = F + wu.ne[1];
+  set.n = 2;
+  cu::MatvecLaunch launch;
+  launch.sm_count = ctx_.sm_count();
+  launch.kernel = opt_.matvec_kernel;
+  launch.q4k_wide = opt_.matvec_q4k_wide;
+  launch.v3_alt = opt_.matvec_v3_alt;
+  launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
+  const bool stashed = stash_hit(x);
+  // Where gate's Q8 image goes in the stash: past x's when x is there, else at its start.
+  const int64_t off = stashed ? (stash_.off + K + 255) / 256 * 256 : 0;
+  const bool fused = opt_.fuse && opt_.matvec_glu && opt_.matvec_v2 && T == 1 && T <= opt_.matvec_max_tokens &&
+                     wg.dtype == wu.dtype && wg.layout == wu.layout && traits(wg.dtype).quantized &&
+                     wu.ne[1] == F && use_v2(wg, x) && use_v2(wu, x) && stashable(gate) &&
+                     static_cast<uint64_t>(off + F) <= kStashElems && !cu::ablated("glu") &&
+                     cu::matvec_glu_fits(wg.dtype, set, 1, launch);
+  if (!fused) {
+    Ops::matmul_glu(wg, wu, x, act, gate, up);
+    return;
+  }
+  check_matmul_shapes(wg, x, gate);
+  check_matmul_shapes(wu, x, up);
+  note_write(gate);
+  int8_t* xq = nullptr;
+  void* xds = nullptr;
+  q8_of(x, 0, 1, stashed, &xq, &xds);
+  int8_t* hq = stash_xq() + off;
+  auto* hds = reinterpret_cast<float2*>(stash_xds() + off / 32 * sizeof(float2));
+  check(cu::matvec_quant_glu(wg.dtype, set, K, xq, static_cast<const float2*>(xds),
+                             act == Activation::kSilu ? 0 : 1, gate.ptr<float>(), hq, hds, launch, ctx_.stream()),
+        "matmul_glu: matvec_quant_glu");
+  stash_ = Q8Stash{static_cast<const char*>(gate.data), F, 1, off};
 }
 
 void CudaOps::matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) {
@@ -672,7 +720,7 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
                         static_cast<int64_t>(body_bytes()), ctx_.stream(), &quantized),
           "attention");
   }
-  if (stash && quantized) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
+  if (stash && quantized) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1], 0};
 }
 
 void CudaOps::glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) {
@@ -686,7 +734,7 @@ void CudaOps::glu(const TensorView& gate, const TensorView& up, Activation act, 
                   stash ? stash_xq() : nullptr, stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
           "glu");
   }
-  if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1]};
+  if (stash) stash_ = Q8Stash{static_cast<const char*>(out.data), out.ne[0], out.ne[1], 0};
 }
 
 void CudaOps::gather_rows(const TensorView& x, const int32_t* rows, TensorView out) {

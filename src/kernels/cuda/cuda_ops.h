@@ -99,6 +99,10 @@ struct CudaOpsOptions {
   // DecoderAdapter: Q4_0 2 chunks a tile at 4 blocks per SM, Q4_K 1 at 4, the rest U chunks at 2; for
   // Q4_K the alternative is U at 2). Environment FERRY_CUDA_V3ALT=0|1 overrides (A/B benchmarks).
   bool matvec_v3_alt = false;
+  // matmul_glu for one token as one kernel (matvec_quant_glu: the activation and its Q8 image in the
+  // gate / up matvec's epilogue, no glu launch), when fuse is on. Environment FERRY_CUDA_GLU_FUSE=0|1
+  // overrides (A/B benchmarks).
+  bool matvec_glu = true;
 };
 
 // Largest shapes a CudaOps will see, for sizing its scratch.
@@ -130,6 +134,10 @@ class CudaOps final : public Ops {
   // Decode (T <= matvec_max_tokens): x quantized once, one v2 launch per (type, layout) group of up to 4
   // weights; weights the v2 kernels do not read go through matmul one by one.
   void matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) override;
+  // One decode token, quantized gate / up of one type: one kernel (matvec_quant_glu; up untouched, gate's Q8
+  // image stashed for the down projection); else Ops' default.
+  void matmul_glu(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act, TensorView gate,
+                  TensorView up) override;
   // Decode: the matvec adds into acc (tmp unused); else Ops' default.
   void matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
@@ -169,6 +177,7 @@ class CudaOps final : public Ops {
   struct Q8Stash {
     const char* src = nullptr;  // the F32 tensor it quantizes: [K, T], rows contiguous
     int64_t K = 0, T = 0;
+    int64_t off = 0;  // where in the stash its image starts: int8 element, a multiple of 256
   };
   static constexpr uint64_t kStashElems = 131072;  // T * K int8
   static constexpr uint64_t kStashBytes = kStashElems + kStashElems / 32 * 8;
@@ -178,7 +187,7 @@ class CudaOps final : public Ops {
   bool stashable(const TensorView& out) const;  // a norm / glu output the stash can take
   bool stash_hit(const TensorView& x) const;
   // x's tokens [t0, t0 + nt) as Q8 (int8 [nt][K], float2 {d, d * sum} [nt][K / 32]) for the matvec
-  // kernels: the stash when `stashed`, else quantize_q8 into the start of the scratch.
+  // kernels: the stash's image when `stashed`, else quantize_q8 into the start of the scratch.
   void q8_of(const TensorView& x, int64_t t0, int nt, bool stashed, int8_t** xq, void** xds);
   void note_write(const TensorView& t);         // forgets the stash when t overlaps its source
   void forget_stash() { stash_ = {}; }

@@ -149,17 +149,11 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
   FERRY_EMPTY_SMALL_RETURN();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int64_t r = i / out.ne0, k = i % out.ne0;
+  // One token (decode): row 0, no 64-bit division.
+  const int64_t r = i < out.ne0 ? 0 : i / out.ne0, k = i - r * out.ne0;
   const float g = reinterpret_cast<const float*>(gate.row(r))[k];
   const float u = reinterpret_cast<const float*>(up.row(r))[k];
-  float a;
-  if (act == 0) {
-    a = g / (1.f + expf(-g));
-  } else {
-    const float kSqrt2OverPi = 0.7978845608028654f;
-    a = 0.5f * g * (1.f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
-  }
-  const float y = a * u;
+  const float y = glu_act(g, act) * u;
   reinterpret_cast<float*>(out.row(r))[k] = y;
   if (xq != nullptr) {
     const float amax = warp_max(fabsf(y));

@@ -75,6 +75,14 @@ bool matvec_v2_supported(DType type, Layout layout, const void* w, int64_t w_str
 // matvec_v2_supported.
 cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int T,
                             const MatvecLaunch& launch, cudaStream_t stream);
+// An FFN's gate / up projections with its activation in the epilogue, one token: set = {gate, up} of one
+// quantized type, F rows each (F % 32 == 0); h[e] = act(gate[e]) * up[e] (act as glu: 0 silu, 1 gelu),
+// also quantized as quantize_q8 would (hq [F], hds [F / 32]); up is not written. The same values as
+// matvec_quant_v2 (v3 kernel) then glu. hq / hds must not overlap xq / xds. matvec_glu_fits says whether
+// it applies (the v3 kernel asked for, not its alt variant, T == 1).
+bool matvec_glu_fits(DType type, const MatvecSet& set, int T, const MatvecLaunch& launch);
+cudaError_t matvec_quant_glu(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int act,
+                             float* h, int8_t* hq, float2* hds, const MatvecLaunch& launch, cudaStream_t stream);
 // Same for F32 / F16 / BF16 W with x in F32 (x and x_stride * 4 bytes 16-byte aligned).
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
                             const MatvecLaunch& launch, cudaStream_t stream);

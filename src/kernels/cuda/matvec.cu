@@ -14,6 +14,7 @@
 #include "kernels/cuda/quant_chunks.h"
 #include "tensor/repack.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace ferry::kernels::cuda {
@@ -549,6 +550,130 @@ cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& ac
                    set, N, K, n_warps, act, T, l.accumulate);
 }
 
+// ---- v3 with the FFN activation in its epilogue (one token) ------------------------------------------
+// The set's matrices 0 and 1 are gate and up (F rows each, F % 32 == 0). Block b owns the 32-element groups
+// b, b + gridDim.x, ...; in a group starting at e0, warp w computes gate rows e0 + 4w .. + 3, then up rows
+// e0 + 4w .. + 3, as v3 tiles (the next tile's loads issued before this one is computed, across rows and
+// groups), and puts act(gate) * up of its 4 elements in shared memory. At the block's barrier after each
+// group, warp 0 writes the 32 results (F32, h) and quantizes them as quantize_q8 does (xq, xds): the
+// matvec's sums and glu_kernel's arithmetic, bit for bit the unfused matvec + glu. The glu launch, its
+// hand-off and its reads of gate / up go away (up is never written).
+template <class A, int U, int MB>
+__global__ void __launch_bounds__(kV2Threads, MB)
+    matvec_v3_glu_kernel(MatvecSet set, int64_t F, int64_t K, typename A::Act act, int act_kind,
+                         float* __restrict__ h, int8_t* __restrict__ hq, float2* __restrict__ hds) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t n_groups = F / 32;
+  if (blockIdx.x >= n_groups) return;  // the whole block: the barriers below stay block-uniform
+  const int groups_here = static_cast<int>((n_groups - 1 - blockIdx.x) / gridDim.x + 1);
+  const int n_rows = 8 * groups_here;  // this warp's rows: 4 gate + 4 up per group
+  auto row_of = [&](int i) {
+    const int64_t e = (blockIdx.x + static_cast<int64_t>(i / 8) * gridDim.x) * 32 + warp * 4 + (i & 3);
+    return (i & 4) ? F + e : e;
+  };
+  const int n_chunks = static_cast<int>(K / A::kElems);
+  constexpr int kTile = kWarp * U;
+  const int rounds = (n_chunks + kTile - 1) / kTile;
+  int i = 0, round = 0;
+  RowRef ref = row_ref(set, row_of(0));
+  typename A::W w[U], wn[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
+  pdl_enter();
+  __shared__ float hs[2][32];
+  float acc = 0.f, g0 = 0.f, g1 = 0.f, g2 = 0.f, g3 = 0.f;
+  for (;;) {
+    int i2 = i, round2 = round + 1;
+    if (round2 == rounds) {
+      round2 = 0;
+      i2 = i + 1;
+    }
+    const bool more = i2 < n_rows;  // warp-uniform
+    const RowRef ref2 = (more && i2 != i) ? row_ref(set, row_of(i2)) : ref;
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        A::load(ref2.w, K, min(round2 * kTile + lane + u * kWarp, n_chunks - 1), wn[u]);
+    }
+    const int c0 = round * kTile + lane;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = min(c0 + u * kWarp, n_chunks - 1);
+      typename A::X x;
+      A::load_x(c, act, 0, x);
+      const float d = A::dot(w[u], c, x);
+      acc += c0 + u * kWarp < n_chunks ? d : 0.f;
+    }
+    if (round == rounds - 1) {  // row i done
+      const float v = warp_sum(acc);
+      acc = 0.f;
+      const int j = i & 7;
+      if (j < 4) {
+        g0 = j == 0 ? v : g0;
+        g1 = j == 1 ? v : g1;
+        g2 = j == 2 ? v : g2;
+        g3 = j == 3 ? v : g3;
+      } else {
+        const float g = j == 4 ? g0 : (j == 5 ? g1 : (j == 6 ? g2 : g3));
+        float* buf = hs[(i >> 3) & 1];
+        if (lane == 0) buf[warp * 4 + j - 4] = glu_act(g, act_kind) * v;
+        if (j == 7) {  // the group's last row for every warp of the block
+          __syncthreads();
+          if (warp == 0) {
+            // Two buffers: a warp writes this one again two groups on, after one more barrier, which
+            // warp 0 reaches only once it has read this group.
+            const float y = buf[lane];
+            const int64_t e = (blockIdx.x + static_cast<int64_t>(i >> 3) * gridDim.x) * 32 + lane;
+            h[e] = y;
+            const float amax = warp_max(fabsf(y));
+            const float dq = amax / 127.f;
+            const int q = amax > 0.f ? __float2int_rn(y / dq) : 0;
+            const int sum = warp_sum_int(q);
+            hq[e] = static_cast<int8_t>(q);
+            if (lane == 0) hds[e / 32] = make_float2(dq, dq * static_cast<float>(sum));
+          }
+        }
+      }
+    }
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) w[u] = wn[u];
+    i = i2;
+    round = round2;
+    ref = ref2;
+  }
+}
+
+struct GluArgs {
+  const int8_t* xq;  // x as Q8
+  const float2* xds;
+  int act;       // glu_act's
+  float* h;      // [F] act(gate) * up
+  int8_t* hq;    // h as Q8
+  float2* hds;
+};
+
+template <class A>
+cudaError_t glu_with(const MatvecSet& set, int64_t K, const GluArgs& g, const MatvecLaunch& l, cudaStream_t stream) {
+  constexpr int U = A::kV3Unroll, MB = A::kV3MinBlocks;
+  static const int per_sm = [] {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_glu_kernel<A, U, MB>, kV2Threads, 0) !=
+            cudaSuccess ||
+        b < 1) {
+      (void)cudaGetLastError();
+      b = MB;
+    }
+    return b;
+  }();
+  const int64_t F = set.row_end[0];
+  const int64_t slots = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * per_sm;
+  const int64_t grid = std::min<int64_t>(F / 32, slots);
+  const typename A::Act act{g.xq, g.xds, K};
+  return launch_ex(l.pdl, matvec_v3_glu_kernel<A, U, MB>, dim3(static_cast<unsigned>(grid)), dim3(kV2Threads), 0,
+                   stream, set, F, K, act, g.act, g.h, g.hq, g.hds);
+}
+
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
 template <class A>
 bool v3_fits(const MatvecSet& set, int T, const MatvecLaunch& l) {
@@ -689,6 +814,36 @@ cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const f
     case DType::BF16:
       if (K % 8 != 0) return cudaErrorInvalidValue;
       return launch_v2_tokens<FloatAdapter<uint16_t>>(set, K, {x, x_stride}, T, launch, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+bool matvec_glu_fits(DType type, const MatvecSet& set, int T, const MatvecLaunch& l) {
+  if (l.kernel != 3 || l.v3_alt || T != 1 || set.n != 2 || !traits(type).quantized || !set_ok(set, T)) return false;
+  const int64_t F = set.row_end[0];
+  return F % 32 == 0 && set.row_end[1] == 2 * F;
+}
+
+cudaError_t matvec_quant_glu(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds,
+                             int act, float* h, int8_t* hq, float2* hds, const MatvecLaunch& l,
+                             cudaStream_t stream) {
+  if (!matvec_glu_fits(type, set, 1, l) || K % 64 != 0 || (act != 0 && act != 1)) return cudaErrorInvalidValue;
+  if (ablated("matvec")) return cudaSuccess;
+  const GluArgs g{xq, xds, act, h, hq, hds};
+  switch (type) {
+    case DType::Q4_0: return glu_with<QuantAdapter<DType::Q4_0>>(set, K, g, l, stream);
+    case DType::Q4_1: return glu_with<QuantAdapter<DType::Q4_1>>(set, K, g, l, stream);
+    case DType::Q5_0: return glu_with<QuantAdapter<DType::Q5_0>>(set, K, g, l, stream);
+    case DType::Q5_1: return glu_with<QuantAdapter<DType::Q5_1>>(set, K, g, l, stream);
+    case DType::Q8_0: return glu_with<QuantAdapter<DType::Q8_0>>(set, K, g, l, stream);
+    case DType::Q2_K: return glu_with<QuantAdapter<DType::Q2_K>>(set, K, g, l, stream);
+    case DType::Q3_K: return glu_with<QuantAdapter<DType::Q3_K>>(set, K, g, l, stream);
+    case DType::Q5_K: return glu_with<QuantAdapter<DType::Q5_K>>(set, K, g, l, stream);
+    case DType::Q6_K: return glu_with<QuantAdapter<DType::Q6_K>>(set, K, g, l, stream);
+    case DType::Q4_K:
+      if (l.q4k_wide) return glu_with<WideQ4KAdapter>(set, K, g, l, stream);
+      return glu_with<QuantAdapter<DType::Q4_K>>(set, K, g, l, stream);
     default:
       return cudaErrorInvalidValue;
   }

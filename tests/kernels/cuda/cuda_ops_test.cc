@@ -532,6 +532,60 @@ TEST(CudaOps, DecodeFusionsMatchUnfused) {
   }
 }
 
+// matmul_glu for one token (matvec_quant_glu: the activation and its Q8 image in the gate / up matvec's
+// epilogue) against matvec + glu on the same v3 kernel (matvec_glu = false), then the down projection that
+// reads the stashed Q8 image: the same bits. x from rms_norm (its own Q8 image in the stash: gate's goes
+// after it) and x uploaded (quantize_q8), silu and gelu; F = 19200 gives more 32-row groups than the GPU
+// has block slots (blocks take two groups), F = 1280 few.
+TEST(CudaOps, MatmulGluFusedMatchesUnfused) {
+  REQUIRE_GPU();
+  std::mt19937 rng(25);
+  kernels::CudaOpsOptions of, op;
+  op.matvec_glu = false;
+  kernels::CudaOps fused(*E->ctx, of), plain(*E->ctx, op);
+  // (Q5_K, not Q6_K: split Q6_K rows need K % 2048 == 0, which F = 1280 / 19200 are not.)
+  const V2Case types[] = {{DType::Q4_0, true}, {DType::Q4_K, false}, {DType::Q5_K, false}, {DType::Q8_0, true}};
+  struct Shape {
+    int64_t K, F;
+  };
+  for (const V2Case& c : types) {
+    for (const Shape sh : {Shape{1024, 19200}, Shape{4096, 1280}}) {
+      HostTensor wg = random_weights(rng, c.type, sh.K, sh.F), wu = random_weights(rng, c.type, sh.K, sh.F);
+      HostTensor wd = random_weights(rng, c.type, sh.F, sh.K);
+      DevTensor dwg(*E, c.split ? to_split(wg) : wg), dwu(*E, c.split ? to_split(wu) : wu);
+      DevTensor dwd(*E, c.split ? to_split(wd) : wd);
+      HostTensor x = random_f32(rng, sh.K, 1, 1, -2.f, 2.f), nw = random_f32(rng, sh.K, 1, 1, 0.5f, 1.5f);
+      HostTensor acc = random_f32(rng, sh.K, 1);
+      DevTensor dx(*E, x), dnw(*E, nw);
+      for (const bool normed : {true, false}) {
+        for (const Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+          const std::string what = v2_name(c) + " K=" + std::to_string(sh.K) + " F=" + std::to_string(sh.F) +
+                                   (normed ? " normed" : " uploaded") + (act == Activation::kSilu ? " silu" : " gelu");
+          HostTensor got[2][2];
+          for (int f = 0; f < 2; ++f) {
+            kernels::CudaOps& ops = f == 0 ? fused : plain;
+            DevTensor xn(*E, DType::F32, sh.K, 1), gate(*E, DType::F32, sh.F, 1), up(*E, DType::F32, sh.F, 1);
+            DevTensor dacc(*E, acc), tmp(*E, DType::F32, sh.K, 1);
+            gate.poison();
+            TensorView xin = dx.view;
+            if (normed) {
+              ops.rms_norm(dx.view, dnw.view, 1e-5f, xn.view);
+              xin = xn.view;
+            }
+            ops.matmul_glu(dwg.view, dwu.view, xin, act, gate.view, up.view);
+            ops.matmul_acc(dwd.view, gate.view, tmp.view, dacc.view);
+            SYNC();
+            got[f][0] = gate.download();
+            got[f][1] = dacc.download();
+          }
+          EXPECT_EQ(got[0][0].bytes, got[1][0].bytes) << "matmul_glu gate " << what;
+          EXPECT_EQ(got[0][1].bytes, got[1][1].bytes) << "matmul_glu -> matmul_acc " << what;
+        }
+      }
+    }
+  }
+}
+
 // ---- embed -----------------------------------------------------------------------------------------
 
 class CudaEmbed : public ::testing::TestWithParam<DType> {};
