@@ -253,6 +253,18 @@ bool CudaOps::use_v2(const TensorView& w, const TensorView& x) const {
 
 namespace {
 
+// The decode matvec launch settings of these options, on this context's GPU. PDL for every launch: each
+// kernel of the chain lets the next one start loading its weights.
+cu::MatvecLaunch decode_launch(const CudaContext& ctx, const CudaOpsOptions& opt) {
+  cu::MatvecLaunch launch;
+  launch.sm_count = ctx.sm_count();
+  launch.pdl = opt.matvec_pdl && ctx.compute_capability() >= 90;
+  launch.kernel = opt.matvec_kernel;
+  launch.q4k_wide = opt.matvec_q4k_wide;
+  launch.v3_alt = opt.matvec_v3_alt;
+  return launch;
+}
+
 cu::MatvecSet one_matrix(const TensorView& w, float* out, int64_t out_stride) {
   cu::MatvecSet s;
   s.w[0] = w.data;
@@ -291,13 +303,8 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   }
   const int64_t x_stride = static_cast<int64_t>(x.nb[1] / 4), out_stride = static_cast<int64_t>(out.nb[1] / 4);
   const bool quant = traits(w.dtype).quantized;
-  cu::MatvecLaunch launch;
-  launch.sm_count = ctx_.sm_count();
-  launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
+  cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
   launch.accumulate = accumulate;
-  launch.kernel = opt_.matvec_kernel;
-  launch.q4k_wide = opt_.matvec_q4k_wide;
-  launch.v3_alt = opt_.matvec_v3_alt;
   const bool stashed = T <= 8 && stash_hit(x);
   for (int64_t t0 = 0; t0 < T; t0 += 8) {
     const int nt = static_cast<int>(std::min<int64_t>(8, T - t0));
@@ -365,13 +372,7 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
       ++set.n;
       done[j] = true;
     }
-    cu::MatvecLaunch launch;
-    launch.sm_count = ctx_.sm_count();
-    launch.kernel = opt_.matvec_kernel;
-    launch.q4k_wide = opt_.matvec_q4k_wide;
-    launch.v3_alt = opt_.matvec_v3_alt;
-    // PDL for every launch: each kernel of the chain lets the next one start loading its weights.
-    launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
+    const cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
     if (traits(ws[i]->dtype).quantized) {
       check(cu::matvec_quant_v2(ws[i]->dtype, set, K, xq, xds, static_cast<int>(T), launch, ctx_.stream()),
             "matmul_many: matvec_quant_v2");
@@ -401,12 +402,7 @@ void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const Tenso
   set.row_end[0] = F;
   set.row_end[1] = F + wu.ne[1];
   set.n = 2;
-  cu::MatvecLaunch launch;
-  launch.sm_count = ctx_.sm_count();
-  launch.kernel = opt_.matvec_kernel;
-  launch.q4k_wide = opt_.matvec_q4k_wide;
-  launch.v3_alt = opt_.matvec_v3_alt;
-  launch.pdl = opt_.matvec_pdl && ctx_.compute_capability() >= 90;
+  const cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
   const bool stashed = stash_hit(x);
   // Where gate's Q8 image goes in the stash: past x's when x is there, else at its start.
   const int64_t off = stashed ? (stash_.off + K + 255) / 256 * 256 : 0;

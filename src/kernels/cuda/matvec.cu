@@ -450,6 +450,30 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
                    stream, set, N, K, S, act, T, l.accumulate);
 }
 
+// The v3 kernels' two steps on a tile (32 U chunks of a row, chunk c = 32 U round + lane + 32 u): issue its
+// weight loads (chunks past the row's end clamped to its last one), and add its products with token t's
+// activations to acc (the clamped chunks' dropped by a select).
+template <class A, int U>
+__device__ __forceinline__ void v3_load_tile(const uint8_t* row, int64_t K, int round, int n_chunks, int lane,
+                                             typename A::W (&w)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) A::load(row, K, min(round * kWarp * U + lane + u * kWarp, n_chunks - 1), w[u]);
+}
+template <class A, int U>
+__device__ __forceinline__ float v3_dot_tile(const typename A::W (&w)[U], int round, int n_chunks, int lane,
+                                             const typename A::Act& act, int t, float acc) {
+  const int c0 = round * kWarp * U + lane;
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = min(c0 + u * kWarp, n_chunks - 1);
+    typename A::X x;
+    A::load_x(c, act, t, x);
+    const float d = A::dot(w[u], c, x);
+    acc += c0 + u * kWarp < n_chunks ? d : 0.f;
+  }
+  return acc;
+}
+
 // ---- v3: persistent warps, weights of the next tile loaded while the current one is computed -----------
 // A warp owns rows warp, warp + W, warp + 2W, ... (W warps in the grid, chosen so every warp gets the
 // same number of rows, +-1) and walks them as tiles of 32 * U chunks (one "round" of a row). It issues the
@@ -469,8 +493,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
   RowRef ref = row_ref(set, n);
   int round = 0;
   typename A::W w[U], wn[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
+  v3_load_tile<A, U>(ref.w, K, 0, n_chunks, lane, w);
   pdl_enter();
   float acc[NT];
 #pragma unroll
@@ -485,24 +508,10 @@ __global__ void __launch_bounds__(kV2Threads, MB)
     }
     const bool more = n2 < N;  // warp-uniform
     const RowRef ref2 = (more && n2 != n) ? row_ref(set, n2) : ref;
-    if (more) {
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        A::load(ref2.w, K, min(round2 * kTile + lane + u * kWarp, n_chunks - 1), wn[u]);
-    }
-    const int c0 = round * kTile + lane;
+    if (more) v3_load_tile<A, U>(ref2.w, K, round2, n_chunks, lane, wn);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
-      if (t < T) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int c = min(c0 + u * kWarp, n_chunks - 1);
-          typename A::X x;
-          A::load_x(c, act, t, x);
-          const float d = A::dot(w[u], c, x);
-          acc[t] += c0 + u * kWarp < n_chunks ? d : 0.f;
-        }
-      }
+      if (t < T) acc[t] = v3_dot_tile<A, U>(w, round, n_chunks, lane, act, t, acc[t]);
     }
     if (round == rounds - 1) {
 #pragma unroll
@@ -577,8 +586,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
   int i = 0, round = 0;
   RowRef ref = row_ref(set, row_of(0));
   typename A::W w[U], wn[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) A::load(ref.w, K, min(lane + u * kWarp, n_chunks - 1), w[u]);
+  v3_load_tile<A, U>(ref.w, K, 0, n_chunks, lane, w);
   pdl_enter();
   __shared__ float hs[2][32];
   float acc = 0.f, g0 = 0.f, g1 = 0.f, g2 = 0.f, g3 = 0.f;
@@ -590,20 +598,8 @@ __global__ void __launch_bounds__(kV2Threads, MB)
     }
     const bool more = i2 < n_rows;  // warp-uniform
     const RowRef ref2 = (more && i2 != i) ? row_ref(set, row_of(i2)) : ref;
-    if (more) {
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        A::load(ref2.w, K, min(round2 * kTile + lane + u * kWarp, n_chunks - 1), wn[u]);
-    }
-    const int c0 = round * kTile + lane;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = min(c0 + u * kWarp, n_chunks - 1);
-      typename A::X x;
-      A::load_x(c, act, 0, x);
-      const float d = A::dot(w[u], c, x);
-      acc += c0 + u * kWarp < n_chunks ? d : 0.f;
-    }
+    if (more) v3_load_tile<A, U>(ref2.w, K, round2, n_chunks, lane, wn);
+    acc = v3_dot_tile<A, U>(w, round, n_chunks, lane, act, 0, acc);
     if (round == rounds - 1) {  // row i done
       const float v = warp_sum(acc);
       acc = 0.f;
