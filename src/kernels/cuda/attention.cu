@@ -197,13 +197,8 @@ __device__ __forceinline__ void store_combined(const AttnArgs& a, int t, int h, 
   float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
   if (d < D) out[d] = y;
   if (a.xq != nullptr) {
-    const float amax = warp_max(fabsf(y));
-    const float dq = amax / 127.f;
-    const int q = amax > 0.f ? __float2int_rn(y / dq) : 0;
-    const int sum = warp_sum_int(q);
     const int64_t e = static_cast<int64_t>(t) * a.n_head * D + static_cast<int64_t>(h) * D + d;
-    a.xq[e] = static_cast<int8_t>(q);
-    if (lane == 0) a.xds[e / 32] = make_float2(dq, dq * static_cast<float>(sum));
+    quantize_q8_warp(y, a.xq + e, a.xds + e / 32, lane);
   }
 }
 

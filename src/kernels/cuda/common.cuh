@@ -36,6 +36,17 @@ __device__ __forceinline__ float glu_act(float g, int act) {
   return 0.5f * g * (1.f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
 }
 
+// quantize_q8's arithmetic on one 32-block held one value per lane (every lane calls it): d = max|y| / 127,
+// q = round(y / d); the lane's q goes to *q, and lane 0 writes {d, d * sum(q)} to *ds.
+__device__ __forceinline__ void quantize_q8_warp(float y, int8_t* q, float2* ds, int lane) {
+  const float amax = warp_max(fabsf(y));
+  const float d = amax / 127.f;
+  const int qi = amax > 0.f ? __float2int_rn(y / d) : 0;
+  const int sum = warp_sum_int(qi);
+  *q = static_cast<int8_t>(qi);
+  if (lane == 0) *ds = make_float2(d, d * static_cast<float>(sum));
+}
+
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
 
 // Round-to-nearest-even float -> bf16 bits (NaN kept quiet), the same rule as quant_blocks.h.

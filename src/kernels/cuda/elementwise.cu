@@ -156,12 +156,7 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
   const float y = glu_act(g, act) * u;
   reinterpret_cast<float*>(out.row(r))[k] = y;
   if (xq != nullptr) {
-    const float amax = warp_max(fabsf(y));
-    const float d = amax / 127.f;
-    const int q = amax > 0.f ? __float2int_rn(y / d) : 0;
-    const int sum = warp_sum_int(q);
-    xq[i] = static_cast<int8_t>(q);  // i = r * ne0 + k: [T][K] contiguous
-    if (threadIdx.x % kWarp == 0) xds[i / 32] = make_float2(d, d * static_cast<float>(sum));
+    quantize_q8_warp(y, xq + i, xds + i / 32, threadIdx.x % kWarp);  // i = r * ne0 + k: [T][K] contiguous
   }
 }
 

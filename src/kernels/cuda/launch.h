@@ -195,10 +195,10 @@ cudaError_t attention_prepare(int device, int* max_smem_optin);
 cudaError_t attention(const AttnArgs& a, int kernel, int splits, int sm_count, int max_smem_optin, void* scratch,
                       int64_t scratch_bytes, cudaStream_t stream, bool* quantized = nullptr);
 bool attention_mma_supported(int head_dim);
-// Timing builds only (attention.cu compiled with -DFERRY_CUDA_ATTN_STAMPS): each block of the tensor-core attention
-// kernel records clock64() on its thread 0 at entry (0), after the PDL wait (1), with q staged (2), with the
-// first tile landed (3), after the tile loop (4), with the warps' states in shared memory (split-warp
-// variant; 5), at the end (6), and %globaltimer at entry (7). attention_stamps_clear() zeroes them;
+// Timing builds only (attention.cu compiled with -DFERRY_CUDA_ATTN_STAMPS): each block of the tensor-core
+// attention kernel records clock64() on its thread 0 at entry (0), after the PDL wait (1), with q staged
+// (2), with the first tile landed (3), after the tile loop (4), with the warps' states in shared memory
+// (split-warp variant; 5), at the end (6), and %globaltimer at entry (7). attention_stamps_clear() zeroes them;
 // attention_stamps() copies [blocks][8] uint64 of the blocks (linear id x + gx (y + gy z)) out and returns
 // how many (0 in normal builds: nothing is recorded). bench_cuda_ops attention prints the phases.
 cudaError_t attention_stamps_clear();

@@ -36,12 +36,7 @@ __global__ void quantize_q8_kernel(const float* __restrict__ x, int64_t x_stride
   const int64_t t = wid / per_token;
   const int64_t b = wid % per_token;
   const float v = x[t * x_stride + b * 32 + lane];
-  const float amax = warp_max(fabsf(v));
-  const float d = amax / 127.f;
-  const int q = amax > 0.f ? __float2int_rn(v / d) : 0;
-  const int sum = warp_sum_int(q);
-  xq[t * K + b * 32 + lane] = static_cast<int8_t>(q);
-  if (lane == 0) xds[t * per_token + b] = make_float2(d, d * static_cast<float>(sum));
+  quantize_q8_warp(v, xq + t * K + b * 32 + lane, xds + t * per_token + b, lane);
 }
 
 // RPW rows per warp: the activations a lane loads for a unit serve RPW rows (fewer load instructions per
@@ -532,15 +527,15 @@ __global__ void __launch_bounds__(kV2Threads, MB)
   }
 }
 
-// Resident blocks per SM of a v3 instantiation (its register use decides), asked once.
-template <class A, int NT, int U, int MB>
-int v3_blocks_per_sm() {
-  static const int blocks = [] {
+// Resident blocks per SM of a kV2Threads-thread kernel (its register use decides), asked once per kernel;
+// `fallback` (the kernel's __launch_bounds__ minimum) if the runtime cannot say.
+template <auto Kernel>
+int blocks_per_sm(int fallback) {
+  static const int blocks = [fallback] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_kernel<A, NT, U, MB>, kV2Threads, 0) != cudaSuccess ||
-        b < 1) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, kV2Threads, 0) != cudaSuccess || b < 1) {
       (void)cudaGetLastError();
-      b = MB;
+      b = fallback;
     }
     return b;
   }();
@@ -552,7 +547,7 @@ cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& ac
                       cudaStream_t stream) {
   const int64_t N = set.row_end[set.n - 1];
   const int64_t max_warps = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * kV2Warps *
-                            v3_blocks_per_sm<A, NT, U, MB>();
+                            blocks_per_sm<matvec_v3_kernel<A, NT, U, MB>>(MB);
   const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
   const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
   return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U, MB>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), 0, stream,
@@ -621,12 +616,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
             const float y = buf[lane];
             const int64_t e = (blockIdx.x + static_cast<int64_t>(i >> 3) * gridDim.x) * 32 + lane;
             h[e] = y;
-            const float amax = warp_max(fabsf(y));
-            const float dq = amax / 127.f;
-            const int q = amax > 0.f ? __float2int_rn(y / dq) : 0;
-            const int sum = warp_sum_int(q);
-            hq[e] = static_cast<int8_t>(q);
-            if (lane == 0) hds[e / 32] = make_float2(dq, dq * static_cast<float>(sum));
+            quantize_q8_warp(y, hq + e, hds + e / 32, lane);
           }
         }
       }
@@ -652,18 +642,9 @@ struct GluArgs {
 template <class A>
 cudaError_t glu_with(const MatvecSet& set, int64_t K, const GluArgs& g, const MatvecLaunch& l, cudaStream_t stream) {
   constexpr int U = A::kV3Unroll, MB = A::kV3MinBlocks;
-  static const int per_sm = [] {
-    int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, matvec_v3_glu_kernel<A, U, MB>, kV2Threads, 0) !=
-            cudaSuccess ||
-        b < 1) {
-      (void)cudaGetLastError();
-      b = MB;
-    }
-    return b;
-  }();
   const int64_t F = set.row_end[0];
-  const int64_t slots = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * per_sm;
+  const int64_t slots =
+      static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * blocks_per_sm<matvec_v3_glu_kernel<A, U, MB>>(MB);
   const int64_t grid = std::min<int64_t>(F / 32, slots);
   const typename A::Act act{g.xq, g.xds, K};
   return launch_ex(l.pdl, matvec_v3_glu_kernel<A, U, MB>, dim3(static_cast<unsigned>(grid)), dim3(kV2Threads), 0,
@@ -707,6 +688,28 @@ bool set_ok(const MatvecSet& set, int T) {
     prev = set.row_end[m];
   }
   return true;
+}
+
+// f(adapter) with the decoder adapter of a quantized type (Q4_K: the 32-byte one with q4k_wide); only the
+// adapter's type matters. cudaErrorInvalidValue for other types.
+template <class Fn>
+cudaError_t with_quant_adapter(DType type, bool q4k_wide, Fn&& f) {
+  switch (type) {
+    case DType::Q4_0: return f(QuantAdapter<DType::Q4_0>{});
+    case DType::Q4_1: return f(QuantAdapter<DType::Q4_1>{});
+    case DType::Q5_0: return f(QuantAdapter<DType::Q5_0>{});
+    case DType::Q5_1: return f(QuantAdapter<DType::Q5_1>{});
+    case DType::Q8_0: return f(QuantAdapter<DType::Q8_0>{});
+    case DType::Q2_K: return f(QuantAdapter<DType::Q2_K>{});
+    case DType::Q3_K: return f(QuantAdapter<DType::Q3_K>{});
+    case DType::Q5_K: return f(QuantAdapter<DType::Q5_K>{});
+    case DType::Q6_K: return f(QuantAdapter<DType::Q6_K>{});
+    case DType::Q4_K:
+      if (q4k_wide) return f(WideQ4KAdapter{});
+      return f(QuantAdapter<DType::Q4_K>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace
@@ -779,21 +782,10 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
                             const MatvecLaunch& launch, cudaStream_t stream) {
   if (!set_ok(set, T) || K % 64 != 0) return cudaErrorInvalidValue;
   if (ablated("matvec")) return cudaSuccess;
-  switch (type) {
-    case DType::Q4_0: return launch_v2_tokens<QuantAdapter<DType::Q4_0>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q4_1: return launch_v2_tokens<QuantAdapter<DType::Q4_1>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q5_0: return launch_v2_tokens<QuantAdapter<DType::Q5_0>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q5_1: return launch_v2_tokens<QuantAdapter<DType::Q5_1>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q8_0: return launch_v2_tokens<QuantAdapter<DType::Q8_0>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q2_K: return launch_v2_tokens<QuantAdapter<DType::Q2_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q3_K: return launch_v2_tokens<QuantAdapter<DType::Q3_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q6_K: return launch_v2_tokens<QuantAdapter<DType::Q6_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q4_K:
-      if (launch.q4k_wide) return launch_v2_tokens<WideQ4KAdapter>(set, K, {xq, xds, K}, T, launch, stream);
-      return launch_v2_tokens<QuantAdapter<DType::Q4_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    case DType::Q5_K: return launch_v2_tokens<QuantAdapter<DType::Q5_K>>(set, K, {xq, xds, K}, T, launch, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return with_quant_adapter(type, launch.q4k_wide, [&](auto adapter) {
+    using A = decltype(adapter);
+    return launch_v2_tokens<A>(set, K, {xq, xds, K}, T, launch, stream);
+  });
 }
 
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
@@ -827,22 +819,8 @@ cudaError_t matvec_quant_glu(DType type, const MatvecSet& set, int64_t K, const 
   if (!matvec_glu_fits(type, set, 1, l) || K % 64 != 0 || (act != 0 && act != 1)) return cudaErrorInvalidValue;
   if (ablated("matvec")) return cudaSuccess;
   const GluArgs g{xq, xds, act, h, hq, hds};
-  switch (type) {
-    case DType::Q4_0: return glu_with<QuantAdapter<DType::Q4_0>>(set, K, g, l, stream);
-    case DType::Q4_1: return glu_with<QuantAdapter<DType::Q4_1>>(set, K, g, l, stream);
-    case DType::Q5_0: return glu_with<QuantAdapter<DType::Q5_0>>(set, K, g, l, stream);
-    case DType::Q5_1: return glu_with<QuantAdapter<DType::Q5_1>>(set, K, g, l, stream);
-    case DType::Q8_0: return glu_with<QuantAdapter<DType::Q8_0>>(set, K, g, l, stream);
-    case DType::Q2_K: return glu_with<QuantAdapter<DType::Q2_K>>(set, K, g, l, stream);
-    case DType::Q3_K: return glu_with<QuantAdapter<DType::Q3_K>>(set, K, g, l, stream);
-    case DType::Q5_K: return glu_with<QuantAdapter<DType::Q5_K>>(set, K, g, l, stream);
-    case DType::Q6_K: return glu_with<QuantAdapter<DType::Q6_K>>(set, K, g, l, stream);
-    case DType::Q4_K:
-      if (l.q4k_wide) return glu_with<WideQ4KAdapter>(set, K, g, l, stream);
-      return glu_with<QuantAdapter<DType::Q4_K>>(set, K, g, l, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_quant_adapter(type, l.q4k_wide,
+                            [&](auto adapter) { return glu_with<decltype(adapter)>(set, K, g, l, stream); });
 }
 
 }  // namespace ferry::kernels::cuda
