@@ -83,6 +83,29 @@ class Ops {
     matmul_many(2, ws, x, outs);
     glu(gate, up, act, gate);
   }
+  // rms_norm(x, nw, eps) -> xn, then matmul_many of xn: a sub-layer's norm and its first projections. xn
+  // is scratch: a backend may leave it unwritten (CudaOps, after a matmul_acc that expect_norm prepared:
+  // the projections read the norm's Q8 image made by that matmul_acc, no norm kernel runs).
+  virtual void norm_matmul_many(const TensorView& x, const TensorView& nw, float eps, TensorView xn, int n,
+                                const TensorView* const* ws, TensorView* outs) {
+    rms_norm(x, nw, eps, xn);
+    matmul_many(n, ws, xn, outs);
+  }
+  // rms_norm(x, nw, eps) -> xn, then matmul_glu of xn; xn as in norm_matmul_many.
+  virtual void norm_matmul_glu(const TensorView& x, const TensorView& nw, float eps, TensorView xn,
+                               const TensorView& wg, const TensorView& wu, Activation act, TensorView gate,
+                               TensorView up) {
+    rms_norm(x, nw, eps, xn);
+    matmul_glu(wg, wu, xn, act, gate, up);
+  }
+  // A hint for the next op: it is a matmul_acc into x, and x's next use is norm_matmul_many / _glu with
+  // weight nw and eps. A backend may compute what that norm needs in the matmul_acc's epilogue (CudaOps,
+  // one token: each 32-group's sum of squares and the Q8 image of x * nw). Results never depend on it.
+  virtual void expect_norm(const TensorView& x, const TensorView& nw, float eps) {
+    (void)x;
+    (void)nw;
+    (void)eps;
+  }
   // acc += W x (an output projection followed by the residual add). tmp [N, T] F32 is scratch the
   // default uses (matmul into tmp, then add); a backend may add in the matmul's epilogue instead (the same
   // single rounding of acc + (W x)) and leave tmp untouched.

@@ -116,13 +116,16 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
   const TensorView q = s.q.rows(0, n), k = s.k.rows(0, n), v = s.v.rows(0, n);
   const TensorView attn = s.attn.rows(0, n), proj = s.proj.rows(0, n);
 
-  ops.rms_norm(x, L.attn_norm, spec.rms_eps, xn);
-  record(hook, xn, "blk.%d.attn_norm", il);
-
   {  // q, k, v share their input: a backend may quantize it once and fuse the launches
     const TensorView* ws[3] = {&L.attn_q, &L.attn_k, &L.attn_v};
     TensorView outs[3] = {q, k, v};
-    ops.matmul_many(3, ws, xn, outs);
+    if (recording(hook)) {
+      ops.rms_norm(x, L.attn_norm, spec.rms_eps, xn);
+      record(hook, xn, "blk.%d.attn_norm", il);
+      ops.matmul_many(3, ws, xn, outs);
+    } else {
+      ops.norm_matmul_many(x, L.attn_norm, spec.rms_eps, xn, 3, ws, outs);
+    }
   }
   if (present(L.attn_q_bias)) ops.add(q, L.attn_q_bias, q);
   if (present(L.attn_k_bias)) ops.add(k, L.attn_k_bias, k);
@@ -159,6 +162,7 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
 
   // Without a bias, post-norm or a recorder, the projection is added to x where it is computed.
   if (!present(L.attn_output_bias) && !spec.post_norms && !recording(hook)) {
+    if (present(L.ffn_norm)) ops.expect_norm(x, L.ffn_norm, spec.rms_eps);  // the FFN's norm comes next
     ops.matmul_acc(L.attn_output, attn, proj, x);
     return;
   }
@@ -181,19 +185,33 @@ TensorView prefix(const TensorView& buf, int64_t features, int64_t n) {
   return TensorView::make(DType::F32, buf.data, features, n, 1, 1, buf.where);
 }
 
+// What ffn_middle does before its gate / up: nothing (s.xn holds the normed input), or the norm itself.
+struct FfnNorm {
+  const TensorView* w = nullptr;  // norm s.x with this weight into s.xn first; null: s.xn is ready
+  float eps = 0.f;
+  const TensorView* next = nullptr;  // the norm that follows the block's accumulate into out (a hint)
+};
+
 // The middle of an FFN block, whole or one slice (the views say which): gate and up from s.xn, the
 // activation, then out = down · act, or out += it with `accumulate`.
 void ffn_middle(Ops& ops, const ModelSpec& spec, const TensorView& wg, const TensorView& wu, const TensorView& wd,
-                int64_t n, const Scratch& s, const TensorView& out, bool accumulate, const DebugHook* hook, int32_t il) {
+                int64_t n, const Scratch& s, const TensorView& out, bool accumulate, const DebugHook* hook, int32_t il,
+                const FfnNorm& norm = {}) {
   const int64_t width = wg.ne[1];
   const TensorView xn = s.xn.rows(0, n);
   const TensorView gate = prefix(s.gate, width, n), up = prefix(s.up, width, n);
-  ops.matmul_glu(wg, wu, xn, spec.gelu ? Activation::kGeluTanh : Activation::kSilu, gate, up);
-  record(hook, gate, "blk.%d.ffn_act", il);
-  if (accumulate)
-    ops.matmul_acc(wd, gate, prefix(s.up, spec.n_embd, n), out);  // up is free after the glu
+  const Activation act = spec.gelu ? Activation::kGeluTanh : Activation::kSilu;
+  if (norm.w != nullptr)
+    ops.norm_matmul_glu(s.x.rows(0, n), *norm.w, norm.eps, xn, wg, wu, act, gate, up);
   else
+    ops.matmul_glu(wg, wu, xn, act, gate, up);
+  record(hook, gate, "blk.%d.ffn_act", il);
+  if (accumulate) {
+    if (norm.next != nullptr) ops.expect_norm(out, *norm.next, norm.eps);
+    ops.matmul_acc(wd, gate, prefix(s.up, spec.n_embd, n), out);  // up is free after the glu
+  } else {
     ops.matmul(wd, gate, out);
+  }
 }
 
 // The end of an FFN block whose output is in proj: the post-norm (gemma3), then x += proj.
@@ -216,12 +234,18 @@ void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   const LayerWeights& L = w.layers[il];
   const int64_t n = n_tokens;
   FERRY_ASSERT(n <= s.n_max);
-  forward_ffn_norm(ops, spec, w, il, n_tokens, s, hook);
-  // Without a post-norm (or intermediates to record) the residual add is the down matmul's accumulate.
+  // Without a post-norm (or intermediates to record) the residual add is the down matmul's accumulate, and
+  // the norm goes with the gate / up (norm_matmul_glu); the next layer's norm is announced to the down.
   if (!spec.post_norms && !recording(hook)) {
-    ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.x.rows(0, n), true, hook, il);
+    FfnNorm norm;
+    norm.w = &L.ffn_norm;
+    norm.eps = spec.rms_eps;
+    if (il + 1 < static_cast<int32_t>(w.layers.size()) && present(w.layers[il + 1].attn_norm))
+      norm.next = &w.layers[il + 1].attn_norm;
+    ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.x.rows(0, n), true, hook, il, norm);
     return;
   }
+  forward_ffn_norm(ops, spec, w, il, n_tokens, s, hook);
   ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.proj.rows(0, n), false, hook, il);
   ffn_end(ops, spec, L, il, n, s, hook);
 }

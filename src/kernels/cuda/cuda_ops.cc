@@ -140,8 +140,12 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
   if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
   if (const char* e = std::getenv("FERRY_CUDA_Q4K_WIDE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_q4k_wide = e[0] == '1';
+  if (const char* e = std::getenv("FERRY_CUDA_Q4K_PAIR"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.matvec_q4k_pair = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_V3ALT"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_v3_alt = e[0] == '1';
+  if (const char* e = std::getenv("FERRY_CUDA_NORM_FOLD"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.matvec_norm_fold = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_GLU_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_glu = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
@@ -149,6 +153,19 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
 
 int8_t* CudaOps::stash_xq() const { return static_cast<int8_t*>(ctx_.scratch()) + body_bytes(); }
 char* CudaOps::stash_xds() const { return reinterpret_cast<char*>(stash_xq()) + kStashElems; }
+float* CudaOps::stash_part() const { return reinterpret_cast<float*>(stash_xds() + kStashElems / 32 * 8); }
+
+int64_t CudaOps::stash_off_after(const TensorView& x, bool stashed, int64_t K) const {
+  int64_t off = 0;
+  if (stashed && stash_.off < K) off = (stash_.off + stash_.K * stash_.T + 255) / 256 * 256;
+  return static_cast<uint64_t>(off + K) <= kStashElems ? off : -1;
+}
+
+bool CudaOps::fold_hit(const TensorView& x, const TensorView& nw, float eps) const {
+  return stash_.src != nullptr && stash_.fold_w != nullptr && stash_.src == static_cast<const char*>(x.data) &&
+         stash_.fold_w == nw.data && stash_.fold_eps == eps && stash_.K == x.ne[0] && stash_.T == 1 &&
+         x.ne[1] == 1 && is_2d(x) && x.nb[0] == 4;
+}
 
 bool CudaOps::stashable(const TensorView& out) const {
   const int64_t K = out.ne[0], T = out.ne[1];
@@ -158,7 +175,8 @@ bool CudaOps::stashable(const TensorView& out) const {
 }
 
 bool CudaOps::stash_hit(const TensorView& x) const {
-  return stash_.src != nullptr && stash_.src == static_cast<const char*>(x.data) && stash_.K == x.ne[0] &&
+  return stash_.src != nullptr && stash_.fold_w == nullptr && stash_.src == static_cast<const char*>(x.data) &&
+         stash_.K == x.ne[0] &&
          stash_.T == x.ne[1] && x.nb[1] == static_cast<size_t>(x.ne[0]) * 4;
 }
 
@@ -261,6 +279,7 @@ cu::MatvecLaunch decode_launch(const CudaContext& ctx, const CudaOpsOptions& opt
   launch.pdl = opt.matvec_pdl && ctx.compute_capability() >= 90;
   launch.kernel = opt.matvec_kernel;
   launch.q4k_wide = opt.matvec_q4k_wide;
+  launch.q4k_pair = opt.matvec_q4k_pair;
   launch.v3_alt = opt.matvec_v3_alt;
   return launch;
 }
@@ -337,11 +356,16 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
 
 void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
   if (!ctx_.ok()) return;
-  const int64_t T = x.ne[1], K = x.ne[0];
-  if (n <= 1 || T > opt_.matvec_max_tokens || !opt_.matvec_v2) {
+  if (n <= 1 || x.ne[1] > opt_.matvec_max_tokens || !opt_.matvec_v2) {
     for (int i = 0; i < n; ++i) matmul(*ws[i], x, outs[i]);
     return;
   }
+  matmul_many_q8(n, ws, x, outs, stash_hit(x), nullptr, 0.f);
+}
+
+void CudaOps::matmul_many_q8(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs,
+                             bool stashed, const void* fold_part, float fold_eps) {
+  const int64_t T = x.ne[1], K = x.ne[0];
   FERRY_ASSERT(T <= 8);
   bool v2[64] = {};
   FERRY_ASSERT(n <= 64);
@@ -355,8 +379,14 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
   int8_t* xq = nullptr;
   void* xds_raw = nullptr;
   for (int i = 0; i < n; ++i) note_write(outs[i]);
-  if (any_quant) q8_of(x, 0, static_cast<int>(T), stash_hit(x), &xq, &xds_raw);  // once for all quantized weights
+  if (any_quant) q8_of(x, 0, static_cast<int>(T), stashed, &xq, &xds_raw);  // once for all quantized weights
   auto* xds = static_cast<float2*>(xds_raw);
+  cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
+  if (fold_part != nullptr) {
+    FERRY_ASSERT(T == 1);
+    launch.fold = cu::NormFold{static_cast<const float*>(fold_part), static_cast<int>(K / 32),
+                               static_cast<float>(K), fold_eps};
+  }
   bool done[64] = {};
   for (int i = 0; i < n; ++i) {
     if (!v2[i] || done[i]) continue;
@@ -372,11 +402,11 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
       ++set.n;
       done[j] = true;
     }
-    const cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
     if (traits(ws[i]->dtype).quantized) {
       check(cu::matvec_quant_v2(ws[i]->dtype, set, K, xq, xds, static_cast<int>(T), launch, ctx_.stream()),
             "matmul_many: matvec_quant_v2");
     } else {
+      FERRY_ASSERT(fold_part == nullptr);
       check(cu::matvec_float_v2(ws[i]->dtype, set, K, x.ptr<const float>(), x_stride, static_cast<int>(T), launch,
                                 ctx_.stream()),
             "matmul_many: matvec_float_v2");
@@ -384,14 +414,28 @@ void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& 
   }
   // The rest one by one (their quantize_q8 runs after the v2 launches above, in stream order).
   for (int i = 0; i < n; ++i) {
-    if (!v2[i]) matmul(*ws[i], x, outs[i]);
+    if (!v2[i]) {
+      FERRY_ASSERT(fold_part == nullptr);
+      matmul(*ws[i], x, outs[i]);
+    }
   }
 }
 
-void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
-                         TensorView gate, TensorView up) {
+void CudaOps::norm_matmul_many(const TensorView& x, const TensorView& nw, float eps, TensorView xn, int n,
+                               const TensorView* const* ws, TensorView* outs) {
   if (!ctx_.ok()) return;
-  const int64_t K = x.ne[0], T = x.ne[1], F = wg.ne[1];
+  bool fold = fold_hit(x, nw, eps) && opt_.matvec_v2 && n >= 1 && n <= 64 && same_shape(x, xn);
+  for (int i = 0; fold && i < n; ++i) fold = traits(ws[i]->dtype).quantized && use_v2(*ws[i], x);
+  if (!fold) {
+    Ops::norm_matmul_many(x, nw, eps, xn, n, ws, outs);
+    return;
+  }
+  matmul_many_q8(n, ws, x, outs, /*stashed=*/true, stash_part() + stash_.off / 32, eps);
+}
+
+namespace {
+
+cu::MatvecSet glu_set(const TensorView& wg, const TensorView& wu, const TensorView& gate, const TensorView& up) {
   cu::MatvecSet set;
   set.w[0] = wg.data;
   set.w[1] = wu.data;
@@ -399,43 +443,103 @@ void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const Tenso
   set.w_stride[1] = static_cast<int64_t>(wu.nb[1]);
   set.out[0] = gate.ptr<float>();
   set.out[1] = up.ptr<float>();
-  set.row_end[0] = F;
-  set.row_end[1] = F + wu.ne[1];
+  set.row_end[0] = wg.ne[1];
+  set.row_end[1] = wg.ne[1] + wu.ne[1];
   set.n = 2;
-  const cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
+  return set;
+}
+
+}  // namespace
+
+bool CudaOps::glu_fusable(const TensorView& wg, const TensorView& wu, const TensorView& x, const TensorView& gate,
+                          int64_t off) const {
+  const int64_t T = x.ne[1], F = wg.ne[1];
+  return opt_.fuse && opt_.matvec_glu && opt_.matvec_v2 && T == 1 && T <= opt_.matvec_max_tokens &&
+         wg.dtype == wu.dtype && wg.layout == wu.layout && traits(wg.dtype).quantized && wu.ne[1] == F &&
+         use_v2(wg, x) && use_v2(wu, x) && stashable(gate) && off >= 0 && !cu::ablated("glu") &&
+         cu::matvec_glu_fits(wg.dtype, glu_set(wg, wu, gate, gate), 1, decode_launch(ctx_, opt_));
+}
+
+void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
+                         TensorView gate, TensorView up) {
+  if (!ctx_.ok()) return;
   const bool stashed = stash_hit(x);
-  // Where gate's Q8 image goes in the stash: past x's when x is there, else at its start.
-  const int64_t off = stashed ? (stash_.off + K + 255) / 256 * 256 : 0;
-  const bool fused = opt_.fuse && opt_.matvec_glu && opt_.matvec_v2 && T == 1 && T <= opt_.matvec_max_tokens &&
-                     wg.dtype == wu.dtype && wg.layout == wu.layout && traits(wg.dtype).quantized &&
-                     wu.ne[1] == F && use_v2(wg, x) && use_v2(wu, x) && stashable(gate) &&
-                     static_cast<uint64_t>(off + F) <= kStashElems && !cu::ablated("glu") &&
-                     cu::matvec_glu_fits(wg.dtype, set, 1, launch);
-  if (!fused) {
+  if (!glu_fusable(wg, wu, x, gate, stash_off_after(x, stashed, wg.ne[1]))) {
     Ops::matmul_glu(wg, wu, x, act, gate, up);
     return;
   }
+  matmul_glu_q8(wg, wu, x, act, gate, up, stashed, nullptr, 0.f);
+}
+
+void CudaOps::norm_matmul_glu(const TensorView& x, const TensorView& nw, float eps, TensorView xn,
+                              const TensorView& wg, const TensorView& wu, Activation act, TensorView gate,
+                              TensorView up) {
+  if (!ctx_.ok()) return;
+  if (!fold_hit(x, nw, eps) || !same_shape(x, xn) || !glu_fusable(wg, wu, x, gate, stash_off_after(x, true, wg.ne[1]))) {
+    Ops::norm_matmul_glu(x, nw, eps, xn, wg, wu, act, gate, up);
+    return;
+  }
+  matmul_glu_q8(wg, wu, x, act, gate, up, /*stashed=*/true, stash_part() + stash_.off / 32, eps);
+}
+
+void CudaOps::matmul_glu_q8(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
+                            TensorView gate, TensorView up, bool stashed, const void* fold_part, float fold_eps) {
+  const int64_t K = x.ne[0], F = wg.ne[1];
   check_matmul_shapes(wg, x, gate);
   check_matmul_shapes(wu, x, up);
+  const int64_t off = stash_off_after(x, stashed, F);  // where gate's Q8 image goes
+  FERRY_ASSERT(off >= 0);
   note_write(gate);
   int8_t* xq = nullptr;
   void* xds = nullptr;
   q8_of(x, 0, 1, stashed, &xq, &xds);
+  cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
+  if (fold_part != nullptr)
+    launch.fold = cu::NormFold{static_cast<const float*>(fold_part), static_cast<int>(K / 32), static_cast<float>(K),
+                               fold_eps};
   int8_t* hq = stash_xq() + off;
   auto* hds = reinterpret_cast<float2*>(stash_xds() + off / 32 * sizeof(float2));
-  check(cu::matvec_quant_glu(wg.dtype, set, K, xq, static_cast<const float2*>(xds),
+  check(cu::matvec_quant_glu(wg.dtype, glu_set(wg, wu, gate, up), K, xq, static_cast<const float2*>(xds),
                              act == Activation::kSilu ? 0 : 1, gate.ptr<float>(), hq, hds, launch, ctx_.stream()),
         "matmul_glu: matvec_quant_glu");
   stash_ = Q8Stash{static_cast<const char*>(gate.data), F, 1, off};
 }
 
+void CudaOps::expect_norm(const TensorView& x, const TensorView& nw, float eps) {
+  hint_ = NormHint{x.data, nw.data, nw.ne[0], eps};
+  if (nw.dtype != DType::F32) hint_ = {};
+}
+
 void CudaOps::matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) {
   if (!ctx_.ok()) return;
+  const NormHint hint = hint_;
+  hint_ = {};
   if (!opt_.fuse || x.ne[1] > opt_.matvec_max_tokens || !use_v2(w, x) || !same_shape(tmp, acc)) {
     Ops::matmul_acc(w, x, tmp, acc);
     return;
   }
   note_write(acc);
+  const int64_t N = w.ne[1];
+  if (opt_.matvec_norm_fold && hint.x == acc.data && hint.n == N && x.ne[1] == 1 && stash_bytes_ > 0 &&
+      traits(w.dtype).quantized && stashable(acc)) {
+    const bool stashed = stash_hit(x);
+    const int64_t off = stash_off_after(x, stashed, N);
+    const cu::MatvecSet set = one_matrix(w, acc.ptr<float>(), static_cast<int64_t>(acc.nb[1] / 4));
+    const cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
+    if (off >= 0 && cu::matvec_norm_fits(w.dtype, set, 1, launch)) {
+      check_matmul_shapes(w, x, acc);
+      int8_t* xq = nullptr;
+      void* xds = nullptr;
+      q8_of(x, 0, 1, stashed, &xq, &xds);
+      check(cu::matvec_quant_norm(w.dtype, set, w.ne[0], xq, static_cast<const float2*>(xds),
+                                  static_cast<const float*>(hint.w), stash_xq() + off,
+                                  reinterpret_cast<float2*>(stash_xds() + off / 32 * sizeof(float2)),
+                                  stash_part() + off / 32, launch, ctx_.stream()),
+            "matmul_acc: matvec_quant_norm");
+      stash_ = Q8Stash{static_cast<const char*>(acc.data), N, 1, off, hint.w, hint.eps};
+      return;
+    }
+  }
   matmul_vec(w, x, acc, /*accumulate=*/true);
 }
 

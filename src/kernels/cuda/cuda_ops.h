@@ -95,6 +95,10 @@ struct CudaOpsOptions {
   // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
   // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
   bool matvec_q4k_wide = true;
+  // With matvec_q4k_wide, Q4_K rows of K % 2048 == 0 read by lane pairs (matvec.cu ChunkDecQ4KPair: each
+  // warp load covers whole 128-byte runs of qs). Default since session 15: llama3-8b Q4_K decode 429 ->
+  // 479 tok/s on the H200 (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_PAIR=0|1 overrides.
+  bool matvec_q4k_pair = true;
   // The 1-token v3 matvec at 1 chunk a tile and 4 blocks per SM instead of its type's default (matvec.cu
   // DecoderAdapter: Q4_0 2 chunks a tile at 4 blocks per SM, Q4_K 1 at 4, the rest U chunks at 2; for
   // Q4_K the alternative is U at 2). Environment FERRY_CUDA_V3ALT=0|1 overrides (A/B benchmarks).
@@ -103,6 +107,11 @@ struct CudaOpsOptions {
   // gate / up matvec's epilogue, no glu launch), when fuse is on. Environment FERRY_CUDA_GLU_FUSE=0|1
   // overrides (A/B benchmarks).
   bool matvec_glu = true;
+  // rms_norm folded into the matvecs around it for one token (launch.h NormFold): after expect_norm, the
+  // Q4_0 / Q4_K matmul_acc writing x also writes the norm's group sums of squares and the Q8 image of
+  // x * nw, and norm_matmul_many / norm_matmul_glu scale their row sums instead of running a norm kernel.
+  // Needs fuse. Environment FERRY_CUDA_NORM_FOLD=0|1 overrides (A/B benchmarks).
+  bool matvec_norm_fold = true;
 };
 
 // Largest shapes a CudaOps will see, for sizing its scratch.
@@ -140,6 +149,12 @@ class CudaOps final : public Ops {
                   TensorView up) override;
   // Decode: the matvec adds into acc (tmp unused); else Ops' default.
   void matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp, TensorView acc) override;
+  // After a matmul_acc that expect_norm prepared (one token): no norm kernel, xn not written; else Ops'.
+  void norm_matmul_many(const TensorView& x, const TensorView& nw, float eps, TensorView xn, int n,
+                        const TensorView* const* ws, TensorView* outs) override;
+  void norm_matmul_glu(const TensorView& x, const TensorView& nw, float eps, TensorView xn, const TensorView& wg,
+                       const TensorView& wu, Activation act, TensorView gate, TensorView up) override;
+  void expect_norm(const TensorView& x, const TensorView& nw, float eps) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
   void scale(const TensorView& x, float s, TensorView out) override;
   void rope(TensorView x, const BatchMeta& batch, const RopeParams& p) override;
@@ -178,24 +193,51 @@ class CudaOps final : public Ops {
     const char* src = nullptr;  // the F32 tensor it quantizes: [K, T], rows contiguous
     int64_t K = 0, T = 0;
     int64_t off = 0;  // where in the stash its image starts: int8 element, a multiple of 256
+    // A folded norm's image (matvec_quant_norm): of src * fold_w, with the group sums of squares of src
+    // at stash_part() + off / 32; only norm_matmul_many / _glu with that weight and eps may read it.
+    const void* fold_w = nullptr;
+    float fold_eps = 0.f;
+  };
+  // What expect_norm announced for the next matmul_acc.
+  struct NormHint {
+    const void* x = nullptr;
+    const void* w = nullptr;
+    int64_t n = 0;
+    float eps = 0.f;
   };
   static constexpr uint64_t kStashElems = 131072;  // T * K int8
-  static constexpr uint64_t kStashBytes = kStashElems + kStashElems / 32 * 8;
+  static constexpr uint64_t kStashBytes = kStashElems + kStashElems / 32 * 8 + kStashElems / 32 * 4;
   uint64_t body_bytes() const { return ctx_.scratch_bytes() - stash_bytes_; }  // scratch minus the stash
   int8_t* stash_xq() const;
   char* stash_xds() const;  // float2 [T][K / 32]
+  float* stash_part() const;  // float [K / 32]: a folded norm's group sums of squares
+  // The stash offset for an image of `K` elements written by a kernel that reads x's image (stashed): past
+  // x's image, or at 0 when x's lies beyond K; -1 when it does not fit.
+  int64_t stash_off_after(const TensorView& x, bool stashed, int64_t K) const;
+  bool fold_hit(const TensorView& x, const TensorView& nw, float eps) const;
+  // matmul_many's v2 launches on x's Q8 image (the stash's when stashed), scaled by `fold`.
+  void matmul_many_q8(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs, bool stashed,
+                      const void* fold_part, float fold_eps);
+  void matmul_glu_q8(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
+                     TensorView gate, TensorView up, bool stashed, const void* fold_part, float fold_eps);
+  bool glu_fusable(const TensorView& wg, const TensorView& wu, const TensorView& x, const TensorView& gate,
+                   int64_t off) const;
   bool stashable(const TensorView& out) const;  // a norm / glu output the stash can take
   bool stash_hit(const TensorView& x) const;
   // x's tokens [t0, t0 + nt) as Q8 (int8 [nt][K], float2 {d, d * sum} [nt][K / 32]) for the matvec
   // kernels: the stash's image when `stashed`, else quantize_q8 into the start of the scratch.
   void q8_of(const TensorView& x, int64_t t0, int nt, bool stashed, int8_t** xq, void** xds);
   void note_write(const TensorView& t);         // forgets the stash when t overlaps its source
-  void forget_stash() { stash_ = {}; }
+  void forget_stash() {
+    stash_ = {};
+    hint_ = {};
+  }
 
   CudaContext& ctx_;
   CudaOpsOptions opt_;
   uint64_t stash_bytes_ = 0;  // 0: scratch too small, no stash
   Q8Stash stash_;
+  NormHint hint_;
 };
 
 }  // namespace ferry::kernels

@@ -59,13 +59,26 @@ struct MatvecSet {
   int64_t row_end[kMatvecMaxMats] = {};     // cumulative row counts
   int n = 0;
 };
+// An rms_norm folded into the matvecs around it (session 15). The producer (matvec_quant_norm) adds W x
+// into the residual h and writes, per 32-group g of h, the Q8 image of h * nw and part[g] = sum of h^2 over
+// the group; the consumer of that image (a matvec of any quantized type, or the glu matvec) multiplies each
+// row sum by s = rsqrt(sum_g part[g] / n + eps), the norm's scale: every Q8 dot product is linear in the
+// activations' scale d, so the image of h * nw scaled by s is the image of rms_norm(h) * nw up to rounding.
+struct NormFold {
+  const float* part = nullptr;  // [n_part]; nullptr: no fold (the kernels multiply by 1)
+  int n_part = 0;
+  float n = 0.f;                // the norm's width
+  float eps = 0.f;
+};
 struct MatvecLaunch {
   int sm_count = 132;  // sizes the grid (warps per row when N is small)
   bool pdl = false;    // programmatic dependent launch after quantize_q8 (sm_90+): weight loads start early
   bool accumulate = false;  // out += W x instead of out = W x (bitwise the same as a separate add)
   int kernel = 2;      // 3: the persistent, software-pipelined v3 kernel where it applies (T <= 2, big N)
   bool q4k_wide = false;  // Q4_K through ChunkDecQ4KWide (32-byte chunks, scales decoded once per 64)
+  bool q4k_pair = false;  // with q4k_wide and K % 2048 == 0: ChunkDecQ4KPair (the same units, lane pairs)
   bool v3_alt = false;  // 1-token v3: 1 chunk a tile at 4 blocks / SM (U at 2 where that is the default)
+  NormFold fold;        // T == 1 only: x is a folded norm's image (the row sums are scaled by its s)
 };
 // Whether the v2 kernels read weights of this type / layout / shape / alignment: Q4_0, Q8_0, Q6_K in the
 // split layout (split_layout_supported), Q4_K, Q5_K in ggml's layout (K % 256 == 0), F32 / F16 / BF16
@@ -83,6 +96,15 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
 bool matvec_glu_fits(DType type, const MatvecSet& set, int T, const MatvecLaunch& launch);
 cudaError_t matvec_quant_glu(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int act,
                              float* h, int8_t* hq, float2* hds, const MatvecLaunch& launch, cudaStream_t stream);
+// The producer of a NormFold, one token: set = one quantized matrix of N rows (N % 32 == 0) whose out is
+// the residual h (h += W x, the matvec's sums as matvec_quant_v2 with accumulate); also writes the Q8 image
+// of h * nw (hq [N], hds [N / 32]; quantize_q8's arithmetic) and part [N / 32] (sums of h^2 per group).
+// hq / hds must not overlap xq / xds. matvec_norm_fits says whether it applies (v3 asked for, not its alt
+// variant, T == 1, a type whose v3 kernel runs at 4 blocks per SM: Q4_0, Q4_K).
+bool matvec_norm_fits(DType type, const MatvecSet& set, int T, const MatvecLaunch& launch);
+cudaError_t matvec_quant_norm(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds,
+                              const float* nw, int8_t* hq, float2* hds, float* part, const MatvecLaunch& launch,
+                              cudaStream_t stream);
 // Same for F32 / F16 / BF16 W with x in F32 (x and x_stride * 4 bytes 16-byte aligned).
 cudaError_t matvec_float_v2(DType type, const MatvecSet& set, int64_t K, const float* x, int64_t x_stride, int T,
                             const MatvecLaunch& launch, cudaStream_t stream);

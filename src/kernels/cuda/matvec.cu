@@ -272,6 +272,67 @@ using QuantAdapter = DecoderAdapter<ChunkDec<Q>, (Q == DType::Q2_K || Q == DType
 // the H200 against 2 at 2 blocks (bench/RESULTS.md, session 7).
 using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2, 1, 4>;
 
+// Q4_K for K % 2048 == 0 with a lane pair per 32-byte unit (session 15): the same 64-weight units as
+// ChunkDecQ4KWide (unit u = qs bytes [32(u % 4), + 32) of block u / 4), but a lane loads 16-byte halves,
+// so one warp load instruction reads whole 128-byte runs of qs (four blocks' qs) instead of every other
+// 16 bytes of eight blocks. In a tile of 32 units (8 blocks) lane l = 2i + h loads half h of units i and
+// 16 + i, dots both halves, and the pair swaps sums (two shuffles): the even lane finishes unit i, the odd
+// lane unit 16 + i (their scales and mins decoded once per unit, as in the wide chunks). Needs every lane
+// of a tile converged and no tile cut short: the kernels' tiles are warp-uniform, and K % 2048 == 0 makes
+// every tile whole. Device only (the shuffles); the integer sums are the wide decoder's.
+struct ChunkDecQ4KPair {
+  static constexpr int kElems = 64;
+  struct W {
+    Q16 qa, qb, hd;  // half h of units i and 16 + i; the header of the unit this lane finishes
+  };
+  struct X {
+    Q16 a0, b0, a1, b1;  // activations of the low / high nibbles of qa, then of qb
+    XDs d0, d1;          // the finished unit's two 32-groups
+  };
+  __device__ __forceinline__ static int unit_a(int c) { return (c & ~31) + ((c & 31) >> 1); }
+  __device__ __forceinline__ static int unit_done(int c) { return unit_a(c) + ((c & 1) ? 16 : 0); }
+  __device__ __forceinline__ static const uint8_t* half_at(const uint8_t* row, int u, int h) {
+    return row + 144 * static_cast<int64_t>(u >> 2) + 16 + 32 * (u & 3) + 16 * h;
+  }
+  __device__ __forceinline__ static int64_t elem_at(int u, int h) {
+    return 256 * static_cast<int64_t>(u >> 2) + 64 * (u & 3) + 16 * h;
+  }
+  __device__ __forceinline__ static void load(const uint8_t* row, int64_t, int c, W& w) {
+    const int ua = unit_a(c), h = c & 1;
+    w.qa = ld_q16(half_at(row, ua, h));
+    w.qb = ld_q16(half_at(row, ua + 16, h));
+    w.hd = ld_q16(row + 144 * static_cast<int64_t>(unit_done(c) >> 2));
+  }
+  __device__ __forceinline__ static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) {
+    const int ua = unit_a(c), h = c & 1, ud = unit_done(c);
+    const int64_t ea = elem_at(ua, h), eb = elem_at(ua + 16, h);
+    x.a0 = ld_q16(xq + ea);
+    x.b0 = ld_q16(xq + ea + 32);
+    x.a1 = ld_q16(xq + eb);
+    x.b1 = ld_q16(xq + eb + 32);
+    const int64_t g = 8 * static_cast<int64_t>(ud >> 2) + 2 * (ud & 3);
+    x.d0 = ld_xds(xds + g);
+    x.d1 = ld_xds(xds + g + 1);
+  }
+  __device__ __forceinline__ static float dot(const W& w, int c, const X& x) {
+    int a0 = 0, a1 = 0, b0 = 0, b1 = 0;  // unit i's low / high sums, unit 16 + i's
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      a0 = dp4a(static_cast<int>(w.qa.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a0.w[i]), a0);
+      a1 = dp4a_us(w.qa.w[i] & 0xF0F0F0F0u, static_cast<int>(x.b0.w[i]), a1);
+      b0 = dp4a(static_cast<int>(w.qb.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a1.w[i]), b0);
+      b1 = dp4a_us(w.qb.w[i] & 0xF0F0F0F0u, static_cast<int>(x.b1.w[i]), b1);
+    }
+    const bool odd = c & 1;
+    const int r0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : b0, 1);
+    const int r1 = __shfl_xor_sync(0xffffffffu, odd ? a1 : b1, 1);
+    const int s0 = (odd ? b0 : a0) + r0;
+    const int s1 = ((odd ? b1 : a1) + r1) >> 4;  // exact: both are multiples of 16
+    return q4k_pair(w.hd, unit_done(c) & 3, s0, s1, x.d0, x.d1, /*with_min=*/true);
+  }
+};
+using PairQ4KAdapter = DecoderAdapter<ChunkDecQ4KPair, 3, 2, 1, 4>;
+
 // Float weights: a chunk is 16 bytes (8 F16/BF16 or 4 F32 values); products and sums in F32.
 template <typename Wt>
 struct FloatAdapter {
@@ -330,6 +391,16 @@ struct FloatAdapter {
   }
 };
 
+// A NormFold consumer's row scale: the norm's s from the producer's group parts (the same loads and
+// shuffles in every warp, so every row gets the same s); 1 without a fold, so those rows are unchanged.
+// After the PDL wait (the parts are the previous kernel's output).
+__device__ __forceinline__ float fold_scale(const NormFold& f, int lane) {
+  if (f.part == nullptr) return 1.f;
+  float s = 0.f;
+  for (int i = lane; i < f.n_part; i += kWarp) s += f.part[i];
+  return rsqrtf(warp_sum(s) / f.n + f.eps);
+}
+
 // Block = kV2Warps warps = (8 / S) row groups x S warps; a row group handles RPW consecutive launch rows,
 // its S warps split the row's chunks (warp s takes chunks s*32 + lane + j*32*S). Each lane loads U chunks
 // of every one of its RPW rows (U * RPW 16-byte loads in flight), then per token loads the chunks'
@@ -337,7 +408,8 @@ struct FloatAdapter {
 // grid_dependency_wait(), i.e. while quantize_q8 still runs; nothing before the wait reads x or writes.
 template <class A, int NT, int RPW, int U>
 __global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
-    matvec_v2_kernel(MatvecSet set, int64_t N, int64_t K, int S, typename A::Act act, int T, bool accumulate) {
+    matvec_v2_kernel(MatvecSet set, int64_t N, int64_t K, int S, typename A::Act act, int T, bool accumulate,
+                     NormFold fold) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int groups = kV2Warps / S;
   const int g = warp / S, sp = warp % S;
@@ -364,6 +436,7 @@ __global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
     for (int r = 0; r < RPW; ++r) A::load(row[r], K, c, w[u][r]);
   }
   pdl_enter();
+  const float fs = fold_scale(fold, lane);
   for (;;) {
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -398,7 +471,7 @@ __global__ void __launch_bounds__(kV2Threads, NT <= 2 ? A::kMinBlocks : 2)
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       if (t < T) {
-        const float v = warp_sum(acc[r][t]);
+        const float v = warp_sum(acc[r][t]) * fs;
         if (lane == 0) {
           if (S == 1) {
             if (n0 + r < N) {
@@ -442,7 +515,7 @@ cudaError_t launch_v2(const MatvecSet& set, int64_t K, const typename A::Act& ac
   while (S < kV2Warps && row_groups * S < want_warps && n_chunks >= 2 * kWarp * S) S *= 2;
   const int groups = kV2Warps / S;
   return launch_ex(l.pdl, matvec_v2_kernel<A, NT, RPW, U>, dim3(ceil_div(row_groups, groups)), dim3(kV2Threads), 0,
-                   stream, set, N, K, S, act, T, l.accumulate);
+                   stream, set, N, K, S, act, T, l.accumulate, l.fold);
 }
 
 // The v3 kernels' two steps on a tile (32 U chunks of a row, chunk c = 32 U round + lane + 32 u): issue its
@@ -478,7 +551,7 @@ __device__ __forceinline__ float v3_dot_tile(const typename A::W (&w)[U], int ro
 template <class A, int NT, int U, int MB>
 __global__ void __launch_bounds__(kV2Threads, MB)
     matvec_v3_kernel(MatvecSet set, int64_t N, int64_t K, int64_t n_warps, typename A::Act act, int T,
-                     bool accumulate) {
+                     bool accumulate, NormFold fold) {
   const int lane = threadIdx.x % kWarp;
   int64_t n = static_cast<int64_t>(blockIdx.x) * kV2Warps + threadIdx.x / kWarp;
   if (n >= N || n >= n_warps) return;
@@ -490,6 +563,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
   typename A::W w[U], wn[U];
   v3_load_tile<A, U>(ref.w, K, 0, n_chunks, lane, w);
   pdl_enter();
+  const float fs = fold_scale(fold, lane);
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
@@ -512,7 +586,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         if (t < T) {
-          const float v = warp_sum(acc[t]);
+          const float v = warp_sum(acc[t]) * fs;
           if (lane == 0) store_out(ref.out + t * ref.out_stride, v, accumulate);
         }
         acc[t] = 0.f;
@@ -551,7 +625,7 @@ cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& ac
   const int64_t rows_per_warp = (N + max_warps - 1) / max_warps;
   const int64_t n_warps = (N + rows_per_warp - 1) / rows_per_warp;
   return launch_ex(l.pdl, matvec_v3_kernel<A, NT, U, MB>, dim3(ceil_div(n_warps, kV2Warps)), dim3(kV2Threads), 0, stream,
-                   set, N, K, n_warps, act, T, l.accumulate);
+                   set, N, K, n_warps, act, T, l.accumulate, l.fold);
 }
 
 // ---- v3 with the FFN activation in its epilogue (one token) ------------------------------------------
@@ -565,7 +639,7 @@ cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& ac
 template <class A, int U, int MB>
 __global__ void __launch_bounds__(kV2Threads, MB)
     matvec_v3_glu_kernel(MatvecSet set, int64_t F, int64_t K, typename A::Act act, int act_kind,
-                         float* __restrict__ h, int8_t* __restrict__ hq, float2* __restrict__ hds) {
+                         float* __restrict__ h, int8_t* __restrict__ hq, float2* __restrict__ hds, NormFold fold) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t n_groups = F / 32;
   if (blockIdx.x >= n_groups) return;  // the whole block: the barriers below stay block-uniform
@@ -583,6 +657,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
   typename A::W w[U], wn[U];
   v3_load_tile<A, U>(ref.w, K, 0, n_chunks, lane, w);
   pdl_enter();
+  const float fs = fold_scale(fold, lane);
   __shared__ float hs[2][32];
   float acc = 0.f, g0 = 0.f, g1 = 0.f, g2 = 0.f, g3 = 0.f;
   for (;;) {
@@ -596,7 +671,7 @@ __global__ void __launch_bounds__(kV2Threads, MB)
     if (more) v3_load_tile<A, U>(ref2.w, K, round2, n_chunks, lane, wn);
     acc = v3_dot_tile<A, U>(w, round, n_chunks, lane, act, 0, acc);
     if (round == rounds - 1) {  // row i done
-      const float v = warp_sum(acc);
+      const float v = warp_sum(acc) * fs;
       acc = 0.f;
       const int j = i & 7;
       if (j < 4) {
@@ -648,7 +723,98 @@ cudaError_t glu_with(const MatvecSet& set, int64_t K, const GluArgs& g, const Ma
   const int64_t grid = std::min<int64_t>(F / 32, slots);
   const typename A::Act act{g.xq, g.xds, K};
   return launch_ex(l.pdl, matvec_v3_glu_kernel<A, U, MB>, dim3(static_cast<unsigned>(grid)), dim3(kV2Threads), 0,
-                   stream, set, F, K, act, g.act, g.h, g.hq, g.hds);
+                   stream, set, F, K, act, g.act, g.h, g.hq, g.hds, l.fold);
+}
+
+// ---- v3 producing a folded rms_norm (one token) --------------------------------------------------------
+// The set's one matrix has N rows (N % 32 == 0) and its out is the residual h. A block of 32 warps owns the
+// 32-row groups b, b + gridDim.x, ...; warp w computes row 32 g + w of each (v3 tiles, the next row's loads
+// issued before this one is computed) and adds it into h; after the block's barrier warp 0 quantizes the
+// group's h * nw as quantize_q8 does and writes the group's sum of h^2 (NormFold). 1024 threads at 64
+// registers: one block fills an SM, and N = 4096 runs 4096 warps of one row each, as the plain v3 kernel.
+constexpr int kNormThreads = 1024;
+template <class A, int U>
+__global__ void __launch_bounds__(kNormThreads, 1)
+    matvec_v3_norm_kernel(MatvecSet set, int64_t N, int64_t K, typename A::Act act, const float* __restrict__ nw,
+                          int8_t* __restrict__ hq, float2* __restrict__ hds, float* __restrict__ part) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t n_groups = N / 32;
+  if (blockIdx.x >= n_groups) return;  // the whole block: the barriers below stay block-uniform
+  const int n_rows = static_cast<int>((n_groups - 1 - blockIdx.x) / gridDim.x + 1);  // one per group
+  auto group_of = [&](int i) { return blockIdx.x + static_cast<int64_t>(i) * gridDim.x; };
+  const int n_chunks = static_cast<int>(K / A::kElems);
+  constexpr int kTile = kWarp * U;
+  const int rounds = (n_chunks + kTile - 1) / kTile;
+  int i = 0, round = 0;
+  RowRef ref = row_ref(set, group_of(0) * 32 + warp);
+  typename A::W w[U], wn[U];
+  v3_load_tile<A, U>(ref.w, K, 0, n_chunks, lane, w);
+  float nwv = warp == 0 ? nw[group_of(0) * 32 + lane] : 0.f;  // not an earlier kernel's output
+  pdl_enter();
+  __shared__ float hs[2][32];
+  float acc = 0.f;
+  for (;;) {
+    int i2 = i, round2 = round + 1;
+    if (round2 == rounds) {
+      round2 = 0;
+      i2 = i + 1;
+    }
+    const bool more = i2 < n_rows;  // warp-uniform
+    const RowRef ref2 = (more && i2 != i) ? row_ref(set, group_of(i2) * 32 + warp) : ref;
+    if (more) v3_load_tile<A, U>(ref2.w, K, round2, n_chunks, lane, wn);
+    acc = v3_dot_tile<A, U>(w, round, n_chunks, lane, act, 0, acc);
+    if (round == rounds - 1) {  // row i done: every warp of the block finishes its row of group i here
+      const float v = warp_sum(acc);
+      acc = 0.f;
+      float* buf = hs[i & 1];
+      if (lane == 0) {
+        const float y = *ref.out + v;  // store_out's accumulate
+        *ref.out = y;
+        buf[warp] = y;
+      }
+      __syncthreads();
+      if (warp == 0) {  // two buffers, as in matvec_v3_glu_kernel
+        const int64_t e = group_of(i) * 32 + lane;
+        const float y = buf[lane];
+        if (i > 0) nwv = nw[e];
+        quantize_q8_warp(y * nwv, hq + e, hds + e / 32, lane);
+        const float ss = warp_sum(y * y);
+        if (lane == 0) part[e / 32] = ss;
+      }
+    }
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) w[u] = wn[u];
+    i = i2;
+    round = round2;
+    ref = ref2;
+  }
+}
+
+struct NormArgs {
+  const int8_t* xq;
+  const float2* xds;
+  const float* nw;
+  int8_t* hq;
+  float2* hds;
+  float* part;
+};
+
+template <class A>
+cudaError_t norm_with(const MatvecSet& set, int64_t K, const NormArgs& a, const MatvecLaunch& l, cudaStream_t stream) {
+  constexpr int U = A::kV3Unroll;
+  const int64_t N = set.row_end[0];
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, matvec_v3_norm_kernel<A, U>, kNormThreads, 0) !=
+          cudaSuccess ||
+      per_sm < 1) {
+    (void)cudaGetLastError();
+    per_sm = 1;
+  }
+  const int64_t grid = std::min<int64_t>(N / 32, static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * per_sm);
+  const typename A::Act act{a.xq, a.xds, K};
+  return launch_ex(l.pdl, matvec_v3_norm_kernel<A, U>, dim3(static_cast<unsigned>(grid)), dim3(kNormThreads), 0,
+                   stream, set, N, K, act, a.nw, a.hq, a.hds, a.part);
 }
 
 // v3 when asked for, T <= 2 and the rows alone fill the GPU (else v2 splits rows across warps).
@@ -690,10 +856,10 @@ bool set_ok(const MatvecSet& set, int T) {
   return true;
 }
 
-// f(adapter) with the decoder adapter of a quantized type (Q4_K: the 32-byte one with q4k_wide); only the
-// adapter's type matters. cudaErrorInvalidValue for other types.
+// f(adapter) with the decoder adapter of a quantized type (Q4_K: the 32-byte one with q4k_wide, the lane-pair
+// one with q4k_pair too where K % 2048 == 0); only the adapter's type matters. cudaErrorInvalidValue for other types.
 template <class Fn>
-cudaError_t with_quant_adapter(DType type, bool q4k_wide, Fn&& f) {
+cudaError_t with_quant_adapter(DType type, const MatvecLaunch& l, int64_t K, Fn&& f) {
   switch (type) {
     case DType::Q4_0: return f(QuantAdapter<DType::Q4_0>{});
     case DType::Q4_1: return f(QuantAdapter<DType::Q4_1>{});
@@ -705,7 +871,8 @@ cudaError_t with_quant_adapter(DType type, bool q4k_wide, Fn&& f) {
     case DType::Q5_K: return f(QuantAdapter<DType::Q5_K>{});
     case DType::Q6_K: return f(QuantAdapter<DType::Q6_K>{});
     case DType::Q4_K:
-      if (q4k_wide) return f(WideQ4KAdapter{});
+      if (l.q4k_wide && l.q4k_pair && K % 2048 == 0) return f(PairQ4KAdapter{});
+      if (l.q4k_wide) return f(WideQ4KAdapter{});
       return f(QuantAdapter<DType::Q4_K>{});
     default:
       return cudaErrorInvalidValue;
@@ -782,7 +949,7 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
                             const MatvecLaunch& launch, cudaStream_t stream) {
   if (!set_ok(set, T) || K % 64 != 0) return cudaErrorInvalidValue;
   if (ablated("matvec")) return cudaSuccess;
-  return with_quant_adapter(type, launch.q4k_wide, [&](auto adapter) {
+  return with_quant_adapter(type, launch, K, [&](auto adapter) {
     using A = decltype(adapter);
     return launch_v2_tokens<A>(set, K, {xq, xds, K}, T, launch, stream);
   });
@@ -813,13 +980,32 @@ bool matvec_glu_fits(DType type, const MatvecSet& set, int T, const MatvecLaunch
   return F % 32 == 0 && set.row_end[1] == 2 * F;
 }
 
+bool matvec_norm_fits(DType type, const MatvecSet& set, int T, const MatvecLaunch& l) {
+  if (l.kernel != 3 || l.v3_alt || T != 1 || set.n != 1 || !set_ok(set, T) || set.row_end[0] % 32 != 0) return false;
+  // Types whose v3 tile fits 64 registers (4 blocks of 256 threads per SM): the 1024-thread block's budget.
+  return type == DType::Q4_0 || (type == DType::Q4_K && l.q4k_wide);
+}
+
+cudaError_t matvec_quant_norm(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds,
+                              const float* nw, int8_t* hq, float2* hds, float* part, const MatvecLaunch& l,
+                              cudaStream_t stream) {
+  if (!matvec_norm_fits(type, set, 1, l) || K % 64 != 0) return cudaErrorInvalidValue;
+  if (ablated("matvec")) return cudaSuccess;
+  const NormArgs a{xq, xds, nw, hq, hds, part};
+  return with_quant_adapter(type, l, K, [&](auto adapter) {
+    using A = decltype(adapter);
+    if constexpr (A::kV3MinBlocks == 4) return norm_with<A>(set, K, a, l, stream);
+    else return cudaErrorInvalidValue;
+  });
+}
+
 cudaError_t matvec_quant_glu(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds,
                              int act, float* h, int8_t* hq, float2* hds, const MatvecLaunch& l,
                              cudaStream_t stream) {
   if (!matvec_glu_fits(type, set, 1, l) || K % 64 != 0 || (act != 0 && act != 1)) return cudaErrorInvalidValue;
   if (ablated("matvec")) return cudaSuccess;
   const GluArgs g{xq, xds, act, h, hq, hds};
-  return with_quant_adapter(type, l.q4k_wide,
+  return with_quant_adapter(type, l, K,
                             [&](auto adapter) { return glu_with<decltype(adapter)>(set, K, g, l, stream); });
 }
 

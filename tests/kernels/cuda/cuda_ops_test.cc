@@ -412,6 +412,7 @@ TEST(CudaOps, MatvecQ4KWideMatchesDefault) {
   std::mt19937 rng(24);
   kernels::CudaOpsOptions ow, on;
   ow.matvec_q4k_wide = true;
+  ow.matvec_q4k_pair = false;  // the pair decoder has its own test (MatvecQ4KPairMatchesWide)
   on.matvec_q4k_wide = false;
   kernels::CudaOps wide(*E->ctx, ow), base(*E->ctx, on);
   for (int64_t K : {4096, 14336}) {
@@ -421,6 +422,28 @@ TEST(CudaOps, MatvecQ4KWideMatchesDefault) {
     for (int64_t T : {1, 2, 5})
       expect_same_matmul(E, rng, wide, base, dw, K, N, T,
                          "Q4_K wide vs default K=" + std::to_string(K) + " T=" + std::to_string(T));
+  }
+}
+
+// The lane-pair Q4_K decoder (matvec_q4k_pair, K % 2048 == 0) against the wide one: v3 (1, 2 tokens), v2
+// (5 tokens; 300 rows) and K = 2304 (not a multiple of 2048: the wide decoder runs for both); the same
+// integer sums, added in another order.
+TEST(CudaOps, MatvecQ4KPairMatchesWide) {
+  REQUIRE_GPU();
+  std::mt19937 rng(25);
+  kernels::CudaOpsOptions op, ow;
+  op.matvec_q4k_pair = true;
+  ow.matvec_q4k_pair = false;
+  kernels::CudaOps pair(*E->ctx, op), wide(*E->ctx, ow);
+  for (int64_t K : {4096, 14336, 2304}) {
+    for (int64_t N : {int64_t{5003}, int64_t{300}}) {
+      HostTensor w = random_weights(rng, DType::Q4_K, K, N);
+      DevTensor dw(*E, w);
+      for (int64_t T : {1, 2, 5})
+        expect_same_matmul(E, rng, pair, wide, dw, K, N, T,
+                           "Q4_K pair vs wide K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                               " T=" + std::to_string(T));
+    }
   }
 }
 
@@ -580,6 +603,76 @@ TEST(CudaOps, MatmulGluFusedMatchesUnfused) {
           }
           EXPECT_EQ(got[0][0].bytes, got[1][0].bytes) << "matmul_glu gate " << what;
           EXPECT_EQ(got[0][1].bytes, got[1][1].bytes) << "matmul_glu -> matmul_acc " << what;
+        }
+      }
+    }
+  }
+}
+
+// The rms_norm folded into the matvecs around it (matvec_norm_fold): expect_norm + matmul_acc (the
+// producer: residual add, the Q8 image of h * nw and the group sums of squares in its epilogue), then
+// norm_matmul_glu / norm_matmul_many (the consumers scale their row sums by the norm's s), against the
+// same calls with the fold off (a norm kernel, its Q8 image). The residual is the same bits; the consumers
+// see x * nw quantized before the scale instead of after, so an int8 may round the other way: within
+// 2e-3 nrmse (Q8 activations themselves are ~1e-2). A hint naming another weight than the norm that
+// follows falls back to the norm kernel; F16 weights (no fold) give the unfused results exactly.
+TEST(CudaOps, NormFoldMatchesUnfused) {
+  REQUIRE_GPU();
+  std::mt19937 rng(26);
+  kernels::CudaOpsOptions of, op, ofp;
+  op.matvec_norm_fold = false;
+  op.matvec_q4k_pair = false;
+  of.matvec_q4k_pair = false;
+  ofp.matvec_q4k_pair = true;
+  kernels::CudaOps fold(*E->ctx, of), plain(*E->ctx, op), fold_pair(*E->ctx, ofp);
+  const int64_t d = 2048, ff = 6144, kvd = 512;
+  const float eps = 1e-5f;
+  const V2Case types[] = {{DType::Q4_0, true}, {DType::Q4_K, false}, {DType::F16, false}};
+  for (const V2Case& c : types) {
+    auto weights = [&](int64_t K, int64_t N) {
+      HostTensor w = random_weights(rng, c.type, K, N);
+      return std::make_unique<DevTensor>(*E, c.split ? to_split(w) : w);
+    };
+    auto wo = weights(d, d), wg = weights(d, ff), wu = weights(d, ff), wd = weights(ff, d);
+    auto wq = weights(d, d), wk = weights(d, kvd), wv = weights(d, kvd);
+    HostTensor attn = random_f32(rng, d, 1, 1, -1.f, 1.f), res = random_f32(rng, d, 1, 1, -3.f, 3.f);
+    HostTensor nw1 = random_f32(rng, d, 1, 1, 0.5f, 1.5f), nw2 = random_f32(rng, d, 1, 1, 0.5f, 1.5f);
+    DevTensor dattn(*E, attn), dnw1(*E, nw1), dnw2(*E, nw2);
+    for (const bool wrong_hint : {false, true}) {
+      HostTensor got[3][5];
+      for (int f = 0; f < 3; ++f) {
+        kernels::CudaOps& ops = f == 0 ? plain : (f == 1 ? fold : fold_pair);
+        DevTensor x(*E, res), xn(*E, DType::F32, d, 1), tmp(*E, DType::F32, d, 1);
+        DevTensor gate(*E, DType::F32, ff, 1), up(*E, DType::F32, ff, 1);
+        DevTensor q(*E, DType::F32, d, 1), k(*E, DType::F32, kvd, 1), v(*E, DType::F32, kvd, 1);
+        gate.poison();
+        ops.expect_norm(x.view, dnw1.view, eps);
+        ops.matmul_acc(wo->view, dattn.view, tmp.view, x.view);
+        SYNC();
+        got[f][0] = x.download();
+        ops.norm_matmul_glu(x.view, dnw1.view, eps, xn.view, wg->view, wu->view, Activation::kSilu, gate.view,
+                            up.view);
+        ops.expect_norm(x.view, wrong_hint ? dnw1.view : dnw2.view, eps);
+        ops.matmul_acc(wd->view, gate.view, tmp.view, x.view);
+        const TensorView* ws[3] = {&wq->view, &wk->view, &wv->view};
+        TensorView outs[3] = {q.view, k.view, v.view};
+        ops.norm_matmul_many(x.view, dnw2.view, eps, xn.view, 3, ws, outs);
+        SYNC();
+        got[f][1] = gate.download();
+        got[f][2] = x.download();
+        got[f][3] = q.download();
+        got[f][4] = v.download();
+      }
+      const char* names[5] = {"o-proj residual", "norm_matmul_glu gate", "down residual", "norm_matmul_many q",
+                              "norm_matmul_many v"};
+      for (int f = 1; f < 3; ++f) {
+        const std::string what = v2_name(c) + (f == 2 ? " pair" : "") + (wrong_hint ? " wrong hint" : "");
+        for (int i = 0; i < 5; ++i) {
+          // The residual: the plain v3 kernel's sums (the pair decoder adds in another order than wide).
+          if (c.type == DType::F16 || (i == 0 && !(f == 2 && c.type == DType::Q4_K)))
+            EXPECT_EQ(got[f][i].bytes, got[0][i].bytes) << names[i] << " " << what;
+          else
+            expect_close(got[f][i], got[0][i], 2e-3, std::string(names[i]) + " " + what);
         }
       }
     }
