@@ -26,3 +26,9 @@ cuda_checks() {
     > $1/check.log 2>&1
   el check; cat $1/check/models.log 2>/dev/null || tail -20 $1/check.log
 }
+# ab NAME P N TYPES CONFIGS: decode_ab.sh of those configurations (after P tokens, N decoded) on the models in
+# /root/m with the binaries in /root/bin, into $R/NAME; prints its summary.
+ab() {
+  TYPES="$4" CONFIGS="$5" P=$2 N=$3 LAYER=0 BIN=/root/bin MODELS=/root/m OUT=$R/$1 timeout 150 bash bench/device/decode_ab.sh > $R/ab_$1.log 2>&1
+  cat $R/$1/ab/summary.txt
+}

@@ -11,10 +11,6 @@ synth_bg $R Q4_0 Q4_K
 cuda_checks $R
 synth_wait $R
 F=FERRY_CUDA_NORM_FOLD P=FERRY_CUDA_Q4K_PAIR
-ab() {  # ab NAME P N TYPES CONFIGS
-  TYPES="$4" CONFIGS="$5" P=$2 N=$3 LAYER=0 BIN=/root/bin MODELS=/root/m OUT=$R/$1 timeout 150 bash bench/device/decode_ab.sh > $R/ab_$1.log 2>&1
-  cat $R/$1/ab/summary.txt
-}
 ab a 512 128 "Q4_0" "fold: nofold:$F=0 fold_b: nofold_b:$F=0"; el ab512_q40
 ab b 512 128 "Q4_K" "fold: nofold:$F=0 pair:$P=1 pair_nofold:$P=1,$F=0 fold_b: pair_b:$P=1"; el ab512_q4k
 ab c 4096 32 "Q4_0 Q4_K" "fold: nofold:$F=0 pair:$P=1"; el ab4096

@@ -14,10 +14,6 @@ synth_bg $R Q4_0 Q4_K F16
 timeout 150 /root/bin/test_cuda_ops > $R/test_cuda_ops.txt 2>&1; echo "test_cuda_ops rc $?"; el tests
 grep -E "^\[  PASSED|^\[  FAILED|Failure|Expected|Which is|nrmse|Value of" $R/test_cuda_ops.txt | head -40
 for i in $(seq 1 60); do [ -s /root/m/llama3-8b-Q4_K.gguf ] && [ -f $R/synth_F16.log ] && break; sleep 3; done; el synth_q4k
-ab() {  # ab NAME P N TYPES CONFIGS
-  TYPES="$4" CONFIGS="$5" P=$2 N=$3 LAYER=0 BIN=/root/bin MODELS=/root/m OUT=$R/$1 timeout 150 bash bench/device/decode_ab.sh > $R/ab_$1.log 2>&1
-  cat $R/$1/ab/summary.txt
-}
 X=FERRY_CUDA_ABLATE RF=FERRY_CUDA_ROPE_FAST=1
 ab a 512 128 "Q4_0 Q4_K" "base: ropefast:$RF no_rope:$X=rope no_attn:$X=attn+combine no_small:$X=rope+attn+combine+norm+glu base_b: ropefast_b:$RF"; el ab512
 ab c 4096 32 "Q4_0 Q4_K" "base: ropefast:$RF no_attn:$X=attn+combine"; el ab4096

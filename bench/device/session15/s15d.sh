@@ -14,10 +14,6 @@ grep -E "^\[  PASSED|^\[  FAILED|Failure|Expected|Which is|nrmse|Value of" $R/te
 BUILD=/root/bin SKIP_TESTS=1 SKIP_BENCH=1 REAL_MODELS=0 OUT=$R/check timeout 150 bash bench/device/check_cuda.sh > $R/check.log 2>&1
 el check; cat $R/check/models.log 2>/dev/null | grep -c " ok " ; grep -v " ok " $R/check/models.log 2>/dev/null | head -5
 synth_wait $R
-ab() {  # ab NAME P N TYPES CONFIGS
-  TYPES="$4" CONFIGS="$5" P=$2 N=$3 LAYER=0 BIN=/root/bin MODELS=/root/m OUT=$R/$1 timeout 150 bash bench/device/decode_ab.sh > $R/ab_$1.log 2>&1
-  cat $R/$1/ab/summary.txt
-}
 X=FERRY_CUDA_ABLATE=rope+attn+combine+norm+glu LA=FERRY_CUDA_FOLD_LA=1 NF=FERRY_CUDA_NORM_FOLD=0
 ab a 512 128 "Q4_0 Q4_K" "barrier: la:$LA barrier_b: la_b:$LA floor:$X floor_la:$X,$LA floor_nofold:$X,$NF"; el ab512
 ab c 4096 32 "Q4_0 Q4_K" "barrier: la:$LA"; el ab4096

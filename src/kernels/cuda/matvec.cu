@@ -628,6 +628,46 @@ cudaError_t launch_v3(const MatvecSet& set, int64_t K, const typename A::Act& ac
                    set, N, K, n_warps, act, T, l.accumulate, l.fold);
 }
 
+// ---- v3 row walks with a per-group epilogue (one token) ------------------------------------------------
+// A warp's rows row_of(0), row_of(1), ..., row_of(n_rows - 1) of the set as v3 tiles: the next tile's loads
+// (the next round of this row, else round 0 of the next row) are issued before this one is computed.
+// entered() runs right after the PDL wait; done(i, sum, ref) gets row i's sum (every lane) and its RowRef.
+template <class A, int U, class RowOf, class Entered, class Done>
+__device__ __forceinline__ void v3_walk_rows(const MatvecSet& set, int64_t K, const typename A::Act& act, int n_rows,
+                                             int lane, RowOf row_of, Entered entered, Done done) {
+  const int n_chunks = static_cast<int>(K / A::kElems);
+  constexpr int kTile = kWarp * U;
+  const int rounds = (n_chunks + kTile - 1) / kTile;
+  int i = 0, round = 0;
+  RowRef ref = row_ref(set, row_of(0));
+  typename A::W w[U], wn[U];
+  v3_load_tile<A, U>(ref.w, K, 0, n_chunks, lane, w);
+  pdl_enter();
+  entered();
+  float acc = 0.f;
+  for (;;) {
+    int i2 = i, round2 = round + 1;
+    if (round2 == rounds) {
+      round2 = 0;
+      i2 = i + 1;
+    }
+    const bool more = i2 < n_rows;  // warp-uniform
+    const RowRef ref2 = (more && i2 != i) ? row_ref(set, row_of(i2)) : ref;
+    if (more) v3_load_tile<A, U>(ref2.w, K, round2, n_chunks, lane, wn);
+    acc = v3_dot_tile<A, U>(w, round, n_chunks, lane, act, 0, acc);
+    if (round == rounds - 1) {  // row i done
+      done(i, warp_sum(acc), ref);
+      acc = 0.f;
+    }
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) w[u] = wn[u];
+    i = i2;
+    round = round2;
+    ref = ref2;
+  }
+}
+
 // ---- v3 with the FFN activation in its epilogue (one token) ------------------------------------------
 // The set's matrices 0 and 1 are gate and up (F rows each, F % 32 == 0). Block b owns the 32-element groups
 // b, b + gridDim.x, ...; in a group starting at e0, warp w computes gate rows e0 + 4w .. + 3, then up rows
@@ -644,65 +684,39 @@ __global__ void __launch_bounds__(kV2Threads, MB)
   const int64_t n_groups = F / 32;
   if (blockIdx.x >= n_groups) return;  // the whole block: the barriers below stay block-uniform
   const int groups_here = static_cast<int>((n_groups - 1 - blockIdx.x) / gridDim.x + 1);
-  const int n_rows = 8 * groups_here;  // this warp's rows: 4 gate + 4 up per group
-  auto row_of = [&](int i) {
+  auto row_of = [&](int i) {  // this warp's rows: 4 gate + 4 up per group
     const int64_t e = (blockIdx.x + static_cast<int64_t>(i / 8) * gridDim.x) * 32 + warp * 4 + (i & 3);
     return (i & 4) ? F + e : e;
   };
-  const int n_chunks = static_cast<int>(K / A::kElems);
-  constexpr int kTile = kWarp * U;
-  const int rounds = (n_chunks + kTile - 1) / kTile;
-  int i = 0, round = 0;
-  RowRef ref = row_ref(set, row_of(0));
-  typename A::W w[U], wn[U];
-  v3_load_tile<A, U>(ref.w, K, 0, n_chunks, lane, w);
-  pdl_enter();
-  const float fs = fold_scale(fold, lane);
   __shared__ float hs[2][32];
-  float acc = 0.f, g0 = 0.f, g1 = 0.f, g2 = 0.f, g3 = 0.f;
-  for (;;) {
-    int i2 = i, round2 = round + 1;
-    if (round2 == rounds) {
-      round2 = 0;
-      i2 = i + 1;
+  float fs = 1.f, g0 = 0.f, g1 = 0.f, g2 = 0.f, g3 = 0.f;
+  auto entered = [&] { fs = fold_scale(fold, lane); };
+  auto done = [&](int i, float sum, const RowRef&) {
+    const float v = sum * fs;
+    const int j = i & 7;
+    if (j < 4) {
+      g0 = j == 0 ? v : g0;
+      g1 = j == 1 ? v : g1;
+      g2 = j == 2 ? v : g2;
+      g3 = j == 3 ? v : g3;
+      return;
     }
-    const bool more = i2 < n_rows;  // warp-uniform
-    const RowRef ref2 = (more && i2 != i) ? row_ref(set, row_of(i2)) : ref;
-    if (more) v3_load_tile<A, U>(ref2.w, K, round2, n_chunks, lane, wn);
-    acc = v3_dot_tile<A, U>(w, round, n_chunks, lane, act, 0, acc);
-    if (round == rounds - 1) {  // row i done
-      const float v = warp_sum(acc) * fs;
-      acc = 0.f;
-      const int j = i & 7;
-      if (j < 4) {
-        g0 = j == 0 ? v : g0;
-        g1 = j == 1 ? v : g1;
-        g2 = j == 2 ? v : g2;
-        g3 = j == 3 ? v : g3;
-      } else {
-        const float g = j == 4 ? g0 : (j == 5 ? g1 : (j == 6 ? g2 : g3));
-        float* buf = hs[(i >> 3) & 1];
-        if (lane == 0) buf[warp * 4 + j - 4] = glu_act(g, act_kind) * v;
-        if (j == 7) {  // the group's last row for every warp of the block
-          __syncthreads();
-          if (warp == 0) {
-            // Two buffers: a warp writes this one again two groups on, after one more barrier, which
-            // warp 0 reaches only once it has read this group.
-            const float y = buf[lane];
-            const int64_t e = (blockIdx.x + static_cast<int64_t>(i >> 3) * gridDim.x) * 32 + lane;
-            h[e] = y;
-            quantize_q8_warp(y, hq + e, hds + e / 32, lane);
-          }
-        }
+    const float g = j == 4 ? g0 : (j == 5 ? g1 : (j == 6 ? g2 : g3));
+    float* buf = hs[(i >> 3) & 1];
+    if (lane == 0) buf[warp * 4 + j - 4] = glu_act(g, act_kind) * v;
+    if (j == 7) {  // the group's last row for every warp of the block
+      __syncthreads();
+      if (warp == 0) {
+        // Two buffers: a warp writes this one again two groups on, after one more barrier, which warp 0
+        // reaches only once it has read this group.
+        const float y = buf[lane];
+        const int64_t e = (blockIdx.x + static_cast<int64_t>(i >> 3) * gridDim.x) * 32 + lane;
+        h[e] = y;
+        quantize_q8_warp(y, hq + e, hds + e / 32, lane);
       }
     }
-    if (!more) break;
-#pragma unroll
-    for (int u = 0; u < U; ++u) w[u] = wn[u];
-    i = i2;
-    round = round2;
-    ref = ref2;
-  }
+  };
+  v3_walk_rows<A, U>(set, K, act, 8 * groups_here, lane, row_of, entered, done);
 }
 
 struct GluArgs {
@@ -742,53 +756,27 @@ __global__ void __launch_bounds__(kNormThreads, 1)
   if (blockIdx.x >= n_groups) return;  // the whole block: the barriers below stay block-uniform
   const int n_rows = static_cast<int>((n_groups - 1 - blockIdx.x) / gridDim.x + 1);  // one per group
   auto group_of = [&](int i) { return blockIdx.x + static_cast<int64_t>(i) * gridDim.x; };
-  const int n_chunks = static_cast<int>(K / A::kElems);
-  constexpr int kTile = kWarp * U;
-  const int rounds = (n_chunks + kTile - 1) / kTile;
-  int i = 0, round = 0;
-  RowRef ref = row_ref(set, group_of(0) * 32 + warp);
-  typename A::W w[U], wn[U];
-  v3_load_tile<A, U>(ref.w, K, 0, n_chunks, lane, w);
+  auto row_of = [&](int i) { return group_of(i) * 32 + warp; };
   float nwv = warp == 0 ? nw[group_of(0) * 32 + lane] : 0.f;  // not an earlier kernel's output
-  pdl_enter();
   __shared__ float hs[2][32];
-  float acc = 0.f;
-  for (;;) {
-    int i2 = i, round2 = round + 1;
-    if (round2 == rounds) {
-      round2 = 0;
-      i2 = i + 1;
+  auto done = [&](int i, float sum, const RowRef& ref) {  // every warp of the block finishes group i here
+    float* buf = hs[i & 1];
+    if (lane == 0) {
+      const float y = *ref.out + sum;  // store_out's accumulate
+      *ref.out = y;
+      buf[warp] = y;
     }
-    const bool more = i2 < n_rows;  // warp-uniform
-    const RowRef ref2 = (more && i2 != i) ? row_ref(set, group_of(i2) * 32 + warp) : ref;
-    if (more) v3_load_tile<A, U>(ref2.w, K, round2, n_chunks, lane, wn);
-    acc = v3_dot_tile<A, U>(w, round, n_chunks, lane, act, 0, acc);
-    if (round == rounds - 1) {  // row i done: every warp of the block finishes its row of group i here
-      const float v = warp_sum(acc);
-      acc = 0.f;
-      float* buf = hs[i & 1];
-      if (lane == 0) {
-        const float y = *ref.out + v;  // store_out's accumulate
-        *ref.out = y;
-        buf[warp] = y;
-      }
-      __syncthreads();
-      if (warp == 0) {  // two buffers, as in matvec_v3_glu_kernel
-        const int64_t e = group_of(i) * 32 + lane;
-        const float y = buf[lane];
-        if (i > 0) nwv = nw[e];
-        quantize_q8_warp(y * nwv, hq + e, hds + e / 32, lane);
-        const float ss = warp_sum(y * y);
-        if (lane == 0) part[e / 32] = ss;
-      }
+    __syncthreads();
+    if (warp == 0) {  // two buffers, as in matvec_v3_glu_kernel
+      const int64_t e = group_of(i) * 32 + lane;
+      const float y = buf[lane];
+      if (i > 0) nwv = nw[e];
+      quantize_q8_warp(y * nwv, hq + e, hds + e / 32, lane);
+      const float ss = warp_sum(y * y);
+      if (lane == 0) part[e / 32] = ss;
     }
-    if (!more) break;
-#pragma unroll
-    for (int u = 0; u < U; ++u) w[u] = wn[u];
-    i = i2;
-    round = round2;
-    ref = ref2;
-  }
+  };
+  v3_walk_rows<A, U>(set, K, act, n_rows, lane, row_of, [] {}, done);
 }
 
 struct NormArgs {
