@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a measured experiment: the deferred group sums it A/Bs measured +0.6 % Q4_0, -5 % Q4_K and were
+# not kept; see bench/RESULTS.md, "GPU host, session 15". Its build: 6607efc plus that change.)
 # session 15 call 7: the fold's consumers load the group sums right after the PDL wait and add them when
 # their first row is done (fold_load / fold_finish: the same sums in the same order), instead of before the
 # first tile's work: test_cuda_ops, and decode after 512 tokens against call 6's build (ferry_c6), alternating.
