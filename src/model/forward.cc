@@ -119,14 +119,10 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
   {  // q, k, v share their input: a backend may quantize it once and fuse the launches
     const TensorView* ws[3] = {&L.attn_q, &L.attn_k, &L.attn_v};
     TensorView outs[3] = {q, k, v};
-    if (recording(hook)) {
-      ops.rms_norm(x, L.attn_norm, spec.rms_eps, xn);
-      record(hook, xn, "blk.%d.attn_norm", il);
-      ops.matmul_many(3, ws, xn, outs);
-    } else {
-      ops.norm_matmul_many(x, L.attn_norm, spec.rms_eps, xn, 3, ws, outs);
-    }
+    ops.norm_matmul_many(x, L.attn_norm, spec.rms_eps, xn, 3, ws, outs);
   }
+  // With a recorder no matmul_acc announces a norm (expect_norm below), so xn has been written.
+  record(hook, xn, "blk.%d.attn_norm", il);
   if (present(L.attn_q_bias)) ops.add(q, L.attn_q_bias, q);
   if (present(L.attn_k_bias)) ops.add(k, L.attn_k_bias, k);
   if (present(L.attn_v_bias)) ops.add(v, L.attn_v_bias, v);

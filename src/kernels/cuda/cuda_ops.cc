@@ -284,6 +284,16 @@ cu::MatvecLaunch decode_launch(const CudaContext& ctx, const CudaOpsOptions& opt
   return launch;
 }
 
+// The launch settings of a decode matvec reading a folded norm's image (group sums at `part`, norm width K);
+// no fold when part is null.
+cu::MatvecLaunch fold_launch(const CudaContext& ctx, const CudaOpsOptions& opt, const void* part, int64_t K,
+                             float eps) {
+  cu::MatvecLaunch launch = decode_launch(ctx, opt);
+  if (part != nullptr)
+    launch.fold = cu::NormFold{static_cast<const float*>(part), static_cast<int>(K / 32), static_cast<float>(K), eps};
+  return launch;
+}
+
 cu::MatvecSet one_matrix(const TensorView& w, float* out, int64_t out_stride) {
   cu::MatvecSet s;
   s.w[0] = w.data;
@@ -381,12 +391,8 @@ void CudaOps::matmul_many_q8(int n, const TensorView* const* ws, const TensorVie
   for (int i = 0; i < n; ++i) note_write(outs[i]);
   if (any_quant) q8_of(x, 0, static_cast<int>(T), stashed, &xq, &xds_raw);  // once for all quantized weights
   auto* xds = static_cast<float2*>(xds_raw);
-  cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
-  if (fold_part != nullptr) {
-    FERRY_ASSERT(T == 1);
-    launch.fold = cu::NormFold{static_cast<const float*>(fold_part), static_cast<int>(K / 32),
-                               static_cast<float>(K), fold_eps};
-  }
+  FERRY_ASSERT(fold_part == nullptr || T == 1);
+  const cu::MatvecLaunch launch = fold_launch(ctx_, opt_, fold_part, K, fold_eps);
   bool done[64] = {};
   for (int i = 0; i < n; ++i) {
     if (!v2[i] || done[i]) continue;
@@ -452,19 +458,19 @@ cu::MatvecSet glu_set(const TensorView& wg, const TensorView& wu, const TensorVi
 }  // namespace
 
 bool CudaOps::glu_fusable(const TensorView& wg, const TensorView& wu, const TensorView& x, const TensorView& gate,
-                          int64_t off) const {
+                          const TensorView& up, int64_t off) const {
   const int64_t T = x.ne[1], F = wg.ne[1];
   return opt_.fuse && opt_.matvec_glu && opt_.matvec_v2 && T == 1 && T <= opt_.matvec_max_tokens &&
          wg.dtype == wu.dtype && wg.layout == wu.layout && traits(wg.dtype).quantized && wu.ne[1] == F &&
          use_v2(wg, x) && use_v2(wu, x) && stashable(gate) && off >= 0 && !cu::ablated("glu") &&
-         cu::matvec_glu_fits(wg.dtype, glu_set(wg, wu, gate, gate), 1, decode_launch(ctx_, opt_));
+         cu::matvec_glu_fits(wg.dtype, glu_set(wg, wu, gate, up), 1, decode_launch(ctx_, opt_));
 }
 
 void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
                          TensorView gate, TensorView up) {
   if (!ctx_.ok()) return;
   const bool stashed = stash_hit(x);
-  if (!glu_fusable(wg, wu, x, gate, stash_off_after(x, stashed, wg.ne[1]))) {
+  if (!glu_fusable(wg, wu, x, gate, up, stash_off_after(x, stashed, wg.ne[1]))) {
     Ops::matmul_glu(wg, wu, x, act, gate, up);
     return;
   }
@@ -475,7 +481,8 @@ void CudaOps::norm_matmul_glu(const TensorView& x, const TensorView& nw, float e
                               const TensorView& wg, const TensorView& wu, Activation act, TensorView gate,
                               TensorView up) {
   if (!ctx_.ok()) return;
-  if (!fold_hit(x, nw, eps) || !same_shape(x, xn) || !glu_fusable(wg, wu, x, gate, stash_off_after(x, true, wg.ne[1]))) {
+  if (!fold_hit(x, nw, eps) || !same_shape(x, xn) ||
+      !glu_fusable(wg, wu, x, gate, up, stash_off_after(x, true, wg.ne[1]))) {
     Ops::norm_matmul_glu(x, nw, eps, xn, wg, wu, act, gate, up);
     return;
   }
@@ -493,10 +500,7 @@ void CudaOps::matmul_glu_q8(const TensorView& wg, const TensorView& wu, const Te
   int8_t* xq = nullptr;
   void* xds = nullptr;
   q8_of(x, 0, 1, stashed, &xq, &xds);
-  cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
-  if (fold_part != nullptr)
-    launch.fold = cu::NormFold{static_cast<const float*>(fold_part), static_cast<int>(K / 32), static_cast<float>(K),
-                               fold_eps};
+  const cu::MatvecLaunch launch = fold_launch(ctx_, opt_, fold_part, K, fold_eps);
   int8_t* hq = stash_xq() + off;
   auto* hds = reinterpret_cast<float2*>(stash_xds() + off / 32 * sizeof(float2));
   check(cu::matvec_quant_glu(wg.dtype, glu_set(wg, wu, gate, up), K, xq, static_cast<const float2*>(xds),

@@ -221,7 +221,7 @@ class CudaOps final : public Ops {
   void matmul_glu_q8(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
                      TensorView gate, TensorView up, bool stashed, const void* fold_part, float fold_eps);
   bool glu_fusable(const TensorView& wg, const TensorView& wu, const TensorView& x, const TensorView& gate,
-                   int64_t off) const;
+                   const TensorView& up, int64_t off) const;
   bool stashable(const TensorView& out) const;  // a norm / glu output the stash can take
   bool stash_hit(const TensorView& x) const;
   // x's tokens [t0, t0 + nt) as Q8 (int8 [nt][K], float2 {d, d * sum} [nt][K / 32]) for the matvec

@@ -601,13 +601,13 @@ __global__ void __launch_bounds__(kV2Threads, MB)
   }
 }
 
-// Resident blocks per SM of a kV2Threads-thread kernel (its register use decides), asked once per kernel;
-// `fallback` (the kernel's __launch_bounds__ minimum) if the runtime cannot say.
-template <auto Kernel>
+// Resident blocks per SM of a kernel launched with Threads threads a block (its register use decides), asked
+// once per kernel; `fallback` (the kernel's __launch_bounds__ minimum) if the runtime cannot say.
+template <auto Kernel, int Threads = kV2Threads>
 int blocks_per_sm(int fallback) {
   static const int blocks = [fallback] {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, kV2Threads, 0) != cudaSuccess || b < 1) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, Threads, 0) != cudaSuccess || b < 1) {
       (void)cudaGetLastError();
       b = fallback;
     }
@@ -792,13 +792,7 @@ template <class A>
 cudaError_t norm_with(const MatvecSet& set, int64_t K, const NormArgs& a, const MatvecLaunch& l, cudaStream_t stream) {
   constexpr int U = A::kV3Unroll;
   const int64_t N = set.row_end[0];
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, matvec_v3_norm_kernel<A, U>, kNormThreads, 0) !=
-          cudaSuccess ||
-      per_sm < 1) {
-    (void)cudaGetLastError();
-    per_sm = 1;
-  }
+  const int per_sm = blocks_per_sm<matvec_v3_norm_kernel<A, U>, kNormThreads>(1);
   const int64_t grid = std::min<int64_t>(N / 32, static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) * per_sm);
   const typename A::Act act{a.xq, a.xds, K};
   return launch_ex(l.pdl, matvec_v3_norm_kernel<A, U>, dim3(static_cast<unsigned>(grid)), dim3(kNormThreads), 0,
