@@ -3,7 +3,8 @@
 //   flat      every warp streams contiguous 16-byte loads over the buffer, XOR only: the read ceiling
 //   v3/load   the v3 kernel's rows and loads (warp per row, rows warp, warp + W, ...), XOR only
 //   v3/noscl  + the activations and the dp4a dot, without the scale arithmetic
-//   v3/full   the default decode chunk (ChunkDecQ4KWide for Q4_K, ChunkDec<Q4_0> split for Q4_0)
+//   v3/full   the decode chunks (ChunkDecQ4KWide and the lane pairs ChunkDecQ4KPair for Q4_K, ChunkDec<Q4_0> split
+//             for Q4_0); `mv_probe N K pair` runs only the two pair forms and Q4_0 (for ncu)
 // and each also with the warp's rows contiguous (warp w owns rows [wR, wR + R)) instead of strided.
 // Prints GB/s of weight bytes and % of a device-to-device copy (read + write bytes / s). Not a test.
 #include <cuda_runtime.h>
@@ -259,12 +260,136 @@ __global__ void __launch_bounds__(256, 4)
   }
 }
 
+// ---- chain2: can a side prefetcher keep DRAM busy under the attention gap? -------------------------------
+// The attention stand-in of layer L: `gridDim.x` blocks spin ns; block 0 first publishes L + 1.
+__global__ void attn_gap_kernel(int64_t ns, unsigned* progress, unsigned layer) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    atomicExch(progress, layer + 1);
+    __threadfence();
+  }
+  spin_ns(ns);
+}
+
+// Runs beside the chain (a forked graph branch) on its own few blocks: for layer L, waits until the chain's
+// attention stand-in of L has started, then has L2 fetch `bytes` from starts[L] (the weights read after it):
+// MODE 0 bulk prefetches (cp.async.bulk.prefetch.L2, 16 KiB pieces), 1 prefetch.global.L2 per 128-byte line,
+// 2 real 16-byte loads (XOR, discarded). Gives up after 20 ms without progress (never hangs the probe).
+template <int MODE>
+__global__ void prefetcher_kernel(const uint8_t* const* __restrict__ starts, int n_layers, int64_t bytes,
+                                  unsigned* progress, unsigned* sink) {
+  __shared__ int go;
+  uint32_t acc = 0;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t lanes = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int L = 0; L < n_layers; ++L) {
+    if (threadIdx.x == 0) {
+      uint64_t t0, t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+      go = 1;
+      while (*reinterpret_cast<volatile unsigned*>(progress) < static_cast<unsigned>(L + 1)) {
+        __nanosleep(100);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 > 20000000ull) {
+          go = 0;
+          break;
+        }
+      }
+    }
+    __syncthreads();
+    if (!go) return;
+    const uint8_t* p = starts[L];
+    if (MODE == 0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      constexpr int64_t kPiece = 16 << 10;
+      for (int64_t o = tid * kPiece; o < bytes; o += lanes * kPiece) {
+        const uint32_t n = static_cast<uint32_t>(min(kPiece, bytes - o));
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"(n) : "memory");
+      }
+#endif
+    } else if (MODE == 1) {
+      for (int64_t o = tid * 128; o < bytes; o += lanes * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + o));
+    } else {
+      const uint4* q = reinterpret_cast<const uint4*>(p);
+      const int64_t n16 = bytes / 16;
+      int64_t i = tid;
+      for (; i + 3 * lanes < n16; i += 4 * lanes) {
+        const uint4 a = q[i], b = q[i + lanes], c = q[i + 2 * lanes], d = q[i + 3 * lanes];
+        acc ^= a.x ^ b.y ^ c.z ^ d.w;
+      }
+      for (; i < n16; i += lanes) acc ^= q[i].x;
+    }
+    __syncthreads();
+  }
+  if (acc == 0x12345678u) *sink = acc;
+}
+
 __global__ void fill_kernel(uint8_t* p, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 4;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     uint32_t h = static_cast<uint32_t>(i) * 2654435761u;
     h ^= h >> 15;
     reinterpret_cast<uint32_t*>(p)[i] = h * 2246822519u;
+  }
+}
+
+// v3/full with the next tile's activations loaded together with its weights (before this tile is computed),
+// so the dot products never wait for an L1 round trip; costs the registers of a second activation image.
+template <class D, int U, int MB>
+__global__ void __launch_bounds__(256, MB)
+    v3x_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t N, int64_t K, int64_t n_warps,
+               const int8_t* __restrict__ xq, const XDs* __restrict__ xds, float* __restrict__ out) {
+  const int lane = threadIdx.x % kWarp;
+  int64_t n = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / kWarp;
+  if (n >= n_warps || n >= N) return;
+  const int n_chunks = static_cast<int>(K / D::kElems);
+  constexpr int kTile = kWarp * U;
+  const int rounds = (n_chunks + kTile - 1) / kTile;
+  int round = 0;
+  typename D::W wc[U], wn[U];
+  typename D::X xc[U], xn[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = min(lane + u * kWarp, n_chunks - 1);
+    D::load(w + n * row_bytes, K, c, wc[u]);
+    D::load_x(c, xq, xds, xc[u]);
+  }
+  float acc = 0.f;
+  for (;;) {
+    int64_t n2 = n;
+    int round2 = round + 1;
+    if (round2 == rounds) {
+      round2 = 0;
+      n2 = n + n_warps;
+    }
+    const bool more = n2 < N;
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c2 = min(round2 * kTile + lane + u * kWarp, n_chunks - 1);
+        D::load(w + n2 * row_bytes, K, c2, wn[u]);
+        D::load_x(c2, xq, xds, xn[u]);
+      }
+    }
+    const int c0 = round * kTile + lane;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = min(c0 + u * kWarp, n_chunks - 1);
+      const float d = D::dot(wc[u], c, xc[u]);
+      acc += c0 + u * kWarp < n_chunks ? d : 0.f;
+    }
+    if (round == rounds - 1) {
+      const float v = warp_sum(acc);
+      if (lane == 0) out[n] = v;
+      acc = 0.f;
+    }
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      wc[u] = wn[u];
+      xc[u] = xn[u];
+    }
+    n = n2;
+    round = round2;
   }
 }
 
@@ -324,6 +449,27 @@ void run_v3(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, i
   const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
   std::printf("%-28s %s  regs %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
               CONTIG ? "contig " : "strided", fa.numRegs, bps, ms * 1e3, gbps, 100.0 * gbps / e.copy_gbps);
+}
+
+template <class D, int U, int MB>
+void run_v3x(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, int64_t N, int64_t K,
+             const int8_t* xq, const XDs* xds, float* out) {
+  auto kern = v3x_kernel<D, U, MB>;
+  int bps = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kern, 256, 0));
+  const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps;
+  const int64_t rpw = (N + max_warps - 1) / max_warps;
+  const int64_t n_warps = (N + rpw - 1) / rpw;
+  const unsigned grid = static_cast<unsigned>((n_warps + 7) / 8);
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, kern));
+  const double ms = time_ms(e, 64, [&](int i) {
+    kern<<<grid, 256>>>(bufs[i % 8], row_bytes, N, K, n_warps, xq, xds, out);
+  });
+  CK(cudaGetLastError());
+  const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
+  std::printf("%-28s x-ahead  regs %3d  local %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
+              fa.numRegs, static_cast<int>(fa.localSizeBytes), bps, ms * 1e3, gbps, 100.0 * gbps / e.copy_gbps);
 }
 
 }  // namespace
@@ -433,6 +579,108 @@ void run_chain(Env& e) {
   CK(cudaFree(base));
 }
 
+// `mv_probe chain2`: the llama3-8b step's matvecs with an attention stand-in of gap_ns (64 blocks x 128) after
+// each layer's QKV, CUDA graph replay; with and without a side prefetcher (forked branch, P blocks) that
+// fetches the next `bytes` of weights (O, then gate / up ...) into L2 as each layer's gap starts.
+void run_chain2(Env& e) {
+  std::vector<ChainMat> mats;
+  auto add = [&](int64_t N, int64_t K) { mats.push_back(ChainMat{nullptr, N, K, K / 2 + K / 16}); };
+  for (int l = 0; l < 32; ++l) {
+    add(6144, 4096);
+    add(4096, 4096);
+    add(28672, 4096);
+    add(4096, 14336);
+  }
+  add(128256, 4096);
+  int64_t total = 0;
+  for (const ChainMat& m : mats) total += m.N * m.row_bytes;
+  uint8_t* base;
+  CK(cudaMalloc(&base, total));
+  fill_kernel<<<1024, 256>>>(base, total);
+  int64_t off = 0;
+  for (ChainMat& m : mats) {
+    m.w = base + off;
+    off += m.N * m.row_bytes;
+  }
+  std::vector<const uint8_t*> starts(32);
+  for (int l = 0; l < 32; ++l) starts[l] = mats[4 * l + 1].w;  // O of layer l, then its gate / up, down
+  const uint8_t** dstarts;
+  CK(cudaMalloc(&dstarts, 32 * sizeof(void*)));
+  CK(cudaMemcpy(dstarts, starts.data(), 32 * sizeof(void*), cudaMemcpyHostToDevice));
+  const int64_t Kmax = 14336;
+  int8_t* xq;
+  XDs* xds;
+  float* out;
+  unsigned *progress, *sink;
+  CK(cudaMalloc(&xq, Kmax));
+  CK(cudaMemset(xq, 3, Kmax));
+  CK(cudaMalloc(&xds, Kmax / 32 * sizeof(XDs)));
+  CK(cudaMemset(xds, 0, Kmax / 32 * sizeof(XDs)));
+  CK(cudaMalloc(&out, 128256 * sizeof(float)));
+  CK(cudaMalloc(&progress, 4));
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaDeviceSynchronize());
+  std::printf("-- chain2: %zu matrices, %.2f GB of Q4_0 weights per step, attention stand-in after each QKV --\n",
+              mats.size(), total / 1e9);
+  using Q40 = ChunkDec<ferry::DType::Q4_0>;
+  auto vk = v3_kernel<Q40, 2, 4, kFull, false>;
+  int bps_v3 = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps_v3, vk, 256, 0));
+  auto launch_v3 = [&](cudaStream_t st, const ChainMat& m, int sms) {
+    const int64_t max_warps = static_cast<int64_t>(sms) * 8 * bps_v3;
+    const int64_t rpw = (m.N + max_warps - 1) / max_warps;
+    const int64_t n_warps = (m.N + rpw - 1) / rpw;
+    vk<<<static_cast<unsigned>((n_warps + 7) / 8), 256, 0, st>>>(m.w, m.row_bytes, m.N, m.K, n_warps, xq, xds, out);
+  };
+  cudaStream_t side;
+  CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t fork, join;
+  CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  struct Cfg {
+    int64_t gap;
+    int mode;  // -1: no prefetcher
+    int blocks;
+    int64_t mib;
+    int reserve;  // SMs the matvecs leave out
+  };
+  const std::vector<Cfg> cfgs = {{0, -1, 0, 0, 0},       {10000, -1, 0, 0, 0},  {5000, -1, 0, 0, 0},
+                                 {10000, 0, 16, 16, 0},  {10000, 0, 16, 32, 0}, {10000, 0, 32, 32, 0},
+                                 {10000, 1, 16, 16, 0},  {10000, 1, 16, 32, 0}, {10000, 1, 32, 32, 0},
+                                 {10000, 2, 16, 16, 0},  {10000, 2, 16, 32, 0}, {10000, 2, 32, 32, 0},
+                                 {10000, 0, 16, 32, 16}, {10000, 1, 16, 32, 16}, {10000, 2, 16, 32, 16},
+                                 {10000, -1, 0, 0, 16},  {0, 1, 16, 32, 0},     {5000, 1, 16, 16, 0},
+                                 {10000, 0, 8, 12, 0},   {10000, 1, 8, 12, 0},  {10000, 2, 64, 32, 0}};
+  for (int rep = 0; rep < 2; ++rep) {
+    for (const Cfg& c : cfgs) {
+      const double ms = time_graph(e, [&](cudaStream_t st) {
+        CK(cudaMemsetAsync(progress, 0, 4, st));
+        if (c.mode >= 0) {
+          CK(cudaEventRecord(fork, st));
+          CK(cudaStreamWaitEvent(side, fork, 0));
+          const int64_t bytes = c.mib << 20;
+          auto pk = c.mode == 0 ? prefetcher_kernel<0> : c.mode == 1 ? prefetcher_kernel<1> : prefetcher_kernel<2>;
+          pk<<<c.blocks, 256, 0, side>>>(dstarts, 32, bytes, progress, sink);
+          CK(cudaEventRecord(join, side));
+        }
+        for (size_t i = 0; i < mats.size(); ++i) {
+          launch_v3(st, mats[i], e.sms - c.reserve);
+          if (c.gap > 0 && i % 4 == 0 && i / 4 < 32)
+            attn_gap_kernel<<<64, 128, 0, st>>>(c.gap, progress, static_cast<unsigned>(i / 4));
+        }
+        if (c.mode >= 0) CK(cudaStreamWaitEvent(st, join, 0));
+      });
+      CK(cudaGetLastError());
+      const double gap_ms = 32.0 * c.gap / 1e6;
+      std::printf("gap %5lld ns  pf %-4s %2d blocks %2lld MiB  matvec SMs %3d: %7.3f ms/step (%.3f less the gaps)  %6.0f GB/s  %5.1f %% of copy\n",
+                  static_cast<long long>(c.gap), c.mode < 0 ? "none" : c.mode == 0 ? "bulk" : c.mode == 1 ? "line" : "load",
+                  c.blocks, static_cast<long long>(c.mib), e.sms - c.reserve, ms, ms - gap_ms, total / (ms * 1e6),
+                  100.0 * total / (ms * 1e6) / e.copy_gbps);
+    }
+  }
+  CK(cudaFree(base));
+}
+
 int main(int argc, char** argv) {
   Env e;
   int dev = 0;
@@ -441,7 +689,8 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e.a));
   CK(cudaEventCreate(&e.b));
   const bool chain = argc > 1 && std::strcmp(argv[1], "chain") == 0;
-  const int64_t N = argc > 1 && !chain ? std::atoll(argv[1]) : 14336, K = argc > 2 ? std::atoll(argv[2]) : 4096;
+  const bool chain2 = argc > 1 && std::strcmp(argv[1], "chain2") == 0;
+  const int64_t N = argc > 1 && !chain && !chain2 ? std::atoll(argv[1]) : 14336, K = argc > 2 ? std::atoll(argv[2]) : 4096;
   const int64_t row_bytes = K / 256 * 144;  // Q4_K; the Q4_0 split row is the same size (K/2 + K/16)
   const int64_t mat = N * row_bytes;
   std::vector<uint8_t*> bufs(8);
@@ -490,6 +739,10 @@ int main(int argc, char** argv) {
     run_chain(e);
     return 0;
   }
+  if (chain2) {
+    run_chain2(e);
+    return 0;
+  }
   for (int bps : {2, 4, 8}) {
     const unsigned grid = static_cast<unsigned>(e.sms * bps);
     const double ms = time_ms(e, 64, [&](int i) {
@@ -511,6 +764,20 @@ int main(int argc, char** argv) {
                 100.0 * gbps / e.copy_gbps);
     CK(cudaFree(big));
   }
+  if (argc > 3 && std::strcmp(argv[3], "pair") == 0) {  // the lane-pair Q4_K decoders and Q4_0 only (ncu runs)
+    uint8_t* const* B = bufs.data();
+    run_v3<ChunkDecQ4KPair<false>, 1, 4, kFull, false>(e, "Q4_K pair (s15) U1 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDec<ferry::DType::Q4_0>, 2, 4, kFull, false>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
+    if (argc > 4) return 0;  // ncu runs: the three above only
+    run_v3x<ChunkDecQ4KPair<true>, 1, 4>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3x<ChunkDecQ4KPair<true>, 1, 3>(e, "Q4_K pair int-scale U1 MB3", B, row_bytes, N, K, xq, xds, out);
+    run_v3x<ChunkDecQ4KPair<true>, 1, 2>(e, "Q4_K pair int-scale U1 MB2", B, row_bytes, N, K, xq, xds, out);
+    run_v3x<ChunkDec<ferry::DType::Q4_0>, 2, 4>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3x<ChunkDec<ferry::DType::Q4_0>, 2, 3>(e, "Q4_0 full U2 MB3", B, row_bytes, N, K, xq, xds, out);
+    run_v3x<ChunkDec<ferry::DType::Q4_0>, 1, 4>(e, "Q4_0 full U1 MB4", B, row_bytes, N, K, xq, xds, out);
+    return 0;
+  }
   using Q4K = ChunkDecQ4KWide;
   using Q40 = ChunkDec<ferry::DType::Q4_0>;
   uint8_t* const* B = bufs.data();
@@ -520,7 +787,11 @@ int main(int argc, char** argv) {
   run_v3<Q4K, 2, 4, kLoad, false>(e, "Q4_K load U2 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 2, 2, kLoad, false>(e, "Q4_K load U2 MB2", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 1, 4, kNoScale, false>(e, "Q4_K noscale U1 MB4", B, row_bytes, N, K, xq, xds, out);
-  run_v3<Q4K, 1, 4, kFull, false>(e, "Q4_K wide U1 MB4 (default)", B, row_bytes, N, K, xq, xds, out);
+  run_v3<Q4K, 1, 4, kFull, false>(e, "Q4_K wide U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<ChunkDecQ4KPair<false>, 1, 4, kLoad, false>(e, "Q4_K pair load U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<ChunkDecQ4KPair<false>, 1, 4, kNoScale, false>(e, "Q4_K pair noscale U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<ChunkDecQ4KPair<false>, 1, 4, kFull, false>(e, "Q4_K pair (s15) U1 MB4", B, row_bytes, N, K, xq, xds, out);
+  run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false>(e, "Q4_K pair int-scale (default)", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 1, 4, kFull, true>(e, "Q4_K wide U1 MB4", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 1, 5, kFull, false>(e, "Q4_K wide U1 MB5", B, row_bytes, N, K, xq, xds, out);
   run_v3<Q4K, 1, 6, kFull, false>(e, "Q4_K wide U1 MB6", B, row_bytes, N, K, xq, xds, out);

@@ -95,7 +95,7 @@ struct CudaOpsOptions {
   // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
   // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
   bool matvec_q4k_wide = true;
-  // With matvec_q4k_wide, Q4_K rows of K % 2048 == 0 read by lane pairs (matvec.cu ChunkDecQ4KPair: each
+  // With matvec_q4k_wide, Q4_K rows of K % 2048 == 0 read by lane pairs (quant_chunks.h ChunkDecQ4KPair: each
   // warp load covers whole 128-byte runs of qs). Default since session 15: llama3-8b Q4_K decode 429 ->
   // 479 tok/s on the H200 (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_PAIR=0|1 overrides.
   bool matvec_q4k_pair = true;

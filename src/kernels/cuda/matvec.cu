@@ -272,66 +272,9 @@ using QuantAdapter = DecoderAdapter<ChunkDec<Q>, (Q == DType::Q2_K || Q == DType
 // the H200 against 2 at 2 blocks (bench/RESULTS.md, session 7).
 using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2, 1, 4>;
 
-// Q4_K for K % 2048 == 0 with a lane pair per 32-byte unit (session 15): the same 64-weight units as
-// ChunkDecQ4KWide (unit u = qs bytes [32(u % 4), + 32) of block u / 4), but a lane loads 16-byte halves,
-// so one warp load instruction reads whole 128-byte runs of qs (four blocks' qs) instead of every other
-// 16 bytes of eight blocks. In a tile of 32 units (8 blocks) lane l = 2i + h loads half h of units i and
-// 16 + i, dots both halves, and the pair swaps sums (two shuffles): the even lane finishes unit i, the odd
-// lane unit 16 + i (their scales and mins decoded once per unit, as in the wide chunks). Needs every lane
-// of a tile converged and no tile cut short: the kernels' tiles are warp-uniform, and K % 2048 == 0 makes
-// every tile whole. Device only (the shuffles); the integer sums are the wide decoder's.
-struct ChunkDecQ4KPair {
-  static constexpr int kElems = 64;
-  struct W {
-    Q16 qa, qb, hd;  // half h of units i and 16 + i; the header of the unit this lane finishes
-  };
-  struct X {
-    Q16 a0, b0, a1, b1;  // activations of the low / high nibbles of qa, then of qb
-    XDs d0, d1;          // the finished unit's two 32-groups
-  };
-  __device__ __forceinline__ static int unit_a(int c) { return (c & ~31) + ((c & 31) >> 1); }
-  __device__ __forceinline__ static int unit_done(int c) { return unit_a(c) + ((c & 1) ? 16 : 0); }
-  __device__ __forceinline__ static const uint8_t* half_at(const uint8_t* row, int u, int h) {
-    return row + 144 * static_cast<int64_t>(u >> 2) + 16 + 32 * (u & 3) + 16 * h;
-  }
-  __device__ __forceinline__ static int64_t elem_at(int u, int h) {
-    return 256 * static_cast<int64_t>(u >> 2) + 64 * (u & 3) + 16 * h;
-  }
-  __device__ __forceinline__ static void load(const uint8_t* row, int64_t, int c, W& w) {
-    const int ua = unit_a(c), h = c & 1;
-    w.qa = ld_q16(half_at(row, ua, h));
-    w.qb = ld_q16(half_at(row, ua + 16, h));
-    w.hd = ld_q16(row + 144 * static_cast<int64_t>(unit_done(c) >> 2));
-  }
-  __device__ __forceinline__ static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) {
-    const int ua = unit_a(c), h = c & 1, ud = unit_done(c);
-    const int64_t ea = elem_at(ua, h), eb = elem_at(ua + 16, h);
-    x.a0 = ld_q16(xq + ea);
-    x.b0 = ld_q16(xq + ea + 32);
-    x.a1 = ld_q16(xq + eb);
-    x.b1 = ld_q16(xq + eb + 32);
-    const int64_t g = 8 * static_cast<int64_t>(ud >> 2) + 2 * (ud & 3);
-    x.d0 = ld_xds(xds + g);
-    x.d1 = ld_xds(xds + g + 1);
-  }
-  __device__ __forceinline__ static float dot(const W& w, int c, const X& x) {
-    int a0 = 0, a1 = 0, b0 = 0, b1 = 0;  // unit i's low / high sums, unit 16 + i's
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      a0 = dp4a(static_cast<int>(w.qa.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a0.w[i]), a0);
-      a1 = dp4a_us(w.qa.w[i] & 0xF0F0F0F0u, static_cast<int>(x.b0.w[i]), a1);
-      b0 = dp4a(static_cast<int>(w.qb.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a1.w[i]), b0);
-      b1 = dp4a_us(w.qb.w[i] & 0xF0F0F0F0u, static_cast<int>(x.b1.w[i]), b1);
-    }
-    const bool odd = c & 1;
-    const int r0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : b0, 1);
-    const int r1 = __shfl_xor_sync(0xffffffffu, odd ? a1 : b1, 1);
-    const int s0 = (odd ? b0 : a0) + r0;
-    const int s1 = ((odd ? b1 : a1) + r1) >> 4;  // exact: both are multiples of 16
-    return q4k_pair(w.hd, unit_done(c) & 3, s0, s1, x.d0, x.d1, /*with_min=*/true);
-  }
-};
-using PairQ4KAdapter = DecoderAdapter<ChunkDecQ4KPair, 3, 2, 1, 4>;
+// Q4_K for K % 2048 == 0 by lane pairs (quant_chunks.h ChunkDecQ4KPair, session 15; its scale step
+// q4k_pair_int since session 16).
+using PairQ4KAdapter = DecoderAdapter<ChunkDecQ4KPair<>, 3, 2, 1, 4>;
 
 // Float weights: a chunk is 16 bytes (8 F16/BF16 or 4 F32 values); products and sums in F32.
 template <typename Wt>

@@ -2,6 +2,7 @@
 // device (FERRY_HD) like quant_units.h, so the exact code the GPU runs is unit-tested on the host in CI
 // (tests/kernels/cuda/quant_units_test.cc):
 //   ChunkDec<T>                   16-byte chunks of a row: load / load_x / dot (below)
+//   ChunkDecQ4KWide, ChunkDecQ4KPair  Q4_K in 64-weight units (the pair form device only: shuffles)
 //   dequant32_split<T>(row,K,g,o) elements [32g, 32g + 32) of a split-layout row (tensor/repack.h)
 #pragma once
 
@@ -377,6 +378,37 @@ FERRY_HD float q4k_pair(const Q16& hd, int cc, int s0, int s1, const XDs& d0, co
   return r;
 }
 
+// A small integer as a float, exactly (|v| < 2^22): on the GPU an integer add into the bits of 1.5 x 2^23
+// and a float subtract (full-rate pipes) instead of a conversion instruction; the host converts.
+FERRY_HD float small_int_to_float(int v) {
+#if defined(__CUDA_ARCH__)
+  return __int_as_float(v + 0x4B400000) - 12582912.f;
+#else
+  return static_cast<float>(v);
+#endif
+}
+// Byte i of w as a float, exactly: on the GPU one byte permute into the mantissa of 2^23 and a subtract.
+FERRY_HD float byte_to_float(uint32_t w, int i) {
+#if defined(__CUDA_ARCH__)
+  return __int_as_float(byte_perm(w, 0x4B000000u, 0x7440u | static_cast<uint32_t>(i))) - 8388608.f;
+#else
+  return static_cast<float>(byte_of(w, i));
+#endif
+}
+
+// q4k_pair (with the mins) with each scale multiplied into its integer sum (exact: |s| <= 32 x 15 x 127,
+// times 63 < 2^22) and no conversion instructions: d * (float(sc0 s0) d0 + float(sc1 s1) d1) - dmin * (m0
+// dsum0 + m1 dsum1). The same value up to float rounding (one product fewer per sub-block); two fewer
+// conversions and products per unit, the other four conversions become adds.
+FERRY_HD float q4k_pair_int(const Q16& hd, int cc, int s0, int s1, const XDs& d0, const XDs& d1) {
+  const uint32_t sm = q4k_pair_scales(cc, hd.w[1], hd.w[2], hd.w[3]);  // {sc0, sc1, m0, m1}
+  const int t0 = static_cast<int>(sm & 0xFFu) * s0, t1 = static_cast<int>((sm >> 8) & 0xFFu) * s1;
+  const float d = half_to_float(static_cast<uint16_t>(hd.w[0] & 0xFFFFu));
+  const float dmin = half_to_float(static_cast<uint16_t>(hd.w[0] >> 16));
+  return d * (small_int_to_float(t0) * d0.x + small_int_to_float(t1) * d1.x) -
+         dmin * (byte_to_float(sm, 2) * d0.y + byte_to_float(sm, 3) * d1.y);
+}
+
 // Q4_K (ggml layout): chunk c = qs bytes [16p, 16p + 16) of block b = c / 8, p = c % 8 = 2cc + half. Byte
 // j's low nibble is element e = 64cc + 16half + j (sub-block 2cc), its high nibble e + 32 (sub-block
 // 2cc + 1). The 16-byte header (d, dmin, scales) is loaded by the 8 lanes of the block (one broadcast).
@@ -614,5 +646,70 @@ FERRY_HD void dequant32_split<DType::Q3_K>(const uint8_t* row, int64_t K, int g,
     }
   }
 }
+
+#if defined(__CUDACC__)
+// Q4_K for K % 2048 == 0 with a lane pair per 32-byte unit (session 15): the same 64-weight units as
+// ChunkDecQ4KWide (unit u = qs bytes [32(u % 4), + 32) of block u / 4), but a lane loads 16-byte halves,
+// so one warp load instruction reads whole 128-byte runs of qs (four blocks' qs) instead of every other
+// 16 bytes of eight blocks. In a tile of 32 units (8 blocks) lane l = 2i + h loads half h of units i and
+// 16 + i, dots both halves, and the pair swaps sums (two shuffles): the even lane finishes unit i, the odd
+// lane unit 16 + i (their scales and mins decoded once per unit, as in the wide chunks). Needs every lane
+// of a tile converged and no tile cut short: the kernels' tiles are warp-uniform, and K % 2048 == 0 makes
+// every tile whole. Device only (the shuffles); the integer sums are the wide decoder's. kIntScale: the
+// scale step is q4k_pair_int (session 16), else q4k_pair.
+template <bool kIntScale = true>
+struct ChunkDecQ4KPair {
+  static constexpr int kElems = 64;
+  struct W {
+    Q16 qa, qb, hd;  // half h of units i and 16 + i; the header of the unit this lane finishes
+  };
+  struct X {
+    Q16 a0, b0, a1, b1;  // activations of the low / high nibbles of qa, then of qb
+    XDs d0, d1;          // the finished unit's two 32-groups
+  };
+  __device__ __forceinline__ static int unit_a(int c) { return (c & ~31) + ((c & 31) >> 1); }
+  __device__ __forceinline__ static int unit_done(int c) { return unit_a(c) + ((c & 1) ? 16 : 0); }
+  __device__ __forceinline__ static const uint8_t* half_at(const uint8_t* row, int u, int h) {
+    return row + 144 * static_cast<int64_t>(u >> 2) + 16 + 32 * (u & 3) + 16 * h;
+  }
+  __device__ __forceinline__ static int64_t elem_at(int u, int h) {
+    return 256 * static_cast<int64_t>(u >> 2) + 64 * (u & 3) + 16 * h;
+  }
+  __device__ __forceinline__ static void load(const uint8_t* row, int64_t, int c, W& w) {
+    const int ua = unit_a(c), h = c & 1;
+    w.qa = ld_q16(half_at(row, ua, h));
+    w.qb = ld_q16(half_at(row, ua + 16, h));
+    w.hd = ld_q16(row + 144 * static_cast<int64_t>(unit_done(c) >> 2));
+  }
+  __device__ __forceinline__ static void load_x(int c, const int8_t* xq, const XDs* xds, X& x) {
+    const int ua = unit_a(c), h = c & 1, ud = unit_done(c);
+    const int64_t ea = elem_at(ua, h), eb = elem_at(ua + 16, h);
+    x.a0 = ld_q16(xq + ea);
+    x.b0 = ld_q16(xq + ea + 32);
+    x.a1 = ld_q16(xq + eb);
+    x.b1 = ld_q16(xq + eb + 32);
+    const int64_t g = 8 * static_cast<int64_t>(ud >> 2) + 2 * (ud & 3);
+    x.d0 = ld_xds(xds + g);
+    x.d1 = ld_xds(xds + g + 1);
+  }
+  __device__ __forceinline__ static float dot(const W& w, int c, const X& x) {
+    int a0 = 0, a1 = 0, b0 = 0, b1 = 0;  // unit i's low / high sums, unit 16 + i's
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      a0 = dp4a(static_cast<int>(w.qa.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a0.w[i]), a0);
+      a1 = dp4a_us(w.qa.w[i] & 0xF0F0F0F0u, static_cast<int>(x.b0.w[i]), a1);
+      b0 = dp4a(static_cast<int>(w.qb.w[i] & 0x0F0F0F0Fu), static_cast<int>(x.a1.w[i]), b0);
+      b1 = dp4a_us(w.qb.w[i] & 0xF0F0F0F0u, static_cast<int>(x.b1.w[i]), b1);
+    }
+    const bool odd = c & 1;
+    const int r0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : b0, 1);
+    const int r1 = __shfl_xor_sync(0xffffffffu, odd ? a1 : b1, 1);
+    const int s0 = (odd ? b0 : a0) + r0;
+    const int s1 = ((odd ? b1 : a1) + r1) >> 4;  // exact: both are multiples of 16
+    return kIntScale ? q4k_pair_int(w.hd, unit_done(c) & 3, s0, s1, x.d0, x.d1)
+                     : q4k_pair(w.hd, unit_done(c) & 3, s0, s1, x.d0, x.d1, /*with_min=*/true);
+  }
+};
+#endif  // __CUDACC__
 
 }  // namespace ferry::kernels::cuda

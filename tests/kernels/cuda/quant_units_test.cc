@@ -398,6 +398,46 @@ TEST(QuantUnits, Q4KWideDotEqualsPairArithmetic) {
   }
 }
 
+// q4k_pair_int (the lane-pair decoder's scale step, session 16) against q4k_pair on the same units: the scale
+// times the integer sum is exact in int and in float (< 2^22), so the two differ only by the rounding of one
+// product per sub-block; and against the arithmetic written out with the scale folded into the integer.
+TEST(QuantUnits, Q4KPairIntMatchesPair) {
+  std::mt19937 rng(33);
+  for (int64_t K : {256, 4096}) {
+    for (int rep = 0; rep < 4; ++rep) {
+      const Q4KRowCase r(rng, K, static_cast<float>(rep + 1));
+      for (int c = 0; c < K / 64; ++c) {
+        ChunkDecQ4KWide::W ww;
+        ChunkDecQ4KWide::X xx;
+        ChunkDecQ4KWide::load(r.q.data(), K, c, ww);
+        ChunkDecQ4KWide::load_x(c, r.xq.data(), r.xds.data(), xx);
+        int s0 = 0, s1 = 0;
+        for (int i = 0; i < 4; ++i) {
+          for (const auto& [wq, xa, xb] : {std::tuple{ww.q0.w[i], xx.a0.w[i], xx.b0.w[i]},
+                                           std::tuple{ww.q1.w[i], xx.a1.w[i], xx.b1.w[i]}}) {
+            s0 = dp4a(static_cast<int>(wq & 0x0F0F0F0Fu), static_cast<int>(xa), s0);
+            s1 = dp4a(static_cast<int>((wq >> 4) & 0x0F0F0F0Fu), static_cast<int>(xb), s1);
+          }
+        }
+        const int cc = c & 3;
+        int sc0, m0, sc1, m1;
+        scale_min_k4_regs(2 * cc, ww.hd.w[1], ww.hd.w[2], ww.hd.w[3], &sc0, &m0);
+        scale_min_k4_regs(2 * cc + 1, ww.hd.w[1], ww.hd.w[2], ww.hd.w[3], &sc1, &m1);
+        const float d = half_to_float(static_cast<uint16_t>(ww.hd.w[0] & 0xFFFFu));
+        const float dmin = half_to_float(static_cast<uint16_t>(ww.hd.w[0] >> 16));
+        const float want = d * (static_cast<float>(sc0 * s0) * xx.d0.x + static_cast<float>(sc1 * s1) * xx.d1.x) -
+                           dmin * (static_cast<float>(m0) * xx.d0.y + static_cast<float>(m1) * xx.d1.y);
+        const float got = q4k_pair_int(ww.hd, cc, s0, s1, xx.d0, xx.d1);
+        ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "K=" << K << " unit " << c << ": " << got << " vs " << want;
+        const float old = q4k_pair(ww.hd, cc, s0, s1, xx.d0, xx.d1, /*with_min=*/true);
+        const float mag = std::fabs(d * (sc0 * std::fabs(s0 * xx.d0.x) + sc1 * std::fabs(s1 * xx.d1.x))) +
+                          std::fabs(dmin * (m0 * xx.d0.y + m1 * xx.d1.y));
+        ASSERT_LE(std::fabs(got - old), 1e-6f * mag + 1e-30f) << "K=" << K << " unit " << c;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(V2, QuantUnitsChunk,
                          ::testing::Values(ChunkCase{DType::Q4_0, true}, ChunkCase{DType::Q4_1, true},
                                            ChunkCase{DType::Q5_0, true}, ChunkCase{DType::Q5_1, true},
