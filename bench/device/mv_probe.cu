@@ -393,6 +393,67 @@ __global__ void __launch_bounds__(256, MB)
   }
 }
 
+// v3/full with the block's copy of the int8 activations in shared memory: staged once per block (16-byte
+// loads, one barrier) while the first tile's weights are in flight; the dot products then read xq from shared
+// memory (generic loads of shared addresses) instead of L1 (xds stay global: ld_xds is an __ldg).
+template <class D, int U, int MB>
+__global__ void __launch_bounds__(256, MB)
+    v3s_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t N, int64_t K, int64_t n_warps,
+               const int8_t* __restrict__ xq, const XDs* __restrict__ xds, float* __restrict__ out) {
+  extern __shared__ uint4 xs[];  // [K / 16] xq
+  const int lane = threadIdx.x % kWarp;
+  int64_t n = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / kWarp;
+  const int n_chunks = static_cast<int>(K / D::kElems);
+  constexpr int kTile = kWarp * U;
+  const int rounds = (n_chunks + kTile - 1) / kTile;
+  const bool active = n < n_warps && n < N;
+  typename D::W wc[U], wn[U];
+  if (active) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) D::load(w + n * row_bytes, K, min(lane + u * kWarp, n_chunks - 1), wc[u]);
+  }
+  const int nq = static_cast<int>(K / 16);
+  for (int i = threadIdx.x; i < nq; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(xq)[i];
+  __syncthreads();
+  if (!active) return;
+  const int8_t* sxq = reinterpret_cast<const int8_t*>(xs);
+  const XDs* sxds = xds;
+  int round = 0;
+  float acc = 0.f;
+  for (;;) {
+    int64_t n2 = n;
+    int round2 = round + 1;
+    if (round2 == rounds) {
+      round2 = 0;
+      n2 = n + n_warps;
+    }
+    const bool more = n2 < N;
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) D::load(w + n2 * row_bytes, K, min(round2 * kTile + lane + u * kWarp, n_chunks - 1), wn[u]);
+    }
+    const int c0 = round * kTile + lane;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = min(c0 + u * kWarp, n_chunks - 1);
+      typename D::X x;
+      D::load_x(c, sxq, sxds, x);
+      const float d = D::dot(wc[u], c, x);
+      acc += c0 + u * kWarp < n_chunks ? d : 0.f;
+    }
+    if (round == rounds - 1) {
+      const float v = warp_sum(acc);
+      if (lane == 0) out[n] = v;
+      acc = 0.f;
+    }
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < U; ++u) wc[u] = wn[u];
+    n = n2;
+    round = round2;
+  }
+}
+
 struct Env {
   int sms = 132;
   double copy_gbps = 0;
@@ -469,6 +530,29 @@ void run_v3x(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, 
   CK(cudaGetLastError());
   const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
   std::printf("%-28s x-ahead  regs %3d  local %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
+              fa.numRegs, static_cast<int>(fa.localSizeBytes), bps, ms * 1e3, gbps, 100.0 * gbps / e.copy_gbps);
+}
+
+template <class D, int U, int MB>
+void run_v3s(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, int64_t N, int64_t K,
+             const int8_t* xq, const XDs* xds, float* out) {
+  auto kern = v3s_kernel<D, U, MB>;
+  const int smem = static_cast<int>(K);
+  if (smem > 48 * 1024) CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int bps = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kern, 256, smem));
+  const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps;
+  const int64_t rpw = (N + max_warps - 1) / max_warps;
+  const int64_t n_warps = (N + rpw - 1) / rpw;
+  const unsigned grid = static_cast<unsigned>((n_warps + 7) / 8);
+  cudaFuncAttributes fa;
+  CK(cudaFuncGetAttributes(&fa, kern));
+  const double ms = time_ms(e, 64, [&](int i) {
+    kern<<<grid, 256, smem>>>(bufs[i % 8], row_bytes, N, K, n_warps, xq, xds, out);
+  });
+  CK(cudaGetLastError());
+  const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
+  std::printf("%-28s x-smem   regs %3d  local %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
               fa.numRegs, static_cast<int>(fa.localSizeBytes), bps, ms * 1e3, gbps, 100.0 * gbps / e.copy_gbps);
 }
 
@@ -770,6 +854,8 @@ int main(int argc, char** argv) {
     run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
     run_v3<ChunkDec<ferry::DType::Q4_0>, 2, 4, kFull, false>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
     if (argc > 4) return 0;  // ncu runs: the three above only
+    run_v3s<ChunkDecQ4KPair<true>, 1, 4>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3s<ChunkDec<ferry::DType::Q4_0>, 2, 4>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
     run_v3x<ChunkDecQ4KPair<true>, 1, 4>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
     run_v3x<ChunkDecQ4KPair<true>, 1, 3>(e, "Q4_K pair int-scale U1 MB3", B, row_bytes, N, K, xq, xds, out);
     run_v3x<ChunkDecQ4KPair<true>, 1, 2>(e, "Q4_K pair int-scale U1 MB2", B, row_bytes, N, K, xq, xds, out);
