@@ -18,10 +18,16 @@ synth_bg() {
      > $dir/synth_$t.log 2>&1; done; echo done > $dir/synth.done) &
 }
 synth_wait() { for i in $(seq 1 60); do [ -f $1/synth.done ] && break; sleep 5; done; el synth; }
-# cuda_checks DIR: test_cuda_ops and the whole-model GPU-vs-CPU check (check_cuda.sh) of the carried build.
-cuda_checks() {
+# cuda_tests DIR: test_cuda_ops of the carried build into DIR/test_cuda_ops.txt; prints the verdict and any
+# failure's lines.
+cuda_tests() {
   timeout 150 /root/bin/test_cuda_ops > $1/test_cuda_ops.txt 2>&1; echo "test_cuda_ops rc $?" >> $1/test_cuda_ops.txt
-  el tests; grep -E "PASSED|FAILED" $1/test_cuda_ops.txt | head -5; tail -1 $1/test_cuda_ops.txt
+  el tests; grep -E "^\[  PASSED|^\[  FAILED|Failure|Expected|Which is|nrmse|Value of" $1/test_cuda_ops.txt | head -20
+  tail -1 $1/test_cuda_ops.txt
+}
+# cuda_checks DIR: cuda_tests and the whole-model GPU-vs-CPU check (check_cuda.sh) of the carried build.
+cuda_checks() {
+  cuda_tests $1
   BUILD=/root/bin SKIP_TESTS=1 SKIP_BENCH=1 REAL_MODELS=0 OUT=$1/check timeout 150 bash bench/device/check_cuda.sh \
     > $1/check.log 2>&1
   el check; cat $1/check/models.log 2>/dev/null || tail -20 $1/check.log
@@ -31,4 +37,20 @@ cuda_checks() {
 ab() {
   TYPES="$4" CONFIGS="$5" P=$2 N=$3 LAYER=0 BIN=/root/bin MODELS=/root/m OUT=$R/$1 timeout 150 bash bench/device/decode_ab.sh > $R/ab_$1.log 2>&1
   cat $R/$1/ab/summary.txt
+}
+# A carried ferry_old (in $BINS) goes to /root/old/ferry, the build alt_ab compares against.
+[ -f /root/bin/ferry_old ] && mkdir -p /root/old && mv /root/bin/ferry_old /root/old/ferry
+# alt_ab TAG TYPES P N ROUNDS [ENV]: decode_ab.sh of the carried ferry (/root/bin, "bin") and of ferry_old
+# (/root/old, "old") in turn, ROUNDS times (after P tokens, N decoded, with ENV), into $R/<bin|old>TAG<round>;
+# prints each summary line as it comes.
+alt_ab() {
+  local tag=$1 types=$2 p=$3 n=$4 rounds=$5 env=${6:-} round b k
+  for round in $(seq 1 $rounds); do
+    for b in /root/bin /root/old; do
+      k=$(basename $b)$tag$round
+      TYPES="$types" CONFIGS="${k}:$env" P=$p N=$n LAYER=0 BIN=$b MODELS=/root/m OUT=$R/$k \
+        timeout 90 bash bench/device/decode_ab.sh > /dev/null 2>&1
+      cat $R/$k/ab/summary.txt
+    done
+  done
 }

@@ -57,27 +57,47 @@ __device__ __forceinline__ uint32_t xor_w(const typename D::W& w) {
   return a;
 }
 
+// Where the kernel's activations come from (kFull): as matvec.cu loads them (right before each tile's dot
+// products), a tile ahead (x-ahead: loaded with the next tile's weights, a second activation image in
+// registers), or from the block's copy of xq in shared memory (staged once, behind the first weight tile;
+// xds stay global: ld_xds is an __ldg).
+enum XMode { kXPlain = 0, kXAhead = 1, kXSmem = 2 };
+
 // The v3 kernel's structure (matvec.cu), one matrix, one token.
-template <class D, int U, int MB, int MODE, bool CONTIG>
+template <class D, int U, int MB, int MODE, bool CONTIG, int XM = kXPlain>
 __global__ void __launch_bounds__(256, MB)
     v3_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t N, int64_t K, int64_t n_warps,
               const int8_t* __restrict__ xq, const XDs* __restrict__ xds, float* __restrict__ out) {
+  extern __shared__ uint4 xs[];  // kXSmem: [K / 16] xq
   const int lane = threadIdx.x % kWarp;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / kWarp;
-  if (gw >= n_warps) return;
   const int64_t rpw = (N + n_warps - 1) / n_warps;
   int64_t n = CONTIG ? gw * rpw : gw;
   const int64_t n_end = CONTIG ? min(N, n + rpw) : N;
   const int64_t n_step = CONTIG ? 1 : n_warps;
-  if (n >= n_end) return;
+  const bool active = gw < n_warps && n < n_end;
   const int n_chunks = static_cast<int>(K / D::kElems);
   constexpr int kTile = kWarp * U;
   const int rounds = (n_chunks + kTile - 1) / kTile;
   int round = 0;
   typename D::W wc[U], wn[U];
+  constexpr int kXU = XM == kXAhead ? U : 1;
+  typename D::X xc[kXU], xn[kXU];
   const uint8_t* r = w + n * row_bytes;
+  if (active) {
 #pragma unroll
-  for (int u = 0; u < U; ++u) D::load(r, K, min(lane + u * kWarp, n_chunks - 1), wc[u]);
+    for (int u = 0; u < U; ++u) D::load(r, K, min(lane + u * kWarp, n_chunks - 1), wc[u]);
+  }
+  if constexpr (XM == kXSmem) {  // every thread of the block, before any returns
+    for (int i = threadIdx.x; i < K / 16; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(xq)[i];
+    __syncthreads();
+    xq = reinterpret_cast<const int8_t*>(xs);
+  }
+  if (!active) return;
+  if constexpr (XM == kXAhead) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) D::load_x(min(lane + u * kWarp, n_chunks - 1), xq, xds, xc[u]);
+  }
   float acc = 0.f;
   uint32_t xacc = 0;
   for (;;) {
@@ -91,7 +111,11 @@ __global__ void __launch_bounds__(256, MB)
     const uint8_t* r2 = w + n2 * row_bytes;
     if (more) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) D::load(r2, K, min(round2 * kTile + lane + u * kWarp, n_chunks - 1), wn[u]);
+      for (int u = 0; u < U; ++u) {
+        const int c2 = min(round2 * kTile + lane + u * kWarp, n_chunks - 1);
+        D::load(r2, K, c2, wn[u]);
+        if constexpr (XM == kXAhead) D::load_x(c2, xq, xds, xn[u]);
+      }
     }
     const int c0 = round * kTile + lane;
 #pragma unroll
@@ -101,7 +125,11 @@ __global__ void __launch_bounds__(256, MB)
         xacc ^= xor_w<D>(wc[u]);
       } else {
         typename D::X x;
-        D::load_x(c, xq, xds, x);
+        if constexpr (XM == kXAhead) {
+          x = xc[u];
+        } else {
+          D::load_x(c, xq, xds, x);
+        }
         float d;
         if (MODE == kFull) {
           d = D::dot(wc[u], c, x);
@@ -127,6 +155,10 @@ __global__ void __launch_bounds__(256, MB)
     if (!more) break;
 #pragma unroll
     for (int u = 0; u < U; ++u) wc[u] = wn[u];
+    if constexpr (XM == kXAhead) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) xc[u] = xn[u];
+    }
     n = n2;
     round = round2;
   }
@@ -332,128 +364,6 @@ __global__ void fill_kernel(uint8_t* p, int64_t n) {
   }
 }
 
-// v3/full with the next tile's activations loaded together with its weights (before this tile is computed),
-// so the dot products never wait for an L1 round trip; costs the registers of a second activation image.
-template <class D, int U, int MB>
-__global__ void __launch_bounds__(256, MB)
-    v3x_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t N, int64_t K, int64_t n_warps,
-               const int8_t* __restrict__ xq, const XDs* __restrict__ xds, float* __restrict__ out) {
-  const int lane = threadIdx.x % kWarp;
-  int64_t n = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / kWarp;
-  if (n >= n_warps || n >= N) return;
-  const int n_chunks = static_cast<int>(K / D::kElems);
-  constexpr int kTile = kWarp * U;
-  const int rounds = (n_chunks + kTile - 1) / kTile;
-  int round = 0;
-  typename D::W wc[U], wn[U];
-  typename D::X xc[U], xn[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int c = min(lane + u * kWarp, n_chunks - 1);
-    D::load(w + n * row_bytes, K, c, wc[u]);
-    D::load_x(c, xq, xds, xc[u]);
-  }
-  float acc = 0.f;
-  for (;;) {
-    int64_t n2 = n;
-    int round2 = round + 1;
-    if (round2 == rounds) {
-      round2 = 0;
-      n2 = n + n_warps;
-    }
-    const bool more = n2 < N;
-    if (more) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c2 = min(round2 * kTile + lane + u * kWarp, n_chunks - 1);
-        D::load(w + n2 * row_bytes, K, c2, wn[u]);
-        D::load_x(c2, xq, xds, xn[u]);
-      }
-    }
-    const int c0 = round * kTile + lane;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = min(c0 + u * kWarp, n_chunks - 1);
-      const float d = D::dot(wc[u], c, xc[u]);
-      acc += c0 + u * kWarp < n_chunks ? d : 0.f;
-    }
-    if (round == rounds - 1) {
-      const float v = warp_sum(acc);
-      if (lane == 0) out[n] = v;
-      acc = 0.f;
-    }
-    if (!more) break;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      wc[u] = wn[u];
-      xc[u] = xn[u];
-    }
-    n = n2;
-    round = round2;
-  }
-}
-
-// v3/full with the block's copy of the int8 activations in shared memory: staged once per block (16-byte
-// loads, one barrier) while the first tile's weights are in flight; the dot products then read xq from shared
-// memory (generic loads of shared addresses) instead of L1 (xds stay global: ld_xds is an __ldg).
-template <class D, int U, int MB>
-__global__ void __launch_bounds__(256, MB)
-    v3s_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t N, int64_t K, int64_t n_warps,
-               const int8_t* __restrict__ xq, const XDs* __restrict__ xds, float* __restrict__ out) {
-  extern __shared__ uint4 xs[];  // [K / 16] xq
-  const int lane = threadIdx.x % kWarp;
-  int64_t n = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / kWarp;
-  const int n_chunks = static_cast<int>(K / D::kElems);
-  constexpr int kTile = kWarp * U;
-  const int rounds = (n_chunks + kTile - 1) / kTile;
-  const bool active = n < n_warps && n < N;
-  typename D::W wc[U], wn[U];
-  if (active) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) D::load(w + n * row_bytes, K, min(lane + u * kWarp, n_chunks - 1), wc[u]);
-  }
-  const int nq = static_cast<int>(K / 16);
-  for (int i = threadIdx.x; i < nq; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(xq)[i];
-  __syncthreads();
-  if (!active) return;
-  const int8_t* sxq = reinterpret_cast<const int8_t*>(xs);
-  const XDs* sxds = xds;
-  int round = 0;
-  float acc = 0.f;
-  for (;;) {
-    int64_t n2 = n;
-    int round2 = round + 1;
-    if (round2 == rounds) {
-      round2 = 0;
-      n2 = n + n_warps;
-    }
-    const bool more = n2 < N;
-    if (more) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) D::load(w + n2 * row_bytes, K, min(round2 * kTile + lane + u * kWarp, n_chunks - 1), wn[u]);
-    }
-    const int c0 = round * kTile + lane;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = min(c0 + u * kWarp, n_chunks - 1);
-      typename D::X x;
-      D::load_x(c, sxq, sxds, x);
-      const float d = D::dot(wc[u], c, x);
-      acc += c0 + u * kWarp < n_chunks ? d : 0.f;
-    }
-    if (round == rounds - 1) {
-      const float v = warp_sum(acc);
-      if (lane == 0) out[n] = v;
-      acc = 0.f;
-    }
-    if (!more) break;
-#pragma unroll
-    for (int u = 0; u < U; ++u) wc[u] = wn[u];
-    n = n2;
-    round = round2;
-  }
-}
-
 struct Env {
   int sms = 132;
   double copy_gbps = 0;
@@ -491,53 +401,11 @@ double time_graph(Env& e, const F& enqueue) {
   return ms;
 }
 
-template <class D, int U, int MB, int MODE, bool CONTIG>
+template <class D, int U, int MB, int MODE, bool CONTIG, int XM = kXPlain>
 void run_v3(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, int64_t N, int64_t K,
             const int8_t* xq, const XDs* xds, float* out) {
-  auto kern = v3_kernel<D, U, MB, MODE, CONTIG>;
-  int bps = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kern, 256, 0));
-  const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps;
-  const int64_t rpw = (N + max_warps - 1) / max_warps;
-  const int64_t n_warps = (N + rpw - 1) / rpw;
-  const unsigned grid = static_cast<unsigned>((n_warps + 7) / 8);
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, kern));
-  const double ms = time_ms(e, 64, [&](int i) {
-    kern<<<grid, 256>>>(bufs[i % 8], row_bytes, N, K, n_warps, xq, xds, out);
-  });
-  CK(cudaGetLastError());
-  const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
-  std::printf("%-28s %s  regs %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
-              CONTIG ? "contig " : "strided", fa.numRegs, bps, ms * 1e3, gbps, 100.0 * gbps / e.copy_gbps);
-}
-
-template <class D, int U, int MB>
-void run_v3x(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, int64_t N, int64_t K,
-             const int8_t* xq, const XDs* xds, float* out) {
-  auto kern = v3x_kernel<D, U, MB>;
-  int bps = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kern, 256, 0));
-  const int64_t max_warps = static_cast<int64_t>(e.sms) * 8 * bps;
-  const int64_t rpw = (N + max_warps - 1) / max_warps;
-  const int64_t n_warps = (N + rpw - 1) / rpw;
-  const unsigned grid = static_cast<unsigned>((n_warps + 7) / 8);
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, kern));
-  const double ms = time_ms(e, 64, [&](int i) {
-    kern<<<grid, 256>>>(bufs[i % 8], row_bytes, N, K, n_warps, xq, xds, out);
-  });
-  CK(cudaGetLastError());
-  const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
-  std::printf("%-28s x-ahead  regs %3d  local %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
-              fa.numRegs, static_cast<int>(fa.localSizeBytes), bps, ms * 1e3, gbps, 100.0 * gbps / e.copy_gbps);
-}
-
-template <class D, int U, int MB>
-void run_v3s(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, int64_t N, int64_t K,
-             const int8_t* xq, const XDs* xds, float* out) {
-  auto kern = v3s_kernel<D, U, MB>;
-  const int smem = static_cast<int>(K);
+  auto kern = v3_kernel<D, U, MB, MODE, CONTIG, XM>;
+  const int smem = XM == kXSmem ? static_cast<int>(K) : 0;
   if (smem > 48 * 1024) CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int bps = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kern, 256, smem));
@@ -552,18 +420,18 @@ void run_v3s(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, 
   });
   CK(cudaGetLastError());
   const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
-  std::printf("%-28s x-smem   regs %3d  local %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
-              fa.numRegs, static_cast<int>(fa.localSizeBytes), bps, ms * 1e3, gbps, 100.0 * gbps / e.copy_gbps);
+  static const char* const kX[] = {"", " x-ahead", " x-smem"};
+  std::printf("%-28s %s%s  regs %3d  local %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
+              CONTIG ? "contig " : "strided", kX[XM], fa.numRegs, static_cast<int>(fa.localSizeBytes), bps, ms * 1e3,
+              gbps, 100.0 * gbps / e.copy_gbps);
 }
 
 }  // namespace
 
-// `mv_probe chain`: a llama3-8b decode step's 129 matvecs (32 x QKV 6144 x 4096, O 4096 x 4096, gate + up
-// 28672 x 4096, down 4096 x 14336, then the 128256 x 4096 head), Q4_0 split rows (4.22 GB), three ways:
-// one launch per matrix (the v3 pattern: what the decode chain does), one cooperative kernel with a grid
-// barrier per matrix, and that kernel with the next matrix's first tile loaded before each barrier; each
-// with no gap, and with 2 us of serial work between matrices (a gap kernel / block 0 spinning).
-void run_chain(Env& e) {
+// A llama3-8b decode step's 129 matrices (32 x QKV 6144 x 4096, O 4096 x 4096, gate + up 28672 x 4096,
+// down 4096 x 14336, then the 128256 x 4096 head) as Q4_0 split rows, one allocation in reading order
+// (*base, *total bytes), filled with hashed bytes.
+std::vector<ChainMat> llama3_step(uint8_t** base, int64_t* total) {
   std::vector<ChainMat> mats;
   auto add = [&](int64_t N, int64_t K) { mats.push_back(ChainMat{nullptr, N, K, K / 2 + K / 16}); };
   for (int l = 0; l < 32; ++l) {
@@ -573,16 +441,27 @@ void run_chain(Env& e) {
     add(4096, 14336);
   }
   add(128256, 4096);
-  int64_t total = 0;
-  for (const ChainMat& m : mats) total += m.N * m.row_bytes;
-  uint8_t* base;
-  CK(cudaMalloc(&base, total));
-  fill_kernel<<<1024, 256>>>(base, total);
+  *total = 0;
+  for (const ChainMat& m : mats) *total += m.N * m.row_bytes;
+  CK(cudaMalloc(base, *total));
+  fill_kernel<<<1024, 256>>>(*base, *total);
   int64_t off = 0;
   for (ChainMat& m : mats) {
-    m.w = base + off;
+    m.w = *base + off;
     off += m.N * m.row_bytes;
   }
+  return mats;
+}
+
+// `mv_probe chain`: a llama3-8b decode step's 129 matvecs (32 x QKV 6144 x 4096, O 4096 x 4096, gate + up
+// 28672 x 4096, down 4096 x 14336, then the 128256 x 4096 head), Q4_0 split rows (4.22 GB), three ways:
+// one launch per matrix (the v3 pattern: what the decode chain does), one cooperative kernel with a grid
+// barrier per matrix, and that kernel with the next matrix's first tile loaded before each barrier; each
+// with no gap, and with 2 us of serial work between matrices (a gap kernel / block 0 spinning).
+void run_chain(Env& e) {
+  uint8_t* base;
+  int64_t total;
+  std::vector<ChainMat> mats = llama3_step(&base, &total);
   ChainMat* dmats;
   CK(cudaMalloc(&dmats, mats.size() * sizeof(ChainMat)));
   CK(cudaMemcpy(dmats, mats.data(), mats.size() * sizeof(ChainMat), cudaMemcpyHostToDevice));
@@ -667,25 +546,9 @@ void run_chain(Env& e) {
 // each layer's QKV, CUDA graph replay; with and without a side prefetcher (forked branch, P blocks) that
 // fetches the next `bytes` of weights (O, then gate / up ...) into L2 as each layer's gap starts.
 void run_chain2(Env& e) {
-  std::vector<ChainMat> mats;
-  auto add = [&](int64_t N, int64_t K) { mats.push_back(ChainMat{nullptr, N, K, K / 2 + K / 16}); };
-  for (int l = 0; l < 32; ++l) {
-    add(6144, 4096);
-    add(4096, 4096);
-    add(28672, 4096);
-    add(4096, 14336);
-  }
-  add(128256, 4096);
-  int64_t total = 0;
-  for (const ChainMat& m : mats) total += m.N * m.row_bytes;
   uint8_t* base;
-  CK(cudaMalloc(&base, total));
-  fill_kernel<<<1024, 256>>>(base, total);
-  int64_t off = 0;
-  for (ChainMat& m : mats) {
-    m.w = base + off;
-    off += m.N * m.row_bytes;
-  }
+  int64_t total;
+  std::vector<ChainMat> mats = llama3_step(&base, &total);
   std::vector<const uint8_t*> starts(32);
   for (int l = 0; l < 32; ++l) starts[l] = mats[4 * l + 1].w;  // O of layer l, then its gate / up, down
   const uint8_t** dstarts;
@@ -854,14 +717,14 @@ int main(int argc, char** argv) {
     run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
     run_v3<ChunkDec<ferry::DType::Q4_0>, 2, 4, kFull, false>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
     if (argc > 4) return 0;  // ncu runs: the three above only
-    run_v3s<ChunkDecQ4KPair<true>, 1, 4>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
-    run_v3s<ChunkDec<ferry::DType::Q4_0>, 2, 4>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
-    run_v3x<ChunkDecQ4KPair<true>, 1, 4>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
-    run_v3x<ChunkDecQ4KPair<true>, 1, 3>(e, "Q4_K pair int-scale U1 MB3", B, row_bytes, N, K, xq, xds, out);
-    run_v3x<ChunkDecQ4KPair<true>, 1, 2>(e, "Q4_K pair int-scale U1 MB2", B, row_bytes, N, K, xq, xds, out);
-    run_v3x<ChunkDec<ferry::DType::Q4_0>, 2, 4>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
-    run_v3x<ChunkDec<ferry::DType::Q4_0>, 2, 3>(e, "Q4_0 full U2 MB3", B, row_bytes, N, K, xq, xds, out);
-    run_v3x<ChunkDec<ferry::DType::Q4_0>, 1, 4>(e, "Q4_0 full U1 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false, kXSmem>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDec<ferry::DType::Q4_0>, 2, 4, kFull, false, kXSmem>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false, kXAhead>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDecQ4KPair<true>, 1, 3, kFull, false, kXAhead>(e, "Q4_K pair int-scale U1 MB3", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDecQ4KPair<true>, 1, 2, kFull, false, kXAhead>(e, "Q4_K pair int-scale U1 MB2", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDec<ferry::DType::Q4_0>, 2, 4, kFull, false, kXAhead>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDec<ferry::DType::Q4_0>, 2, 3, kFull, false, kXAhead>(e, "Q4_0 full U2 MB3", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDec<ferry::DType::Q4_0>, 1, 4, kFull, false, kXAhead>(e, "Q4_0 full U1 MB4", B, row_bytes, N, K, xq, xds, out);
     return 0;
   }
   using Q4K = ChunkDecQ4KWide;

@@ -4,11 +4,9 @@
 # Q4_0) and Nsight Compute's warp-state and pipe sections on them; decode A/B against 91082d8 (ferry_old).
 set -u
 BINS="ferry ferry_old test_cuda_ops mv_probe" . bench/device/carry_setup.sh
-mkdir -p /root/old && mv /root/bin/ferry_old /root/old/ferry
 R=$OUT/r; mkdir -p $R
 synth_bg $R Q4_K
-timeout 120 /root/bin/test_cuda_ops > $R/test_cuda_ops.txt 2>&1; echo "test_cuda_ops rc $?"; el tests
-grep -E "^\[  PASSED|^\[  FAILED|Failure|Expected|Which is|nrmse|Value of" $R/test_cuda_ops.txt | head -20
+cuda_tests $R
 /root/bin/mv_probe 14336 4096 pair 2>&1 | tee $R/pair.txt; el probe
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ -n "$NCU" ]; then
@@ -20,10 +18,4 @@ if [ -n "$NCU" ]; then
   done
 fi; el ncu
 synth_wait $R
-for round in 1 2; do
-  for b in /root/bin /root/old; do
-    TYPES="Q4_K" CONFIGS="$(basename $b)_$round:" P=512 N=128 LAYER=0 BIN=$b MODELS=/root/m OUT=$R/$(basename $b)$round \
-      timeout 60 bash bench/device/decode_ab.sh > /dev/null 2>&1
-    cat $R/$(basename $b)$round/ab/summary.txt
-  done
-done; el ab512
+alt_ab _ Q4_K 512 128 2; el ab512

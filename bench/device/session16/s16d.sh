@@ -7,25 +7,10 @@
 # tokens, alternating.
 set -u
 BINS="ferry ferry_old test_cuda_ops" . bench/device/carry_setup.sh
-mkdir -p /root/old && mv /root/bin/ferry_old /root/old/ferry
 R=$OUT/r; mkdir -p $R
 synth_bg $R Q4_K
-timeout 120 /root/bin/test_cuda_ops > $R/test_cuda_ops.txt 2>&1; echo "test_cuda_ops rc $?"; el tests
-grep -E "^\[  PASSED|^\[  FAILED|Failure|Expected|Which is|nrmse|Value of" $R/test_cuda_ops.txt | head -20
+cuda_tests $R
 synth_wait $R
-for round in 1 2 3; do
-  for b in /root/bin /root/old; do
-    TYPES="Q4_K" CONFIGS="$(basename $b)_$round:" P=512 N=128 LAYER=0 BIN=$b MODELS=/root/m OUT=$R/$(basename $b)$round \
-      timeout 60 bash bench/device/decode_ab.sh > /dev/null 2>&1
-    cat $R/$(basename $b)$round/ab/summary.txt
-  done
-done; el ab512
-A=FERRY_CUDA_ABLATE=norm+rope+attn+combine+glu
-for b in /root/bin /root/old; do
-  TYPES="Q4_K" CONFIGS="$(basename $b)_floor:$A" P=512 N=128 LAYER=0 BIN=$b MODELS=/root/m OUT=$R/$(basename $b)f \
-    timeout 60 bash bench/device/decode_ab.sh > /dev/null 2>&1
-  cat $R/$(basename $b)f/ab/summary.txt
-  TYPES="Q4_K" CONFIGS="$(basename $b)_4k:" P=4096 N=32 LAYER=0 BIN=$b MODELS=/root/m OUT=$R/$(basename $b)4 \
-    timeout 90 bash bench/device/decode_ab.sh > /dev/null 2>&1
-  cat $R/$(basename $b)4/ab/summary.txt
-done; el ab4096
+alt_ab _ Q4_K 512 128 3; el ab512
+alt_ab _floor Q4_K 512 128 1 FERRY_CUDA_ABLATE=norm+rope+attn+combine+glu
+alt_ab _4k Q4_K 4096 32 1; el ab4096

@@ -363,6 +363,30 @@ TEST(QuantUnits, Q4KPairScalesMatchScaleMin) {
   EXPECT_EQ(dp4a_us(0xF0F0F0F0u, static_cast<int>(0x80FF017Fu), 5), 5 + 240 * (127 + 1 - 1 - 128));
 }
 
+// Unit c (64 weights) of a Q4_K row as ChunkDecQ4KWide loads it, with its two sub-blocks' integer sums
+// written out (shift-and-mask nibbles), scale_min_k4_regs' scales and mins, and d / dmin.
+struct Q4KUnit {
+  ChunkDecQ4KWide::W w;
+  ChunkDecQ4KWide::X x;
+  int s0 = 0, s1 = 0, sc0 = 0, m0 = 0, sc1 = 0, m1 = 0;
+  float d = 0.f, dmin = 0.f;
+  Q4KUnit(const Q4KRowCase& r, int64_t K, int c) {
+    ChunkDecQ4KWide::load(r.q.data(), K, c, w);
+    ChunkDecQ4KWide::load_x(c, r.xq.data(), r.xds.data(), x);
+    for (int i = 0; i < 4; ++i) {
+      for (const auto& [wq, xa, xb] : {std::tuple{w.q0.w[i], x.a0.w[i], x.b0.w[i]},
+                                       std::tuple{w.q1.w[i], x.a1.w[i], x.b1.w[i]}}) {
+        s0 = dp4a(static_cast<int>(wq & 0x0F0F0F0Fu), static_cast<int>(xa), s0);
+        s1 = dp4a(static_cast<int>((wq >> 4) & 0x0F0F0F0Fu), static_cast<int>(xb), s1);
+      }
+    }
+    scale_min_k4_regs(2 * (c & 3), w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc0, &m0);
+    scale_min_k4_regs(2 * (c & 3) + 1, w.hd.w[1], w.hd.w[2], w.hd.w[3], &sc1, &m1);
+    d = half_to_float(static_cast<uint16_t>(w.hd.w[0] & 0xFFFFu));
+    dmin = half_to_float(static_cast<uint16_t>(w.hd.w[0] >> 16));
+  }
+};
+
 // ChunkDecQ4KWide's dot (session 11: byte-permuted scales, high nibbles dotted in place) gives bit for bit
 // what its first form computed: shift-and-mask nibble sums, scale_min_k4_regs' scales, the same products.
 TEST(QuantUnits, Q4KWideDotEqualsPairArithmetic) {
@@ -371,27 +395,11 @@ TEST(QuantUnits, Q4KWideDotEqualsPairArithmetic) {
     for (int rep = 0; rep < 4; ++rep) {
       const Q4KRowCase r(rng, K, static_cast<float>(rep + 1));
       for (int c = 0; c < K / 64; ++c) {
-        ChunkDecQ4KWide::W ww;
-        ChunkDecQ4KWide::X xx;
-        ChunkDecQ4KWide::load(r.q.data(), K, c, ww);
-        ChunkDecQ4KWide::load_x(c, r.xq.data(), r.xds.data(), xx);
-        int s0 = 0, s1 = 0;
-        for (int i = 0; i < 4; ++i) {
-          for (const auto& [wq, xa, xb] : {std::tuple{ww.q0.w[i], xx.a0.w[i], xx.b0.w[i]},
-                                           std::tuple{ww.q1.w[i], xx.a1.w[i], xx.b1.w[i]}}) {
-            s0 = dp4a(static_cast<int>(wq & 0x0F0F0F0Fu), static_cast<int>(xa), s0);
-            s1 = dp4a(static_cast<int>((wq >> 4) & 0x0F0F0F0Fu), static_cast<int>(xb), s1);
-          }
-        }
-        int sc0, m0, sc1, m1;
-        scale_min_k4_regs(2 * (c & 3), ww.hd.w[1], ww.hd.w[2], ww.hd.w[3], &sc0, &m0);
-        scale_min_k4_regs(2 * (c & 3) + 1, ww.hd.w[1], ww.hd.w[2], ww.hd.w[3], &sc1, &m1);
-        const float d = half_to_float(static_cast<uint16_t>(ww.hd.w[0] & 0xFFFFu));
-        const float dmin = half_to_float(static_cast<uint16_t>(ww.hd.w[0] >> 16));
-        float want = d * (static_cast<float>(sc0) * xx.d0.x * static_cast<float>(s0) +
-                          static_cast<float>(sc1) * xx.d1.x * static_cast<float>(s1));
-        want -= dmin * (static_cast<float>(m0) * xx.d0.y + static_cast<float>(m1) * xx.d1.y);
-        const float got = ChunkDecQ4KWide::dot(ww, c, xx);
+        const Q4KUnit u(r, K, c);
+        float want = u.d * (static_cast<float>(u.sc0) * u.x.d0.x * static_cast<float>(u.s0) +
+                            static_cast<float>(u.sc1) * u.x.d1.x * static_cast<float>(u.s1));
+        want -= u.dmin * (static_cast<float>(u.m0) * u.x.d0.y + static_cast<float>(u.m1) * u.x.d1.y);
+        const float got = ChunkDecQ4KWide::dot(u.w, c, u.x);
         ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "K=" << K << " chunk " << c << ": " << got << " vs " << want;
       }
     }
@@ -407,31 +415,15 @@ TEST(QuantUnits, Q4KPairIntMatchesPair) {
     for (int rep = 0; rep < 4; ++rep) {
       const Q4KRowCase r(rng, K, static_cast<float>(rep + 1));
       for (int c = 0; c < K / 64; ++c) {
-        ChunkDecQ4KWide::W ww;
-        ChunkDecQ4KWide::X xx;
-        ChunkDecQ4KWide::load(r.q.data(), K, c, ww);
-        ChunkDecQ4KWide::load_x(c, r.xq.data(), r.xds.data(), xx);
-        int s0 = 0, s1 = 0;
-        for (int i = 0; i < 4; ++i) {
-          for (const auto& [wq, xa, xb] : {std::tuple{ww.q0.w[i], xx.a0.w[i], xx.b0.w[i]},
-                                           std::tuple{ww.q1.w[i], xx.a1.w[i], xx.b1.w[i]}}) {
-            s0 = dp4a(static_cast<int>(wq & 0x0F0F0F0Fu), static_cast<int>(xa), s0);
-            s1 = dp4a(static_cast<int>((wq >> 4) & 0x0F0F0F0Fu), static_cast<int>(xb), s1);
-          }
-        }
-        const int cc = c & 3;
-        int sc0, m0, sc1, m1;
-        scale_min_k4_regs(2 * cc, ww.hd.w[1], ww.hd.w[2], ww.hd.w[3], &sc0, &m0);
-        scale_min_k4_regs(2 * cc + 1, ww.hd.w[1], ww.hd.w[2], ww.hd.w[3], &sc1, &m1);
-        const float d = half_to_float(static_cast<uint16_t>(ww.hd.w[0] & 0xFFFFu));
-        const float dmin = half_to_float(static_cast<uint16_t>(ww.hd.w[0] >> 16));
-        const float want = d * (static_cast<float>(sc0 * s0) * xx.d0.x + static_cast<float>(sc1 * s1) * xx.d1.x) -
-                           dmin * (static_cast<float>(m0) * xx.d0.y + static_cast<float>(m1) * xx.d1.y);
-        const float got = q4k_pair_int(ww.hd, cc, s0, s1, xx.d0, xx.d1);
+        const Q4KUnit u(r, K, c);
+        const XDs &d0 = u.x.d0, &d1 = u.x.d1;
+        const float want = u.d * (static_cast<float>(u.sc0 * u.s0) * d0.x + static_cast<float>(u.sc1 * u.s1) * d1.x) -
+                           u.dmin * (static_cast<float>(u.m0) * d0.y + static_cast<float>(u.m1) * d1.y);
+        const float got = q4k_pair_int(u.w.hd, c & 3, u.s0, u.s1, d0, d1);
         ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << "K=" << K << " unit " << c << ": " << got << " vs " << want;
-        const float old = q4k_pair(ww.hd, cc, s0, s1, xx.d0, xx.d1, /*with_min=*/true);
-        const float mag = std::fabs(d * (sc0 * std::fabs(s0 * xx.d0.x) + sc1 * std::fabs(s1 * xx.d1.x))) +
-                          std::fabs(dmin * (m0 * xx.d0.y + m1 * xx.d1.y));
+        const float old = q4k_pair(u.w.hd, c & 3, u.s0, u.s1, d0, d1, /*with_min=*/true);
+        const float mag = std::fabs(u.d * (u.sc0 * std::fabs(u.s0 * d0.x) + u.sc1 * std::fabs(u.s1 * d1.x))) +
+                          std::fabs(u.dmin * (u.m0 * d0.y + u.m1 * d1.y));
         ASSERT_LE(std::fabs(got - old), 1e-6f * mag + 1e-30f) << "K=" << K << " unit " << c;
       }
     }
