@@ -61,7 +61,9 @@ __device__ __forceinline__ uint32_t xor_w(const typename D::W& w) {
 // products), a tile ahead (x-ahead: loaded with the next tile's weights, a second activation image in
 // registers), or from the block's copy of xq in shared memory (staged once, behind the first weight tile;
 // xds stay global: ld_xds is an __ldg).
-enum XMode { kXPlain = 0, kXAhead = 1, kXSmem = 2 };
+// kXWhole: plain, for whole tiles only (n_chunks % (32 U) == 0): no clamp of the chunk index, so the
+// compiler can see c % 32 == lane.
+enum XMode { kXPlain = 0, kXAhead = 1, kXSmem = 2, kXWhole = 3 };
 
 // The v3 kernel's structure (matvec.cu), one matrix, one token.
 template <class D, int U, int MB, int MODE, bool CONTIG, int XM = kXPlain>
@@ -83,10 +85,11 @@ __global__ void __launch_bounds__(256, MB)
   typename D::W wc[U], wn[U];
   constexpr int kXU = XM == kXAhead ? U : 1;
   typename D::X xc[kXU], xn[kXU];
+  auto clampc = [&](int c) { return XM == kXWhole ? c : min(c, n_chunks - 1); };
   const uint8_t* r = w + n * row_bytes;
   if (active) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) D::load(r, K, min(lane + u * kWarp, n_chunks - 1), wc[u]);
+    for (int u = 0; u < U; ++u) D::load(r, K, clampc(lane + u * kWarp), wc[u]);
   }
   if constexpr (XM == kXSmem) {  // every thread of the block, before any returns
     for (int i = threadIdx.x; i < K / 16; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(xq)[i];
@@ -96,7 +99,7 @@ __global__ void __launch_bounds__(256, MB)
   if (!active) return;
   if constexpr (XM == kXAhead) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) D::load_x(min(lane + u * kWarp, n_chunks - 1), xq, xds, xc[u]);
+    for (int u = 0; u < U; ++u) D::load_x(clampc(lane + u * kWarp), xq, xds, xc[u]);
   }
   float acc = 0.f;
   uint32_t xacc = 0;
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(256, MB)
     if (more) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int c2 = min(round2 * kTile + lane + u * kWarp, n_chunks - 1);
+        const int c2 = clampc(round2 * kTile + lane + u * kWarp);
         D::load(r2, K, c2, wn[u]);
         if constexpr (XM == kXAhead) D::load_x(c2, xq, xds, xn[u]);
       }
@@ -120,7 +123,7 @@ __global__ void __launch_bounds__(256, MB)
     const int c0 = round * kTile + lane;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int c = min(c0 + u * kWarp, n_chunks - 1);
+      const int c = clampc(c0 + u * kWarp);
       if (MODE == kLoad) {
         xacc ^= xor_w<D>(wc[u]);
       } else {
@@ -144,7 +147,7 @@ __global__ void __launch_bounds__(256, MB)
           }
           d = static_cast<float>(s);
         }
-        acc += c0 + u * kWarp < n_chunks ? d : 0.f;
+        acc += XM == kXWhole || c0 + u * kWarp < n_chunks ? d : 0.f;
       }
     }
     if (round == rounds - 1) {
@@ -420,7 +423,7 @@ void run_v3(Env& e, const char* name, uint8_t* const* bufs, int64_t row_bytes, i
   });
   CK(cudaGetLastError());
   const double gbps = static_cast<double>(N * row_bytes) / (ms * 1e6);
-  static const char* const kX[] = {"", " x-ahead", " x-smem"};
+  static const char* const kX[] = {"", " x-ahead", " x-smem", " whole"};
   std::printf("%-28s %s%s  regs %3d  local %3d  blocks/SM %d  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n", name,
               CONTIG ? "contig " : "strided", kX[XM], fa.numRegs, static_cast<int>(fa.localSizeBytes), bps, ms * 1e3,
               gbps, 100.0 * gbps / e.copy_gbps);
@@ -717,6 +720,8 @@ int main(int argc, char** argv) {
     run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
     run_v3<ChunkDec<ferry::DType::Q4_0>, 2, 4, kFull, false>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
     if (argc > 4) return 0;  // ncu runs: the three above only
+    run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false, kXWhole>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
+    run_v3<ChunkDec<ferry::DType::Q4_0>, 2, 4, kFull, false, kXWhole>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
     run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false, kXSmem>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
     run_v3<ChunkDec<ferry::DType::Q4_0>, 2, 4, kFull, false, kXSmem>(e, "Q4_0 full U2 MB4", B, row_bytes, N, K, xq, xds, out);
     run_v3<ChunkDecQ4KPair<true>, 1, 4, kFull, false, kXAhead>(e, "Q4_K pair int-scale U1 MB4", B, row_bytes, N, K, xq, xds, out);
