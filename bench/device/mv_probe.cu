@@ -9,6 +9,8 @@
 // Prints GB/s of weight bytes and % of a device-to-device copy (read + write bytes / s). Not a test.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -367,6 +369,245 @@ __global__ void fill_kernel(uint8_t* p, int64_t n) {
   }
 }
 
+// ---- tma: the weights copied to shared memory by the bulk-copy engine (cp.async.bulk, sm_90) --------------
+// One block per SM (or BPS), rows [b N / G, (b + 1) N / G) of a Q4_0 split-row matrix. A producer warp keeps S
+// stages of R contiguous rows in flight (one bulk copy a stage, completion counted on the stage's `full`
+// mbarrier); NW consumer warps compute each stage's rows from shared memory (warps split a row's chunks when
+// R < NW), write partial sums and arrive on the stage's `empty` mbarrier; the producer sums the partials into
+// out and refills the stage. The first S stages are issued before griddepcontrol.wait (weights never depend
+// on the previous kernel), so with PDL a kernel's weights stream in during whatever runs before it.
+struct TmaGeom {
+  int R = 8, S = 4, NW = 8;
+  int compute = 1;  // 0: the consumers only wait for each stage and release it (the copy engine's rate)
+  int64_t stage_bytes = 0, x_off = 0, part_off = 0, stage_off = 0, smem = 0;
+};
+
+TmaGeom tma_geom(int64_t K, int64_t row_bytes, int64_t smem_budget, int64_t stage_target, int nw = 8) {
+  TmaGeom g;
+  g.NW = nw;
+  const int64_t fit = stage_target / row_bytes;
+  g.R = 1;
+  while (g.R * 2 <= fit && g.R < 32) g.R *= 2;
+  g.stage_bytes = (g.R * row_bytes + 127) / 128 * 128;
+  // [full 16][empty 16] mbarriers | part [16][R][NW / R or 1] floats | xa [K/32][16] xb [K/32][16] xds [K/32] | stages
+  const int split = g.R >= g.NW ? 1 : g.NW / g.R;
+  g.part_off = 16 * 8 * 2;
+  g.x_off = g.part_off + (16 * g.R * split * 4 + 127) / 128 * 128;
+  g.stage_off = g.x_off + (K + K / 32 * 8 + 127) / 128 * 128;
+  g.S = static_cast<int>((smem_budget - g.stage_off) / g.stage_bytes);
+  g.S = g.S > 16 ? 16 : g.S;
+  g.smem = g.stage_off + g.S * g.stage_bytes;
+  return g;
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+// Expect `bytes` on bar (this thread's arrival) and have the bulk-copy engine move them there.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+template <int NW>
+__global__ void __launch_bounds__((NW + 1) * 32, 1)
+    tma_q40_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t N, int64_t K, TmaGeom g,
+                   const int8_t* __restrict__ xq, const XDs* __restrict__ xds, float* __restrict__ out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) uint8_t sm[];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * N / gridDim.x;
+  const int64_t r1 = static_cast<int64_t>(blockIdx.x + 1) * N / gridDim.x;
+  const int T = static_cast<int>((r1 - r0 + g.R - 1) / g.R);
+  const uint32_t bars = smem_u32(sm);
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 8 * (16 + s); };
+  float* part = reinterpret_cast<float*>(sm + g.part_off);
+  const int split = g.R >= g.NW ? 1 : g.NW / g.R;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < g.S; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), g.NW);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto stage_rows = [&](int t) { return static_cast<int>(min(static_cast<int64_t>(g.R), r1 - r0 - static_cast<int64_t>(t) * g.R)); };
+  auto issue = [&](int t) {
+    const int s = t % g.S;
+    bulk_load(smem_u32(sm + g.stage_off + s * g.stage_bytes), w + (r0 + static_cast<int64_t>(t) * g.R) * row_bytes,
+              static_cast<uint32_t>(stage_rows(t) * row_bytes), full(s));
+  };
+  const int n_chunks = static_cast<int>(K / 32);
+  if (warp == g.NW) {  // producer
+    if (lane == 0)
+      for (int t = 0; t < T && t < g.S; ++t) issue(t);
+    allow_dependents();
+    grid_dependency_wait();
+    for (int t = 0; t < T; ++t) {
+      const int s = t % g.S;
+      mbar_wait(empty(s), (t / g.S) & 1);
+      const int rows = stage_rows(t);
+      if (split > 1 && lane < rows) {
+        float v = 0.f;
+        for (int j = 0; j < split; ++j) v += part[(s * g.R + lane) * split + j];
+        out[r0 + static_cast<int64_t>(t) * g.R + lane] = v;
+      }
+      __syncwarp();
+      if (lane == 0 && t + g.S < T) issue(t + g.S);
+    }
+    return;
+  }
+  // consumers: the token's activations into shared memory (xa / xb planes: lanes read 16 contiguous bytes)
+  grid_dependency_wait();
+  uint4* xa = reinterpret_cast<uint4*>(sm + g.x_off);
+  uint4* xb = xa + n_chunks;
+  XDs* xd = reinterpret_cast<XDs*>(xb + n_chunks);
+  for (int c = threadIdx.x; c < n_chunks; c += g.NW * kWarp) {
+    xa[c] = reinterpret_cast<const uint4*>(xq)[2 * c];
+    xb[c] = reinterpret_cast<const uint4*>(xq)[2 * c + 1];
+    xd[c] = xds[c];
+  }
+  asm volatile("bar.sync 1, %0;" ::"r"(g.NW * kWarp) : "memory");
+  using D = ChunkDec<ferry::DType::Q4_0>;
+  const int my_row = split > 1 ? warp / split : warp;
+  const int slice = split > 1 ? warp % split : 0;
+  // compute == 2: this warp's chunks are (slice + split i) 32 + lane, i < 4 (n_chunks <= 128 split): their
+  // activations stay in registers for the whole kernel, and a row's weights are loaded before any dot.
+  constexpr int kCpl = 4;
+  D::X xr[kCpl];
+  if (g.compute == 2) {
+#pragma unroll
+    for (int i = 0; i < kCpl; ++i) {
+      const int c = min((slice + split * i) * kWarp + lane, n_chunks - 1);
+      const uint4 a = xa[c], b = xb[c];
+      xr[i].a = Q16{{a.x, a.y, a.z, a.w}};
+      xr[i].b = Q16{{b.x, b.y, b.z, b.w}};
+      xr[i].ds = xd[c];
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const int s = t % g.S;
+    mbar_wait(full(s), (t / g.S) & 1);
+    const int rows = stage_rows(t);
+    const uint8_t* st = sm + g.stage_off + s * g.stage_bytes;
+    if (g.compute == 2) {
+      for (int r = my_row; r < rows; r += split > 1 ? g.R : g.NW) {
+        const uint8_t* row = st + r * row_bytes;
+        D::W wv[kCpl];
+#pragma unroll
+        for (int i = 0; i < kCpl; ++i) {
+          const int c = min((slice + split * i) * kWarp + lane, n_chunks - 1);
+          wv[i].q = *reinterpret_cast<const Q16*>(row + 16 * c);
+          wv[i].d = *reinterpret_cast<const uint16_t*>(row + K / 2 + 2 * c);
+        }
+        float acc = 0.f;
+#pragma unroll
+        for (int i = 0; i < kCpl; ++i) {
+          const float d = D::dot(wv[i], 0, xr[i]);
+          acc += (slice + split * i) * kWarp + lane < n_chunks ? d : 0.f;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) {
+          if (split > 1) {
+            part[(s * g.R + r) * split + slice] = acc;
+          } else {
+            out[r0 + static_cast<int64_t>(t) * g.R + r] = acc;
+          }
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty(s));
+      continue;
+    }
+    for (int r = my_row; g.compute && r < rows; r += split > 1 ? g.R : g.NW) {
+      const uint8_t* row = st + r * row_bytes;
+      float acc = 0.f;
+#pragma unroll 4
+      for (int c = slice * kWarp + lane; c < n_chunks; c += split * kWarp) {
+        D::W wv;
+        wv.q = *reinterpret_cast<const Q16*>(row + 16 * c);
+        wv.d = *reinterpret_cast<const uint16_t*>(row + K / 2 + 2 * c);
+        D::X x;
+        const uint4 a = xa[c], b = xb[c];
+        x.a = Q16{{a.x, a.y, a.z, a.w}};
+        x.b = Q16{{b.x, b.y, b.z, b.w}};
+        x.ds = xd[c];
+        acc += D::dot(wv, c, x);
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) {
+        if (split > 1) {
+          part[(s * g.R + r) * split + slice] = acc;
+        } else {
+          out[r0 + static_cast<int64_t>(t) * g.R + r] = acc;
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(s));
+  }
+#endif
+}
+
+// Launch with or without programmatic dependent launch.
+void launch_tma(cudaStream_t st, bool pdl, unsigned grid, const uint8_t* w, int64_t row_bytes, int64_t N, int64_t K,
+                const TmaGeom& g, const int8_t* xq, const XDs* xds, float* out) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3((g.NW + 1) * kWarp);
+  cfg.dynamicSmemBytes = static_cast<size_t>(g.smem);
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  if (g.NW == 16) {
+    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<16>, w, row_bytes, N, K, g, xq, xds, out));
+  } else {
+    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<8>, w, row_bytes, N, K, g, xq, xds, out));
+  }
+}
+
+void tma_smem_attr() {
+  CK(cudaFuncSetAttribute(tma_q40_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  CK(cudaFuncSetAttribute(tma_q40_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+}
+
+// The attention stand-in for PDL chains: waits for the kernel before it, lets the next one go, spins.
+// early: let the next kernel go before waiting (its blocks then load while this one's predecessor runs).
+__global__ void pdl_gap_kernel(int64_t ns, int early) {
+  if (early) allow_dependents();
+  grid_dependency_wait();
+  allow_dependents();
+  spin_ns(ns);
+}
+void launch_pdl_gap(cudaStream_t st, int64_t ns, int early = 0) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(64);
+  cfg.blockDim = dim3(128);
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, pdl_gap_kernel, ns, early));
+}
+
 struct Env {
   int sms = 132;
   double copy_gbps = 0;
@@ -631,6 +872,140 @@ void run_chain2(Env& e) {
   CK(cudaFree(base));
 }
 
+// `mv_probe tma`: the bulk-copy matvec (tma_q40_kernel) on one matrix against the v3 Q4_0 kernel: its
+// result (rows with sane scales), then % of copy for the shapes of a llama3-8b layer, plain launches and
+// PDL launches (the next matrix's first stages load during the last one's tail), per smem budget / stage.
+void run_tma(Env& e, bool one) {
+  cudaStream_t cs;
+  CK(cudaStreamCreate(&cs));
+  using Q40 = ChunkDec<ferry::DType::Q4_0>;
+  struct Shape {
+    int64_t N, K;
+  };
+  std::vector<Shape> shapes = {Shape{4096, 4096}, Shape{6144, 4096}, Shape{14336, 4096}, Shape{4096, 14336}};
+  if (one) shapes = {Shape{14336, 4096}};
+  for (const Shape sh : shapes) {
+    const int64_t N = sh.N, K = sh.K, rb = K / 2 + K / 16, mat = N * rb;
+    std::vector<uint8_t*> bufs(8);
+    std::vector<uint8_t> host(mat);
+    uint32_t s = 777;
+    for (int64_t i = 0; i < mat; ++i) host[i] = static_cast<uint8_t>((s = s * 1664525u + 1013904223u) >> 24);
+    for (int64_t r = 0; r < N; ++r)  // scales in [2^-8, 2^-1]
+      for (int64_t c = 0; c < K / 32; ++c) {
+        const uint16_t h = static_cast<uint16_t>(0x1C00 + ((s = s * 1664525u + 1013904223u) >> 20) % 0x1C00);
+        std::memcpy(&host[r * rb + K / 2 + 2 * c], &h, 2);
+      }
+    for (auto& b : bufs) {
+      CK(cudaMalloc(&b, mat));
+      CK(cudaMemcpy(b, host.data(), mat, cudaMemcpyHostToDevice));
+    }
+    int8_t* xq;
+    XDs* xds;
+    float *out, *ref;
+    CK(cudaMalloc(&xq, K));
+    CK(cudaMalloc(&xds, K / 32 * sizeof(XDs)));
+    CK(cudaMalloc(&out, N * sizeof(float)));
+    CK(cudaMalloc(&ref, N * sizeof(float)));
+    std::vector<int8_t> hx(K);
+    std::vector<XDs> hd(K / 32);
+    for (auto& v : hx) v = static_cast<int8_t>((s = s * 1664525u + 1013904223u) >> 25);
+    for (size_t c = 0; c < hd.size(); ++c) {
+      int sum = 0;
+      for (int j = 0; j < 32; ++j) sum += hx[32 * c + j];
+      hd[c] = make_float2(0.01f, 0.01f * sum);
+    }
+    CK(cudaMemcpy(xq, hx.data(), K, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(xds, hd.data(), hd.size() * sizeof(XDs), cudaMemcpyHostToDevice));
+    std::printf("-- tma: %lld x %lld Q4_0 split rows, %.1f MB --\n", static_cast<long long>(N), static_cast<long long>(K),
+                mat / 1e6);
+    run_v3<Q40, 2, 4, kFull, false>(e, "Q4_0 v3 full U2 MB4 (default)", bufs.data(), rb, N, K, xq, xds, ref);
+    std::vector<float> hr(N), ho(N);
+    CK(cudaMemcpy(hr.data(), ref, N * 4, cudaMemcpyDeviceToHost));
+    tma_smem_attr();
+    struct Cfg {
+      int64_t budget, stage;
+      int bps, nw;
+    };
+    std::vector<Cfg> cfgs = {Cfg{100 << 10, 40 << 10, 1, 16}, Cfg{200 << 10, 40 << 10, 1, 16}, Cfg{100 << 10, 20 << 10, 1, 8}};
+    if (one) cfgs = {Cfg{100 << 10, 40 << 10, 1, 16}};
+    for (const Cfg c : cfgs)
+    for (int cm = 2; cm >= 1; --cm) {
+      TmaGeom g = tma_geom(K, rb, c.budget, c.stage, c.nw);
+      g.compute = cm;
+      if (cm == 2 && K / 32 > 128 * (g.R >= g.NW ? 1 : g.NW / g.R)) continue;
+      const unsigned grid = static_cast<unsigned>(e.sms * c.bps);
+      CK(cudaMemset(out, 0, N * 4));
+      launch_tma(cs, false, grid, bufs[0], rb, N, K, g, xq, xds, out);
+      CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(ho.data(), out, N * 4, cudaMemcpyDeviceToHost));
+      double md = 0, mr = 0;
+      for (int64_t i = 0; i < N; ++i) {
+        md = std::max(md, static_cast<double>(std::fabs(ho[i] - hr[i])));
+        mr = std::max(mr, static_cast<double>(std::fabs(hr[i])));
+      }
+      for (int pdl = 0; pdl < 2; ++pdl) {
+        const double ms = time_ms(e, 64, [&](int i) { launch_tma(cs, pdl, grid, bufs[i % 8], rb, N, K, g, xq, xds, out); });
+        CK(cudaGetLastError());
+        const double gbps = mat / (ms * 1e6);
+        std::printf("tma %s NW %2d R %2d S %2d smem %6lld bps %d %s: max |diff| %.2e of %.2e  %7.2f us  %6.0f GB/s  %5.1f %% of copy\n",
+                    cm == 2 ? "x-regs" : "x-smem", g.NW, g.R, g.S, static_cast<long long>(g.smem), c.bps, pdl ? "pdl  " : "plain", md, mr, ms * 1e3, gbps,
+                    100.0 * gbps / e.copy_gbps);
+      }
+    }
+    for (auto& b : bufs) CK(cudaFree(b));
+    CK(cudaFree(xq));
+    CK(cudaFree(xds));
+    CK(cudaFree(out));
+    CK(cudaFree(ref));
+  }
+}
+
+// `mv_probe chain3`: the llama3-8b step's 129 matvecs as bulk-copy matvecs launched with PDL (each loads its
+// first stages during whatever runs before it), CUDA graph replay, with an attention stand-in (64 blocks x
+// 128, PDL: it lets the O projection go as it starts) of 0 / 5 / 10 us after each QKV.
+void run_chain3(Env& e) {
+  uint8_t* base;
+  int64_t total;
+  std::vector<ChainMat> mats = llama3_step(&base, &total);
+  const int64_t Kmax = 14336;
+  int8_t* xq;
+  XDs* xds;
+  float* out;
+  CK(cudaMalloc(&xq, Kmax));
+  CK(cudaMemset(xq, 3, Kmax));
+  CK(cudaMalloc(&xds, Kmax / 32 * sizeof(XDs)));
+  CK(cudaMemset(xds, 0, Kmax / 32 * sizeof(XDs)));
+  CK(cudaMalloc(&out, 128256 * sizeof(float)));
+  tma_smem_attr();
+  std::printf("-- chain3: %zu bulk-copy matvecs with PDL, %.2f GB of Q4_0 weights per step --\n", mats.size(), total / 1e9);
+  struct Cfg {
+    int64_t budget, stage;
+    int bps, nw;
+  };
+  for (int rep = 0; rep < 2; ++rep)
+    for (const Cfg c : {Cfg{100 << 10, 40 << 10, 1, 16}, Cfg{200 << 10, 40 << 10, 1, 16}})
+      for (int gm = 0; gm < 3; ++gm)  // 0: no gap; 1: 10 us gap, trigger after its wait; 2: trigger first
+        for (int compute = 2; compute >= 0; --compute) {
+          const int64_t gap = gm ? 10000 : 0;
+          const double ms = time_graph(e, [&](cudaStream_t st) {
+            for (size_t i = 0; i < mats.size(); ++i) {
+              const ChainMat& m = mats[i];
+              TmaGeom g = tma_geom(m.K, m.row_bytes, c.budget, c.stage, c.nw);
+              g.compute = compute;
+              launch_tma(st, true, static_cast<unsigned>(e.sms * c.bps), m.w, m.row_bytes, m.N, m.K, g, xq, xds, out);
+              if (gap > 0 && i % 4 == 0 && i / 4 < 32) launch_pdl_gap(st, gap, gm == 2);
+            }
+          });
+          CK(cudaGetLastError());
+          const double gap_ms = 32.0 * gap / 1e6;
+          std::printf("budget %6lld stage %6lld NW %2d gap %5lld ns %s: %7.3f ms/step (%.3f less the gaps)  %6.0f GB/s  %5.1f %% of copy\n",
+                      static_cast<long long>(c.budget), static_cast<long long>(c.stage), c.nw, static_cast<long long>(gap),
+                      compute == 2 ? (gm == 2 ? "x in regs early" : "x in regs      ") : compute ? (gm == 2 ? "compute   early" : "compute        ") : (gm == 2 ? "copy only early" : "copy only      "), ms, ms - gap_ms, total / (ms * 1e6),
+                      100.0 * total / (ms * 1e6) / e.copy_gbps);
+        }
+  CK(cudaFree(base));
+}
+
 int main(int argc, char** argv) {
   Env e;
   int dev = 0;
@@ -640,7 +1015,10 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e.b));
   const bool chain = argc > 1 && std::strcmp(argv[1], "chain") == 0;
   const bool chain2 = argc > 1 && std::strcmp(argv[1], "chain2") == 0;
-  const int64_t N = argc > 1 && !chain && !chain2 ? std::atoll(argv[1]) : 14336, K = argc > 2 ? std::atoll(argv[2]) : 4096;
+  const bool tma1 = argc > 1 && std::strcmp(argv[1], "tma1") == 0;
+  const bool tma = tma1 || (argc > 1 && std::strcmp(argv[1], "tma") == 0);
+  const bool chain3 = argc > 1 && std::strcmp(argv[1], "chain3") == 0;
+  const int64_t N = argc > 1 && !chain && !chain2 && !tma && !chain3 ? std::atoll(argv[1]) : 14336, K = argc > 2 ? std::atoll(argv[2]) : 4096;
   const int64_t row_bytes = K / 256 * 144;  // Q4_K; the Q4_0 split row is the same size (K/2 + K/16)
   const int64_t mat = N * row_bytes;
   std::vector<uint8_t*> bufs(8);
@@ -691,6 +1069,14 @@ int main(int argc, char** argv) {
   }
   if (chain2) {
     run_chain2(e);
+    return 0;
+  }
+  if (tma) {
+    run_tma(e, tma1);
+    return 0;
+  }
+  if (chain3) {
+    run_chain3(e);
     return 0;
   }
   for (int bps : {2, 4, 8}) {
