@@ -378,6 +378,7 @@ __global__ void fill_kernel(uint8_t* p, int64_t n) {
 // on the previous kernel), so with PDL a kernel's weights stream in during whatever runs before it.
 struct TmaGeom {
   int R = 8, S = 4, NW = 8;
+  int two = 0;      // NW 8 only: registers for two blocks per SM (the next matvec beside this one)
   int compute = 1;  // 0: the consumers only wait for each stage and release it (the copy engine's rate)
   int64_t stage_bytes = 0, x_off = 0, part_off = 0, stage_off = 0, smem = 0;
 };
@@ -421,8 +422,8 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
 
-template <int NW>
-__global__ void __launch_bounds__((NW + 1) * 32, 1)
+template <int NW, int MINB>
+__global__ void __launch_bounds__((NW + 1) * 32, MINB)
     tma_q40_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t N, int64_t K, TmaGeom g,
                    const int8_t* __restrict__ xq, const XDs* __restrict__ xds, float* __restrict__ out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -576,15 +577,12 @@ void launch_tma(cudaStream_t st, bool pdl, unsigned grid, const uint8_t* w, int6
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
   if (g.NW == 16) {
-    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<16>, w, row_bytes, N, K, g, xq, xds, out));
+    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<16, 1>, w, row_bytes, N, K, g, xq, xds, out));
+  } else if (g.two) {
+    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<8, 2>, w, row_bytes, N, K, g, xq, xds, out));
   } else {
-    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<8>, w, row_bytes, N, K, g, xq, xds, out));
+    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<8, 1>, w, row_bytes, N, K, g, xq, xds, out));
   }
-}
-
-void tma_smem_attr() {
-  CK(cudaFuncSetAttribute(tma_q40_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-  CK(cudaFuncSetAttribute(tma_q40_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
 }
 
 // The attention stand-in for PDL chains: waits for the kernel before it, lets the next one go, spins.
@@ -607,6 +605,20 @@ void launch_pdl_gap(cudaStream_t st, int64_t ns, int early = 0) {
   cfg.numAttrs = 1;
   CK(cudaLaunchKernelEx(&cfg, pdl_gap_kernel, ns, early));
 }
+
+// Max dynamic shared memory, and (carve) the max-shared carveout for these and the stand-in, so a matvec's
+// block can sit beside another kernel's on an SM.
+void tma_smem_attr(bool carve = false) {
+  const int pc = carve ? cudaSharedmemCarveoutMaxShared : cudaSharedmemCarveoutDefault;
+  CK(cudaFuncSetAttribute(tma_q40_kernel<8, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  CK(cudaFuncSetAttribute(tma_q40_kernel<8, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  CK(cudaFuncSetAttribute(tma_q40_kernel<16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+  CK(cudaFuncSetAttribute(tma_q40_kernel<8, 1>, cudaFuncAttributePreferredSharedMemoryCarveout, pc));
+  CK(cudaFuncSetAttribute(tma_q40_kernel<8, 2>, cudaFuncAttributePreferredSharedMemoryCarveout, pc));
+  CK(cudaFuncSetAttribute(tma_q40_kernel<16, 1>, cudaFuncAttributePreferredSharedMemoryCarveout, pc));
+  CK(cudaFuncSetAttribute(pdl_gap_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pc));
+}
+
 
 struct Env {
   int sms = 132;
@@ -980,26 +992,32 @@ void run_chain3(Env& e) {
   std::printf("-- chain3: %zu bulk-copy matvecs with PDL, %.2f GB of Q4_0 weights per step --\n", mats.size(), total / 1e9);
   struct Cfg {
     int64_t budget, stage;
-    int bps, nw;
+    int bps, nw, two, carve;
   };
   for (int rep = 0; rep < 2; ++rep)
-    for (const Cfg c : {Cfg{100 << 10, 40 << 10, 1, 16}, Cfg{200 << 10, 40 << 10, 1, 16}})
+    for (const Cfg c : {Cfg{100 << 10, 40 << 10, 1, 16, 0, 0}, Cfg{100 << 10, 40 << 10, 1, 16, 0, 1},
+                        Cfg{100 << 10, 40 << 10, 1, 8, 1, 1}, Cfg{100 << 10, 20 << 10, 1, 8, 1, 1},
+                        Cfg{200 << 10, 40 << 10, 1, 16, 0, 0}})
       for (int gm = 0; gm < 3; ++gm)  // 0: no gap; 1: 10 us gap, trigger after its wait; 2: trigger first
         for (int compute = 2; compute >= 0; --compute) {
           const int64_t gap = gm ? 10000 : 0;
+          if (compute == 2 && c.nw == 8) continue;  // x-regs needs <= 4 chunks a lane (K = 14336: 16 warps)
+          tma_smem_attr(c.carve);
           const double ms = time_graph(e, [&](cudaStream_t st) {
             for (size_t i = 0; i < mats.size(); ++i) {
               const ChainMat& m = mats[i];
               TmaGeom g = tma_geom(m.K, m.row_bytes, c.budget, c.stage, c.nw);
               g.compute = compute;
+              g.two = c.two;
               launch_tma(st, true, static_cast<unsigned>(e.sms * c.bps), m.w, m.row_bytes, m.N, m.K, g, xq, xds, out);
               if (gap > 0 && i % 4 == 0 && i / 4 < 32) launch_pdl_gap(st, gap, gm == 2);
             }
           });
           CK(cudaGetLastError());
           const double gap_ms = 32.0 * gap / 1e6;
-          std::printf("budget %6lld stage %6lld NW %2d gap %5lld ns %s: %7.3f ms/step (%.3f less the gaps)  %6.0f GB/s  %5.1f %% of copy\n",
-                      static_cast<long long>(c.budget), static_cast<long long>(c.stage), c.nw, static_cast<long long>(gap),
+          std::printf("budget %6lld stage %6lld NW %2d%s%s gap %5lld ns %s: %7.3f ms/step (%.3f less the gaps)  %6.0f GB/s  %5.1f %% of copy\n",
+                      static_cast<long long>(c.budget), static_cast<long long>(c.stage), c.nw, c.two ? " 2/SM" : "",
+                      c.carve ? " carve" : "", static_cast<long long>(gap),
                       compute == 2 ? (gm == 2 ? "x in regs early" : "x in regs      ") : compute ? (gm == 2 ? "compute   early" : "compute        ") : (gm == 2 ? "copy only early" : "copy only      "), ms, ms - gap_ms, total / (ms * 1e6),
                       100.0 * total / (ms * 1e6) / e.copy_gbps);
         }
