@@ -381,7 +381,15 @@ struct TmaGeom {
   int two = 0;      // NW 8 only: registers for two blocks per SM (the next matvec beside this one)
   int compute = 1;  // 0: the consumers only wait for each stage and release it (the copy engine's rate)
   int64_t stage_bytes = 0, x_off = 0, part_off = 0, stage_off = 0, smem = 0;
+  unsigned long long* stamps = nullptr;  // trace: [idx][block][4] globaltimer (entry, after wait, stage 0 in, end)
+  int idx = 0;
 };
+
+__device__ __forceinline__ void stamp(unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+  *p = v;
+}
 
 TmaGeom tma_geom(int64_t K, int64_t row_bytes, int64_t smem_budget, int64_t stage_target, int nw = 8) {
   TmaGeom g;
@@ -452,11 +460,14 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
               static_cast<uint32_t>(stage_rows(t) * row_bytes), full(s));
   };
   const int n_chunks = static_cast<int>(K / 32);
+  unsigned long long* my_st = g.stamps ? g.stamps + (static_cast<int64_t>(g.idx) * gridDim.x + blockIdx.x) * 4 : nullptr;
+  if (my_st && threadIdx.x == 0) stamp(my_st);
   if (warp == g.NW) {  // producer
     if (lane == 0)
       for (int t = 0; t < T && t < g.S; ++t) issue(t);
     allow_dependents();
     grid_dependency_wait();
+    if (my_st && lane == 0) stamp(my_st + 1);
     for (int t = 0; t < T; ++t) {
       const int s = t % g.S;
       mbar_wait(empty(s), (t / g.S) & 1);
@@ -469,6 +480,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
       __syncwarp();
       if (lane == 0 && t + g.S < T) issue(t + g.S);
     }
+    if (my_st && lane == 0) stamp(my_st + 3);
     return;
   }
   // consumers: the token's activations into shared memory (xa / xb planes: lanes read 16 contiguous bytes)
@@ -502,6 +514,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
   for (int t = 0; t < T; ++t) {
     const int s = t % g.S;
     mbar_wait(full(s), (t / g.S) & 1);
+    if (my_st && t == 0 && threadIdx.x == 0) stamp(my_st + 2);
     const int rows = stage_rows(t);
     const uint8_t* st = sm + g.stage_off + s * g.stage_bytes;
     if (g.compute == 2) {
@@ -587,13 +600,15 @@ void launch_tma(cudaStream_t st, bool pdl, unsigned grid, const uint8_t* w, int6
 
 // The attention stand-in for PDL chains: waits for the kernel before it, lets the next one go, spins.
 // early: let the next kernel go before waiting (its blocks then load while this one's predecessor runs).
-__global__ void pdl_gap_kernel(int64_t ns, int early) {
+__global__ void pdl_gap_kernel(int64_t ns, int early, unsigned long long* st) {
   if (early) allow_dependents();
   grid_dependency_wait();
   allow_dependents();
+  if (st && blockIdx.x == 0 && threadIdx.x == 0) stamp(st);
   spin_ns(ns);
+  if (st && blockIdx.x == 0 && threadIdx.x == 0) stamp(st + 1);
 }
-void launch_pdl_gap(cudaStream_t st, int64_t ns, int early = 0) {
+void launch_pdl_gap(cudaStream_t st, int64_t ns, int early = 0, unsigned long long* stamps = nullptr) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(64);
   cfg.blockDim = dim3(128);
@@ -603,7 +618,7 @@ void launch_pdl_gap(cudaStream_t st, int64_t ns, int early = 0) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, pdl_gap_kernel, ns, early));
+  CK(cudaLaunchKernelEx(&cfg, pdl_gap_kernel, ns, early, stamps));
 }
 
 // Max dynamic shared memory, and (carve) the max-shared carveout for these and the stand-in, so a matvec's
@@ -1021,6 +1036,49 @@ void run_chain3(Env& e) {
                       compute == 2 ? (gm == 2 ? "x in regs early" : "x in regs      ") : compute ? (gm == 2 ? "compute   early" : "compute        ") : (gm == 2 ? "copy only early" : "copy only      "), ms, ms - gap_ms, total / (ms * 1e6),
                       100.0 * total / (ms * 1e6) / e.copy_gbps);
         }
+  // Trace: one replay's globaltimer stamps of layer 10's kernels, for two configurations with 10 us gaps.
+  unsigned long long* stamps;
+  const size_t n_st = mats.size() * 264 * 4 + 64;
+  CK(cudaMalloc(&stamps, n_st * 8));
+  for (int cfg = 0; cfg < 2; ++cfg) {
+    const Cfg c = cfg == 0 ? Cfg{100 << 10, 40 << 10, 1, 8, 1, 1} : Cfg{100 << 10, 40 << 10, 1, 16, 0, 1};
+    const int compute = cfg == 0 ? 0 : 2;
+    tma_smem_attr(c.carve);
+    CK(cudaMemset(stamps, 0, n_st * 8));
+    time_graph(e, [&](cudaStream_t st) {
+      for (size_t i = 0; i < mats.size(); ++i) {
+        const ChainMat& m = mats[i];
+        TmaGeom g = tma_geom(m.K, m.row_bytes, c.budget, c.stage, c.nw);
+        g.compute = compute;
+        g.two = c.two;
+        g.stamps = stamps;
+        g.idx = static_cast<int>(i);
+        launch_tma(st, true, static_cast<unsigned>(e.sms * c.bps), m.w, m.row_bytes, m.N, m.K, g, xq, xds, out);
+        if (i % 4 == 0 && i / 4 < 32) launch_pdl_gap(st, 10000, 0, stamps + n_st - 64 + 2 * (i / 4 % 32 == 10 ? 0 : 1));
+      }
+    });
+    std::vector<unsigned long long> h(n_st);
+    CK(cudaMemcpy(h.data(), stamps, n_st * 8, cudaMemcpyDeviceToHost));
+    const int G = e.sms * c.bps;
+    const unsigned long long t0 = h[n_st - 64];  // layer 10's gap start
+    std::printf("-- trace (%s): layer 10, us from its gap's start; gap ends at %+.2f --\n",
+                cfg == 0 ? "NW 8 2/SM carve, copy only" : "NW 16 carve, x in regs", (h[n_st - 63] - t0) / 1e3);
+    static const char* const kNames[] = {"QKV", "O", "gate+up", "down", "next QKV"};
+    for (int k = 0; k < 5; ++k) {
+      const size_t i = 40 + k;
+      double mn[4] = {1e30, 1e30, 1e30, 1e30}, mx[4] = {-1e30, -1e30, -1e30, -1e30};
+      for (int b = 0; b < G; ++b)
+        for (int j = 0; j < 4; ++j) {
+          const unsigned long long v = h[(i * G + b) * 4 + j];
+          if (!v) continue;
+          const double d = (static_cast<double>(v) - static_cast<double>(t0)) / 1e3;
+          mn[j] = std::min(mn[j], d);
+          mx[j] = std::max(mx[j], d);
+        }
+      std::printf("%-8s entry %+8.2f .. %+8.2f  after wait %+8.2f .. %+8.2f  stage 0 in %+8.2f .. %+8.2f  end %+8.2f .. %+8.2f\n",
+                  kNames[k], mn[0], mx[0], mn[1], mx[1], mn[2], mx[2], mn[3], mx[3]);
+    }
+  }
   CK(cudaFree(base));
 }
 
