@@ -54,3 +54,14 @@ alt_ab() {
     done
   done
 }
+# ncu_tma DIR: Nsight Compute on mv_probe's bulk-copy kernel (`mv_probe tma1`, one launch after 20) into
+# DIR/ncu.txt; prints occupancy, issue and memory lines.
+ncu_tma() {
+  local ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { echo "no ncu"; return; }
+  timeout 120 $ncu --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy -k regex:tma_q40 --launch-skip 20 \
+    --launch-count 1 /root/bin/mv_probe tma1 > $1/ncu.txt 2>&1
+  grep -v "^==PROF==" $1/ncu.txt | grep -E "tma_q40|Stall|stall|Issue|Eligible|Active Warps|Pipe|Throughput|Hit|Busy|Ipc|cycles|Registers|Shared|Theoretical|Achieved|Block Limit" | cut -c1-160 | head -60
+}

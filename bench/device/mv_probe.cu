@@ -502,6 +502,15 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
   const int slice = split > 1 ? warp % split : 0;
   // compute == 2: this warp's chunks are (slice + split i) 32 + lane, i < 4 (n_chunks <= 128 split): their
   // activations stay in registers for the whole kernel, and a row's weights are loaded before any dot.
+  // A row's sum (every lane has it): a partial for the producer when warps split rows, else out directly.
+  auto row_done = [&](float acc, int s, int t, int r) {
+    if (lane != 0) return;
+    if (split > 1) {
+      part[(s * g.R + r) * split + slice] = acc;
+    } else {
+      out[r0 + static_cast<int64_t>(t) * g.R + r] = acc;
+    }
+  };
   constexpr int kCpl = 4;
   D::X xr[kCpl];
   if (g.compute == 2) {
@@ -536,14 +545,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
           const float d = D::dot(wv[i], 0, xr[i]);
           acc += (slice + split * i) * kWarp + lane < n_chunks ? d : 0.f;
         }
-        acc = warp_sum(acc);
-        if (lane == 0) {
-          if (split > 1) {
-            part[(s * g.R + r) * split + slice] = acc;
-          } else {
-            out[r0 + static_cast<int64_t>(t) * g.R + r] = acc;
-          }
-        }
+        row_done(warp_sum(acc), s, t, r);
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(empty(s));
@@ -564,14 +566,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
         x.ds = xd[c];
         acc += D::dot(wv, c, x);
       }
-      acc = warp_sum(acc);
-      if (lane == 0) {
-        if (split > 1) {
-          part[(s * g.R + r) * split + slice] = acc;
-        } else {
-          out[r0 + static_cast<int64_t>(t) * g.R + r] = acc;
-        }
-      }
+      row_done(warp_sum(acc), s, t, r);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(empty(s));
@@ -582,23 +577,9 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
 // Launch with or without programmatic dependent launch.
 void launch_tma(cudaStream_t st, bool pdl, unsigned grid, const uint8_t* w, int64_t row_bytes, int64_t N, int64_t K,
                 const TmaGeom& g, const int8_t* xq, const XDs* xds, float* out) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3((g.NW + 1) * kWarp);
-  cfg.dynamicSmemBytes = static_cast<size_t>(g.smem);
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  if (g.NW == 16) {
-    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<16, 1>, w, row_bytes, N, K, g, xq, xds, out));
-  } else if (g.two) {
-    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<8, 2>, w, row_bytes, N, K, g, xq, xds, out));
-  } else {
-    CK(cudaLaunchKernelEx(&cfg, tma_q40_kernel<8, 1>, w, row_bytes, N, K, g, xq, xds, out));
-  }
+  auto kern = g.NW == 16 ? tma_q40_kernel<16, 1> : g.two ? tma_q40_kernel<8, 2> : tma_q40_kernel<8, 1>;
+  CK(launch_ex(pdl, kern, dim3(grid), dim3((g.NW + 1) * kWarp), static_cast<size_t>(g.smem), st, w, row_bytes, N, K,
+               g, xq, xds, out));
 }
 
 // The attention stand-in for PDL chains: waits for the kernel before it, lets the next one go, spins.
@@ -612,16 +593,7 @@ __global__ void pdl_gap_kernel(int64_t ns, int early, unsigned long long* st) {
   if (st && blockIdx.x == 0 && threadIdx.x == 0) stamp(st + 1);
 }
 void launch_pdl_gap(cudaStream_t st, int64_t ns, int early = 0, unsigned long long* stamps = nullptr) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(64);
-  cfg.blockDim = dim3(128);
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, pdl_gap_kernel, ns, early, stamps));
+  CK(launch_ex(true, pdl_gap_kernel, dim3(64), dim3(128), 0, st, ns, early, stamps));
 }
 
 // Max dynamic shared memory, and (carve) the max-shared carveout for these and the stand-in, so a matvec's
@@ -727,6 +699,16 @@ std::vector<ChainMat> llama3_step(uint8_t** base, int64_t* total) {
   return mats;
 }
 
+// The chain probes' token activations (K up to 14336, constant bytes: timing only) and output (head rows).
+void chain_act(int8_t** xq, XDs** xds, float** out) {
+  const int64_t kmax = 14336;
+  CK(cudaMalloc(xq, kmax));
+  CK(cudaMemset(*xq, 3, kmax));
+  CK(cudaMalloc(xds, kmax / 32 * sizeof(XDs)));
+  CK(cudaMemset(*xds, 0, kmax / 32 * sizeof(XDs)));
+  CK(cudaMalloc(out, 128256 * sizeof(float)));
+}
+
 // `mv_probe chain`: a llama3-8b decode step's 129 matvecs (32 x QKV 6144 x 4096, O 4096 x 4096, gate + up
 // 28672 x 4096, down 4096 x 14336, then the 128256 x 4096 head), Q4_0 split rows (4.22 GB), three ways:
 // one launch per matrix (the v3 pattern: what the decode chain does), one cooperative kernel with a grid
@@ -739,16 +721,11 @@ void run_chain(Env& e) {
   ChainMat* dmats;
   CK(cudaMalloc(&dmats, mats.size() * sizeof(ChainMat)));
   CK(cudaMemcpy(dmats, mats.data(), mats.size() * sizeof(ChainMat), cudaMemcpyHostToDevice));
-  const int64_t Kmax = 14336;
   int8_t* xq;
   XDs* xds;
   float* out;
+  chain_act(&xq, &xds, &out);
   unsigned* bar;
-  CK(cudaMalloc(&xq, Kmax));
-  CK(cudaMemset(xq, 3, Kmax));
-  CK(cudaMalloc(&xds, Kmax / 32 * sizeof(XDs)));
-  CK(cudaMemset(xds, 0, Kmax / 32 * sizeof(XDs)));
-  CK(cudaMalloc(&out, 128256 * sizeof(float)));
   CK(cudaMalloc(&bar, 2 * sizeof(unsigned)));
   CK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
   CK(cudaDeviceSynchronize());
@@ -828,16 +805,11 @@ void run_chain2(Env& e) {
   const uint8_t** dstarts;
   CK(cudaMalloc(&dstarts, 32 * sizeof(void*)));
   CK(cudaMemcpy(dstarts, starts.data(), 32 * sizeof(void*), cudaMemcpyHostToDevice));
-  const int64_t Kmax = 14336;
   int8_t* xq;
   XDs* xds;
   float* out;
+  chain_act(&xq, &xds, &out);
   unsigned *progress, *sink;
-  CK(cudaMalloc(&xq, Kmax));
-  CK(cudaMemset(xq, 3, Kmax));
-  CK(cudaMalloc(&xds, Kmax / 32 * sizeof(XDs)));
-  CK(cudaMemset(xds, 0, Kmax / 32 * sizeof(XDs)));
-  CK(cudaMalloc(&out, 128256 * sizeof(float)));
   CK(cudaMalloc(&progress, 4));
   CK(cudaMalloc(&sink, 4));
   CK(cudaDeviceSynchronize());
@@ -997,15 +969,10 @@ void run_chain3(Env& e) {
   uint8_t* base;
   int64_t total;
   std::vector<ChainMat> mats = llama3_step(&base, &total);
-  const int64_t Kmax = 14336;
   int8_t* xq;
   XDs* xds;
   float* out;
-  CK(cudaMalloc(&xq, Kmax));
-  CK(cudaMemset(xq, 3, Kmax));
-  CK(cudaMalloc(&xds, Kmax / 32 * sizeof(XDs)));
-  CK(cudaMemset(xds, 0, Kmax / 32 * sizeof(XDs)));
-  CK(cudaMalloc(&out, 128256 * sizeof(float)));
+  chain_act(&xq, &xds, &out);
   tma_smem_attr();
   std::printf("-- chain3: %zu bulk-copy matvecs with PDL, %.2f GB of Q4_0 weights per step --\n", mats.size(), total / 1e9);
   struct Cfg {

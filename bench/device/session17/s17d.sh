@@ -6,10 +6,4 @@ set -u
 BINS="mv_probe" . bench/device/carry_setup.sh
 R=$OUT/r; mkdir -p $R
 timeout 150 /root/bin/mv_probe chain3 2>&1 | tee $R/chain3.txt; el chain3
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$NCU" ]; then
-  timeout 120 $NCU --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy -k regex:tma_q40 --launch-skip 20 --launch-count 1 \
-    /root/bin/mv_probe tma1 > $R/ncu.txt 2>&1
-  grep -v "^==PROF==" $R/ncu.txt | grep -E "tma_q40|Stall|stall|Issue|Eligible|Active Warps|Pipe|Throughput|Hit|Busy|Ipc|cycles|Registers|Shared|Theoretical|Achieved|Block Limit" | cut -c1-160 | head -60
-fi; el ncu
+ncu_tma $R; el ncu
