@@ -198,12 +198,17 @@ __device__ void grid_barrier(unsigned* count, unsigned* gen) {
   __syncthreads();
 }
 
+// The GPU's nanosecond clock (%globaltimer).
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 __device__ void spin_ns(int64_t ns) {
-  uint64_t t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (static_cast<int64_t>(t - t0) < ns);
+  const uint64_t t0 = now_ns();
+  while (static_cast<int64_t>(now_ns() - t0) < ns) {
+  }
 }
 
 __global__ void gap_kernel(int64_t ns) { spin_ns(ns); }
@@ -323,13 +328,11 @@ __global__ void prefetcher_kernel(const uint8_t* const* __restrict__ starts, int
   const int64_t lanes = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int L = 0; L < n_layers; ++L) {
     if (threadIdx.x == 0) {
-      uint64_t t0, t;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+      const uint64_t t0 = now_ns();
       go = 1;
       while (*reinterpret_cast<volatile unsigned*>(progress) < static_cast<unsigned>(L + 1)) {
         __nanosleep(100);
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 > 20000000ull) {
+        if (now_ns() - t0 > 20000000ull) {
           go = 0;
           break;
         }
@@ -381,6 +384,7 @@ __global__ void fill_kernel(uint8_t* p, int64_t n) {
 // on the previous kernel), so with PDL a kernel's weights stream in during whatever runs before it.
 struct TmaGeom {
   int R = 8, S = 4, NW = 8;
+  int split = 1;    // warps per row (NW / R when R < NW)
   int two = 0;      // NW 8 only: registers for two blocks per SM (the next matvec beside this one)
   int compute = 1;  // 0: the consumers only wait for each stage and release it (the copy engine's rate)
   int64_t stage_bytes = 0, x_off = 0, part_off = 0, stage_off = 0, smem = 0;
@@ -388,11 +392,7 @@ struct TmaGeom {
   int idx = 0;
 };
 
-__device__ __forceinline__ void stamp(unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
-  *p = v;
-}
+__device__ __forceinline__ void stamp(unsigned long long* p) { *p = now_ns(); }
 
 TmaGeom tma_geom(int64_t K, int64_t row_bytes, int64_t smem_budget, int64_t stage_target, int nw = 8) {
   TmaGeom g;
@@ -402,7 +402,7 @@ TmaGeom tma_geom(int64_t K, int64_t row_bytes, int64_t smem_budget, int64_t stag
   while (g.R * 2 <= fit && g.R < 32) g.R *= 2;
   g.stage_bytes = (g.R * row_bytes + 127) / 128 * 128;
   // [full 16][empty 16] mbarriers | part [16][R][NW / R or 1] floats | xa [K/32][16] xb [K/32][16] xds [K/32] | stages
-  const int split = g.R >= g.NW ? 1 : g.NW / g.R;
+  const int split = g.split = g.R >= g.NW ? 1 : g.NW / g.R;
   g.part_off = 16 * 8 * 2;
   g.x_off = g.part_off + (16 * g.R * split * 4 + 127) / 128 * 128;
   g.stage_off = g.x_off + (K + K / 32 * 8 + 127) / 128 * 128;
@@ -412,14 +412,14 @@ TmaGeom tma_geom(int64_t K, int64_t row_bytes, int64_t smem_budget, int64_t stag
   return g;
 }
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+[[maybe_unused]] __device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+[[maybe_unused]] __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+[[maybe_unused]] __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+[[maybe_unused]] __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
@@ -427,7 +427,7 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 // Expect `bytes` on bar (this thread's arrival) and have the bulk-copy engine move them there.
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+[[maybe_unused]] __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
@@ -447,7 +447,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (16 + s); };
   float* part = reinterpret_cast<float*>(sm + g.part_off);
-  const int split = g.R >= g.NW ? 1 : g.NW / g.R;
+  const int split = g.split;
   if (threadIdx.x == 0) {
     for (int s = 0; s < g.S; ++s) {
       mbar_init(full(s), 1);
@@ -500,8 +500,6 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
   using D = ChunkDec<ferry::DType::Q4_0>;
   const int my_row = split > 1 ? warp / split : warp;
   const int slice = split > 1 ? warp % split : 0;
-  // compute == 2: this warp's chunks are (slice + split i) 32 + lane, i < 4 (n_chunks <= 128 split): their
-  // activations stay in registers for the whole kernel, and a row's weights are loaded before any dot.
   // A row's sum (every lane has it): a partial for the producer when warps split rows, else out directly.
   auto row_done = [&](float acc, int s, int t, int r) {
     if (lane != 0) return;
@@ -511,6 +509,8 @@ __global__ void __launch_bounds__((NW + 1) * 32, MINB)
       out[r0 + static_cast<int64_t>(t) * g.R + r] = acc;
     }
   };
+  // compute == 2: this warp's chunks are (slice + split i) 32 + lane, i < 4 (n_chunks <= 128 split): their
+  // activations stay in registers for the whole kernel, and a row's weights are loaded before any dot.
   constexpr int kCpl = 4;
   D::X xr[kCpl];
   if (g.compute == 2) {
@@ -934,7 +934,7 @@ void run_tma(Env& e, bool one) {
     for (int cm = 2; cm >= 1; --cm) {
       TmaGeom g = tma_geom(K, rb, c.budget, c.stage, c.nw);
       g.compute = cm;
-      if (cm == 2 && K / 32 > 128 * (g.R >= g.NW ? 1 : g.NW / g.R)) continue;
+      if (cm == 2 && K / 32 > 128 * g.split) continue;
       const unsigned grid = static_cast<unsigned>(e.sms * c.bps);
       CK(cudaMemset(out, 0, N * 4));
       launch_tma(cs, false, grid, bufs[0], rb, N, K, g, xq, xds, out);
