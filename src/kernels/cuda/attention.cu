@@ -171,12 +171,12 @@ __device__ __forceinline__ SplitWeights split_weights(const Partials& part, int 
                                                       int lane) {
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
   if (lane < splits) {
-    const float2 ml = part.ml[static_cast<int64_t>(lane) * n_rows + row];
+    const float2 ml = __ldcg(part.ml + static_cast<int64_t>(lane) * n_rows + row);
     m0 = ml.x;
     l0 = ml.y;
   }
   if (lane + kWarp < splits) {
-    const float2 ml = part.ml[static_cast<int64_t>(lane + kWarp) * n_rows + row];
+    const float2 ml = __ldcg(part.ml + static_cast<int64_t>(lane + kWarp) * n_rows + row);
     m1 = ml.x;
     l1 = ml.y;
   }
@@ -692,6 +692,246 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
   ATTN_STAMP(6);
 }
 
+// ---- one-token decode kernel -------------------------------------------------------------------------
+// One token (decode of one sequence), the G query heads of one KV head per block, a range of cells per
+// split. No tensor cores and no shared-memory tiles: lane (r, dc) of a warp loads 16 bytes (dims 8 dc ..
+// 8 dc + 7) of K and V rows straight into registers, kNJ rows each, and every load of a round (K, V, the
+// cells' positions and sequences) is issued before any is used, as are q's and the token's before the
+// first round: one round of memory latency per 16 (D = 128) cells a warp instead of the mma kernel's
+// staged prologue. Scores in F32 (q is not rounded to F16, nor P), reduced over the row's kLPR lanes by
+// shuffles; each lane keeps an online softmax over its own cells, merged across the warp's row groups,
+// then across the block's warps through shared memory. The block's (m, l, O) are a split's partial, or
+// the result when splits == 1. With a.counters (kernel 3 of attention()), the last block of a KV head to
+// finish (a ticket per head, reset by that block) merges the splits itself, as the combine kernel would,
+// bit for bit: no combine kernel and no hand-off to it.
+template <int D, int G>
+struct DecCfg {
+  static constexpr int kLPR = D / 8;            // lanes per cell row
+  static constexpr int kCPL = kWarp / kLPR;     // cells per warp load: 4, 2, 1 for D = 64, 128, 256
+  static constexpr int kNJ = G <= 4 ? 8 : 4;    // rows of K (and of V) per lane per round
+  static constexpr int kCellsW = kNJ * kCPL;    // cells per warp round
+  static constexpr int kWarps = 4;
+};
+
+__device__ __forceinline__ void halves8(const uint4& u, float* f) {
+  const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 t = __half22float2(h[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+// Merges split partials of row `row` into output elements d = lane + 32 k (the combine kernels'
+// arithmetic, splits added in order) and stores them with their Q8 image.
+__device__ __forceinline__ void merge_splits_row(const AttnArgs& a, const Partials& part, int splits, int64_t n_rows,
+                                                 int t, int h, int lane) {
+  const int64_t row = static_cast<int64_t>(t) * a.n_head + h;
+  const SplitWeights w = split_weights(part, splits, n_rows, row, lane);
+  const int D = a.head_dim;
+#pragma unroll 1
+  for (int d0 = 0; d0 < D; d0 += kWarp) {
+    const int d = d0 + lane;
+    float acc = 0.f;
+    constexpr int kGroup = 16;  // loads in flight per lane
+#pragma unroll 1
+    for (int s0 = 0; s0 < splits; s0 += kGroup) {
+      float v[kGroup];
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i)
+        v[i] = s0 + i < splits ? __ldcg(part.o + (static_cast<int64_t>(s0 + i) * n_rows + row) * D + d) : 0.f;
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        if (s0 + i >= splits) break;  // uniform
+        acc = fmaf(w.of(s0 + i), v[i], acc);
+      }
+    }
+    store_combined(a, t, h, d, acc * w.inv, lane);
+  }
+}
+
+template <int D, int G>
+__global__ void __launch_bounds__(128) attn_decode_kernel(AttnArgs a, int splits, int per_split, Partials part) {
+  pdl_enter();  // launched with PDL: q and the new cell come from the rope kernel
+  FERRY_EMPTY_SMALL_RETURN();
+  using C = DecCfg<D, G>;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int r = lane / C::kLPR, dc = lane % C::kLPR;
+  const int kvh = blockIdx.y;
+  const int c_begin = static_cast<int>(blockIdx.x) * per_split;
+  const int c_end = min(a.n_cells, c_begin + per_split);
+  const int tpos = a.pos[0], tseq = a.seq[0];
+
+  float q[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float4* qp = reinterpret_cast<const float4*>(reinterpret_cast<const char*>(a.q) +
+                                                       static_cast<int64_t>(kvh * G + g) * a.q_nb1) + 2 * dc;
+    const float4 x0 = qp[0], x1 = qp[1];
+    q[g][0] = x0.x, q[g][1] = x0.y, q[g][2] = x0.z, q[g][3] = x0.w;
+    q[g][4] = x1.x, q[g][5] = x1.y, q[g][6] = x1.z, q[g][7] = x1.w;
+  }
+  float m[G], l[G], o[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[g][e] = 0.f;
+  }
+
+  const int64_t col = (static_cast<int64_t>(kvh) * D + dc * 8) * 2;  // bytes into a cache row
+  for (int base = c_begin + warp * C::kCellsW; base < c_end; base += C::kWarps * C::kCellsW) {
+    uint4 kr[C::kNJ], vr[C::kNJ];
+    int cp[C::kNJ], cs[C::kNJ];
+#pragma unroll
+    for (int j = 0; j < C::kNJ; ++j) {
+      const int c = base + j * C::kCPL + r;
+      const bool ok = c < c_end;
+      kr[j] = vr[j] = make_uint4(0, 0, 0, 0);
+      cp[j] = INT_MAX;
+      cs[j] = kInvalidCellSeq;
+      if (ok) {
+        kr[j] = __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.k) + c * a.k_stride + col));
+        vr[j] = __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.v) + c * a.v_stride + col));
+        cp[j] = a.cell_pos[c];
+        cs[j] = a.cell_seq[c];
+      }
+    }
+    float s[C::kNJ][G];
+#pragma unroll
+    for (int j = 0; j < C::kNJ; ++j) {
+      float kf[8];
+      halves8(kr[j], kf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float acc = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc = fmaf(q[g][e], kf[e], acc);
+        s[j][g] = acc;
+      }
+    }
+#pragma unroll
+    for (int off = 1; off < C::kLPR; off <<= 1) {
+#pragma unroll
+      for (int j = 0; j < C::kNJ; ++j) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) s[j][g] += __shfl_xor_sync(0xffffffffu, s[j][g], off);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < C::kNJ; ++j) {
+      const bool vis = visible(tpos, tseq, cp[j], cs[j], a.window);
+#pragma unroll
+      for (int g = 0; g < G; ++g) s[j][g] = vis ? cap_logit(s[j][g], a.scale, a.softcap) : -INFINITY;
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < C::kNJ; ++j) mx = fmaxf(mx, s[j][g]);
+      const float mn = fmaxf(m[g], mx);
+      const float ref = mn == -INFINITY ? 0.f : mn;
+      const float alpha = __expf(m[g] - ref);
+      m[g] = mn;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < C::kNJ; ++j) {
+        s[j][g] = __expf(s[j][g] - ref);
+        sum += s[j][g];
+      }
+      l[g] = l[g] * alpha + sum;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[g][e] *= alpha;
+    }
+#pragma unroll
+    for (int j = 0; j < C::kNJ; ++j) {
+      float vf[8];
+      halves8(vr[j], vf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[g][e] = fmaf(s[j][g], vf[e], o[g][e]);
+      }
+    }
+  }
+
+  // The warp's row groups (lanes r = 0 .. kCPL - 1 with the same dc) hold states of different cells.
+#pragma unroll
+  for (int off = C::kLPR; off < kWarp; off <<= 1) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m[g], off);
+      const float lo = __shfl_xor_sync(0xffffffffu, l[g], off);
+      const float mn = fmaxf(m[g], mo);
+      const float ref = mn == -INFINITY ? 0.f : mn;
+      const float fa = __expf(m[g] - ref), fb = __expf(mo - ref);
+      m[g] = mn;
+      l[g] = l[g] * fa + lo * fb;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float oo = __shfl_xor_sync(0xffffffffu, o[g][e], off);
+        o[g][e] = o[g][e] * fa + oo * fb;
+      }
+    }
+  }
+
+  // The block's warps, through shared memory.
+  __shared__ __align__(16) float red_o[C::kWarps][G][D];
+  __shared__ float red_m[C::kWarps][G], red_l[C::kWarps][G];
+  __shared__ int last_block;
+  if (r == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float4* dst = reinterpret_cast<float4*>(&red_o[warp][g][dc * 8]);
+      dst[0] = make_float4(o[g][0], o[g][1], o[g][2], o[g][3]);
+      dst[1] = make_float4(o[g][4], o[g][5], o[g][6], o[g][7]);
+      if (dc == 0) {
+        red_m[warp][g] = m[g];
+        red_l[warp][g] = l[g];
+      }
+    }
+  }
+  __syncthreads();
+  const int64_t n_rows = a.n_head;  // one token
+  static_assert(G * D % kWarp == 0, "whole warps per output pass");
+  for (int i = threadIdx.x; i < G * D; i += blockDim.x) {  // uniform per warp: G * D % 32 == 0
+    const int g = i / D, d = i % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < C::kWarps; ++w) M = fmaxf(M, red_m[w][g]);
+    const float ref = M == -INFINITY ? 0.f : M;
+    float L = 0.f, acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < C::kWarps; ++w) {
+      const float f = __expf(red_m[w][g] - ref);
+      L += f * red_l[w][g];
+      acc += f * red_o[w][g][d];
+    }
+    const int h = kvh * G + g;
+    if (splits == 1) {
+      store_combined(a, 0, h, d, L > 0.f ? acc / L : 0.f, lane);
+    } else {
+      part.o[(static_cast<int64_t>(blockIdx.x) * n_rows + h) * D + d] = acc;
+      if (d == 0) part.ml[static_cast<int64_t>(blockIdx.x) * n_rows + h] = make_float2(M, L);
+    }
+  }
+  if (splits == 1 || a.counters == nullptr) return;
+  // The last block of this KV head merges the splits.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int ticket = atomicAdd(a.counters + kvh, 1);
+    last_block = ticket == splits - 1;
+    if (last_block) a.counters[kvh] = 0;  // ready for the next launch (which runs after this one)
+  }
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  for (int g = warp; g < G; g += C::kWarps) merge_splits_row(a, part, splits, n_rows, 0, kvh * G + g, lane);
+}
+
 // ---- launch helpers ----------------------------------------------------------------------------------
 
 // Blocks per SM the split count aims for (FERRY_CUDA_ATTN_SPLIT_SM overrides, for A/B runs).
@@ -731,6 +971,42 @@ cudaError_t launch_mma(const AttnArgs& a, int splits, Partials part, cudaStream_
   const int64_t rows_kvh = static_cast<int64_t>(a.n_tokens) * (a.n_head / a.n_kv_head);
   const dim3 grid(ceil_div(rows_kvh, Cfg::kRows), static_cast<unsigned>(a.n_kv_head), static_cast<unsigned>(splits));
   return launch_ex(pdl_default(), kernel, grid, dim3(128), Cfg::kSmem, stream, a, splits, part);
+}
+
+template <int D, int G>
+cudaError_t launch_decode(const AttnArgs& a, int splits, int per_split, Partials part, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.n_kv_head));
+  return launch_ex(pdl_default(), attn_decode_kernel<D, G>, grid, dim3(DecCfg<D, G>::kWarps * kWarp), 0, stream, a,
+                   splits, per_split, part);
+}
+
+template <int D>
+cudaError_t launch_decode_d(const AttnArgs& a, int G, int splits, int per_split, Partials part, cudaStream_t stream) {
+  switch (G) {
+    case 1: return launch_decode<D, 1>(a, splits, per_split, part, stream);
+    case 2: return launch_decode<D, 2>(a, splits, per_split, part, stream);
+    case 4: return launch_decode<D, 4>(a, splits, per_split, part, stream);
+    default: return launch_decode<D, 8>(a, splits, per_split, part, stream);
+  }
+}
+
+// Cells a warp takes per round in the decode kernel (DecCfg::kCellsW), 0 when it does not take the shape.
+int decode_cells_w(const AttnArgs& a) {
+  const int D = a.head_dim, G = a.n_head / a.n_kv_head;
+  if (a.n_tokens != 1 || (D != 64 && D != 128 && D != 256) || (G != 1 && G != 2 && G != 4 && G != 8)) return 0;
+  if (a.q_nb1 % 16 != 0 || reinterpret_cast<uintptr_t>(a.q) % 16 != 0) return 0;
+  return (G <= 4 ? 8 : 4) * (kWarp / (D / 8));
+}
+
+// Cells per block the decode kernel's split count aims for (FERRY_CUDA_ATTN_DEC_CELLS overrides, for A/B
+// runs): one round of every warp.
+int decode_cells_per_block(int cells_w) {
+  static const int v = [] {
+    const char* e = std::getenv("FERRY_CUDA_ATTN_DEC_CELLS");
+    const int n = e != nullptr ? std::atoi(e) : 0;
+    return n >= 1 && n <= 4096 ? n : 0;
+  }();
+  return v > 0 ? v : 4 * cells_w;
 }
 
 template <int D>
@@ -807,6 +1083,41 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
   const int G = a.n_head / a.n_kv_head;
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
   const bool splitw = static_cast<int64_t>(a.n_tokens) * G <= 16;
+
+  if (kernel == 2 || kernel == 3) {
+    const int cells_w = decode_cells_w(a);
+    if (cells_w > 0) {
+      if (splits <= 0) splits = pick_splits(a.n_kv_head, a.n_cells, decode_cells_per_block(cells_w), sm_count);
+      if (splits > 2 * kWarp) splits = 2 * kWarp;  // the merge holds two splits per lane
+      while (splits > 1 && attention_scratch_bytes(1, a.n_head, D, splits) > scratch_bytes) --splits;
+      if (a.n_cells <= 0) splits = 1;
+      // Whole warp rounds per split, and no empty split.
+      const int per_split = splits == 1 ? (a.n_cells > 0 ? a.n_cells : 1)
+                                        : ceil_div(ceil_div(a.n_cells, splits), cells_w) * cells_w;
+      if (splits > 1) splits = ceil_div(a.n_cells, per_split);
+      const Partials part = carve(scratch, n_rows, D, splits);
+      AttnArgs b = a;
+      if (kernel == 2) b.counters = nullptr;
+      cudaError_t e;
+      if (D == 64) {
+        e = launch_decode_d<64>(b, G, splits, per_split, part, stream);
+      } else if (D == 128) {
+        e = launch_decode_d<128>(b, G, splits, per_split, part, stream);
+      } else {
+        e = launch_decode_d<256>(b, G, splits, per_split, part, stream);
+      }
+      if (e == cudaSuccess && splits > 1 && b.counters == nullptr) {
+        e = splits <= 8 ? launch_ex(pdl_default(), attn_combine_warp_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp),
+                                    0, stream, a, splits, part)
+                        : launch_ex(pdl_default(), attn_combine_block_kernel, dim3(static_cast<unsigned>(n_rows)),
+                                    dim3(static_cast<unsigned>((D + kWarp - 1) / kWarp * kWarp)), 0, stream, a, splits,
+                                    part);
+      }
+      if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
+      return e;
+    }
+    kernel = 1;
+  }
 
   if (kernel == 1 && attention_mma_supported(D)) {
     const int need = D == 64 ? mma_smem<64>(splitw) : (D == 128 ? mma_smem<128>(splitw) : mma_smem<256>(splitw));
