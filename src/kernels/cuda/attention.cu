@@ -724,31 +724,38 @@ __device__ __forceinline__ void halves8(const uint4& u, float* f) {
 }
 
 // Merges split partials of row `row` into output elements d = lane + 32 k (the combine kernels'
-// arithmetic, splits added in order) and stores them with their Q8 image.
+// arithmetic, splits added in order) and stores them with their Q8 image. The partials' loads of a group of
+// splits for all D / 32 elements of the lane are issued together, before the splits' weights are formed.
+template <int D>
 __device__ __forceinline__ void merge_splits_row(const AttnArgs& a, const Partials& part, int splits, int64_t n_rows,
-                                                 int t, int h, int lane) {
-  const int64_t row = static_cast<int64_t>(t) * a.n_head + h;
-  const SplitWeights w = split_weights(part, splits, n_rows, row, lane);
-  const int D = a.head_dim;
-#pragma unroll 1
-  for (int d0 = 0; d0 < D; d0 += kWarp) {
-    const int d = d0 + lane;
-    float acc = 0.f;
-    constexpr int kGroup = 16;  // loads in flight per lane
-#pragma unroll 1
-    for (int s0 = 0; s0 < splits; s0 += kGroup) {
-      float v[kGroup];
+                                                 int h, int lane) {
+  constexpr int kK = D / kWarp, kGroup = 64 / kK;  // 64 loads in flight per lane
+  const int64_t row = h;                           // one token
+  float acc[kK];
 #pragma unroll
-      for (int i = 0; i < kGroup; ++i)
-        v[i] = s0 + i < splits ? __ldcg(part.o + (static_cast<int64_t>(s0 + i) * n_rows + row) * D + d) : 0.f;
+  for (int k = 0; k < kK; ++k) acc[k] = 0.f;
+  SplitWeights w;
+#pragma unroll 1
+  for (int s0 = 0; s0 < splits; s0 += kGroup) {
+    float v[kGroup][kK];
 #pragma unroll
-      for (int i = 0; i < kGroup; ++i) {
-        if (s0 + i >= splits) break;  // uniform
-        acc = fmaf(w.of(s0 + i), v[i], acc);
-      }
+    for (int i = 0; i < kGroup; ++i) {
+#pragma unroll
+      for (int k = 0; k < kK; ++k)
+        v[i][k] = s0 + i < splits ? __ldcg(part.o + (static_cast<int64_t>(s0 + i) * n_rows + row) * D + lane + kWarp * k)
+                                  : 0.f;
     }
-    store_combined(a, t, h, d, acc * w.inv, lane);
+    if (s0 == 0) w = split_weights(part, splits, n_rows, row, lane);
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      if (s0 + i >= splits) break;  // uniform
+      const float ws = w.of(s0 + i);
+#pragma unroll
+      for (int k = 0; k < kK; ++k) acc[k] = fmaf(ws, v[i][k], acc[k]);
+    }
   }
+#pragma unroll
+  for (int k = 0; k < kK; ++k) store_combined(a, 0, h, lane + kWarp * k, acc[k] * w.inv, lane);
 }
 
 template <int D, int G>
@@ -929,7 +936,7 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(AttnArgs a, int splits
   __syncthreads();
   if (!last_block) return;
   __threadfence();
-  for (int g = warp; g < G; g += C::kWarps) merge_splits_row(a, part, splits, n_rows, 0, kvh * G + g, lane);
+  for (int g = warp; g < G; g += C::kWarps) merge_splits_row<D>(a, part, splits, n_rows, kvh * G + g, lane);
 }
 
 // ---- launch helpers ----------------------------------------------------------------------------------
