@@ -9,6 +9,7 @@
 //          rows and split each 64-cell tile, merging their softmax states at the end.
 // Both can split the cell range over blocks (flash-decoding) so a single decode token still fills the
 // GPU; partial (m, l, O) go to scratch and a combine kernel merges them.
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -708,7 +709,7 @@ template <int D, int G>
 struct DecCfg {
   static constexpr int kLPR = D / 8;            // lanes per cell row
   static constexpr int kCPL = kWarp / kLPR;     // cells per warp load: 4, 2, 1 for D = 64, 128, 256
-  static constexpr int kNJ = G <= 4 ? 8 : 4;    // rows of K (and of V) per lane per round
+  static constexpr int kNJ = 2;                 // rows of K (and of V) per lane per round
   static constexpr int kCellsW = kNJ * kCPL;    // cells per warp round
   static constexpr int kWarps = 4;
 };
@@ -789,23 +790,37 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(AttnArgs a, int splits
   }
 
   const int64_t col = (static_cast<int64_t>(kvh) * D + dc * 8) * 2;  // bytes into a cache row
-  for (int base = c_begin + warp * C::kCellsW; base < c_end; base += C::kWarps * C::kCellsW) {
-    uint4 kr[C::kNJ], vr[C::kNJ];
+  struct Round {
+    uint4 k[C::kNJ], v[C::kNJ];
     int cp[C::kNJ], cs[C::kNJ];
+  };
+  auto load_round = [&](int base, Round& rd) {
 #pragma unroll
     for (int j = 0; j < C::kNJ; ++j) {
       const int c = base + j * C::kCPL + r;
-      const bool ok = c < c_end;
-      kr[j] = vr[j] = make_uint4(0, 0, 0, 0);
-      cp[j] = INT_MAX;
-      cs[j] = kInvalidCellSeq;
-      if (ok) {
-        kr[j] = __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.k) + c * a.k_stride + col));
-        vr[j] = __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.v) + c * a.v_stride + col));
-        cp[j] = a.cell_pos[c];
-        cs[j] = a.cell_seq[c];
+      rd.k[j] = rd.v[j] = make_uint4(0, 0, 0, 0);
+      rd.cp[j] = INT_MAX;
+      rd.cs[j] = kInvalidCellSeq;
+      if (c < c_end) {
+        rd.k[j] = __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.k) + c * a.k_stride + col));
+        rd.v[j] = __ldg(reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(a.v) + c * a.v_stride + col));
+        rd.cp[j] = a.cell_pos[c];
+        rd.cs[j] = a.cell_seq[c];
       }
     }
+  };
+  // The warp's rounds, the next one's loads issued before this one is computed.
+  constexpr int kStep = C::kWarps * C::kCellsW;
+  Round cur, nxt;
+  int base = c_begin + warp * C::kCellsW;
+  if (base < c_end) load_round(base, cur);
+  for (; base < c_end; base += kStep) {
+    const bool more = base + kStep < c_end;  // warp-uniform
+    if (more) load_round(base + kStep, nxt);
+    const uint4* kr = cur.k;
+    const uint4* vr = cur.v;
+    const int* cp = cur.cp;
+    const int* cs = cur.cs;
     float s[C::kNJ][G];
 #pragma unroll
     for (int j = 0; j < C::kNJ; ++j) {
@@ -862,6 +877,7 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(AttnArgs a, int splits
         for (int e = 0; e < 8; ++e) o[g][e] = fmaf(s[j][g], vf[e], o[g][e]);
       }
     }
+    if (more) cur = nxt;
   }
 
   // The warp's row groups (lanes r = 0 .. kCPL - 1 with the same dc) hold states of different cells.
@@ -1094,7 +1110,12 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
   if (kernel == 2 || kernel == 3) {
     const int cells_w = decode_cells_w(a);
     if (cells_w > 0) {
-      if (splits <= 0) splits = pick_splits(a.n_kv_head, a.n_cells, decode_cells_per_block(cells_w), sm_count);
+      if (splits <= 0) {
+        // One round of every warp per split (cells_b cells), at most ~4 blocks per SM in all.
+        const int64_t by_cells = ceil_div(a.n_cells > 0 ? a.n_cells : 1, decode_cells_per_block(cells_w));
+        const int64_t by_sms = std::max<int64_t>(1, 4 * static_cast<int64_t>(sm_count > 0 ? sm_count : 100) / a.n_kv_head);
+        splits = static_cast<int>(std::min(by_cells, by_sms));
+      }
       if (splits > 2 * kWarp) splits = 2 * kWarp;  // the merge holds two splits per lane
       while (splits > 1 && attention_scratch_bytes(1, a.n_head, D, splits) > scratch_bytes) --splits;
       if (a.n_cells <= 0) splits = 1;
