@@ -1018,7 +1018,8 @@ int decode_cells_w(const AttnArgs& a) {
   const int D = a.head_dim, G = a.n_head / a.n_kv_head;
   if (a.n_tokens != 1 || (D != 64 && D != 128 && D != 256) || (G != 1 && G != 2 && G != 4 && G != 8)) return 0;
   if (a.q_nb1 % 16 != 0 || reinterpret_cast<uintptr_t>(a.q) % 16 != 0) return 0;
-  return (G <= 4 ? 8 : 4) * (kWarp / (D / 8));
+  constexpr int kNJ = DecCfg<128, 4>::kNJ;  // the same for every D and G
+  return kNJ * (kWarp / (D / 8));
 }
 
 // Cells per block the decode kernel's split count aims for (FERRY_CUDA_ATTN_DEC_CELLS overrides, for A/B

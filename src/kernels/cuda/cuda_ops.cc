@@ -782,7 +782,15 @@ void CudaOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& 
     const int n = e != nullptr ? std::atoi(e) : 0;
     return n >= 1 && n <= 64 ? n : 0;
   }();
-  const int kernel = !opt_.attention_mma ? 0 : batch.n_tokens == 1 && opt_.attention_decode != 0 ? opt_.attention_decode : 1;
+  // The decode kernel up to FERRY_CUDA_ATTN_DEC_MAX_CELLS cells (A/B): past them the tensor-core kernel's
+  // fewer instructions a cell win (bench/RESULTS.md, session 18).
+  static const int dec_max_cells = [] {
+    const char* e = std::getenv("FERRY_CUDA_ATTN_DEC_MAX_CELLS");
+    const int n = e != nullptr ? std::atoi(e) : 0;
+    return n >= 1 ? n : 2048;
+  }();
+  const bool dec = batch.n_tokens == 1 && opt_.attention_decode != 0 && kv.n_cells <= dec_max_cells;
+  const int kernel = !opt_.attention_mma ? 0 : dec ? opt_.attention_decode : 1;
   attention_path(q, kv, batch, p, out, kernel, batch.n_tokens == 1 ? decode_splits : 0);
 }
 
