@@ -172,12 +172,12 @@ __device__ __forceinline__ SplitWeights split_weights(const Partials& part, int 
                                                       int lane) {
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
   if (lane < splits) {
-    const float2 ml = __ldcg(part.ml + static_cast<int64_t>(lane) * n_rows + row);
+    const float2 ml = part.ml[static_cast<int64_t>(lane) * n_rows + row];
     m0 = ml.x;
     l0 = ml.y;
   }
   if (lane + kWarp < splits) {
-    const float2 ml = __ldcg(part.ml + static_cast<int64_t>(lane + kWarp) * n_rows + row);
+    const float2 ml = part.ml[static_cast<int64_t>(lane + kWarp) * n_rows + row];
     m1 = ml.x;
     l1 = ml.y;
   }
@@ -696,15 +696,15 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
 // ---- one-token decode kernel -------------------------------------------------------------------------
 // One token (decode of one sequence), the G query heads of one KV head per block, a range of cells per
 // split. No tensor cores and no shared-memory tiles: lane (r, dc) of a warp loads 16 bytes (dims 8 dc ..
-// 8 dc + 7) of K and V rows straight into registers, kNJ rows each, and every load of a round (K, V, the
-// cells' positions and sequences) is issued before any is used, as are q's and the token's before the
-// first round: one round of memory latency per 16 (D = 128) cells a warp instead of the mma kernel's
-// staged prologue. Scores in F32 (q is not rounded to F16, nor P), reduced over the row's kLPR lanes by
-// shuffles; each lane keeps an online softmax over its own cells, merged across the warp's row groups,
-// then across the block's warps through shared memory. The block's (m, l, O) are a split's partial, or
-// the result when splits == 1. With a.counters (kernel 3 of attention()), the last block of a KV head to
-// finish (a ticket per head, reset by that block) merges the splits itself, as the combine kernel would,
-// bit for bit: no combine kernel and no hand-off to it.
+// 8 dc + 7) of K and V rows straight into registers, kNJ rows each a round, with the next round's loads
+// (K, V, the cells' positions and sequences) issued before this round's arithmetic. Scores in F32 (neither
+// q nor P is rounded to F16), reduced over a row's kLPR lanes by shuffles; each lane keeps an online softmax
+// over its own cells, merged across the warp's row groups, then across the block's warps through shared
+// memory; the block's (m, l, O) are a split's partial for the combine kernel, or the result when splits ==
+// 1. Few cells a split (32 by default: 4 splits per 128 cells, 8 warps a block round) keep many warps on a
+// short cache: Nsight Compute showed both attention kernels issue-latency bound at one warp per scheduler
+// (session 18). It pays for short caches only (CudaOps::attention uses it up to 1024 cells): per cell it
+// issues several times the tensor-core kernel's instructions.
 template <int D, int G>
 struct DecCfg {
   static constexpr int kLPR = D / 8;            // lanes per cell row
@@ -722,41 +722,6 @@ __device__ __forceinline__ void halves8(const uint4& u, float* f) {
     f[2 * i] = t.x;
     f[2 * i + 1] = t.y;
   }
-}
-
-// Merges split partials of row `row` into output elements d = lane + 32 k (the combine kernels'
-// arithmetic, splits added in order) and stores them with their Q8 image. The partials' loads of a group of
-// splits for all D / 32 elements of the lane are issued together, before the splits' weights are formed.
-template <int D>
-__device__ __forceinline__ void merge_splits_row(const AttnArgs& a, const Partials& part, int splits, int64_t n_rows,
-                                                 int h, int lane) {
-  constexpr int kK = D / kWarp, kGroup = 64 / kK;  // 64 loads in flight per lane
-  const int64_t row = h;                           // one token
-  float acc[kK];
-#pragma unroll
-  for (int k = 0; k < kK; ++k) acc[k] = 0.f;
-  SplitWeights w;
-#pragma unroll 1
-  for (int s0 = 0; s0 < splits; s0 += kGroup) {
-    float v[kGroup][kK];
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i) {
-#pragma unroll
-      for (int k = 0; k < kK; ++k)
-        v[i][k] = s0 + i < splits ? __ldcg(part.o + (static_cast<int64_t>(s0 + i) * n_rows + row) * D + lane + kWarp * k)
-                                  : 0.f;
-    }
-    if (s0 == 0) w = split_weights(part, splits, n_rows, row, lane);
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i) {
-      if (s0 + i >= splits) break;  // uniform
-      const float ws = w.of(s0 + i);
-#pragma unroll
-      for (int k = 0; k < kK; ++k) acc[k] = fmaf(ws, v[i][k], acc[k]);
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kK; ++k) store_combined(a, 0, h, lane + kWarp * k, acc[k] * w.inv, lane);
 }
 
 template <int D, int G>
@@ -903,7 +868,6 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(AttnArgs a, int splits
   // The block's warps, through shared memory.
   __shared__ __align__(16) float red_o[C::kWarps][G][D];
   __shared__ float red_m[C::kWarps][G], red_l[C::kWarps][G];
-  __shared__ int last_block;
   if (r == 0) {
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -940,19 +904,6 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(AttnArgs a, int splits
       if (d == 0) part.ml[static_cast<int64_t>(blockIdx.x) * n_rows + h] = make_float2(M, L);
     }
   }
-  if (splits == 1 || a.counters == nullptr) return;
-  // The last block of this KV head merges the splits.
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const int ticket = atomicAdd(a.counters + kvh, 1);
-    last_block = ticket == splits - 1;
-    if (last_block) a.counters[kvh] = 0;  // ready for the next launch (which runs after this one)
-  }
-  __syncthreads();
-  if (!last_block) return;
-  __threadfence();
-  for (int g = warp; g < G; g += C::kWarps) merge_splits_row<D>(a, part, splits, n_rows, kvh * G + g, lane);
 }
 
 // ---- launch helpers ----------------------------------------------------------------------------------
@@ -1022,15 +973,16 @@ int decode_cells_w(const AttnArgs& a) {
   return kNJ * (kWarp / (D / 8));
 }
 
-// Cells per block the decode kernel's split count aims for (FERRY_CUDA_ATTN_DEC_CELLS overrides, for A/B
-// runs): one round of every warp.
-int decode_cells_per_block(int cells_w) {
+// Cells a split of the decode kernel aims for (FERRY_CUDA_ATTN_DEC_CELLS overrides, for A/B runs): two
+// rounds of every warp. After 512 tokens llama3-8b decoded 1-2 % faster at 32 than at 16 (bench/RESULTS.md,
+// session 18).
+int decode_cells_per_split(int cells_w) {
   static const int v = [] {
     const char* e = std::getenv("FERRY_CUDA_ATTN_DEC_CELLS");
     const int n = e != nullptr ? std::atoi(e) : 0;
     return n >= 1 && n <= 4096 ? n : 0;
   }();
-  return v > 0 ? v : 4 * cells_w;
+  return v > 0 ? v : 8 * cells_w;
 }
 
 template <int D>
@@ -1108,34 +1060,32 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
   const int64_t n_rows = static_cast<int64_t>(a.n_tokens) * a.n_head;
   const bool splitw = static_cast<int64_t>(a.n_tokens) * G <= 16;
 
-  if (kernel == 2 || kernel == 3) {
+  if (kernel == 2) {
     const int cells_w = decode_cells_w(a);
     if (cells_w > 0) {
       if (splits <= 0) {
-        // One round of every warp per split (cells_b cells), at most ~4 blocks per SM in all.
-        const int64_t by_cells = ceil_div(a.n_cells > 0 ? a.n_cells : 1, decode_cells_per_block(cells_w));
-        const int64_t by_sms = std::max<int64_t>(1, 4 * static_cast<int64_t>(sm_count > 0 ? sm_count : 100) / a.n_kv_head);
+        // decode_cells_per_split cells a split, at most 2 blocks per SM in all (168 registers: 3 fit).
+        const int64_t by_cells = ceil_div(a.n_cells > 0 ? a.n_cells : 1, decode_cells_per_split(cells_w));
+        const int64_t by_sms = std::max<int64_t>(1, 2 * static_cast<int64_t>(sm_count > 0 ? sm_count : 100) / a.n_kv_head);
         splits = static_cast<int>(std::min(by_cells, by_sms));
       }
-      if (splits > 2 * kWarp) splits = 2 * kWarp;  // the merge holds two splits per lane
+      if (splits > 2 * kWarp) splits = 2 * kWarp;  // the combine kernel holds two splits per lane
       while (splits > 1 && attention_scratch_bytes(1, a.n_head, D, splits) > scratch_bytes) --splits;
       if (a.n_cells <= 0) splits = 1;
       // Whole warp rounds per split, and no empty split.
       const int per_split = splits == 1 ? (a.n_cells > 0 ? a.n_cells : 1)
-                                        : ceil_div(ceil_div(a.n_cells, splits), cells_w) * cells_w;
-      if (splits > 1) splits = ceil_div(a.n_cells, per_split);
+                                        : static_cast<int>(ceil_div(ceil_div(a.n_cells, splits), cells_w)) * cells_w;
+      if (splits > 1) splits = static_cast<int>(ceil_div(a.n_cells, per_split));
       const Partials part = carve(scratch, n_rows, D, splits);
-      AttnArgs b = a;
-      if (kernel == 2) b.counters = nullptr;
       cudaError_t e;
       if (D == 64) {
-        e = launch_decode_d<64>(b, G, splits, per_split, part, stream);
+        e = launch_decode_d<64>(a, G, splits, per_split, part, stream);
       } else if (D == 128) {
-        e = launch_decode_d<128>(b, G, splits, per_split, part, stream);
+        e = launch_decode_d<128>(a, G, splits, per_split, part, stream);
       } else {
-        e = launch_decode_d<256>(b, G, splits, per_split, part, stream);
+        e = launch_decode_d<256>(a, G, splits, per_split, part, stream);
       }
-      if (e == cudaSuccess && splits > 1 && b.counters == nullptr) {
+      if (e == cudaSuccess && splits > 1) {
         e = splits <= 8 ? launch_ex(pdl_default(), attn_combine_warp_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp),
                                     0, stream, a, splits, part)
                         : launch_ex(pdl_default(), attn_combine_block_kernel, dim3(static_cast<unsigned>(n_rows)),

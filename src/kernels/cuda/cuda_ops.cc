@@ -148,17 +148,14 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
     opt_.matvec_norm_fold = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_GLU_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_glu = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_ATTN_DEC"); e && (e[0] == '0' || e[0] == '2' || e[0] == '3') && e[1] == 0)
-    opt_.attention_decode = e[0] - '0';
-  if (opt_.attention_decode != 2 && opt_.attention_decode != 3) opt_.attention_decode = 0;
+  if (const char* e = std::getenv("FERRY_CUDA_ATTN_DEC"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
+    opt_.attention_decode = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
-  if (stash_bytes_ > 0) check(cudaMemsetAsync(attn_counters(), 0, kCounterBytes, ctx_.stream()), "attention counters");
 }
 
 int8_t* CudaOps::stash_xq() const { return static_cast<int8_t*>(ctx_.scratch()) + body_bytes(); }
 char* CudaOps::stash_xds() const { return reinterpret_cast<char*>(stash_xq()) + kStashElems; }
 float* CudaOps::stash_part() const { return reinterpret_cast<float*>(stash_xds() + kStashElems / 32 * 8); }
-int* CudaOps::attn_counters() const { return reinterpret_cast<int*>(stash_part() + kStashElems / 32); }
 
 int64_t CudaOps::stash_off_after(const TensorView& x, bool stashed, int64_t K) const {
   int64_t off = 0;
@@ -783,14 +780,14 @@ void CudaOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& 
     return n >= 1 && n <= 64 ? n : 0;
   }();
   // The decode kernel up to FERRY_CUDA_ATTN_DEC_MAX_CELLS cells (A/B): past them the tensor-core kernel's
-  // fewer instructions a cell win (bench/RESULTS.md, session 18).
+  // fewer instructions a cell win (after 2048 tokens it decoded 7 % faster; bench/RESULTS.md, session 18).
   static const int dec_max_cells = [] {
     const char* e = std::getenv("FERRY_CUDA_ATTN_DEC_MAX_CELLS");
     const int n = e != nullptr ? std::atoi(e) : 0;
-    return n >= 1 ? n : 2048;
+    return n >= 1 ? n : 1024;
   }();
-  const bool dec = batch.n_tokens == 1 && opt_.attention_decode != 0 && kv.n_cells <= dec_max_cells;
-  const int kernel = !opt_.attention_mma ? 0 : dec ? opt_.attention_decode : 1;
+  const bool dec = batch.n_tokens == 1 && opt_.attention_decode && kv.n_cells <= dec_max_cells;
+  const int kernel = !opt_.attention_mma ? 0 : dec ? 2 : 1;
   attention_path(q, kv, batch, p, out, kernel, batch.n_tokens == 1 ? decode_splits : 0);
 }
 
@@ -832,7 +829,6 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
     a.xq = stash_xq();
     a.xds = reinterpret_cast<float2*>(stash_xds());
   }
-  if (stash_bytes_ > 0 && p.n_kv_head <= static_cast<int>(kCounterBytes / 4)) a.counters = attn_counters();
   bool quantized = cu::ablated("attn");  // timing only: the stash taken as if it had been written
   if (!quantized) {
     check(cu::attention(a, kernel, splits, ctx_.sm_count(), ctx_.max_smem_optin(), ctx_.scratch(),

@@ -82,10 +82,11 @@ struct CudaOpsOptions {
   bool matvec_pdl = true;
   // Tensor-core (mma.sync) flash attention for head_dim 64/128/256; false = the plain kernel.
   bool attention_mma = true;
-  // One-token attention (with attention_mma): 3 = the decode kernel merging its own splits (launch.h
-  // attention kernel 3), 2 = the decode kernel + the combine kernel, 0 = the tensor-core kernel.
-  // Environment FERRY_CUDA_ATTN_DEC=0|2|3 overrides (A/B benchmarks).
-  int32_t attention_decode = 3;
+  // One-token attention over at most 1024 cells (with attention_mma): the decode kernel (launch.h
+  // attention kernel 2) instead of the tensor-core kernel; llama3-8b decode after 512 tokens +2.3 % Q4_0,
+  // +0.9 % Q4_K on the H200 (bench/RESULTS.md, session 18). Environment FERRY_CUDA_ATTN_DEC=0|1 overrides,
+  // FERRY_CUDA_ATTN_DEC_MAX_CELLS the 1024 (A/B benchmarks).
+  bool attention_decode = true;
   // Rows of W dequantized per cuBLAS call (0 = as many as fit in the scratch, at most 16384).
   int32_t gemm_chunk_rows = 0;
   // Decode matvec for 1-2 tokens where the rows fill the GPU: 3 = persistent, software-pipelined v3
@@ -177,8 +178,8 @@ class CudaOps final : public Ops {
   // ---- beyond Ops (tests, benchmarks, sampling) ----------------------------------------------------
   // matmul forced through one path: 0 = matvec kernels, 1 = dequantize + cuBLAS.
   void matmul_path(const TensorView& w, const TensorView& x, TensorView out, int path);
-  // attention forced through one kernel: 0 = plain, 1 = tensor cores, 2 / 3 = the one-token decode kernel
-  // with the combine kernel / merging its own splits (launch.h attention); splits 0 = automatic.
+  // attention forced through one kernel: 0 = plain, 1 = tensor cores, 2 = the one-token decode kernel
+  // (launch.h attention); splits 0 = automatic.
   void attention_path(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                       TensorView out, int kernel, int splits);
   // Greedy sampling on the device: out[t] = argmax_i x[i, t] (I32 [n_tokens], lowest index on ties).
@@ -211,14 +212,11 @@ class CudaOps final : public Ops {
     float eps = 0.f;
   };
   static constexpr uint64_t kStashElems = 131072;  // T * K int8
-  // The stash region ends with kCounterBytes of zeroed ints for the decode attention's split merge.
-  static constexpr uint64_t kCounterBytes = 256;
-  static constexpr uint64_t kStashBytes = kStashElems + kStashElems / 32 * 8 + kStashElems / 32 * 4 + kCounterBytes;
+  static constexpr uint64_t kStashBytes = kStashElems + kStashElems / 32 * 8 + kStashElems / 32 * 4;
   uint64_t body_bytes() const { return ctx_.scratch_bytes() - stash_bytes_; }  // scratch minus the stash
   int8_t* stash_xq() const;
   char* stash_xds() const;  // float2 [T][K / 32]
   float* stash_part() const;  // float [K / 32]: a folded norm's group sums of squares
-  int* attn_counters() const;  // kCounterBytes / 4 ints, zero between attention launches
   // The stash offset for an image of `K` elements written by a kernel that reads x's image (stashed): past
   // x's image, or at 0 when x's lies beyond K; -1 when it does not fit.
   int64_t stash_off_after(const TensorView& x, bool stashed, int64_t K) const;

@@ -203,9 +203,6 @@ struct AttnArgs {
   // Optional: out quantized as quantize_q8 would, by the split-combine kernel (see attention()).
   int8_t* xq = nullptr;
   float2* xds = nullptr;
-  // Optional: one int per KV head, zero between launches, for the decode kernel's own split merge
-  // (kernel 3 of attention(); without them it launches the combine kernel).
-  int* counters = nullptr;
 };
 // Scratch bytes attention needs for `splits` > 1 (partial results).
 int64_t attention_scratch_bytes(int n_tokens, int n_head, int head_dim, int splits);
@@ -214,8 +211,8 @@ int64_t attention_scratch_bytes(int n_tokens, int n_head, int head_dim, int spli
 cudaError_t attention_prepare(int device, int* max_smem_optin);
 // kernel: 0 = plain (any head_dim <= 256), 1 = tensor cores (head_dim 64, 128, 256; sm_75+; falls back to
 // plain when the variant needs more shared memory than max_smem_optin), 2 = the one-token decode kernel
-// with the combine kernel, 3 = the same merging its own splits when a.counters is set (2 and 3: one token,
-// head_dim 64, 128 or 256, GQA group 1, 2, 4 or 8; other shapes take kernel 1).
+// (one token, head_dim 64, 128 or 256, GQA group 1, 2, 4 or 8, q rows 16-byte aligned; other shapes take
+// kernel 1).
 // splits: KV ranges done by different blocks then combined; 0 = pick from the SM count.
 // *quantized (optional): whether a.xq / a.xds were written (only the split-combine kernel quantizes, and
 // only with head_dim % 32 == 0 and contiguous out rows).
