@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Per-kernel time of one decode step from `ncu --metrics gpu__time_duration.sum --csv` (session 18).
 
-The step is the kernels between the last two argmax kernels (each decode step ends with one). Prints each
+The step is the kernels after the second-to-last launch of the run's last kernel (the output head's matvec,
+which ends every step) up to its last launch. Prints each
 kernel family's count, total and mean time, and the whole step's sum (kernels timed alone, one at a time:
 no PDL overlap, no hand-offs)."""
 import csv, io, lzma, re, sys, collections
@@ -21,14 +22,14 @@ for r in rows:
         us = v * 1000
     if unit == "usecond":
         us = v
-    ks.append((r["Kernel Name"], us))
-ends = [i for i, (n, _) in enumerate(ks) if "argmax" in n]
+    ks.append((r["Kernel Name"] + " " + r.get("Grid Size", ""), us))
+ends = [i for i, (n, _) in enumerate(ks) if n == ks[-1][0]]
 if len(ends) < 2:
-    sys.exit("fewer than two argmax kernels in %d kernels" % len(ks))
+    sys.exit("the last kernel ran once in %d kernels" % len(ks))
 step = ks[ends[-2] + 1: ends[-1] + 1]
 fam = collections.OrderedDict()
 for n, us in step:
-    short = re.sub(r"\(.*", "", n)
+    short = re.sub(r"\(.*", "", n).replace("void ", "").replace("unnamed>::", "")
     short = re.sub(r"<.*", "", short).split("::")[-1]
     tmpl = re.search(r"<(.*)>", n)
     key = short + ("<" + tmpl.group(1)[:60] + ">" if tmpl else "")
