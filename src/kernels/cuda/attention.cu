@@ -701,8 +701,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
 // q nor P is rounded to F16), reduced over a row's kLPR lanes by shuffles; each lane keeps an online softmax
 // over its own cells, merged across the warp's row groups, then across the block's warps through shared
 // memory; the block's (m, l, O) are a split's partial for the combine kernel, or the result when splits ==
-// 1. Few cells a split (32 by default: 4 splits per 128 cells, 8 warps a block round) keep many warps on a
-// short cache: Nsight Compute showed both attention kernels issue-latency bound at one warp per scheduler
+// 1. Few cells a split (32 by default: two rounds of each of the 4 warps) keep many warps on a short cache: Nsight Compute showed both attention kernels issue-latency bound at one warp per scheduler
 // (session 18). It pays for short caches only (CudaOps::attention uses it up to 1024 cells): per cell it
 // issues several times the tensor-core kernel's instructions.
 template <int D, int G>
@@ -947,6 +946,16 @@ cudaError_t launch_mma(const AttnArgs& a, int splits, Partials part, cudaStream_
   return launch_ex(pdl_default(), kernel, grid, dim3(128), Cfg::kSmem, stream, a, splits, part);
 }
 
+// The split combine: a warp per row up to 8 splits, a block per row beyond.
+cudaError_t launch_combine(const AttnArgs& a, int splits, Partials part, int64_t n_rows, cudaStream_t stream) {
+  if (splits <= 8) {
+    return launch_ex(pdl_default(), attn_combine_warp_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp), 0, stream, a,
+                     splits, part);
+  }
+  return launch_ex(pdl_default(), attn_combine_block_kernel, dim3(static_cast<unsigned>(n_rows)),
+                   dim3(static_cast<unsigned>((a.head_dim + kWarp - 1) / kWarp * kWarp)), 0, stream, a, splits, part);
+}
+
 template <int D, int G>
 cudaError_t launch_decode(const AttnArgs& a, int splits, int per_split, Partials part, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.n_kv_head));
@@ -1064,7 +1073,7 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
     const int cells_w = decode_cells_w(a);
     if (cells_w > 0) {
       if (splits <= 0) {
-        // decode_cells_per_split cells a split, at most 2 blocks per SM in all (168 registers: 3 fit).
+        // decode_cells_per_split cells a split, at most 2 blocks per SM in all (~150 registers: 3 fit).
         const int64_t by_cells = ceil_div(a.n_cells > 0 ? a.n_cells : 1, decode_cells_per_split(cells_w));
         const int64_t by_sms = std::max<int64_t>(1, 2 * static_cast<int64_t>(sm_count > 0 ? sm_count : 100) / a.n_kv_head);
         splits = static_cast<int>(std::min(by_cells, by_sms));
@@ -1085,13 +1094,7 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
       } else {
         e = launch_decode_d<256>(a, G, splits, per_split, part, stream);
       }
-      if (e == cudaSuccess && splits > 1) {
-        e = splits <= 8 ? launch_ex(pdl_default(), attn_combine_warp_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp),
-                                    0, stream, a, splits, part)
-                        : launch_ex(pdl_default(), attn_combine_block_kernel, dim3(static_cast<unsigned>(n_rows)),
-                                    dim3(static_cast<unsigned>((D + kWarp - 1) / kWarp * kWarp)), 0, stream, a, splits,
-                                    part);
-      }
+      if (e == cudaSuccess && splits > 1 && !ablated("combine")) e = launch_combine(a, splits, part, n_rows, stream);
       if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
       return e;
     }
@@ -1132,13 +1135,7 @@ cudaError_t attention(const AttnArgs& a_in, int kernel, int splits, int sm_count
     if (quantized != nullptr) *quantized = a.xq != nullptr;
     return e;
   }
-  if (splits <= 8) {
-    e = launch_ex(pdl_default(), attn_combine_warp_kernel, dim3(ceil_div(n_rows, 4)), dim3(4 * kWarp), 0, stream, a,
-                  splits, part);
-  } else {
-    e = launch_ex(pdl_default(), attn_combine_block_kernel, dim3(static_cast<unsigned>(n_rows)),
-                  dim3(static_cast<unsigned>((D + kWarp - 1) / kWarp * kWarp)), 0, stream, a, splits, part);
-  }
+  e = launch_combine(a, splits, part, n_rows, stream);
   if (e == cudaSuccess && quantized != nullptr) *quantized = a.xq != nullptr;
   return e;
 }
