@@ -65,3 +65,15 @@ ncu_tma() {
     --launch-count 1 /root/bin/mv_probe tma1 > $1/ncu.txt 2>&1
   grep -v "^==PROF==" $1/ncu.txt | grep -E "tma_q40|Stall|stall|Issue|Eligible|Active Warps|Pipe|Throughput|Hit|Busy|Ipc|cycles|Registers|Shared|Theoretical|Achieved|Block Limit" | cut -c1-160 | head -60
 }
+# full_table DIR TYPES PROMPTS DEPTHS: issue 4's table (compare.sh FULL) with the llama.cpp that
+# llama_cpp_build.sh is building on this machine (waits up to 240 s for it), the models in /root/m and the
+# binaries in /root/bin, into DIR/full; runs until 585 s into the call and prints the summary's rows.
+full_table() {
+  local lb=
+  for i in $(seq 1 80); do [ -f /root/lcb/done ] && break; sleep 3; done
+  el "llama.cpp done: $([ -f /root/lcb/done ] && echo yes || echo no)"; tail -2 /root/lcb/build.log
+  [ -f /root/lcb/done ] && lb=/root/lcb/build/bin/llama-bench
+  FULL=1 FULL_TYPES="$2" FULL_PROMPTS="$3" FULL_LB_DEPTH=$4 KEEP=1 BIN=/root/bin LLAMA_BENCH=$lb MODELS=/root/m \
+    OUT=$1/full timeout $(( 585 - $(date +%s) + T0 )) bash bench/device/compare.sh > $1/full.log 2>&1; el full
+  cat $1/full/compare/summary.md 2>/dev/null | grep -E "^\||##|at " | head -30
+}
