@@ -148,6 +148,11 @@ CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(opt
     opt_.matvec_norm_fold = e[0] == '1';
   if (const char* e = std::getenv("FERRY_CUDA_GLU_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.matvec_glu = e[0] == '1';
+  if (const char* e = std::getenv("FERRY_CUDA_GLU_MIN_FILL"); e && e[0] != 0) {
+    char* end = nullptr;
+    const float v = std::strtof(e, &end);
+    if (end != e && *end == 0 && v >= 0.f && v <= 4.f) opt_.matvec_glu_min_fill = v;
+  }
   if (const char* e = std::getenv("FERRY_CUDA_ATTN_DEC"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
     opt_.attention_decode = e[0] == '1';
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
@@ -465,7 +470,9 @@ bool CudaOps::glu_fusable(const TensorView& wg, const TensorView& wu, const Tens
   return opt_.fuse && opt_.matvec_glu && opt_.matvec_v2 && T == 1 && T <= opt_.matvec_max_tokens &&
          wg.dtype == wu.dtype && wg.layout == wu.layout && traits(wg.dtype).quantized && wu.ne[1] == F &&
          use_v2(wg, x) && use_v2(wu, x) && stashable(gate) && off >= 0 && !cu::ablated("glu") &&
-         cu::matvec_glu_fits(wg.dtype, glu_set(wg, wu, gate, up), 1, decode_launch(ctx_, opt_));
+         cu::matvec_glu_fits(wg.dtype, glu_set(wg, wu, gate, up), 1, decode_launch(ctx_, opt_)) &&
+         static_cast<double>(F / 32) >=
+             opt_.matvec_glu_min_fill * static_cast<double>(cu::matvec_glu_slots(wg.dtype, x.ne[0], decode_launch(ctx_, opt_)));
 }
 
 void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
@@ -483,9 +490,16 @@ void CudaOps::norm_matmul_glu(const TensorView& x, const TensorView& nw, float e
                               const TensorView& wg, const TensorView& wu, Activation act, TensorView gate,
                               TensorView up) {
   if (!ctx_.ok()) return;
-  if (!fold_hit(x, nw, eps) || !same_shape(x, xn) ||
-      !glu_fusable(wg, wu, x, gate, up, stash_off_after(x, true, wg.ne[1]))) {
+  if (!fold_hit(x, nw, eps) || !same_shape(x, xn)) {
     Ops::norm_matmul_glu(x, nw, eps, xn, wg, wu, act, gate, up);
+    return;
+  }
+  if (!glu_fusable(wg, wu, x, gate, up, stash_off_after(x, true, wg.ne[1]))) {
+    // The folded norm's image still feeds the gate / up matvecs (no norm kernel); the glu kernel follows.
+    const TensorView* ws[2] = {&wg, &wu};
+    TensorView outs[2] = {gate, up};
+    norm_matmul_many(x, nw, eps, xn, 2, ws, outs);
+    glu(gate, up, act, gate);
     return;
   }
   matmul_glu_q8(wg, wu, x, act, gate, up, /*stashed=*/true, stash_part() + stash_.off / 32, eps);

@@ -112,6 +112,13 @@ struct CudaOpsOptions {
   // gate / up matvec's epilogue, no glu launch), when fuse is on. Environment FERRY_CUDA_GLU_FUSE=0|1
   // overrides (A/B benchmarks).
   bool matvec_glu = true;
+  // ... but only when the gate / up rows' 32-element groups (one block each) fill at least this share of
+  // the fused kernel's block slots (launch.h matvec_glu_slots); below it, SMs run short of warps and the
+  // plain gate / up matvec (every slot busy) plus the glu kernel is faster. Session 19, Q4_K, the matvec
+  // chain alone: the fused kernel cost 3.3 µs a layer more than plain gate / up at 85 % fill (llama3-8b),
+  // 6.0-6.3 µs at 68-73 % (qwen3-8b, minitron-8b). Environment FERRY_CUDA_GLU_MIN_FILL=X overrides (A/B
+  // benchmarks; 0: always fused).
+  float matvec_glu_min_fill = 0.8f;
   // rms_norm folded into the matvecs around it for one token (launch.h NormFold): after expect_norm, the
   // Q4_0 / Q4_K matmul_acc writing x also writes the norm's group sums of squares and the Q8 image of
   // x * nw, and norm_matmul_many / norm_matmul_glu scale their row sums instead of running a norm kernel.

@@ -94,6 +94,10 @@ cudaError_t matvec_quant_v2(DType type, const MatvecSet& set, int64_t K, const i
 // matvec_quant_v2 (v3 kernel) then glu. hq / hds must not overlap xq / xds. matvec_glu_fits says whether
 // it applies (the v3 kernel asked for, not its alt variant, T == 1).
 bool matvec_glu_fits(DType type, const MatvecSet& set, int T, const MatvecLaunch& launch);
+// The block slots matvec_quant_glu has on the GPU for this type and K (its resident blocks per SM × SMs): it
+// runs min(F / 32, slots) blocks, each owning whole 32-element groups, so F / 32 below the slots leaves SMs
+// short of warps.
+int64_t matvec_glu_slots(DType type, int64_t K, const MatvecLaunch& launch);
 cudaError_t matvec_quant_glu(DType type, const MatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, int act,
                              float* h, int8_t* hq, float2* hds, const MatvecLaunch& launch, cudaStream_t stream);
 // The producer of a NormFold, one token: set = one quantized matrix of N rows (N % 32 == 0) whose out is

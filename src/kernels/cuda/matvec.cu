@@ -905,6 +905,17 @@ bool matvec_glu_fits(DType type, const MatvecSet& set, int T, const MatvecLaunch
   return F % 32 == 0 && set.row_end[1] == 2 * F;
 }
 
+int64_t matvec_glu_slots(DType type, int64_t K, const MatvecLaunch& l) {
+  int64_t slots = 0;
+  (void)with_quant_adapter(type, l, K, [&](auto adapter) {
+    using A = decltype(adapter);
+    slots = static_cast<int64_t>(l.sm_count > 0 ? l.sm_count : 132) *
+            blocks_per_sm<matvec_v3_glu_kernel<A, A::kV3Unroll, A::kV3MinBlocks>>(A::kV3MinBlocks);
+    return cudaSuccess;
+  });
+  return slots;
+}
+
 bool matvec_norm_fits(DType type, const MatvecSet& set, int T, const MatvecLaunch& l) {
   if (l.kernel != 3 || l.v3_alt || T != 1 || set.n != 1 || !set_ok(set, T) || set.row_end[0] % 32 != 0) return false;
   // Types whose v3 tile fits 64 registers (4 blocks of 256 threads per SM): the 1024-thread block's budget.

@@ -565,6 +565,7 @@ TEST(CudaOps, MatmulGluFusedMatchesUnfused) {
   std::mt19937 rng(25);
   kernels::CudaOpsOptions of, op;
   op.matvec_glu = false;
+  of.matvec_glu_min_fill = 0.f;  // the fused kernel however few groups F has
   kernels::CudaOps fused(*E->ctx, of), plain(*E->ctx, op);
   // (Q5_K, not Q6_K: split Q6_K rows need K % 2048 == 0, which F = 1280 / 19200 are not.)
   const V2Case types[] = {{DType::Q4_0, true}, {DType::Q4_K, false}, {DType::Q5_K, false}, {DType::Q8_0, true}};
@@ -615,16 +616,21 @@ TEST(CudaOps, MatmulGluFusedMatchesUnfused) {
 // same calls with the fold off (a norm kernel, its Q8 image). The residual is the same bits; the consumers
 // see x * nw quantized before the scale instead of after, so an int8 may round the other way: within
 // 2e-3 nrmse (Q8 activations themselves are ~1e-2). A hint naming another weight than the norm that
-// follows falls back to the norm kernel; F16 weights (no fold) give the unfused results exactly.
+// follows falls back to the norm kernel; F16 weights (no fold) give the unfused results exactly. With the
+// default matvec_glu_min_fill, ff = 6144 is too few groups for the fused gate / up kernel: the folded image
+// then feeds plain gate / up matvecs and the glu kernel, the same bits as the fused kernel.
 TEST(CudaOps, NormFoldMatchesUnfused) {
   REQUIRE_GPU();
   std::mt19937 rng(26);
-  kernels::CudaOpsOptions of, op, ofp;
+  kernels::CudaOpsOptions of, op, ofp, ofu;
   op.matvec_norm_fold = false;
   op.matvec_q4k_pair = false;
   of.matvec_q4k_pair = false;
+  of.matvec_glu_min_fill = 0.f;
   ofp.matvec_q4k_pair = true;
-  kernels::CudaOps fold(*E->ctx, of), plain(*E->ctx, op), fold_pair(*E->ctx, ofp);
+  ofp.matvec_glu_min_fill = 0.f;
+  ofu.matvec_q4k_pair = false;
+  kernels::CudaOps fold(*E->ctx, of), plain(*E->ctx, op), fold_pair(*E->ctx, ofp), fold_unfused(*E->ctx, ofu);
   const int64_t d = 2048, ff = 6144, kvd = 512;
   const float eps = 1e-5f;
   const V2Case types[] = {{DType::Q4_0, true}, {DType::Q4_K, false}, {DType::F16, false}};
@@ -639,9 +645,9 @@ TEST(CudaOps, NormFoldMatchesUnfused) {
     HostTensor nw1 = random_f32(rng, d, 1, 1, 0.5f, 1.5f), nw2 = random_f32(rng, d, 1, 1, 0.5f, 1.5f);
     DevTensor dattn(*E, attn), dnw1(*E, nw1), dnw2(*E, nw2);
     for (const bool wrong_hint : {false, true}) {
-      HostTensor got[3][5];
-      for (int f = 0; f < 3; ++f) {
-        kernels::CudaOps& ops = f == 0 ? plain : (f == 1 ? fold : fold_pair);
+      HostTensor got[4][5];
+      for (int f = 0; f < 4; ++f) {
+        kernels::CudaOps& ops = f == 0 ? plain : (f == 1 ? fold : (f == 2 ? fold_pair : fold_unfused));
         DevTensor x(*E, res), xn(*E, DType::F32, d, 1), tmp(*E, DType::F32, d, 1);
         DevTensor gate(*E, DType::F32, ff, 1), up(*E, DType::F32, ff, 1);
         DevTensor q(*E, DType::F32, d, 1), k(*E, DType::F32, kvd, 1), v(*E, DType::F32, kvd, 1);
@@ -675,6 +681,9 @@ TEST(CudaOps, NormFoldMatchesUnfused) {
             expect_close(got[f][i], got[0][i], 2e-3, std::string(names[i]) + " " + what);
         }
       }
+      for (int i = 0; i < 5; ++i)
+        EXPECT_EQ(got[3][i].bytes, got[1][i].bytes) << names[i] << " " << v2_name(c) << " plain gate / up + glu"
+                                                    << (wrong_hint ? " wrong hint" : "");
     }
   }
 }
