@@ -467,12 +467,14 @@ cu::MatvecSet glu_set(const TensorView& wg, const TensorView& wu, const TensorVi
 bool CudaOps::glu_fusable(const TensorView& wg, const TensorView& wu, const TensorView& x, const TensorView& gate,
                           const TensorView& up, int64_t off) const {
   const int64_t T = x.ne[1], F = wg.ne[1];
-  return opt_.fuse && opt_.matvec_glu && opt_.matvec_v2 && T == 1 && T <= opt_.matvec_max_tokens &&
-         wg.dtype == wu.dtype && wg.layout == wu.layout && traits(wg.dtype).quantized && wu.ne[1] == F &&
-         use_v2(wg, x) && use_v2(wu, x) && stashable(gate) && off >= 0 && !cu::ablated("glu") &&
-         cu::matvec_glu_fits(wg.dtype, glu_set(wg, wu, gate, up), 1, decode_launch(ctx_, opt_)) &&
+  if (!(opt_.fuse && opt_.matvec_glu && opt_.matvec_v2 && T == 1 && T <= opt_.matvec_max_tokens &&
+        wg.dtype == wu.dtype && wg.layout == wu.layout && traits(wg.dtype).quantized && wu.ne[1] == F &&
+        use_v2(wg, x) && use_v2(wu, x) && stashable(gate) && off >= 0 && !cu::ablated("glu")))
+    return false;
+  const cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
+  return cu::matvec_glu_fits(wg.dtype, glu_set(wg, wu, gate, up), 1, launch) &&
          static_cast<double>(F / 32) >=
-             opt_.matvec_glu_min_fill * static_cast<double>(cu::matvec_glu_slots(wg.dtype, x.ne[0], decode_launch(ctx_, opt_)));
+             opt_.matvec_glu_min_fill * static_cast<double>(cu::matvec_glu_slots(wg.dtype, x.ne[0], launch));
 }
 
 void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
