@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test stage of `make test` on an already set-up and built tree, keeps going after a failed
-# stage, and ends with one summary line (exit 1 if any stage failed). Stages:
+# stage, and ends with one summary line (exit 1 if any stage failed) that gives each stage's passed,
+# skipped and failed counts. Under CI=true a skipped Python test fails (tests/conftest.py). Stages:
 #   unit    CTest unit tests of build/
 #   python  pytest tests/python (differential vs llama.cpp, synth, tokenizer, ...; exit 5 = none found)
-#   asan    the unit tests again, built with ASan + UBSan in build-asan/ (CUDA off)
+#   asan    the unit tests again, built with ASan + UBSan in build-asan/ (CUDA off, -O1); CTest runs the
+#           costliest (the planner's, COST in tests/plan/tests.cmake) first, JOBS at a time
 #   fuzz    scripts/fuzz_smoke.sh: libFuzzer on the GGUF reader for FUZZ_SECONDS (default 30)
 # Env: FERRY_BUILD (default build), FERRY_ASAN_BUILD (default build-asan), FERRY_TEST_STAGES
 #      (default "unit python asan fuzz"), JOBS (default all cores), PYTHON (default python3),
