@@ -9,7 +9,7 @@
 #   fuzz    scripts/fuzz_smoke.sh: libFuzzer on the GGUF reader for FUZZ_SECONDS (default 30)
 # Env: FERRY_BUILD (default build), FERRY_ASAN_BUILD (default build-asan), FERRY_TEST_STAGES
 #      (default "unit python asan fuzz"), JOBS (default all cores), PYTHON (default python3),
-#      PYTEST_ARGS (extra pytest arguments).
+#      PYTEST_ARGS (extra pytest arguments), FERRY_EXEC_MODEL (default: the bundled SmolLM2), CI.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,6 +22,9 @@ stages=${FERRY_TEST_STAGES:-unit python asan fuzz}
 # stage that collects no test; GTEST_SKIPs (hardware the machine lacks) are counted, not failed.
 ci=0
 [[ ${CI:-} =~ ^(1|true|TRUE|True|yes)$ ]] && ci=1
+# The executor's real-model equality test (test_exec, skipped without it) runs on the bundled SmolLM2.
+smol=$root/models/smollm2-135m-instruct-q4_1.gguf
+[[ -z ${FERRY_EXEC_MODEL:-} && -f $smol ]] && export FERRY_EXEC_MODEL=$smol
 logs=$build/test-logs
 mkdir -p "$logs"
 
