@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Per-kernel time of one decode step from `ncu --metrics gpu__time_duration.sum --csv` (session 18).
+"""Per-kernel time of one decode step from an Nsight Compute run, every kernel timed alone.
 
+Input: the CSV (optionally .xz) of
+  ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+      ferry bench -m MODEL --device cuda -p 8 -n 3 > step.csv
+Usage: bench/device/ncu_step.py step.csv[.xz]
 The step is the kernels after the second-to-last launch of the run's last kernel (the output head's matvec,
-which ends every step) up to its last launch. Prints each
-kernel family's count, total and mean time, and the whole step's sum (kernels timed alone, one at a time:
-no PDL overlap, no hand-offs)."""
+which ends every step) up to its last launch. Prints each kernel family's count, total and mean time, and
+the whole step's sum (kernels timed alone, one at a time: no PDL overlap, no hand-offs)."""
 import csv, io, lzma, re, sys, collections
 
 path = sys.argv[1]
