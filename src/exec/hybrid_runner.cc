@@ -196,7 +196,8 @@ Status HybridRunnerImpl::allocate_arena(LoadBlocks* blocks) {
   FERRY_ASSIGN_OR_RETURN(DeviceBuffer mb, take(sizes_.meta, "batch meta"));
   device_meta_ = static_cast<int32_t*>(mb.ptr);
   if (on_cuda_) {
-    FERRY_ASSIGN_OR_RETURN(cuda_ops_, CudaOpsBundle::create(*device_, *compute_stream_, sizes_.shape));
+    FERRY_ASSIGN_OR_RETURN(cuda_ops_,
+                           CudaOpsBundle::create(*device_, *compute_stream_, sizes_.shape, options_.cuda_ops));
     arena_tags_.emplace_back("cuda ops scratch + cuBLAS workspace", sizes_.cuda_ops);
   } else {
     emulated_ops_ = kernels::make_cpu_ops(options_.cpu_threads);
@@ -351,7 +352,9 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
   } else {
     FERRY_ASSIGN_OR_RETURN(dev, make_emulated_device(eo));
   }
-  return HybridRunner::create(spec, weights, subs, ps, std::move(dev), setup.options);
+  HybridOptions options = setup.options;
+  options.cuda_ops = kernels::with_experiments(options.cuda_ops);
+  return HybridRunner::create(spec, weights, subs, ps, std::move(dev), options);
 }
 
 }  // namespace ferry::exec

@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "exec/device.h"
 #include "exec/timeline.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "model/forward.h"
 #include "model/model_spec.h"
 #include "model/sublayer.h"
@@ -79,6 +80,9 @@ struct HybridOptions {
   // FFN slices, as asked of the planner (plan::PlannerOptions::ffn_slices: 1 whole, 0 = its choice); the
   // runner cuts its sub-layer list as the plan says (PlanSet::ffn_slices).
   int32_t ffn_slices = 1;
+  // CUDA: the kernels' options (defaults: the production kernels). make_hybrid_runner applies an
+  // experiments build's FERRY_CUDA_* switches over them (kernels::with_experiments).
+  kernels::CudaOpsOptions cuda_ops;
 };
 
 // The load phase that makes streamed weights copyable asynchronously.

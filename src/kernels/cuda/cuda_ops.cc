@@ -15,20 +15,30 @@
 #include "kernels/cuda/launch.h"
 #include "tensor/repack.h"
 
+#if FERRY_EXPERIMENTS
 namespace ferry::kernels::cuda {
 
-bool ablated(const char* what) {
-  static const std::string list = [] {  // ",norm,glu," (empty when unset: the test below is all it costs)
-    const char* e = std::getenv("FERRY_CUDA_ABLATE");
-    if (e == nullptr) return std::string();
-    std::string l = std::string(",").append(e).append(",");
-    std::replace(l.begin(), l.end(), '+', ',');  // "norm+glu" also separates (decode_ab.sh splits on commas)
-    return l;
+const LaunchSettings& launch_settings() {
+  static const LaunchSettings settings = [] {
+    const CudaExperiments& e = env_options().cuda;
+    LaunchSettings s;
+    if (e.pdl) s.pdl = *e.pdl;
+    if (e.norm_pdl) s.norm_pdl = *e.norm_pdl;
+    if (e.attention_split_blocks_per_sm) s.attention_split_blocks_per_sm = *e.attention_split_blocks_per_sm;
+    if (e.attention_decode_cells) s.attention_decode_cells = *e.attention_decode_cells;
+    return s;
   }();
-  return !list.empty() && list.find(std::string(",").append(what).append(",")) != std::string::npos;
+  return settings;
+}
+
+bool ablated(const char* what) {
+  for (const std::string& family : env_options().cuda.ablate)
+    if (family == what) return true;
+  return false;
 }
 
 }  // namespace ferry::kernels::cuda
+#endif
 
 namespace ferry::kernels {
 
@@ -133,28 +143,9 @@ void CudaContext::set_stream(CUstream_st* stream) {
 CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(options) {
   opt_.matvec_max_tokens = std::clamp(opt_.matvec_max_tokens, 0, 8);
   if (opt_.matvec_rows_per_warp != 2 && opt_.matvec_rows_per_warp != 4) opt_.matvec_rows_per_warp = 1;
-  if (const char* e = std::getenv("FERRY_CUDA_MATVEC"); e && (e[0] == '2' || e[0] == '3') && e[1] == 0)
-    opt_.matvec_kernel = e[0] - '0';
-  if (const char* e = std::getenv("FERRY_CUDA_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.fuse = e[0] == '1';
   if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
-  if (const char* e = std::getenv("FERRY_CUDA_Q4K_WIDE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_q4k_wide = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_Q4K_PAIR"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_q4k_pair = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_V3ALT"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_v3_alt = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_NORM_FOLD"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_norm_fold = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_GLU_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_glu = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_GLU_MIN_FILL"); e && e[0] != 0) {
-    char* end = nullptr;
-    const float v = std::strtof(e, &end);
-    if (end != e && *end == 0 && v >= 0.f && v <= 4.f) opt_.matvec_glu_min_fill = v;
-  }
-  if (const char* e = std::getenv("FERRY_CUDA_ATTN_DEC"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.attention_decode = e[0] == '1';
+  if (opt_.attention_decode_splits < 0 || opt_.attention_decode_splits > 64) opt_.attention_decode_splits = 0;
+  if (opt_.attention_decode_max_cells < 1) opt_.attention_decode_max_cells = 1024;
   stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
 }
 
@@ -757,15 +748,11 @@ void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, c
   if (!cu::ablated("rope")) check(cu::rope(a, ctx_.stream()), "rope_qk_store");
 }
 
-// One kernel for the q / k norms, the rotation and the cache store (a qwen3 decode layer launched three:
-// each a few blocks, latency-bound). FERRY_CUDA_QKNORM_FUSE=0 runs the three, for the A/B.
+// One kernel for the q / k norms, the rotation and the cache store (else three, each a few blocks,
+// latency-bound); options().qk_norm_fuse = false runs the three.
 void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView& qn, const TensorView& kn, float eps,
                                  const TensorView& k, const TensorView& v, const BatchMeta& batch,
                                  const RopeParams& p, KvView kv) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("FERRY_CUDA_QKNORM_FUSE");
-    return e == nullptr || e[0] != '0';
-  }();
   if (!ctx_.ok()) return;
   auto vec_ok = [&](const TensorView& w) {
     return w.dtype == DType::F32 && w.ne[0] == q3.ne[0] && w.nb[0] == 4 && w.ne[1] == 1 && w.ne[2] == 1 &&
@@ -773,7 +760,7 @@ void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView&
   };
   // q3's type and contiguous heads are rope_args' preconditions (as for rope_qk_store); k3's are checked by
   // rope_store_fusable.
-  if (enabled && opt_.fuse && vec_ok(qn) && vec_ok(kn) && rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
+  if (opt_.qk_norm_fuse && opt_.fuse && vec_ok(qn) && vec_ok(kn) && rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
     cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
     a.q_norm = qn.ptr<const float>();
     a.k_norm = kn.ptr<const float>();
@@ -789,22 +776,9 @@ void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView&
 
 void CudaOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                         TensorView out) {
-  // FERRY_CUDA_ATTN_SPLITS=N: one-token steps split the cache N ways instead of pick_splits' choice (A/B).
-  static const int decode_splits = [] {
-    const char* e = std::getenv("FERRY_CUDA_ATTN_SPLITS");
-    const int n = e != nullptr ? std::atoi(e) : 0;
-    return n >= 1 && n <= 64 ? n : 0;
-  }();
-  // The decode kernel up to FERRY_CUDA_ATTN_DEC_MAX_CELLS cells (A/B): past them the tensor-core kernel's
-  // fewer instructions a cell win (after 2048 tokens it decoded 7 % faster; bench/RESULTS.md, session 18).
-  static const int dec_max_cells = [] {
-    const char* e = std::getenv("FERRY_CUDA_ATTN_DEC_MAX_CELLS");
-    const int n = e != nullptr ? std::atoi(e) : 0;
-    return n >= 1 ? n : 1024;
-  }();
-  const bool dec = batch.n_tokens == 1 && opt_.attention_decode && kv.n_cells <= dec_max_cells;
+  const bool dec = batch.n_tokens == 1 && opt_.attention_decode && kv.n_cells <= opt_.attention_decode_max_cells;
   const int kernel = !opt_.attention_mma ? 0 : dec ? 2 : 1;
-  attention_path(q, kv, batch, p, out, kernel, batch.n_tokens == 1 ? decode_splits : 0);
+  attention_path(q, kv, batch, p, out, kernel, batch.n_tokens == 1 ? opt_.attention_decode_splits : 0);
 }
 
 void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
