@@ -177,7 +177,7 @@ class CudaOps final : public Ops {
 
   const char* name() const override { return "cuda"; }
   CudaContext& context() { return ctx_; }
-  const CudaOpsOptions& options() const { return opt_; }
+  const CudaOpsOptions& options() const { return options_; }
 
   void embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) override;
@@ -277,7 +277,7 @@ class CudaOps final : public Ops {
   }
 
   CudaContext& ctx_;
-  CudaOpsOptions opt_;
+  CudaOpsOptions options_;
   uint64_t stash_bytes_ = 0;  // 0: scratch too small, no stash
   Q8Stash stash_;
   NormHint hint_;
