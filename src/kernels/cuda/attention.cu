@@ -206,9 +206,9 @@ __device__ __forceinline__ void store_combined(const AttnArgs& a, int t, int h, 
 // Many splits (decode at depth: 33 at 4K cells): one block per row, thread d of the block owns output
 // element d (blockDim = head_dim rounded up to whole warps). Each thread issues the loads of all its
 // splits' partials before adding any, so a row costs one round of latency however many splits there are
-// (one warp per row walking the splits in groups of 8 took 6 rounds at 33 splits: 19.7 -> 16.6 us for
-// attention + combine at 4K cells on the H200, llama3-8b Q4_0 decode after 4096 tokens +5 %). For a
-// 512-token prefill chunk split in 2 (16384 rows) it was 6 % slower than the warp kernel, hence the two.
+// (one warp per row walking the splits in groups of 8 takes 6 rounds at 33 splits, and decode at depth
+// is slower for it: bench/RESULTS.md). A prefill chunk split in 2 (many rows, few splits) runs faster on
+// the warp kernel, hence the two.
 // Both add the splits in split order: the same sums, bit for bit.
 __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part) {
   pdl_enter();  // launched with PDL: the partials come from the attention kernel
