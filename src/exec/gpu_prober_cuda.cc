@@ -408,7 +408,7 @@ class CudaGpuProber final : public plan::GpuProber {
     s.n_head = std::max({n_head, s.n_head, shape_.n_head});
     s.head_dim = std::max({head_dim, s.head_dim, shape_.head_dim});
     bundle_shape_tokens_ = s.max_tokens;
-    FERRY_ASSIGN_OR_RETURN(bundle_, CudaOpsBundle::create(*dev_, *main_, s));
+    FERRY_ASSIGN_OR_RETURN(bundle_, CudaOpsBundle::create(*dev_, *main_, s, kernels::with_experiments({})));
     shape_ = s;
     return Status::ok();
   }

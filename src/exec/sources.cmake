@@ -15,6 +15,11 @@ CUDA_SOURCES
 ferry_module(exec_hybrid DEPS exec plan model kernels_cpu tensor base SOURCES
   exec/weight_ring.cc
   exec/hybrid_runner.cc
+  exec/hybrid_weights.cc
+  exec/hybrid_schedule.cc
+  exec/hybrid_graphs.cc
+  exec/hybrid_slices.cc
+  exec/hybrid_stats.cc
   exec/timeline.cc
 )
 

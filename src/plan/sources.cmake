@@ -4,6 +4,9 @@ ferry_module(plan DEPS model tensor base SOURCES
   plan/profiler.cc
   plan/cost_model.cc
   plan/simulate.cc
+  plan/placement_pricer.cc
+  plan/tier_strategies.cc
+  plan/resident_choice.cc
   plan/planner.cc
   plan/plan_output.cc
 )

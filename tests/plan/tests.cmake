@@ -8,6 +8,7 @@ set(FERRY_TEST_SOURCES
   test_ring_accounting.cc
   test_ring_choice.cc
   test_attention_profile.cc
+  test_plan_pinned.cc
 )
 # test_ring_accounting.cc runs the HybridRunner (emulated device) against the simulation.
 set(FERRY_TEST_DEPS exec_hybrid exec plan model kernels_cpu format tensor base)

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <sys/stat.h>
 
+#include "base/env_options.h"
 #include "exec/device.h"
 #include "exec/gpu_prober_cuda.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -36,15 +37,8 @@ std::unique_ptr<plan::GpuProber> make_gpu_prober() {
 }
 
 uint64_t gemm_staging_bytes_from_env() {
-  const char* e = std::getenv("FERRY_GEMM_STAGING_MB");
-  if (e == nullptr || *e == '\0') return plan::PlannerOptions::kGemmStagingAuto;
-  char* end = nullptr;
-  const long long mb = std::strtoll(e, &end, 10);
-  if (end == e || *end != '\0' || mb < 0 || mb > (1ll << 20)) {
-    std::fprintf(stderr, "ferry: warning: ignoring FERRY_GEMM_STAGING_MB='%s' (MiB as a whole number, 0 = a whole matrix)\n", e);
-    return plan::PlannerOptions::kGemmStagingAuto;
-  }
-  return static_cast<uint64_t>(mb) << 20;
+  // A bad value is reported when the CLI starts (base/env_options.h).
+  return env_options().gemm_staging_bytes.value_or(plan::PlannerOptions::kGemmStagingAuto);
 }
 
 std::function<void(double, const std::string&)> progress_bar(const std::string& title) {

@@ -8,15 +8,11 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/launch_settings.h"  // launch_settings(), ablated()
 #include "tensor/dtype.h"
 #include "tensor/tensor_view.h"
 
 namespace ferry::kernels::cuda {
-
-// Timing ablation (benchmarks only; the results are wrong): FERRY_CUDA_ABLATE is a list of the decode
-// kernels not to launch (norm, rope, attn, combine, glu, matvec; ',' or '+' between names); a step without
-// them measures what they cost inside the CUDA graph (bench/device/decode_ab.sh CONFIGS). Read once.
-bool ablated(const char* what);
 
 // Rows of a tensor whose ne[0] elements are contiguous; rows are indexed by (i1, i2, i3).
 struct RowView {
@@ -59,7 +55,7 @@ struct MatvecSet {
   int64_t row_end[kMatvecMaxMats] = {};     // cumulative row counts
   int n = 0;
 };
-// An rms_norm folded into the matvecs around it. The producer (matvec_quant_norm) adds W x
+// An rms_norm folded into the matvecs around it (session 15). The producer (matvec_quant_norm) adds W x
 // into the residual h and writes, per 32-group g of h, the Q8 image of h * nw and part[g] = sum of h^2 over
 // the group; the consumer of that image (a matvec of any quantized type, or the glu matvec) multiplies each
 // row sum by s = rsqrt(sum_g part[g] / n + eps), the norm's scale: every Q8 dot product is linear in the
