@@ -21,8 +21,12 @@ namespace ferry::runtime {
 
 namespace {
 
-// The whole model on the GPU (device cuda, no budget) needs at least this much free memory for its arena.
+// The whole model on the GPU (device cuda, no budget) needs at least this much free memory for its arena,
+// and leaves kWholeModelMargin free beyond the growth reserve: with no budget the arena takes the free
+// memory, so a driver allocation past the reserve would fail (a launch that cannot load its kernel)
+// instead of only passing a budget.
 constexpr uint64_t kMinWholeModelArena = 256ull << 20;
+constexpr uint64_t kWholeModelMargin = 256ull << 20;
 
 void note(const OpenOptions& o, const std::string& text) {
   if (o.on_note) o.on_note(text);
@@ -198,11 +202,12 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
     FERRY_ASSIGN_OR_RETURN(exec::ContextCost cc, exec::measure_cuda_context(0));
     const std::string source = exec::memory_source_name(cc.source);
     if (rt->whole_model_) {
-      const uint64_t arena = cc.device_free > reserve ? cc.device_free - reserve : 0;
+      const uint64_t keep = reserve + kWholeModelMargin;
+      const uint64_t arena = cc.device_free > keep ? cc.device_free - keep : 0;
       if (arena < kMinWholeModelArena)
         return make_error(ErrorCode::kOutOfMemory, "--device cuda: only %s of GPU memory is free",
                           plan::format_bytes(cc.device_free).c_str());
-      st.budget = split_budget(arena + cc.bytes + reserve, cc.bytes, source, reserve);
+      st.budget = split_budget(arena + cc.bytes + keep, cc.bytes, source, keep);
     } else {
       const uint64_t budget = *o.vram_budget;
       if (budget > cc.device_free + cc.bytes)
