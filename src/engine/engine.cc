@@ -31,7 +31,10 @@ Expected<std::unique_ptr<kernels::Ops>> make_ops(const std::string& device, int3
   if (device == "ref") return kernels::make_ref_ops(kernels::RefNumerics::kLlamaCpp);
   if (device == "ref-exact") return kernels::make_ref_ops(kernels::RefNumerics::kExact);
   if (device == "cuda" || device == "emulated")
-    return make_error(ErrorCode::kUnsupported, "device '%s' is not available in this build yet", device.c_str());
+    return make_error(ErrorCode::kInvalidArgument,
+                      "device '%s' runs the hybrid executor, which Engine::load does not build: open the model with "
+                      "ferry::runtime::open (runtime/runtime.h)",
+                      device.c_str());
   return make_error(ErrorCode::kInvalidArgument, "unknown device '%s' (expected cpu, ref, ref-exact, cuda or emulated)",
                     device.c_str());
 }

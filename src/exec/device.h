@@ -134,6 +134,8 @@ struct EmulatedOptions {
   bool refuse_register = false;      // register_host fails (kDevice), as a driver that cannot pin would
   bool poison = true;                // fill new blocks with 0xff (NaN in F32/F16/BF16), as a GPU leaves
                                      // fresh memory undefined
+  uint64_t outside_arena = 0;        // modelled device memory outside the arena (the CUDA context a real
+                                     // GPU holds), reported by memory_info(); never allocated
   std::string name = "emulated";
 };
 Expected<std::unique_ptr<Device>> make_emulated_device(const EmulatedOptions& options);

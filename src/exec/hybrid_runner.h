@@ -8,7 +8,7 @@
 // split by responsibility: hybrid_runner_impl.h lists its files.
 //
 // This class knows nothing of the Engine (exec sits below engine): StepIo mirrors engine::StepInput,
-// and the app wraps a HybridRunner into an engine::StepRunner (tools/ferry/hybrid_support.h).
+// and runtime::open wraps a HybridRunner into an engine::StepRunner (runtime/hybrid_step_runner.h).
 #pragma once
 
 #include <cstdint>

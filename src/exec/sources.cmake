@@ -7,6 +7,7 @@ ferry_module(exec DEPS ${FERRY_EXEC_DEPS} SOURCES
   exec/device.cc
   exec/device_arena.cc
   exec/device_emulated.cc
+  exec/process_memory.cc
 CUDA_SOURCES
   exec/device_cuda.cc
 )

@@ -110,7 +110,9 @@ struct PlannerOptions {
   static constexpr uint64_t kGemmStagingAuto = ~0ull;
   static constexpr uint64_t kGemmStagingSmall = 16ull << 20;
   uint64_t gemm_staging_bytes = kGemmStagingAuto;
-  uint64_t cuda_context_bytes = 512ull << 20;      // outside the budget: context + module + handles
+  // Beside the arena (vram_budget here is the arena's): context + modules + handles. A process budget
+  // (runtime::open, `ferry plan`) holds both; runtime/budget.h splits it.
+  uint64_t cuda_context_bytes = 512ull << 20;
   // FFN slices (model::slice_ffn_sublayers): each dense FFN cut into this many slices along its width,
   // placed one by one, so part of an FFN can stay in VRAM while the CPU computes the rest at the same
   // time, and ring slots shrink with them. 1: whole FFNs (the default: on the GPU host slices ran slower

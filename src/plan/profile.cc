@@ -282,6 +282,7 @@ std::string profile_to_json(const HardwareProfile& p) {
     gj["mem_bw_gbs"] = g.mem_bw_gbs;
     gj["launch_us"] = g.launch_us;
     if (g.graph_kernel_us > 0) gj["graph_kernel_us"] = g.graph_kernel_us;
+    if (g.context_bytes > 0) gj["context_bytes"] = g.context_bytes;
     json gm = json::array();
     for (const ThroughputCurve& c : g.matmul) gm.push_back(curve_json(c, false));
     gj["matmul"] = gm;
@@ -399,6 +400,7 @@ Expected<HardwareProfile> parse_profile(std::string_view text, std::string_view 
     FERRY_RETURN_IF_ERROR(o.number("mem_bw_gbs", &g.mem_bw_gbs, 1e-3, 1e6));
     FERRY_RETURN_IF_ERROR(o.number("launch_us", &g.launch_us, 0, 1e6));
     FERRY_RETURN_IF_ERROR(o.number("graph_kernel_us", &g.graph_kernel_us, 0, 1e6, /*required=*/false));
+    FERRY_RETURN_IF_ERROR(o.integer("context_bytes", &g.context_bytes, 0, 1.8e19, /*required=*/false));
     const json* mm = nullptr;
     FERRY_RETURN_IF_ERROR(read_array(o, "matmul", &mm));
     for (size_t i = 0; i < mm->size(); ++i) {

@@ -386,6 +386,7 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
     GpuProfile g;
     g.name = gpu->name();
     g.memory_bytes = gpu->memory_bytes();
+    g.context_bytes = gpu->context_bytes();
     progress(f0, "host to device copies");
     FERRY_ASSIGN_OR_RETURN(l.h2d_gbs, gbs(gpu->time_h2d(copy_bytes, reps), copy_bytes, reps));
     FERRY_ASSIGN_OR_RETURN(l.d2h_gbs, gbs(gpu->time_d2h(copy_bytes, reps), copy_bytes, reps));

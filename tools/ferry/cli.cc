@@ -1,9 +1,9 @@
 // The CLI's error contract and size parsing.
 #include "cli.h"
 
-#include <cctype>
-#include <cmath>
 #include <cstdio>
+
+#include "runtime/runtime.h"
 
 namespace ferry::cli {
 
@@ -38,36 +38,6 @@ bool parse(CLI::App& app, int argc, char** argv, int* exit_code) {
   return true;
 }
 
-std::optional<uint64_t> parse_size(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  if (i == 0) return std::nullopt;
-  double value;
-  try {
-    value = std::stod(text.substr(0, i));
-  } catch (...) {
-    return std::nullopt;
-  }
-  std::string suffix = text.substr(i);
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
-  if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'I')) suffix.pop_back();  // GiB
-  double mult = 1;
-  if (suffix.empty()) mult = 1;
-  else if (suffix.size() == 1) {
-    switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
-      case 'K': mult = 1024.0; break;
-      case 'M': mult = 1024.0 * 1024; break;
-      case 'G': mult = 1024.0 * 1024 * 1024; break;
-      case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
-      default: return std::nullopt;
-    }
-  } else {
-    return std::nullopt;
-  }
-  double bytes = value * mult;
-  if (!std::isfinite(bytes) || bytes < 0 || bytes > 1.8e19) return std::nullopt;
-  return static_cast<uint64_t>(bytes);
-}
+std::optional<uint64_t> parse_size(const std::string& text) { return runtime::parse_size(text); }
 
 }  // namespace ferry::cli
