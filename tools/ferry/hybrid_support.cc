@@ -2,6 +2,8 @@
 // the reports and the timeline recording (see hybrid_support.h).
 #include "hybrid_support.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -121,6 +123,7 @@ void install_runner_factory(const HybridArgs& a, engine::EngineOptions* opt, con
   opt->runner_factory = [=](const model::ModelSpec& spec, const model::ModelWeights& w, const gguf::ModelFile& file,
                             int32_t n_ctx, int32_t n_batch) -> Expected<std::unique_ptr<engine::StepRunner>> {
     FERRY_ASSIGN_OR_RETURN(std::vector<model::SubLayer> subs, model::build_sublayers(spec, file));
+    state->weight_types = plan::matmul_weight_types(subs);
     exec::HybridSetup s;
     s.vram_budget = c->budget;
     s.device = c->device;
@@ -385,23 +388,17 @@ Expected<exec::Timeline> record_timeline(const HybridState& s, int32_t max_steps
 bool check_profile_after_run(const HybridState& s) {
   if (!s.active || !s.runner) return false;
   const std::optional<double> cv = exec::cpu_vs_profile(s.runner->stats());
-  if (!cv || (*cv >= kProfileFastRatio && *cv <= kProfileSlowRatio)) return false;
-  const char* how = *cv < 1 ? "faster" : "slower";
-  const double x = *cv < 1 ? 1 / *cv : *cv;
-  if (s.profile_cached) {
-    const std::string aside = s.profile_origin + ".suspect";
-    if (std::rename(s.profile_origin.c_str(), aside.c_str()) == 0) {
-      std::fprintf(stderr,
-                   "ferry: warning: the CPU sub-layers ran %.1fx %s than the cached profile predicts (was the machine "
-                   "busy when it was measured?); it was moved to %s and the next run measures a new one\n",
-                   x, how, aside.c_str());
-      return true;
-    }
-  }
-  std::fprintf(stderr,
-               "ferry: warning: the CPU sub-layers ran %.1fx %s than the profile %s predicts; plans made from it are "
-               "off (measure it again: ferry profile)\n",
-               x, how, s.profile_origin.c_str());
+  if (!cv || !plan::cpu_time_off(*cv)) return false;
+  plan::ProfileRecheck r;
+  r.cpu_vs_profile = *cv;
+  r.weight_types = s.weight_types;
+  r.profile_path = s.profile_origin;
+  r.cached = s.profile_cached;
+  plan::ProfileOptions opt;
+  if (isatty(STDERR_FILENO)) opt.progress = progress_bar("profile check");
+  const Expected<std::string> said = plan::recheck_profile_after_run(r, host_kernels(), opt);
+  if (said) std::fprintf(stderr, "ferry: %s\n", said->c_str());
+  else std::fprintf(stderr, "ferry: warning: profile check: %s\n", said.status().message().c_str());
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "cli.h"
@@ -19,6 +20,7 @@
 #include "exec/hybrid_runner.h"
 #include "exec/timeline.h"
 #include "plan/profile.h"
+#include "plan/profile_check.h"
 
 namespace ferry::cli {
 
@@ -46,6 +48,7 @@ struct HybridState {
   std::string profile_origin;
   bool profile_cached = false; // profile_origin is this machine's cached profile (not --profile FILE)
   double link_gbs = 0;         // P of the profile: the prefill limit (W-R)/P
+  std::vector<DType> weight_types;  // the model's matrix types: what a profile re-check measures
   exec::HybridRunner* runner = nullptr;
 };
 
@@ -93,11 +96,11 @@ LimitFractions limit_fractions(const HybridState& s);
 // explain, per sub-layer).
 std::string hybrid_report_text(const HybridState& s, bool explain);
 // After a run: when the CPU sub-layers ran far from the profile's times (exec::cpu_vs_profile outside
-// [kProfileFastRatio, kProfileSlowRatio]: the profile was measured while the machine was busy, or the
-// machine changed), warn on stderr; a cached profile is moved aside to `<path>.suspect` so that the next
-// run measures a new one (a --profile FILE is never touched). Returns whether it warned.
-constexpr double kProfileFastRatio = 0.5;
-constexpr double kProfileSlowRatio = 2.5;
+// [kProfileFastRatio, kProfileSlowRatio]), plan::recheck_profile_after_run re-measures the CPU figures
+// the model uses and updates the cached profile (a --profile FILE is never touched); one line on stderr
+// says what it found. Returns whether it said anything.
+constexpr double kProfileFastRatio = plan::kCpuFastRatio;
+constexpr double kProfileSlowRatio = plan::kCpuSlowRatio;
 bool check_profile_after_run(const HybridState& s);
 nlohmann::json hybrid_report_json(const HybridState& s);
 
