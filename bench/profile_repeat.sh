@@ -8,11 +8,14 @@
 #     -o DIR      where the profiles go (default a temporary folder, printed)
 #     --full      full profiles instead of quick ones
 #     --report    no runs: only the tables, from the profiles already in DIR (run_*.json)
+#     --reference FULL.json  also compare with this profile (e.g. a full one, `ferry profile -o FULL.json`):
+#                 each figure's median against it, and the plans from it beside the runs' (issue 28 item 2:
+#                 the quick profile's plan is the full profile's)
 #     --plan SPEC plans from every profile: SPEC is MODEL:BUDGETS, MODEL a GGUF file or a synth preset with
 #                 its type (minitron-8b/F16), BUDGETS comma-separated (2G,4G,8G); repeatable. Default on a
 #                 profile with a GPU: minitron-8b/F16:2G,4G,8G and qwen3-8b/Q4_K:2G,4G,8G.
 # Done when (issue 28): every figure within ±10 % of the median (the summary's "outside" count is 0) and
-# one plan per model and budget ("same plan from every run: yes").
+# one plan per model and budget ("same plan from every run: yes"; with --reference, "as the reference: yes").
 # Env: PLAN_ARGS (extra `ferry plan` flags, e.g. "-c 4096").
 set -uo pipefail
 
@@ -21,6 +24,7 @@ ferry=build/ferry
 dir=""
 mode=--quick
 report_only=0
+reference=""
 plans=()
 while (($#)); do
   case $1 in
@@ -30,11 +34,13 @@ while (($#)); do
     --full) mode=""; shift ;;
     --report) report_only=1; shift ;;
     --plan) plans+=("$2"); shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --reference) reference=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "error: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
 [[ -x $ferry ]] || { echo "error: no ferry binary at '$ferry' (-f FERRY)" >&2; exit 2; }
+[[ -z $reference || -f $reference ]] || { echo "error: no reference profile '$reference'" >&2; exit 2; }
 [[ -n $dir ]] || dir=$(mktemp -d /tmp/profile_repeat.XXXXXX)
 mkdir -p "$dir" || exit 2
 
@@ -54,10 +60,11 @@ fi
 profiles=("$dir"/run_*.json)
 [[ -e ${profiles[0]} ]] || { echo "error: no run_*.json in $dir" >&2; exit 2; }
 
-python3 - "${profiles[@]}" <<'EOF'
-import json, statistics, sys
+REFERENCE=$reference python3 - "${profiles[@]}" <<'EOF'
+import json, os, statistics, sys
 
 runs = [json.load(open(p)) for p in sys.argv[1:]]
+ref = json.load(open(os.environ["REFERENCE"])) if os.environ.get("REFERENCE") else None
 
 def figures(p):
     """Every figure the planner reads, by a stable name."""
@@ -89,14 +96,16 @@ def figures(p):
     return f
 
 per_run = [figures(p) for p in runs]
+ref_fig = figures(ref) if ref else {}
 names = [k for k in per_run[0] if all(k in r for r in per_run)]
 print(f"\n{len(runs)} profiles ({', '.join(sorted({r.get('mode', '?') for r in runs}))}),"
       f" {', '.join('%.1f s' % r.get('seconds', 0) for r in runs)}")
 for i, r in enumerate(runs, 1):
     if r.get("notes"):
         print(f"  run {i}: {r['notes']}")
-print(f"\n{'figure':44s} {'median':>10s} {'min/med':>8s} {'max/med':>8s} {'out':>4s}")
-outside_figures, worst = 0, (1.0, "")
+print(f"\n{'figure':44s} {'median':>10s} {'min/med':>8s} {'max/med':>8s} {'out':>4s}"
+      + (f" {'med/ref':>8s}" if ref else ""))
+outside_figures, worst, off_ref = 0, (1.0, ""), 0
 for k in names:
     vals = [r[k] for r in per_run]
     med = statistics.median(vals)
@@ -109,9 +118,20 @@ for k in names:
         if max(x, 1 / x) > max(worst[0], 1 / worst[0]):
             worst = (x, k)
     flag = "  <--" if out else ""
-    print(f"{k:44s} {med:10.3f} {lo:8.3f} {hi:8.3f} {out:4d}{flag}")
+    refcol = ""
+    if ref:
+        if ref_fig.get(k):
+            r = med / ref_fig[k]
+            off_ref += abs(r - 1) > 0.10
+            refcol = f" {r:8.3f}" + (" *" if abs(r - 1) > 0.10 else "")
+        else:
+            refcol = f" {'-':>8s}"
+    print(f"{k:44s} {med:10.3f} {lo:8.3f} {hi:8.3f} {out:4d}{refcol}{flag}")
 print(f"\nsummary: {len(names)} figures, {outside_figures} with a run outside ±10 % of the median of "
       f"{len(runs)}; widest: {worst[1]} at {worst[0]:.3f}x the median")
+if ref:
+    print(f"against the reference ({ref.get('mode', '?')}, {ref.get('seconds', 0):.1f} s): {off_ref} figures' "
+          f"median more than 10 % from it (*)")
 EOF
 
 # Plans: one per profile, model and budget; the signature is each tier's strategy and the placement of
@@ -131,11 +151,13 @@ for spec in "${plans[@]}"; do
     echo
     echo "plan $model at $b:"
     sigs=()
-    for p in "${profiles[@]}"; do
+    decodes=()
+    ref_sig=""
+    for p in ${reference:+"$reference"} "${profiles[@]}"; do
       js=$("$ferry" plan "${margs[@]}" --vram "$b" --profile "$p" --json ${PLAN_ARGS:-} 2>/dev/null)
       if [[ -z $js ]]; then
         echo "  $(basename "$p"): plan failed"
-        sigs+=("fail")
+        if [[ -n $reference && $p == "$reference" ]]; then ref_sig=fail; else sigs+=("fail"); fi
         continue
       fi
       line=$(python3 -c '
@@ -150,13 +172,31 @@ c = {k: sum(s["where"] == k for s in tiers[0]["placement"]) for k in ("resident"
 print(f"{sig} placements {h} | tier 1: {c['"'"'resident'"'"']} resident {c['"'"'streamed'"'"']} streamed {c['"'"'cpu'"'"']} cpu"
       f" | decode {pr['"'"'decode_tok_s'"'"']:.2f} tok/s, TTFT {pr['"'"'ttft_ms'"'"']:.0f} ms")
 ' <<<"$js")
+      if [[ -n $reference && $p == "$reference" ]]; then
+        echo "  reference $(basename "$p"): $line"
+        ref_sig=${line%% |*}
+        continue
+      fi
       echo "  $(basename "$p"): $line"
       sigs+=("${line%% |*}")
+      decodes+=("$(sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' <<<"$line")")
     done
+    python3 -c '
+import statistics, sys
+v = [float(x) for x in sys.argv[1:] if x]
+if v:
+    m = statistics.median(v)
+    print(f"  predicted decode tok/s: median {m:.2f}, runs {min(v) / m:.3f}-{max(v) / m:.3f}x of it")
+' "${decodes[@]}"
     if (($(printf '%s\n' "${sigs[@]}" | sort -u | wc -l) == 1)); then
       echo "  same plan from every run: yes"
     else
       echo "  same plan from every run: NO"
+    fi
+    if [[ -n $reference ]]; then
+      same_ref=yes
+      for x in "${sigs[@]}"; do [[ $x == "$ref_sig" ]] || same_ref=NO; done
+      echo "  as the reference: $same_ref"
     fi
   done
 done
