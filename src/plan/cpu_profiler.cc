@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -195,7 +196,10 @@ std::vector<BandwidthPoint> CpuProfiler::measure_bandwidth(const std::vector<int
     round_s = since(t_round);
   }
   std::vector<BandwidthPoint> out;
-  for (size_t i = 0; i < threads.size(); ++i) out.push_back({threads[i], robust_mean(samples[i])});
+  for (size_t i = 0; i < threads.size(); ++i) {
+    out.push_back({threads[i], robust_mean(samples[i])});
+    spreads_.push_back({relative_spread(samples[i]), "bandwidth, " + std::to_string(threads[i]) + " threads"});
+  }
   return out;
 }
 
@@ -298,13 +302,28 @@ Expected<std::vector<ThroughputCurve>> CpuProfiler::measure_matmul(const CpuPoin
       c.rows = kDecodeRowsMin;
       c.cols = kCols;
       for (size_t k = 0; k < points.tokens.size(); ++k) {
-        c.tokens.push_back(series[i + k].tokens);
-        c.gflops.push_back(robust_mean(series[i + k].gflops));
+        const Series& s = series[i + k];
+        c.tokens.push_back(s.tokens);
+        c.gflops.push_back(robust_mean(s.gflops));
+        spreads_.push_back({relative_spread(s.gflops), std::string(dtype_name(s.dtype)) + ", " + std::to_string(th) +
+                                                          " threads, " + std::to_string(s.tokens) + " tokens"});
       }
       curves.push_back(std::move(c));
     }
   }
   return curves;
+}
+
+std::string CpuProfiler::spread_summary() const {
+  if (spreads_.empty()) return "";
+  std::vector<double> v;
+  for (const auto& [spread, name] : spreads_) v.push_back(spread);
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  const auto widest = std::max_element(spreads_.begin(), spreads_.end());
+  char b[256];
+  std::snprintf(b, sizeof b, "median %.1f %%, widest %.1f %% (%s)", 100 * v[v.size() / 2], 100 * widest->first,
+                widest->second.c_str());
+  return b;
 }
 
 double CpuProfiler::run_load(const std::atomic<bool>& stop) {

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -104,6 +106,11 @@ class CpuProfiler {
   // over a real matrix) and at most that first count, and never more than the pool holds.
   int64_t rows_for_call(DType t, int32_t tokens, double hint_gflops, double call_s) const;
 
+  // The spread of the samples (relative_spread: IQR / median) of every figure measured so far: their
+  // median and the widest with its figure's name, e.g. "median 1.2 %, widest 6.3 % (Q6_K, 16 threads,
+  // 4 tokens)"; empty before any figure. How noisy the machine was within this profile.
+  std::string spread_summary() const;
+
  private:
   CpuProfiler(CpuKernels cpu, ProfileOptions options, int32_t all_threads)
       : cpu_(std::move(cpu)), options_(std::move(options)), all_threads_(all_threads) {}
@@ -125,6 +132,7 @@ class CpuProfiler {
   uint64_t read_cursor_ = 0;                               // next read piece (wraps)
   uint64_t weight_cursor_ = 0;                             // next weight byte (wraps)
   std::vector<float> x_, y_;                               // activations and outputs, grown and touched untimed
+  std::vector<std::pair<double, std::string>> spreads_;    // relative_spread and name of every figure measured
 };
 
 }  // namespace ferry::plan

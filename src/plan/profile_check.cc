@@ -59,15 +59,15 @@ std::string types_text(const std::vector<DType>& dtypes) {
   return s;
 }
 
-// "0.35x" or "0.33-0.40x"; "n/a" for no ratios.
+// "0.35x" or "0.33-0.4x" (two significant digits); "n/a" for no ratios.
 std::string range_text(const std::vector<double>& ratios) {
   if (ratios.empty()) return "n/a";
   const double lo = *std::min_element(ratios.begin(), ratios.end());
   const double hi = *std::max_element(ratios.begin(), ratios.end());
-  char b[64];
-  if (std::fabs(hi / lo - 1) < 0.02) std::snprintf(b, sizeof b, "%.2fx", (lo + hi) / 2);
-  else std::snprintf(b, sizeof b, "%.2f-%.2fx", lo, hi);
-  return b;
+  char a[32], b[32];
+  std::snprintf(a, sizeof a, "%.2g", lo);
+  std::snprintf(b, sizeof b, "%.2g", hi);
+  return std::string(a) == b ? std::string(a) + "x" : std::string(a) + "-" + b + "x";
 }
 
 std::string now_utc() {

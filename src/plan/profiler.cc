@@ -132,11 +132,15 @@ Expected<bool> recheck_if_busy(CpuProfiler& host, const CpuPoints& pts, const Cp
   return true;
 }
 
-std::string load_note(const MachineLoadMeter::Load& l, double waited_s, bool measured_again) {
+// The profile's notes: what else the machine did while the CPU was measured, how much the samples of a
+// figure scattered, and what the profiler did about a busy machine.
+std::string load_note(const MachineLoadMeter::Load& l, const std::string& spread, double waited_s,
+                      bool measured_again) {
   char b[256];
   std::snprintf(b, sizeof b, "while the CPU was measured: other processes %.2f cores, hypervisor steal %.2f cores",
                 l.other_cores, l.steal_cores);
   std::string s = b;
+  if (!spread.empty()) s += "; CPU samples' spread (IQR / median): " + spread;
   if (waited_s > 0) {
     std::snprintf(b, sizeof b, "; waited %.1f s for file writes first", waited_s);
     s += b;
@@ -153,10 +157,11 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
   const double budget = opt.time_budget_s > 0 ? opt.time_budget_s : (opt.quick ? 60.0 : 900.0);
   ProfileProgress progress(opt.progress);
   const double host_end = gpu ? 0.75 : 0.95, gpu_end = gpu ? 0.95 : host_end;
-  const auto host_deadline = t_start + std::chrono::duration_cast<ProfileClock::duration>(
-                                           std::chrono::duration<double>(budget * (gpu ? 0.7 : 0.9)));
 
   const double waited = wait_for_file_writes(kFileWriteWaitS, [&](const std::string& what) { progress.report(0, what); });
+  // The budget counts from here: the wait is not measuring.
+  const auto host_deadline = ProfileClock::now() + std::chrono::duration_cast<ProfileClock::duration>(
+                                                       std::chrono::duration<double>(budget * (gpu ? 0.7 : 0.9)));
   HardwareProfile p = describe_machine(cpu, gpu, opt);
   const int32_t cores = all_threads(opt, p.machine);
   const CpuPoints pts = cpu_points(opt, cpu, cores);
@@ -169,6 +174,7 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
   MachineLoadMeter load;
   FERRY_RETURN_IF_ERROR(measure_host(*host, pts, sampling, host_deadline, progress, 0.0, host_end, &p.cpu));
   const MachineLoadMeter::Load host_load = load.since_start();
+  const std::string host_spread = host->spread_summary();
 
   if (gpu) {
     LinkProfile l;
@@ -178,9 +184,10 @@ Expected<HardwareProfile> measure_profile(const CpuKernels& cpu, GpuProber* gpu,
     p.link = l;
     p.gpu = std::move(g);
   }
-  const auto recheck_deadline = ProfileClock::now() + (host_deadline - t_start);
+  const auto recheck_deadline = ProfileClock::now() + std::chrono::duration_cast<ProfileClock::duration>(
+                                                          std::chrono::duration<double>(budget * 0.5));
   FERRY_ASSIGN_OR_RETURN(const bool again, recheck_if_busy(*host, pts, sampling, recheck_deadline, progress, &p.cpu));
-  p.notes = load_note(host_load, waited, again);
+  p.notes = load_note(host_load, host_spread, waited, again);
   p.seconds = std::round(since(t_start) * 10) / 10;
   progress.report(1.0, "done");
   FERRY_RETURN_IF_ERROR(validate_profile(p, "measured profile"));
