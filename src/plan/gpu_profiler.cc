@@ -164,8 +164,8 @@ Expected<ThroughputCurve> measure_gpu_curve(GpuProber& gpu, DType t, const GpuSa
 
 // GPU attention for llama3-8b's heads (32 q, 8 KV, head_dim 128; the cost model scales to other models by
 // KV bytes and flops): decode after 512 / 4K / 32K cells, where the split flash-decoding kernel is far
-// from the device bandwidth (~0.7 TB/s at 4K cells on the H200), and the last 512-token chunk of a 4K
-// prompt (how ferry prefills long prompts). Each point: the robust mean of 3 samples, a few ms of device
+// from the device bandwidth, and the last 512-token chunk of a 4K prompt (how ferry prefills long
+// prompts). Each point: the robust mean of 3 samples, a few ms of device
 // time in all. nullopt: the prober cannot time attention.
 constexpr int32_t kAttnHeads = 32, kAttnKvHeads = 8, kAttnHeadDim = 128;
 constexpr int64_t kAttnDecodeCells[] = {512, 4096, 32768};

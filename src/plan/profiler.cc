@@ -111,11 +111,11 @@ void merge_faster(const CpuProfile& other, CpuProfile* p) {
   }
 }
 
-// Phase: a machine busy with something else while the CPU was measured (the GPU host right after 4.5 GB
-// of model files were written: 60 GB/s and a quarter of the kernels' speed, against 88 GB/s a minute
-// later) would plan every later run for a CPU that slow. Interference only slows a measurement down,
-// so: the bandwidth at all threads again; if more than 15 % above the first figure, the CPU part again,
-// each point keeping the faster of its two figures. Returns whether it measured again.
+// Phase: a machine busy with something else for the whole CPU part (another job, a model file's
+// writeback) would plan every later run for a CPU that slow; the rounds only outvote short bursts.
+// Interference only slows a measurement down, so: the bandwidth at all threads again; if more than 15 %
+// above the first figure, the CPU part again, each point keeping the faster of its two figures (docs/
+// PLANNER.md, "A busy machine"). Returns whether it measured again.
 Expected<bool> recheck_if_busy(CpuProfiler& host, const CpuPoints& pts, const CpuSampling& s,
                                ProfileClock::time_point deadline, ProfileProgress& progress, CpuProfile* cpu) {
   if (cpu->mem_bw.empty()) return false;
