@@ -106,27 +106,17 @@ Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::s
 }
 
 std::string check_profile_after_run(const std::vector<exec::TierStats>& stats, const std::string& origin,
-                                    bool profile_cached) {
+                                    bool profile_cached, const std::vector<DType>& weight_types) {
   const std::optional<double> cv = exec::cpu_vs_profile(stats);
-  if (!cv || (*cv >= kProfileFastRatio && *cv <= kProfileSlowRatio)) return "";
-  const char* how = *cv < 1 ? "faster" : "slower";
-  const double x = *cv < 1 ? 1 / *cv : *cv;
-  char buf[768];
-  if (profile_cached) {
-    const std::string aside = origin + ".suspect";
-    if (std::rename(origin.c_str(), aside.c_str()) == 0) {
-      std::snprintf(buf, sizeof buf,
-                    "the CPU sub-layers ran %.1fx %s than the cached profile predicts (was the machine busy when it "
-                    "was measured?); it was moved to %s and the next run measures a new one",
-                    x, how, aside.c_str());
-      return buf;
-    }
-  }
-  std::snprintf(buf, sizeof buf,
-                "the CPU sub-layers ran %.1fx %s than the profile %s predicts; plans made from it are off (measure "
-                "it again: ferry profile)",
-                x, how, origin.c_str());
-  return buf;
+  if (!cv || !plan::cpu_time_off(*cv)) return "";
+  plan::ProfileRecheck r;
+  r.cpu_vs_profile = *cv;
+  r.weight_types = weight_types;
+  r.profile_path = origin;
+  r.cached = profile_cached;
+  const Expected<std::string> said = plan::recheck_profile_after_run(r, host_kernels(), plan::ProfileOptions{});
+  if (said) return *said;
+  return "warning: profile check: " + said.status().message();
 }
 
 }  // namespace ferry::runtime

@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "tensor/dtype.h"
 #include "exec/hybrid_runner.h"
 #include "exec/timeline.h"
 #include "runtime/budget.h"
@@ -25,6 +27,7 @@ struct HybridState {
   ProcessBudget budget;
   std::string profile_origin;
   bool profile_cached = false;           // profile_origin is this machine's cached profile
+  std::vector<DType> weight_types;       // the model's matmul weight types (the run-time profile check)
   double link_gbs = 0;                   // P of the profile: the prefill limit (W-R)/P
 };
 

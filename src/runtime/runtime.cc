@@ -13,6 +13,7 @@
 #include "model/model_spec.h"
 #include "model/sublayer.h"
 #include "plan/cost_model.h"
+#include "plan/profile_check.h"
 #include "runtime/hybrid_step_runner.h"
 #include "runtime/profile_source.h"
 #include "runtime/report.h"
@@ -120,7 +121,8 @@ class RuntimeImpl final : public Runtime {
   }
   std::string check_profile_after_run() override {
     if (!state_.runner) return "";
-    return runtime::check_profile_after_run(state_.runner->stats(), state_.profile_origin, state_.profile_cached);
+    return runtime::check_profile_after_run(state_.runner->stats(), state_.profile_origin, state_.profile_cached,
+                                           state_.weight_types);
   }
   Expected<exec::Timeline> record_timeline(int32_t max_steps, const std::string& title,
                                            const std::function<Status()>& steps) override {
@@ -144,6 +146,7 @@ engine::RunnerFactory hybrid_factory(RuntimeImpl* rt, const OpenOptions& o, plan
              const model::ModelSpec& spec, const model::ModelWeights& w, const gguf::ModelFile& file, int32_t n_ctx,
              int32_t n_batch) -> Expected<std::unique_ptr<engine::StepRunner>> {
     FERRY_ASSIGN_OR_RETURN(std::vector<model::SubLayer> subs, model::build_sublayers(spec, file));
+    rt->state_.weight_types = plan::matmul_weight_types(subs);
     const ProcessBudget& b = rt->state_.budget;
     exec::HybridSetup s;
     s.vram_budget = b.arena;

@@ -4,6 +4,8 @@ set(FERRY_TEST_SOURCES
   test_cost_model.cc
   test_planner.cc
   test_profiler.cc
+  test_profile_stats.cc
+  test_profile_check.cc
   test_accuracy.cc
   test_ring_accounting.cc
   test_ring_choice.cc
