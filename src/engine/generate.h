@@ -60,9 +60,11 @@ std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view text
 // One user turn (and optional system message) in the model's chat format, with the assistant turn
 // opened: ChatML (<|im_start|>, e.g. SmolLM2, Qwen) or Gemma (<start_of_turn>), chosen from
 // tokenizer.chat_template (or the architecture when the file has none). BOS is not included
-// (tokenize_prompt adds it). kUnsupported for another template.
+// (tokenize_prompt adds it). kUnsupported for another template, or for a file without one whose
+// architecture has no known format. When the format was guessed from the architecture (no template in
+// the file), *guess_note (if given) says so, naming the format; else it is cleared.
 Expected<std::string> apply_chat_template(const Engine& engine, std::string_view user,
-                                          std::string_view system = {});
+                                          std::string_view system = {}, std::string* guess_note = nullptr);
 
 // Runs prompt -> generation. Errors: empty prompt, a token id outside the vocabulary, a prompt longer
 // than the context (kInvalidArgument), or an engine step error.

@@ -126,10 +126,13 @@ class ModelFile {
 // tensor (name, type, shape), then begin_data(), then write_tensor_data() once per tensor in the same
 // order, then finish(). The add_* metadata calls return nothing: their first error (duplicate key,
 // malformed Value) is returned by begin_data()/finish(). `general.alignment` (also set by create()'s
-// alignment argument) decides the padding. A Writer destroyed before finish() deletes its file.
+// alignment argument) decides the padding. The bytes go to partial_path(path) until finish() renames it
+// to `path`, so `path` never holds a truncated file (an interrupted process leaves only the partial one,
+// which a CLI's signal handler can remove); a Writer destroyed before finish() deletes the partial file.
 class Writer {
  public:
   static Expected<std::unique_ptr<Writer>> create(const std::string& path, size_t alignment = 32);
+  static std::string partial_path(const std::string& path) { return path + ".partial"; }
   ~Writer();
 
   void add_u32(const std::string& key, uint32_t v);

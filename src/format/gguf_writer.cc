@@ -2,7 +2,8 @@
 // begin_data(); tensor data is streamed straight to the file as write_tensor_data() receives it,
 // each tensor padded to the alignment, so memory use does not grow with the model.
 // The add_* calls return nothing; their first error is kept and returned by begin_data()/finish().
-// A Writer destroyed before finish() removes its incomplete file.
+// The file is written under partial_path(path) and renamed to path by finish(); a Writer destroyed before
+// finish() removes the partial file.
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -28,7 +29,8 @@ struct Writer::Impl {
     uint64_t offset;  // relative to the data section
   };
 
-  std::string path;
+  std::string path;          // the final name, in messages
+  std::string partial;       // where the bytes go until finish() renames it to path
   std::FILE* f = nullptr;
   std::vector<char> buffer;  // stdio buffer
   size_t alignment = internal::kDefaultAlignment;
@@ -159,7 +161,8 @@ Expected<std::unique_ptr<Writer>> Writer::create(const std::string& path, size_t
   w->impl_ = std::make_unique<Impl>();
   Impl& im = *w->impl_;
   im.path = path;
-  im.f = std::fopen(path.c_str(), "wb");
+  im.partial = partial_path(path);
+  im.f = std::fopen(im.partial.c_str(), "wb");
   if (im.f == nullptr)
     return make_error(ErrorCode::kIo, "%s: cannot create: %s", path.c_str(), std::strerror(errno));
   im.buffer.resize(size_t{1} << 20);
@@ -172,7 +175,7 @@ Expected<std::unique_ptr<Writer>> Writer::create(const std::string& path, size_t
 Writer::~Writer() {
   if (impl_ && impl_->f != nullptr) {
     std::fclose(impl_->f);
-    std::remove(impl_->path.c_str());  // never leave a truncated file that looks like a model
+    std::remove(impl_->partial.c_str());  // never leave a truncated file that looks like a model
   }
 }
 
@@ -345,7 +348,12 @@ Status Writer::finish() {
   if (!flush_ok || !close_ok) {
     errno = flush_ok ? errno : flush_errno;
     Status st = im.io_error("flush/close");
-    std::remove(im.path.c_str());
+    std::remove(im.partial.c_str());
+    return st;
+  }
+  if (std::rename(im.partial.c_str(), im.path.c_str()) != 0) {
+    Status st = im.io_error("rename of the partial file");
+    std::remove(im.partial.c_str());
     return st;
   }
   return Status::ok();

@@ -45,9 +45,17 @@ SimResult simulate(const std::vector<std::vector<SimItem>>& steps, const SimPara
   result.end.resize(steps.size());
   result.ready.resize(steps.size());
 
-  // The executor's fill order, with the ring's contents tracked by id.
+  // The executor's fill order, with the ring's contents tracked by id. The planner calls this many
+  // thousand times a plan: sized once, no growth.
+  size_t n_items = 0, n_streamed = 0;
+  for (const auto& step : steps) {
+    n_items += step.size();
+    for (const SimItem& it : step) n_streamed += it.streamed ? 1 : 0;
+  }
   std::vector<Flat> items;
+  items.reserve(n_items);
   std::vector<Fill> fills;
+  fills.reserve(n_streamed + (prefetch ? K * steps.size() : 0));
   std::vector<int32_t> slot_id(K, -1);        // sub-layer in (or on its way to) the slot; -1 none
   std::vector<int64_t> slot_src(K, -1);       // the fill that copied it
   std::vector<int64_t> slot_consumer(K, -1);  // flat item that last read the slot
@@ -67,11 +75,13 @@ SimResult simulate(const std::vector<std::vector<SimItem>>& steps, const SimPara
     }
     return slot_src[k];
   };
+  std::vector<size_t> streamed;  // flat indices of the step's streamed items
+  streamed.reserve(n_streamed);
   for (size_t s = 0; s < steps.size(); ++s) {
     result.start[s].assign(steps[s].size(), -1.0);
     result.end[s].assign(steps[s].size(), -1.0);
     result.ready[s].assign(steps[s].size(), -1.0);
-    std::vector<size_t> streamed;  // flat indices of this step's streamed items
+    streamed.clear();
     for (size_t p = 0; p < steps[s].size(); ++p) {
       const SimItem& it = steps[s][p];
       if (it.streamed) {

@@ -248,9 +248,27 @@ TEST(ChatTemplate, ChatMLWithoutDefaultSystem) {
 
 TEST(ChatTemplate, GemmaTurns) {
   FakeEngine e(16, 8, make_file(""), model::Arch::kGemma3);  // no template in the file: the arch decides
-  auto s = apply_chat_template(e, "Hi", "Be brief.");
+  std::string note = "stale";
+  auto s = apply_chat_template(e, "Hi", "Be brief.", &note);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(*s, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_NE(note.find("no tokenizer.chat_template"), std::string::npos) << note;  // the guess is said
+  EXPECT_NE(note.find("Gemma"), std::string::npos) << note;
+}
+
+TEST(ChatTemplate, TemplateInFileIsNoGuess) {
+  FakeEngine e(16, 8, make_file("{{ '<start_of_turn>user\n' }}"), model::Arch::kGemma3);
+  std::string note = "stale";
+  ASSERT_TRUE(apply_chat_template(e, "Hi", {}, &note).has_value());
+  EXPECT_EQ(note, "");
+}
+
+TEST(ChatTemplate, NoTemplateNoKnownFormatIsUnsupported) {
+  FakeEngine e(16, 8, make_file(""), model::Arch::kLlama);
+  auto s = apply_chat_template(e, "Hi");
+  ASSERT_FALSE(s.has_value());
+  EXPECT_EQ(s.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(s.status().message().find("without --chat"), std::string::npos) << s.status().message();
 }
 
 TEST(ChatTemplate, UnknownIsUnsupported) {

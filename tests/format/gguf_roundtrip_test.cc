@@ -374,6 +374,7 @@ TEST(GgufWriter, Misuse) {
     EXPECT_NE(st.message().find("'b'"), std::string::npos) << st.message();
   }
   EXPECT_FALSE(std::filesystem::exists(path));  // unfinished files are removed
+  EXPECT_FALSE(std::filesystem::exists(Writer::partial_path(path)));
   {
     auto w = Writer::create(path);
     ASSERT_TRUE(w);
@@ -397,6 +398,34 @@ TEST(GgufWriter, Misuse) {
   }
   EXPECT_FALSE(Writer::create(path, 3));
   EXPECT_FALSE(Writer::create(dir.file("no/such/dir.gguf")));
+}
+
+TEST(GgufWriter, FinalNameOnlyAfterFinish) {
+  ScratchDir dir;
+  const std::string path = dir.file("p.gguf");
+  const std::string partial = Writer::partial_path(path);
+  {
+    auto w = Writer::create(path);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE((*w)->add_tensor_info("a", DType::F32, {4}).is_ok());
+    ASSERT_TRUE((*w)->begin_data().is_ok());
+    float x[4] = {1, 2, 3, 4};
+    ASSERT_TRUE((*w)->write_tensor_data(x, sizeof(x)).is_ok());
+    EXPECT_FALSE(std::filesystem::exists(path));  // an interrupted writer leaves no file under the name
+    EXPECT_TRUE(std::filesystem::exists(partial));
+    ASSERT_TRUE((*w)->finish().is_ok());
+  }
+  EXPECT_TRUE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(partial));
+  EXPECT_TRUE(ModelFile::open(path));
+  {
+    auto w = Writer::create(path);  // over an existing file: the old one stays until finish()
+    ASSERT_TRUE(w);
+    ASSERT_TRUE((*w)->add_tensor_info("a", DType::F32, {4}).is_ok());
+    ASSERT_TRUE((*w)->begin_data().is_ok());
+  }  // abandoned
+  EXPECT_FALSE(std::filesystem::exists(partial));
+  EXPECT_TRUE(ModelFile::open(path));
 }
 
 TEST(GgufWriter, AlignmentKeyFromCaller) {

@@ -5,6 +5,7 @@
 // F16 and qwen3-8b Q4_K, planned from their specs (no file).
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -126,54 +127,69 @@ TEST(Planner, BalancedIsDynamicWithBothPipelinesLoaded) {
   }
 }
 
-TEST(Planner, MoreBudgetNeverPredictsSlower) {
-  // Guaranteed: the scenario the resident set is chosen for (TTFT + gen_tokens decode steps).
-  // Pinned on these shapes and profiles: the decode step (tier 1) too.
-  for (const HardwareProfile& hw : {gpu_host(), fixtures::synth_profile({})}) {
-    for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
-      std::vector<PlanSet> sets;
-      for (uint64_t mib : {1536, 2048, 2560, 3072, 4096, 5120, 5632, 6144, 8192, 12288, 16384})
-        sets.push_back(must_plan(hw, c, mib << 20));
-      for (size_t k = 1; k < sets.size(); ++k) {
-        const std::string at = c.spec.name + " at " + std::to_string(sets[k].options.vram_budget >> 20) + " MiB";
-        EXPECT_LE(sets[k].scenario_ms, sets[k - 1].scenario_ms * (1 + 1e-9)) << at;
-        EXPECT_LE(sets[k].tiers.front().predicted_ms, sets[k - 1].tiers.front().predicted_ms * (1 + 1e-9)) << at;
-        EXPECT_NEAR(sets[k].scenario_ms,
-                    sets[k].ttft_ms + sets[k].first_decode_extra_ms + 128 * sets[k].tiers.front().predicted_ms, 1e-6);
-        EXPECT_GE(sets[k].first_decode_extra_ms, 0);
-      }
+// The budget sweep, one test per (profile, model) so CTest runs the four in parallel; each plans every
+// budget once and checks both properties on it:
+//  - more budget never predicts slower. Guaranteed: the scenario the resident set is chosen for (TTFT +
+//    gen_tokens decode steps). Pinned on these shapes and profiles: the decode step (tier 1) too;
+//  - the accounting never exceeds the budget and adds up.
+struct SweepCase {
+  const char* name;
+  bool gpu_host_profile;  // else the synthetic profile
+  bool minitron;          // else qwen3-8b Q4_K
+};
+
+class PlannerBudgetSweep : public ::testing::TestWithParam<SweepCase> {};
+
+TEST_P(PlannerBudgetSweep, MoreBudgetNeverPredictsSlowerAndAccountingAddsUp) {
+  const HardwareProfile hw = GetParam().gpu_host_profile ? gpu_host() : fixtures::synth_profile({});
+  const Case c = GetParam().minitron ? minitron_f16() : qwen3_q4k();
+  // Monotony is checked along kMonotone, the accounting at every budget.
+  constexpr uint64_t kMonotone[] = {1536, 2048, 2560, 3072, 4096, 5120, 5632, 6144, 8192, 12288, 16384};
+  std::vector<uint64_t> budgets(std::begin(kMonotone), std::end(kMonotone));
+  budgets.push_back(3000);
+  budgets.push_back(40000);
+  std::vector<PlanSet> sets;
+  for (uint64_t mib : budgets) sets.push_back(must_plan(hw, c, mib << 20));
+
+  for (size_t k = 1; k < std::size(kMonotone); ++k) {
+    const std::string at = c.spec.name + " at " + std::to_string(sets[k].options.vram_budget >> 20) + " MiB";
+    EXPECT_LE(sets[k].scenario_ms, sets[k - 1].scenario_ms * (1 + 1e-9)) << at;
+    EXPECT_LE(sets[k].tiers.front().predicted_ms, sets[k - 1].tiers.front().predicted_ms * (1 + 1e-9)) << at;
+    EXPECT_NEAR(sets[k].scenario_ms,
+                sets[k].ttft_ms + sets[k].first_decode_extra_ms + 128 * sets[k].tiers.front().predicted_ms, 1e-6);
+    EXPECT_GE(sets[k].first_decode_extra_ms, 0);
+  }
+
+  for (const PlanSet& ps : sets) {
+    const std::string at = c.spec.name + " at " + std::to_string(ps.options.vram_budget >> 20) + " MiB";
+    const VramBreakdown& a = ps.arena;
+    EXPECT_LE(a.total, ps.options.vram_budget) << at;
+    EXPECT_EQ(a.total, a.weights + a.kv + a.ring + a.scratch + a.workspace) << at;
+    EXPECT_GT(a.kv, 0u);
+    EXPECT_GT(a.scratch, 0u);
+    EXPECT_EQ(a.workspace, ps.options.workspace_bytes);
+    EXPECT_EQ(a.ring, static_cast<uint64_t>(ps.ring_slots) * ps.ring_slot_bytes);
+    EXPECT_GT(ps.cuda_context_bytes, 0u);
+    // Resident weights = the resident matrices + every vector.
+    uint64_t w = 0;
+    for (size_t i = 0; i < ps.sublayers.size(); ++i)
+      w += ps.sublayers[i].vector_bytes + (ps.resident[i] ? ps.sublayers[i].bytes : 0);
+    EXPECT_EQ(a.weights, w) << at;
+    for (const Plan& p : ps.tiers) {
+      EXPECT_EQ(p.vram.total, a.total);
+      // A streamed sub-layer fits a ring slot.
+      for (size_t i = 0; i < ps.sublayers.size(); ++i)
+        if (p.placement[i] == Placement::kStreamed) EXPECT_LE(ps.sublayers[i].bytes, ps.ring_slot_bytes) << at;
     }
   }
 }
 
-TEST(Planner, AccountingNeverExceedsBudgetAndAddsUp) {
-  for (const HardwareProfile& hw : {gpu_host(), fixtures::synth_profile({})}) {
-    for (const Case& c : {minitron_f16(), qwen3_q4k()}) {
-      for (uint64_t mib : {1536ull, 2048ull, 3000ull, 4096ull, 8192ull, 16384ull, 40000ull}) {
-        const PlanSet ps = must_plan(hw, c, mib << 20);
-        const VramBreakdown& a = ps.arena;
-        EXPECT_LE(a.total, ps.options.vram_budget);
-        EXPECT_EQ(a.total, a.weights + a.kv + a.ring + a.scratch + a.workspace);
-        EXPECT_GT(a.kv, 0u);
-        EXPECT_GT(a.scratch, 0u);
-        EXPECT_EQ(a.workspace, ps.options.workspace_bytes);
-        EXPECT_EQ(a.ring, static_cast<uint64_t>(ps.ring_slots) * ps.ring_slot_bytes);
-        EXPECT_GT(ps.cuda_context_bytes, 0u);
-        // Resident weights = the resident matrices + every vector.
-        uint64_t w = 0;
-        for (size_t i = 0; i < ps.sublayers.size(); ++i)
-          w += ps.sublayers[i].vector_bytes + (ps.resident[i] ? ps.sublayers[i].bytes : 0);
-        EXPECT_EQ(a.weights, w);
-        for (const Plan& p : ps.tiers) {
-          EXPECT_EQ(p.vram.total, a.total);
-          // A streamed sub-layer fits a ring slot.
-          for (size_t i = 0; i < ps.sublayers.size(); ++i)
-            if (p.placement[i] == Placement::kStreamed) EXPECT_LE(ps.sublayers[i].bytes, ps.ring_slot_bytes);
-        }
-      }
-    }
-  }
-}
+INSTANTIATE_TEST_SUITE_P(Planner, PlannerBudgetSweep,
+                         ::testing::Values(SweepCase{"GpuHostMinitronF16", true, true},
+                                           SweepCase{"GpuHostQwen3Q4K", true, false},
+                                           SweepCase{"SynthMinitronF16", false, true},
+                                           SweepCase{"SynthQwen3Q4K", false, false}),
+                         [](const ::testing::TestParamInfo<SweepCase>& info) { return std::string(info.param.name); });
 
 TEST(Planner, EveryTierSharesOneResidentSet) {
   for (uint64_t gb : {2, 4, 8}) {

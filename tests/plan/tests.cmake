@@ -14,3 +14,5 @@ set(FERRY_TEST_SOURCES
 )
 # test_ring_accounting.cc runs the HybridRunner (emulated device) against the simulation.
 set(FERRY_TEST_DEPS exec_hybrid exec plan model kernels_cpu format tensor base)
+# The planner's searches are the slowest unit tests (minutes under ASan): CTest starts them first.
+set(FERRY_TEST_COST 100)

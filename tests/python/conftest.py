@@ -1,6 +1,6 @@
-"""pytest fixtures for the Python suites: the ferry binary, llama-cpp-python (optional: tests that need it
-skip cleanly without it), and a session-wide record of differential results printed at the end (and
-written as JSON to $FERRY_DIFF_REPORT when set)."""
+"""pytest fixtures for the Python suites: the ferry binary, llama-cpp-python (tests that need it skip
+without it locally; under CI=true tests/conftest.py turns every skip into a failure), and a session-wide
+record of differential results printed at the end (and written as JSON to $FERRY_DIFF_REPORT when set)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,15 @@
 // The CLI's error contract and size parsing.
 #include "cli.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "runtime/runtime.h"
 
@@ -36,6 +44,46 @@ bool parse(CLI::App& app, int argc, char** argv, int* exit_code) {
     return false;
   }
   return true;
+}
+
+Status check_output_writable(const std::string& path) {
+  struct stat st {};
+  if (path.empty()) return make_error(ErrorCode::kInvalidArgument, "empty output path");
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return make_error(ErrorCode::kIo, "cannot write '%s': it is a folder", path.c_str());
+  // The deepest folder of the path that exists; a missing one below it is created by the writer.
+  std::string dir = path;
+  for (;;) {
+    const size_t slash = dir.find_last_of('/');
+    dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+    if (::stat(dir.c_str(), &st) == 0) break;
+    if (errno != ENOENT || dir == "." || dir == "/")
+      return make_error(ErrorCode::kIo, "cannot write '%s': %s: %s", path.c_str(), dir.c_str(), std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return make_error(ErrorCode::kIo, "cannot write '%s': '%s' is not a folder", path.c_str(), dir.c_str());
+  std::string probe = dir + "/.ferry-write-check-XXXXXX";
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return make_error(ErrorCode::kIo, "cannot write '%s': %s", path.c_str(), std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::ok();
+}
+
+CLI::Validator finite_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (...) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !std::isfinite(v)) return "'" + text + "' is not a finite number";
+        return {};
+      },
+      "FINITE");
 }
 
 std::optional<uint64_t> parse_size(const std::string& text) { return runtime::parse_size(text); }

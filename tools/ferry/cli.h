@@ -23,6 +23,14 @@ int usage_error(const std::string& message); // exit 2
 // error prints one `error:` line and sets *exit_code = 2. Returns true when the command should run.
 bool parse(CLI::App& app, int argc, char** argv, int* exit_code);
 
+// Before a long computation whose result goes to `path`: fails (kIo, naming the path) unless a file can be
+// created there, with its parent folders as a writer that creates them would (a temporary file is made
+// and removed in the deepest folder that exists). A path that is a folder fails too.
+Status check_output_writable(const std::string& path);
+
+// A CLI11 check that the value is a finite number (CLI::Range and CLI::PositiveNumber let NaN through).
+CLI::Validator finite_number();
+
 // "2G", "512M", "1024", "1.5G" (binary units: K = 1024) -> bytes.
 std::optional<uint64_t> parse_size(const std::string& text);
 

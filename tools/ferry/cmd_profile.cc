@@ -24,6 +24,12 @@ int cmd_profile(int argc, char** argv) {
   int rc = 0;
   if (!cli::parse(app, argc, argv, &rc)) return rc;
 
+  // Where the profile goes must be writable before the measuring starts, not after it.
+  if (out.empty() && plan::profile_cache_dir().empty())
+    return cli::fail("no cache directory (set HOME or XDG_CACHE_HOME) and no -o FILE given");
+  if (Status w = cli::check_output_writable(out.empty() ? plan::profile_cache_dir() + "/profile.json" : out); !w)
+    return cli::report(w);
+
   std::unique_ptr<plan::GpuProber> gpu = cli::make_gpu_prober();
   plan::ProfileOptions opt;
   opt.quick = quick;

@@ -94,8 +94,10 @@ int run(const RunArgs& a) {
   } else {
     std::string text = a.prompt;
     if (a.chat) {
-      auto wrapped = ferry::engine::apply_chat_template(engine, a.prompt, a.system);
+      std::string guessed;
+      auto wrapped = ferry::engine::apply_chat_template(engine, a.prompt, a.system, &guessed);
       if (!wrapped) return ferry::cli::report(wrapped.status());
+      if (!guessed.empty()) std::fprintf(stderr, "warning: %s\n", guessed.c_str());
       text = std::move(*wrapped);
     }
     prompt = ferry::engine::tokenize_prompt(engine, text);
@@ -198,12 +200,16 @@ int cmd_run(int argc, char** argv) {
   p_opt->excludes(t_opt);
   app.add_option("-n,--n-predict", a.n_predict, "tokens to generate (-1: until end of generation)")
       ->check(CLI::Range(-1, INT32_MAX));
-  app.add_option("--temp", a.sampling.temp, "temperature (<= 0: greedy)")->capture_default_str();
+  const CLI::Validator finite = ferry::cli::finite_number();
+  app.add_option("--temp", a.sampling.temp, "temperature (0: greedy)")->check(finite)->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--top-k", a.sampling.top_k, "top-k (<= 0: off)")->capture_default_str();
-  app.add_option("--top-p", a.sampling.top_p, "top-p (>= 1: off)")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
-  app.add_option("--min-p", a.sampling.min_p, "min-p (0: off)")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+  app.add_option("--top-p", a.sampling.top_p, "top-p (>= 1: off)")->check(finite)->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  app.add_option("--min-p", a.sampling.min_p, "min-p (0: off)")->check(finite)->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
   app.add_option("--repeat-penalty", a.sampling.repeat_penalty, "repetition penalty (1: off)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(finite)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--repeat-last-n", a.sampling.repeat_last_n, "tokens the penalty looks back at (-1: all)")
       ->check(CLI::Range(-1, INT32_MAX))->capture_default_str();
   app.add_option("-s,--seed", a.sampling.seed, "sampling seed")->capture_default_str();

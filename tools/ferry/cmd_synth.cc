@@ -2,21 +2,43 @@
 //   ferry synth --list
 //   ferry synth --preset NAME --type TYPE -o FILE [--seed S] [--layers N] [-t THREADS] [--fast]
 // The file streams to disk with a progress bar on stderr (bytes, %, MB/s; a line every 10 % when
-// stderr is not a terminal). Unknown preset or unsupported type: one `error:` line, exit 2.
+// stderr is not a terminal). Unknown preset or unsupported type: one `error:` line, exit 2. The file is
+// written as FILE.partial and renamed at the end (gguf::Writer); SIGINT / SIGTERM / SIGHUP remove the
+// partial file, so an interrupted run leaves nothing under either name.
 #include <unistd.h>
 
 #include <chrono>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "cli.h"
+#include "format/gguf.h"
 #include "model/synth.h"
 #include "tensor/dtype.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The partial file an interrupting signal removes (a fixed buffer: the handler may only call
+// async-signal-safe functions).
+char g_partial_path[4096];
+
+void remove_partial_and_die(int sig) {
+  if (g_partial_path[0] != '\0') ::unlink(g_partial_path);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void remove_partial_on_signals(const std::string& path) {
+  const std::string partial = ferry::gguf::Writer::partial_path(path);
+  if (partial.size() >= sizeof(g_partial_path)) return;  // the Writer's own clean-up still covers errors
+  std::memcpy(g_partial_path, partial.c_str(), partial.size() + 1);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, remove_partial_and_die);
+}
 
 double params_of(const ferry::model::SynthPreset& p) {
   double per_layer = 2.0 * p.n_embd * p.n_head * p.head_dim + 2.0 * p.n_embd * p.n_kv_head * p.head_dim +
@@ -124,6 +146,7 @@ int cmd_synth(int argc, char** argv) {
     bar.update(p);
   };
   const auto t0 = Clock::now();
+  remove_partial_on_signals(out);
   auto res = ferry::model::synth_write(opt);
   if (!res) {
     bar.finish_line();  // the error goes on a line of its own

@@ -5,6 +5,7 @@
 
 #include "base/env_options.h"
 #include "cli.h"
+#include "ferry_version.h"  // generated at build time (cmake/version.cmake)
 
 namespace {
 
@@ -27,7 +28,11 @@ constexpr Command kCommands[] = {
 void print_usage(FILE* f) {
   std::fprintf(f, "usage: ferry <command> [options]\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(f, "  %-10s %s\n", c.name, c.help);
-  std::fprintf(f, "\n`ferry <command> --help` for the options of a command.\n");
+  std::fprintf(f, "\n`ferry <command> --help` for the options of a command; `ferry --version` for the build.\n");
+}
+
+void print_version() {
+  std::printf("ferry %s (git %s)\n%s\n", FERRY_VERSION, FERRY_GIT_DESCRIBE, FERRY_BUILD_BACKENDS);
 }
 
 // The FERRY_* environment variables (base/env_options.h): a bad value is an error before any work; A/B
@@ -60,6 +65,10 @@ int main(int argc, char** argv) {
   const char* name = argv[1];
   if (!std::strcmp(name, "--help") || !std::strcmp(name, "-h") || !std::strcmp(name, "help")) {
     print_usage(stdout);
+    return 0;
+  }
+  if (!std::strcmp(name, "--version") || !std::strcmp(name, "-V") || !std::strcmp(name, "version")) {
+    print_version();
     return 0;
   }
   for (const auto& c : kCommands) {
