@@ -1,4 +1,4 @@
-// Device: what the executor drives to hold weights and move data on an accelerator (DESIGN.md §3, §5).
+// Device: what the executor drives to hold weights and move data on an accelerator (docs/ARCHITECTURE.md §3, §5).
 // All device memory comes from one budget-capped arena reserved when the device is made; an allocation
 // past the budget is a kOutOfMemory Status with the numbers. Work is ordered by streams (FIFO each) and
 // synchronized by events, as in CUDA: a wait captures the event's latest record at the time of the call.

@@ -8,7 +8,7 @@
 // GPU, modelled on the emulated device, 0 on the CPU (vram_peak_process_source says which). On a GPU or
 // the emulated device (--vram, --device cuda) it adds the arena's high-water mark and the memory outside
 // the arena (the CUDA context), the plan per tier with predicted vs measured step
-// time, and the fraction of DESIGN.md §4's hybrid limits reached; --timeline FILE draws an SVG of one
+// time, and the fraction of docs/ARCHITECTURE.md §4's hybrid limits reached; --timeline FILE draws an SVG of one
 // prefill chunk and the first decode steps, recorded in an extra pass after the measured runs.
 #include <sys/resource.h>
 
