@@ -427,6 +427,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_cuda_ops: %s\n", why.c_str());
     return 1;
   }
+  // An experiments build's FERRY_CUDA_* switches apply to the default CudaOps (decode_ab.sh's A/B of
+  // `layer`); the benchmarks that compare kernels build their own CudaOps with explicit options.
+  E->ops = std::make_unique<kernels::CudaOps>(*E->ctx, kernels::with_experiments({}));
   std::printf("bench_cuda_ops on %s, %d SMs, cc %d\n", E->dev->name().c_str(), E->ctx->sm_count(),
               E->ctx->compute_capability());
   const std::string only = argc > 1 ? argv[1] : "";

@@ -1,6 +1,8 @@
-# Sourced by the per-session call scripts (bench/device/sessionNN/, run from the repo root on the GPU host):
+# Sourced by a device call script (run from the repo root on the GPU host; bench/README.md has an example):
+#   BINS="ferry test_cuda_ops" . bench/device/carry_setup.sh
 # unpacks the carried binaries named in $BINS (.devcarry/bin/NAME.xz) to /root/bin, puts the toolkit's cuBLAS
-# on the path, and defines the steps the calls share.
+# on the path, and defines the steps calls share (synth_bg / synth_wait, cuda_tests / cuda_checks, ab,
+# alt_ab, ncu_tma, full_table). Functions that write results take a folder; a call sets R=$OUT/r first.
 mkdir -p /root/bin /root/m
 for b in $BINS; do xz -dc .devcarry/bin/$b.xz > /root/bin/$b; done
 chmod +x /root/bin/*
@@ -65,7 +67,7 @@ ncu_tma() {
     --launch-count 1 /root/bin/mv_probe tma1 > $1/ncu.txt 2>&1
   grep -v "^==PROF==" $1/ncu.txt | grep -E "tma_q40|Stall|stall|Issue|Eligible|Active Warps|Pipe|Throughput|Hit|Busy|Ipc|cycles|Registers|Shared|Theoretical|Achieved|Block Limit" | cut -c1-160 | head -60
 }
-# full_table DIR TYPES PROMPTS DEPTHS: issue 4's table (compare.sh FULL) with the llama.cpp that
+# full_table DIR TYPES PROMPTS DEPTHS: the full-VRAM table (compare.sh FULL) with the llama.cpp that
 # llama_cpp_build.sh is building on this machine (waits up to 240 s for it), the models in /root/m and the
 # binaries in /root/bin, into DIR/full; runs until 585 s into the call and prints the summary's rows.
 full_table() {

@@ -49,7 +49,7 @@ synth() {  # preset type -> path
     local ts=$(date +%s)
     timeout 200 "$F" synth --preset "$1" --type "$2" --fast -o "$m.tmp" > "$OUTD/synth_$1_$2.log" 2>&1 && mv "$m.tmp" "$m"
     # The file's dirty pages go to disk now, not while the next ferry run measures its quick profile
-    # (session 7: a profile taken 5 s after a 4.5 GB synth read the CPU at a quarter of its speed).
+    # (a profile taken right after a multi-GB synth reads the CPU far slower than it is).
     sync
     echo "synth $1 $2: $(( $(date +%s) - ts )) s" >> "$OUTD/synth.log"
   fi

@@ -6,6 +6,9 @@
 # `ferry bench -m M --device cuda -p P -n N --json` (one line each), then (LAYER=1) bench_cuda_ops layer per
 # configuration. Writes $OUT/ab/summary.txt; tar $OUT/ab yourself if you need the JSON back (a call
 # returns only a few loose files).
+# The FERRY_CUDA_* switches are read only by an experiments build: BIN must hold ferry and bench_cuda_ops
+# built with -DFERRY_EXPERIMENTS=ON (docs/ENVIRONMENT.md); a production build ignores them, says so on
+# stderr (kept in $OUT/ab/*.err) and every configuration would run the same kernels.
 set -uo pipefail
 BIN=${BIN:-/root/bin}
 MODELS=${MODELS:-/root/m}
@@ -16,6 +19,10 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
 done
 CONFIGS=${CONFIGS:-"base: v2:FERRY_CUDA_MATVEC=2 nofuse:FERRY_CUDA_FUSE=0"}
+if FERRY_CUDA_FUSE=1 "$BIN/ferry" inspect --help 2>&1 | grep -q "this build ignores"; then
+  echo "error: $BIN/ferry is a production build: it ignores the FERRY_CUDA_* switches (build with -DFERRY_EXPERIMENTS=ON)" | tee -a "$S"
+  exit 1
+fi
 with_env() {  # "VAR=V,VAR=V" command...
   local kv=$1; shift
   env $(echo "$kv" | tr ',' ' ') "$@"

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# One device call for issue 6 with the peer built on the GPU host itself: starts bench/device/llama_cpp_build.sh
+# The hybrid table in one device call, with the peer built on the GPU host itself: starts bench/device/llama_cpp_build.sh
 # (llama.cpp from the llama-cpp-python sdist, native CPU flags, CUDA sm_90, ~290 s on 15 jobs) in the background,
 # synthesizes the models (SYNTH="preset:type ..."), runs the equality checks (EQ, EQ_BUDGETS_GB; once more at 4 GiB
 # with FERRY_GEMM_STAGING_MB=16), waits for the build (BUILD_WAIT s), checks that llama.cpp's CPU repack path
 # runs on this host (else LB_ARGS="--repack 0"), then compare.sh HYB for what is left of TOTAL s. A second call
 # on the still-warm machine finds the build done. Inputs: .devcarry/bin/*.xz (ferry), .devcarry/llama.cpp-src.tar.xz.
-# Session 9: EQ=qwen3-8b:Q4_K HYB=qwen3-8b:Q4_K bash ...; then SYNTH=minitron-8b:F16 HYB=minitron-8b:F16 SEND_LB=0 TOTAL=590.
+# Example (two calls on one warm machine, 1K and 4K prompts at 2 / 4 / 8 GB):
+#   EQ=qwen3-8b:Q4_K HYB=qwen3-8b:Q4_K bash bench/device/hybrid_native_peer.sh
+#   SYNTH=minitron-8b:F16 HYB=minitron-8b:F16 SEND_LB=0 TOTAL=590 bash bench/device/hybrid_native_peer.sh
+# Results: $OUT/res.tgz (r/hyb/compare/summary.md and the JSON of every run); $OUT/llama-bench.xz (SEND_LB=1).
 set -u
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 mkdir -p /root/bin /root/m; for f in .devcarry/bin/*.xz; do xz -dc "$f" > /root/bin/$(basename "$f" .xz); done; chmod +x /root/bin/*

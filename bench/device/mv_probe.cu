@@ -8,7 +8,7 @@
 // and each also with the warp's rows contiguous (warp w owns rows [wR, wR + R)) instead of strided.
 // `mv_probe chain` / `chain2`: a whole llama3-8b step's Q4_0 matvecs (v3 pattern), with gaps / prefetchers;
 // `mv_probe tma` / `tma1` / `chain3`: the weights brought to shared memory by the bulk-copy engine instead
-// (tma_q40_kernel), standalone and as a PDL chain with a per-block trace (session 17).
+// (tma_q40_kernel), standalone and as a PDL chain with a per-block trace.
 // Prints GB/s of weight bytes and % of a device-to-device copy (read + write bytes / s). Not a test.
 #include <cuda_runtime.h>
 

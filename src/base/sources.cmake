@@ -3,4 +3,5 @@ ferry_module(base SOURCES
   base/mmap_file.cc
   base/cpu_info.cc
   base/thread_pool.cc
+  base/env_options.cc
 )

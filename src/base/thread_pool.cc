@@ -29,9 +29,9 @@ namespace {
 // polls until `yield_us` microseconds have passed, then sleeps. Returns the value seen.
 // Why the yield phase: a decode step's matmuls leave a worker idle for the rest of the job's tail and
 // the caller's serial ops between jobs, often 30-300 us; a 2000-`pause` spin lasts only ~27 us on a
-// Sapphire Rapids class core (pause ~13 ns), so workers fell asleep before almost every job (112 of
-// 129 jobs per 8B decode step) and each job then paid a futex wake-up per worker. Yielding keeps
-// them ready without taking the CPU from other threads of a busy machine (sched_yield gives it away).
+// Sapphire Rapids class core (pause ~13 ns), so after the spin alone workers would be asleep before
+// almost every job, and each job would pay a futex wake-up per worker. Yielding keeps them ready
+// without taking the CPU from other threads of a busy machine (sched_yield gives it away).
 template <typename T, typename Pred>
 T wait_until(const std::atomic<T>& a, Pred pred, int spin, int yield_us) {
   for (int i = 0; i < spin; ++i) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/env_options.h"
 #include "engine/engine.h"
 #include "engine/huge_weights.h"
 #include "engine/kv_cells.h"
@@ -30,7 +31,10 @@ Expected<std::unique_ptr<kernels::Ops>> make_ops(const std::string& device, int3
   if (device == "ref") return kernels::make_ref_ops(kernels::RefNumerics::kLlamaCpp);
   if (device == "ref-exact") return kernels::make_ref_ops(kernels::RefNumerics::kExact);
   if (device == "cuda" || device == "emulated")
-    return make_error(ErrorCode::kUnsupported, "device '%s' is not available in this build yet", device.c_str());
+    return make_error(ErrorCode::kInvalidArgument,
+                      "device '%s' runs the hybrid executor, which Engine::load does not build: open the model with "
+                      "ferry::runtime::open (runtime/runtime.h)",
+                      device.c_str());
   return make_error(ErrorCode::kInvalidArgument, "unknown device '%s' (expected cpu, ref, ref-exact, cuda or emulated)",
                     device.c_str());
 }
@@ -99,8 +103,7 @@ Expected<std::unique_ptr<Engine>> EngineImpl::load(const EngineOptions& options)
     return std::unique_ptr<Engine>(std::move(e));
   }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Ops> ops, make_ops(options.device, options.n_threads));
-  const char* env = std::getenv("FERRY_CPU_HUGEPAGES");
-  if (options.device == "cpu" && options.cpu_huge_pages && !(env != nullptr && std::strcmp(env, "0") == 0))
+  if (options.device == "cpu" && options.cpu_huge_pages && env_options().cpu_huge_pages)
     e->huge_weights_ = copy_weights_to_huge_pages(*e->file_, &e->weights_, options.n_threads);
   FERRY_ASSIGN_OR_RETURN(e->runner_,
                          make_ops_runner(e->spec_, e->weights_, std::move(ops), n_ctx, e->options_.n_batch));

@@ -1,7 +1,8 @@
 // Engine: load a model (file -> spec -> weights -> tokenizer), own the KV cache, run steps.
 // A step takes a batch of new tokens from one or more sequences (each token carries its sequence id
 // and position) and returns logits for the tokens that asked for them. Where each sub-layer runs is
-// the StepRunner's business (all-CPU today; the hybrid executor of DESIGN.md §3 later).
+// the StepRunner's business: one Ops here (cpu, ref), the hybrid executor through runner_factory
+// (runtime::open, runtime/runtime.h, builds it for cuda and emulated devices).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,8 @@ struct ModelWeights;
 namespace ferry::engine {
 
 class StepRunner;
-// Builds the step runner instead of the all-on-one-Ops runner (the app passes the hybrid executor
-// here for --vram; the engine itself does not depend on exec). n_ctx / n_batch as the engine resolved them.
+// Builds the step runner instead of the all-on-one-Ops runner (runtime::open passes the hybrid executor
+// here for GPU devices; the engine itself does not depend on exec). n_ctx / n_batch as the engine resolved them.
 using RunnerFactory = std::function<Expected<std::unique_ptr<StepRunner>>(
     const model::ModelSpec&, const model::ModelWeights&, const gguf::ModelFile&, int32_t n_ctx, int32_t n_batch)>;
 
@@ -54,8 +55,8 @@ struct EngineOptions {
   int32_t n_threads = 0;       // 0 = physical cores
   int32_t n_seq_max = 1;       // sequences that may be live at once
   int32_t n_batch = 512;       // most tokens per step (larger prompts are cut into chunks)
-  std::string device = "cpu";  // cpu | ref | ref-exact | cuda | emulated (ref: RefOps with llama.cpp's
-                               // rounding points; ref-exact: RefOps, math as written)
+  std::string device = "cpu";  // cpu | ref | ref-exact (ref: RefOps with llama.cpp's rounding points;
+                               // ref-exact: RefOps, math as written). cuda / emulated: runtime::open.
   uint64_t vram_budget = 0;    // bytes; 0 = no budget (whole model on the device if it fits)
   // device "cpu": copy the weights into transparent huge pages (engine/huge_weights.h) when that is
   // possible; the environment variable FERRY_CPU_HUGEPAGES=0 also turns it off.

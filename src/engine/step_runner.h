@@ -1,7 +1,7 @@
 // StepRunner: the seam between the Engine (batches, KV cell bookkeeping, validation) and whatever
 // computes a step. The Engine decides *which* cells the new tokens occupy; the runner owns the K/V
 // storage and runs the sub-layers (model/forward.h) wherever it likes. Today's runner puts every
-// sub-layer on one Ops (RefOps or CpuOps, host memory); the hybrid executor (DESIGN.md §3) is another
+// sub-layer on one Ops (RefOps or CpuOps, host memory); the hybrid executor (docs/ARCHITECTURE.md §3) is another
 // StepRunner and needs no change in the Engine or the model code.
 #pragma once
 

@@ -4,6 +4,7 @@
 
 #include "exec/device_cuda.h"
 #include "exec/device_emulated.h"
+#include "exec/process_memory.h"
 
 namespace ferry::exec {
 
@@ -68,6 +69,15 @@ Status CudaOpsBundle::begin_capture() { return make_error(ErrorCode::kDevice, "f
 Expected<int> CudaOpsBundle::end_capture() { return make_error(ErrorCode::kDevice, "ferry was built without CUDA"); }
 Status CudaOpsBundle::replay(int) { return make_error(ErrorCode::kDevice, "ferry was built without CUDA"); }
 void CudaOpsBundle::drop_graphs() {}
+
+uint64_t cuda_arena_bytes() { return 0; }
+std::string cuda_pci_bus_id(int) { return ""; }
+Expected<DeviceMemory> cuda_memory(int) {
+  return make_error(ErrorCode::kDevice, "no usable CUDA GPU: ferry was built without CUDA");
+}
+Expected<ContextCost> measure_cuda_context(int) {
+  return make_error(ErrorCode::kDevice, "no usable CUDA GPU: ferry was built without CUDA");
+}
 #endif
 
 }  // namespace ferry::exec

@@ -1,4 +1,4 @@
-// Device: what the executor drives to hold weights and move data on an accelerator (DESIGN.md §3, §5).
+// Device: what the executor drives to hold weights and move data on an accelerator (docs/ARCHITECTURE.md §3, §5).
 // All device memory comes from one budget-capped arena reserved when the device is made; an allocation
 // past the budget is a kOutOfMemory Status with the numbers. Work is ordered by streams (FIFO each) and
 // synchronized by events, as in CUDA: a wait captures the event's latest record at the time of the call.
@@ -134,6 +134,8 @@ struct EmulatedOptions {
   bool refuse_register = false;      // register_host fails (kDevice), as a driver that cannot pin would
   bool poison = true;                // fill new blocks with 0xff (NaN in F32/F16/BF16), as a GPU leaves
                                      // fresh memory undefined
+  uint64_t outside_arena = 0;        // modelled device memory outside the arena (the CUDA context a real
+                                     // GPU holds), reported by memory_info(); never allocated
   std::string name = "emulated";
 };
 Expected<std::unique_ptr<Device>> make_emulated_device(const EmulatedOptions& options);

@@ -12,6 +12,7 @@
 #include "exec/device.h"
 #include "exec/device_arena.h"
 #include "exec/device_cuda.h"
+#include "exec/process_memory.h"
 #include "kernels/cuda/cuda_ops.h"
 
 namespace ferry::exec {
@@ -21,6 +22,9 @@ namespace {
 // creation, cuBLAS internals, CUDA graphs, other libraries.
 constexpr uint64_t kDefaultHeadroom = 512ull << 20;
 constexpr int kMinComputeCapability = 75;  // the PTX ferry ships is compute_75
+
+// Bytes reserved by the live CudaDevices' arenas (measure_cuda_context counts what lies outside them).
+std::atomic<uint64_t> g_arena_bytes{0};
 
 Status cuda_status(cudaError_t e, const char* what) {
   return make_error(ErrorCode::kDevice, "CUDA error in %s: %s", what, cudaGetErrorString(e));
@@ -106,6 +110,7 @@ class CudaDevice final : public Device {
     for (auto& [p, n] : pinned_) cudaFreeHost(reinterpret_cast<void*>(p));
     for (auto& [p, n] : registered_) cudaHostUnregister(reinterpret_cast<void*>(p));
     cudaFree(base_);
+    g_arena_bytes -= arena_.capacity();
   }
 
   DeviceKind kind() const override { return DeviceKind::kCuda; }
@@ -342,7 +347,75 @@ Expected<std::unique_ptr<Device>> make_cuda_device(int ordinal, uint64_t budget)
     return make_error(ErrorCode::kOutOfMemory, "cannot reserve the %s arena on %s: %s", format_bytes(cap).c_str(),
                       name.c_str(), cudaGetErrorString(e));
   }
+  g_arena_bytes += cap;
   return std::unique_ptr<Device>(new CudaDevice(ordinal, name, base, cap));
+}
+
+// ---- process memory (process_memory.h) -------------------------------------------------------------
+
+uint64_t cuda_arena_bytes() { return g_arena_bytes.load(); }
+
+std::string cuda_pci_bus_id(int ordinal) {
+  char buf[64] = {};
+  if (cudaDeviceGetPCIBusId(buf, sizeof buf, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return buf;
+}
+
+Expected<DeviceMemory> cuda_memory(int ordinal) {
+  FERRY_CUDA_RETURN(cudaSetDevice(ordinal));
+  size_t free_b = 0, total_b = 0;
+  FERRY_CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
+  return DeviceMemory{free_b, total_b};
+}
+
+Expected<ContextCost> measure_cuda_context(int ordinal) {
+  // The meter first: made before this process's context (when nothing made one earlier), its
+  // device-wide baseline leaves the context in what it measures.
+  ProcessMemoryMeter& meter = process_memory_meter(ordinal);
+  FERRY_RETURN_IF_ERROR(probe(ordinal, nullptr));
+  FERRY_CUDA_RETURN(cudaSetDevice(ordinal));
+  FERRY_CUDA_RETURN(cudaFree(nullptr));  // the context
+  // What the executor makes outside its arena: two streams, events, a cuBLAS handle (CudaContext also
+  // sets the attention kernels' shared-memory limits, which loads their module). Destroyed after.
+  struct Made {
+    cudaStream_t streams[2] = {nullptr, nullptr};
+    cudaEvent_t events[4] = {nullptr, nullptr, nullptr, nullptr};
+    std::unique_ptr<kernels::CudaContext> ctx;
+    ~Made() {
+      ctx.reset();
+      for (cudaEvent_t e : events)
+        if (e) cudaEventDestroy(e);
+      for (cudaStream_t s : streams)
+        if (s) cudaStreamDestroy(s);
+    }
+  } made;
+  for (cudaStream_t& s : made.streams) FERRY_CUDA_RETURN(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (cudaEvent_t& e : made.events) FERRY_CUDA_RETURN(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  kernels::CudaContextDesc desc;
+  desc.device = ordinal;
+  desc.stream = made.streams[0];
+  FERRY_ASSIGN_OR_RETURN(made.ctx, kernels::CudaContext::create(desc));
+  FERRY_CUDA_RETURN(cudaDeviceSynchronize());
+  meter.calibrate();
+  const std::optional<uint64_t> used = meter.read();
+  ContextCost c;
+  c.source = meter.source();
+  const uint64_t arenas = cuda_arena_bytes();
+  c.bytes = used && *used > arenas ? *used - arenas : 0;
+  // A device-wide delta this small means the context was there before the meter (its baseline holds
+  // it): no CUDA context of a recent driver is under 64 MiB. Use the documented figure.
+  if (!used || (c.source == MemorySource::kNvmlDeviceDelta && c.bytes < (64ull << 20))) {
+    c.bytes = kDefaultCudaContextBytes;
+    c.source = MemorySource::kModelled;
+  }
+  size_t free_b = 0, total_b = 0;
+  FERRY_CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
+  c.device_free = free_b;
+  c.device_total = total_b;
+  return c;
 }
 
 Expected<CudaDeviceInfo> cuda_device_info(int ordinal) {

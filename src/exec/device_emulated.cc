@@ -295,8 +295,9 @@ Expected<MemoryInfo> EmulatedDevice::memory_info() {
   const ArenaAllocator& a = *state_->arena;
   m.device_total = state_->options.device_total ? state_->options.device_total : state_->capacity;
   m.arena_capacity = a.capacity();
-  m.device_free = m.device_total > m.arena_capacity ? m.device_total - m.arena_capacity : 0;
-  m.outside_arena = 0;
+  m.outside_arena = state_->options.outside_arena;
+  const uint64_t taken = m.arena_capacity + m.outside_arena;
+  m.device_free = m.device_total > taken ? m.device_total - taken : 0;
   m.arena_used = a.used();
   m.arena_peak = a.peak();
   m.arena_largest_free = a.largest_free();

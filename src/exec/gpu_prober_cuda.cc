@@ -23,6 +23,7 @@
 
 #include "exec/device.h"
 #include "exec/device_cuda.h"
+#include "exec/process_memory.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "tensor/quant.h"
 #include "tensor/repack.h"
@@ -117,6 +118,10 @@ class CudaGpuProber final : public plan::GpuProber {
   std::string name() const override { return info_.name; }
   std::string driver() const override { return driver_; }
   uint64_t memory_bytes() const override { return info_.total_memory; }
+  uint64_t context_bytes() override {
+    const Expected<ContextCost> c = measure_cuda_context(ordinal_);
+    return c && c->source != MemorySource::kModelled ? c->bytes : 0;
+  }
 
   Expected<double> time_h2d(uint64_t bytes, int reps) override {
     FERRY_RETURN_IF_ERROR(ensure());
@@ -408,7 +413,7 @@ class CudaGpuProber final : public plan::GpuProber {
     s.n_head = std::max({n_head, s.n_head, shape_.n_head});
     s.head_dim = std::max({head_dim, s.head_dim, shape_.head_dim});
     bundle_shape_tokens_ = s.max_tokens;
-    FERRY_ASSIGN_OR_RETURN(bundle_, CudaOpsBundle::create(*dev_, *main_, s));
+    FERRY_ASSIGN_OR_RETURN(bundle_, CudaOpsBundle::create(*dev_, *main_, s, kernels::with_experiments({})));
     shape_ = s;
     return Status::ok();
   }

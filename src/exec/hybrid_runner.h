@@ -1,13 +1,14 @@
-// HybridRunner: the pipelined-sharding executor (DESIGN.md §1, §3). Runs a PlanSet's per-tier plans
+// HybridRunner: the pipelined-sharding executor (docs/EXECUTOR.md). Runs a PlanSet's per-tier plans
 // under a hard VRAM budget: every device byte comes from the Device's budget-capped arena; resident
 // weights (and every norm / bias vector) are uploaded once and shared by all tiers; streamed sub-layers'
 // weights sit in pinned host memory and flow through a WeightRing on the copy stream, K slots ahead of
 // the compute stream; CPU sub-layers run on CpuOps over host activations; the residual stream crosses
 // through pinned buffers; the KV cache lives on the device (attention always runs there when a GPU is
-// planned) and is never re-uploaded. Each step picks the tier of its token count.
+// planned) and is never re-uploaded. Each step picks the tier of its token count. The implementation is
+// split by responsibility: hybrid_runner_impl.h lists its files.
 //
 // This class knows nothing of the Engine (exec sits below engine): StepIo mirrors engine::StepInput,
-// and the app wraps a HybridRunner into an engine::StepRunner (tools/ferry/hybrid_support.h).
+// and runtime::open wraps a HybridRunner into an engine::StepRunner (runtime/hybrid_step_runner.h).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "base/status.h"
 #include "exec/device.h"
 #include "exec/timeline.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "model/forward.h"
 #include "model/model_spec.h"
 #include "model/sublayer.h"
@@ -42,7 +44,7 @@ struct StepIo {
   int32_t n_out = 0;
 };
 
-// Where streamed sub-layers' weights are copied to the device from (DESIGN.md §3: "pinned host copies").
+// Where streamed sub-layers' weights are copied to the device from.
 enum class PinMode : uint8_t {
   kCopy,      // copy each into pinned host memory once at load, in slot layout (one copy per fill)
   kRegister,  // page-lock the model file's mmap in place and copy from it (one copy per matrix per
@@ -64,8 +66,8 @@ struct HybridOptions {
   bool cuda_graphs = true;
   int32_t graph_max_tokens = 8;
   // CUDA: store quantized matrices whose type has a split layout (tensor/repack.h) repacked, so the
-  // decode kernels read 16-byte-aligned quant planes. Lossless (same bytes, same values). Checked on
-  // the H200: test_cuda_ops (split vs ggml layout, every awkward shape) and whole-model equality.
+  // decode kernels read 16-byte-aligned quant planes. Lossless (same bytes, same values): test_cuda_ops
+  // compares split and ggml layouts on every awkward shape.
   bool split_layout = true;
   // Streamed weights: copied once into pinned memory, or the mmap registered in place. A registration
   // the driver refuses falls back to kCopy (PinStats::note says why).
@@ -78,6 +80,9 @@ struct HybridOptions {
   // FFN slices, as asked of the planner (plan::PlannerOptions::ffn_slices: 1 whole, 0 = its choice); the
   // runner cuts its sub-layer list as the plan says (PlanSet::ffn_slices).
   int32_t ffn_slices = 1;
+  // CUDA: the kernels' options (defaults: the production kernels). make_hybrid_runner applies an
+  // experiments build's FERRY_CUDA_* switches over them (kernels::with_experiments).
+  kernels::CudaOpsOptions cuda_ops;
 };
 
 // The load phase that makes streamed weights copyable asynchronously.

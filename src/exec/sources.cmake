@@ -7,6 +7,7 @@ ferry_module(exec DEPS ${FERRY_EXEC_DEPS} SOURCES
   exec/device.cc
   exec/device_arena.cc
   exec/device_emulated.cc
+  exec/process_memory.cc
 CUDA_SOURCES
   exec/device_cuda.cc
 )
@@ -15,6 +16,11 @@ CUDA_SOURCES
 ferry_module(exec_hybrid DEPS exec plan model kernels_cpu tensor base SOURCES
   exec/weight_ring.cc
   exec/hybrid_runner.cc
+  exec/hybrid_weights.cc
+  exec/hybrid_schedule.cc
+  exec/hybrid_graphs.cc
+  exec/hybrid_slices.cc
+  exec/hybrid_stats.cc
   exec/timeline.cc
 )
 

@@ -1,5 +1,5 @@
 // WeightRing: K >= 2 device slots that the copy stream fills with streamed sub-layers' weights ahead of
-// the compute stream (DESIGN.md §1, §3). Each slot carries two events: `filled` (recorded on the copy
+// the compute stream (docs/ARCHITECTURE.md §1, §3). Each slot carries two events: `filled` (recorded on the copy
 // stream after its copy) and `freed` (recorded on the compute stream after the last kernel that read
 // it). A fill waits for `freed`, a consumer waits for `filled`, so copies run as far ahead as the ring
 // allows and never overwrite weights still in use. Slots remember which item they hold, so a prefetch

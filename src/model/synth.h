@@ -97,7 +97,7 @@ struct SynthOptions {
   int32_t n_layer = 0;  // 0 = the preset's
   int32_t n_threads = 0;  // 0 = hardware concurrency
   // Speed studies: each big tensor repeats a pool of 2 distinct quantized chunks (~1M values each,
-  // different per tensor) instead of quantizing every row; still real rows of the type, ~50x faster.
+  // different per tensor) instead of quantizing every row; still real rows of the type, and far faster.
   bool fast = false;
   std::function<void(const SynthProgress&)> on_progress;  // called from the writing thread
 };

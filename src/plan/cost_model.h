@@ -78,7 +78,7 @@ class CostModel {
   // of copy speed kept while CPU kernels run.
   double cpu_share_while_copying() const;
   double copy_share_while_cpu() const;
-  // Combined host-memory rate H (GB/s) and the plain C + P sum, for the limits of DESIGN.md §4.
+  // Combined host-memory rate H (GB/s) and the plain C + P sum, for the limits of docs/ARCHITECTURE.md §4.
   double host_combined_gbs() const;
   double link_gbs() const;
 

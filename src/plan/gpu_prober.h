@@ -19,6 +19,9 @@ class GpuProber {
   virtual std::string name() const = 0;      // "NVIDIA H200"
   virtual std::string driver() const = 0;    // driver version, e.g. "550.54.15"
   virtual uint64_t memory_bytes() const = 0;  // total device memory
+  // Device memory the process holds outside ferry's arena with a CUDA context, a cuBLAS handle and
+  // streams (GpuProfile::context_bytes); 0 = not measured.
+  virtual uint64_t context_bytes() { return 0; }
 
   // `reps` back-to-back copies of `bytes` (one buffer each side), synchronised at the end.
   virtual Expected<double> time_h2d(uint64_t bytes, int reps) = 0;           // from pinned memory

@@ -163,9 +163,9 @@ std::string plan_to_text(const PlanSet& ps) {
     appendf(out, "no GPU: every sub-layer runs on the CPU\n");
   } else {
     const VramBreakdown& a = ps.arena;
-    appendf(out, "GPU %s, budget %s (minimum %s); one arena for all tiers:\n", ps.gpu_name.c_str(),
+    appendf(out, "GPU %s, arena budget %s (minimum %s); one arena for all tiers:\n", ps.gpu_name.c_str(),
             format_bytes(ps.options.vram_budget).c_str(), format_bytes(ps.min_budget).c_str());
-    appendf(out, "  weights %s + KV %s + ring %s + scratch %s%s + cuBLAS %s = %s; CUDA context ~%s outside the budget\n",
+    appendf(out, "  weights %s + KV %s + ring %s + scratch %s%s + cuBLAS %s = %s; CUDA context ~%s beside the arena\n",
             format_bytes(a.weights).c_str(), format_bytes(a.kv).c_str(),
             ps.ring_slots > 0
                 ? (std::to_string(ps.ring_slots) + "x" + format_bytes(ps.ring_slot_bytes)).c_str()

@@ -1,6 +1,6 @@
 // Planner: decides, for a VRAM budget, which sub-layers live in VRAM (one resident set shared by all
-// token tiers, so a tier switch never re-uploads weights) and, per tier, the strategy of DESIGN.md
-// §4 (gpu-stream, static, dynamic) and the placement of every sub-layer. Plain data in (spec,
+// token tiers, so a tier switch never re-uploads weights) and, per tier, the strategy
+// (gpu-stream, static, dynamic: docs/ARCHITECTURE.md §4) and the placement of every sub-layer. Plain data in (spec,
 // sub-layers, profile, options), plain data out (PlanSet); no device calls. Every device byte the
 // executor will take is in PlanSet::arena; the CUDA context's own memory is stated separately.
 #pragma once
@@ -94,27 +94,29 @@ struct PlannerOptions {
   int32_t eval_context = 0;          // context of tier estimates; 0 = min(prompt_tokens, context)
   // Robust choice (docs/PLANNER.md, "Choosing the set"): among the candidates whose scenario is within
   // copy_window of the best, the planner takes the one with the lowest scenario + gen_tokens x
-  // copy_risk x (copy time of a steady decode step's weight copies, alone). Copies the simulation
-  // hides under compute cost measurably more on the GPU host (qwen3-8b Q4_K 4 GiB: 0.5-0.6 ms per
-  // ms of hidden copy), while steps without copies are predicted within a few %. 0 / 0: off.
+  // copy_risk x (copy time of a steady decode step's weight copies, alone): copies the simulation
+  // hides under compute cost more on the GPU host than predicted, while steps without copies are
+  // predicted closely (docs/PLANNER.md). 0 / 0: off.
   double copy_window = 0.06;
   double copy_risk = 0.5;
   uint64_t workspace_bytes = 32ull << 20;          // cuBLAS workspace (its recommendation on Hopper)
   // Scratch for the F16 copy of dequantized weights a prefill GEMM multiplies (CudaScratchShape's); 0: the
   // largest quantized matrix whole. Smaller leaves more of a tight budget to weights, in exchange for
-  // prefill GEMMs on fewer rows at a time (session 9, qwen3-8b Q4_K at 4 GiB, 4K prompt: 16 MiB gave
-  // decode +10 %, prefill -15 %). kGemmStagingAuto: the planner plans with the whole matrix and with
+  // prefill GEMMs on fewer rows at a time (faster decode, slower prefill on a tight budget:
+  // bench/RESULTS.md). kGemmStagingAuto: the planner plans with the whole matrix and with
   // kGemmStagingSmall and keeps the small staging only where it lets the budget hold more weights and
   // the decode step is predicted at least 3 % faster (or where only it fits the budget);
   // PlanSet::options holds the value chosen, which the executor sizes CudaOps' scratch with.
   static constexpr uint64_t kGemmStagingAuto = ~0ull;
   static constexpr uint64_t kGemmStagingSmall = 16ull << 20;
   uint64_t gemm_staging_bytes = kGemmStagingAuto;
-  uint64_t cuda_context_bytes = 512ull << 20;      // outside the budget: context + module + handles
+  // Beside the arena (vram_budget here is the arena's): context + modules + handles. A process budget
+  // (runtime::open, `ferry plan`) holds both; runtime/budget.h splits it.
+  uint64_t cuda_context_bytes = 512ull << 20;
   // FFN slices (model::slice_ffn_sublayers): each dense FFN cut into this many slices along its width,
   // placed one by one, so part of an FFN can stay in VRAM while the CPU computes the rest at the same
-  // time, and ring slots shrink with them. 1: whole FFNs (the default: on the H200 host slices measured
-  // 5-15 % slower than whole FFNs in every configuration tried, docs/PLANNER.md "FFN slices").
+  // time, and ring slots shrink with them. 1: whole FFNs (the default: on the GPU host slices ran slower
+  // than whole FFNs in every configuration tried, docs/PLANNER.md "FFN slices").
   // kFfnSlicesAuto: the planner plans with whole FFNs and with kFfnSlicesTry slices (dense models that
   // do not fit) and keeps the better by the robust rule (PlanSet::ffn_slices says which; the executor
   // cuts its list the same way).
@@ -166,13 +168,12 @@ struct PlanSet {
   double first_decode_extra_ms = 0;
   uint64_t weights_total = 0;        // W: matrix bytes read per decode step (embed excluded)
   uint64_t weights_resident = 0;     // R
-  double limit_h_ms = 0;             // (W - R) / H: the decode ceiling of DESIGN.md §4
+  double limit_h_ms = 0;             // (W - R) / H: the decode ceiling (docs/ARCHITECTURE.md §4)
   double limit_cp_ms = 0;            // (W - R) / (C + P), optimistic
   // One sequence's decode ceiling when the GPU computes part of each step: a sub-layer needs the previous
   // one's output, so the CPU sub-layers (their bytes at no more than H) and the GPU's compute (predicted,
   // tier 1) cannot overlap; copies can hide behind either. max((W - R) / H, cpu bytes / H + GPU ms):
-  // above limit_h_ms when the GPU holds most of the model (qwen3-8b Q4_K, 4 GiB, 4K context on the
-  // session-6 host profile: 6.1 -> 8.2 ms).
+  // above limit_h_ms when the GPU holds most of the model.
   double limit_serial_ms = 0;
   std::vector<std::string> notes;
 

@@ -4,6 +4,7 @@
 #include "plan/profile.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -282,6 +283,7 @@ std::string profile_to_json(const HardwareProfile& p) {
     gj["mem_bw_gbs"] = g.mem_bw_gbs;
     gj["launch_us"] = g.launch_us;
     if (g.graph_kernel_us > 0) gj["graph_kernel_us"] = g.graph_kernel_us;
+    if (g.context_bytes > 0) gj["context_bytes"] = g.context_bytes;
     json gm = json::array();
     for (const ThroughputCurve& c : g.matmul) gm.push_back(curve_json(c, false));
     gj["matmul"] = gm;
@@ -399,6 +401,7 @@ Expected<HardwareProfile> parse_profile(std::string_view text, std::string_view 
     FERRY_RETURN_IF_ERROR(o.number("mem_bw_gbs", &g.mem_bw_gbs, 1e-3, 1e6));
     FERRY_RETURN_IF_ERROR(o.number("launch_us", &g.launch_us, 0, 1e6));
     FERRY_RETURN_IF_ERROR(o.number("graph_kernel_us", &g.graph_kernel_us, 0, 1e6, /*required=*/false));
+    FERRY_RETURN_IF_ERROR(o.integer("context_bytes", &g.context_bytes, 0, 1.8e19, /*required=*/false));
     const json* mm = nullptr;
     FERRY_RETURN_IF_ERROR(read_array(o, "matmul", &mm));
     for (size_t i = 0; i < mm->size(); ++i) {
@@ -475,16 +478,24 @@ Status make_dirs(const std::string& dir) {
 Status save_profile(const HardwareProfile& p, const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) FERRY_RETURN_IF_ERROR(make_dirs(path.substr(0, slash)));
-  // Write then rename, so a reader never sees half a profile.
-  const std::string tmp = path + ".tmp";
+  // Write then rename, so a reader never sees half a profile; the temporary name is this process's, so
+  // two processes saving at once do not write into one file.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return make_error(ErrorCode::kIo, "cannot write '%s': %s", tmp.c_str(), std::strerror(errno));
     out << profile_to_json(p);
-    if (!out) return make_error(ErrorCode::kIo, "cannot write '%s'", tmp.c_str());
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return make_error(ErrorCode::kIo, "cannot write '%s'", tmp.c_str());
+    }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return make_error(ErrorCode::kIo, "cannot rename '%s' to '%s': %s", tmp.c_str(), path.c_str(), std::strerror(errno));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return make_error(ErrorCode::kIo, "cannot rename '%s' to '%s': %s", tmp.c_str(), path.c_str(), std::strerror(err));
+  }
   return Status::ok();
 }
 

@@ -94,6 +94,10 @@ struct GpuProfile {
   // Issue cost of one kernel node of a replayed CUDA graph; 0 = not measured (older profiles, and the
   // current prober): the cost model then uses kGraphKernelUsDefault. Optional key, written when > 0.
   double graph_kernel_us = 0;
+  // Device memory a process holds outside ferry's arena once its CUDA context, a cuBLAS handle and the
+  // streams exist (exec::measure_cuda_context); 0 = not measured (older profiles). The emulated device
+  // models a budget with it (else exec::kDefaultCudaContextBytes). Optional key, written when > 0.
+  uint64_t context_bytes = 0;
   std::vector<ThroughputCurve> matmul;   // one per dtype (threads = 0)
   // Optional key (additive, schema version unchanged): absent = not measured (older profiles, probers
   // that cannot time attention); the cost model then prices attention by bandwidth and flops alone.

@@ -1,6 +1,6 @@
 // Step simulation: how long consecutive steps take when a chain of sub-layers runs on the CPU or the
 // GPU while a copy engine streams weights through a ring of K slots, as the hybrid executor runs them
-// (exec/hybrid_runner.cc, exec/weight_ring.h). The copy queue is the executor's, fill for fill:
+// (exec/hybrid_schedule.cc, exec/weight_ring.h). The copy queue is the executor's, fill for fill:
 //  - step start: fills of the step's streamed sub-layers j = 0 .. K-1 (slot j mod K), issued when the
 //    previous step has ended;
 //  - in the step: the fill of j + K right after j has been computed (its slot's `freed` event);

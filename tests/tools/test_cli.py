@@ -267,3 +267,27 @@ def test_inspect_sublayers(model):
     n_layer = out["spec"]["n_layer"]
     assert kinds.count("attn") == n_layer
     assert all(s["bytes"] > 0 for s in subs)
+
+
+def ferry_env(extra: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(FERRY), *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **extra})
+
+
+@pytest.mark.parametrize("var,value", [("FERRY_CPU_ISA", "avx9"), ("FERRY_CPU_HUGEPAGES", "yes"),
+                                       ("FERRY_GEMM_STAGING_MB", "16M")])
+def test_bad_environment_value_is_usage_error(model, var, value):
+    """docs/ENVIRONMENT.md: a bad value is one error line naming the variable, before any work."""
+    res = ferry_env({var: value}, "inspect", str(model))
+    assert_error(res, 2)
+    assert f"{var}='{value}'" in res.stderr
+
+
+def test_ignored_experiment_switch_is_named(model):
+    """A production build ignores the FERRY_CUDA_* A/B switches and says which are set."""
+    res = ferry_env({"FERRY_CUDA_FUSE": "0", "FERRY_CUDA_ABLATE": "norm"}, "inspect", str(model))
+    assert res.returncode == 0, res.stderr
+    if "this build ignores" not in res.stderr:
+        pytest.skip("an experiments build (-DFERRY_EXPERIMENTS=ON) reads the FERRY_CUDA_* switches")
+    warning = [l for l in res.stderr.splitlines() if "this build ignores" in l]
+    assert len(warning) == 1 and "FERRY_CUDA_FUSE" in warning[0] and "FERRY_CUDA_ABLATE" in warning[0]

@@ -1,5 +1,6 @@
 """`ferry bench` on the hybrid executor (issue 6): --json keys on the emulated device (peak and context
-device bytes, the plan per tier with predicted and measured ms, the fraction of the hybrid limits),
+device bytes, the process's modelled peak within the budget (issue 27: the budget is the whole process,
+CUDA context included), the plan per tier with predicted and measured ms, the fraction of the hybrid limits),
 and `--timeline FILE`: an SVG that parses as XML with one span rectangle per recorded span, refused
 on the CPU device (exit 2) and for an unwritable path (exit 1), each with one `error:` line.
 
@@ -22,6 +23,13 @@ BUILD = Path(os.environ.get("FERRY_BUILD", "/work/main/build"))
 FERRY = BUILD / "ferry"
 PROFILE = REPO / "tests" / "data" / "profiles" / "h200-host-measured.json"
 SVG_NS = "{http://www.w3.org/2000/svg}"
+# The emulated device models a CUDA context of 512 MiB (exec::kDefaultCudaContextBytes; the fixture
+# profile records none) and keeps 96 MiB free for the driver's growth (exec::kCudaGrowthReserve): a
+# budget of 668 MiB leaves the arena 60 MiB.
+MIB = 1 << 20
+CONTEXT = 512 * MIB
+BUDGET = 668 * MIB
+ARENA = 60 * MIB
 
 
 def ferry(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -50,7 +58,7 @@ def model(tmp_path_factory) -> Path:
 
 def emulated(model: Path, *extra: str) -> list[str]:
     return ["bench", "-m", str(model), "-p", "24", "-n", "8", "-b", "16", "-t", "2", "--no-membw", "--device",
-            "emulated", "--vram", "60M", "--profile", str(PROFILE), *extra]
+            "emulated", "--vram", "668M", "--profile", str(PROFILE), *extra]
 
 
 def test_bench_json_hybrid_keys(model):
@@ -60,8 +68,12 @@ def test_bench_json_hybrid_keys(model):
     for k in ("prefill_tok_s", "decode_tok_s", "ttft_ms", "decode_gb_s", "peak_device_bytes",
               "context_device_bytes", "plan", "limit_fraction"):
         assert k in j, k
-    assert 0 < j["peak_device_bytes"] <= 60 << 20
-    assert j["context_device_bytes"] == 0  # the emulated device has no context of its own
+    assert 0 < j["peak_device_bytes"] <= ARENA  # the arena's high-water mark
+    assert j["context_device_bytes"] == CONTEXT  # the context the emulated GPU stands for
+    # The process as the GPU would hold it (context + the arena, reserved whole), never past the budget.
+    assert j["vram_peak_process_source"] == "modelled"
+    assert j["vram_peak_process_bytes"] == CONTEXT + ARENA <= BUDGET
+    assert j["plan"]["vram_budget"] == BUDGET and j["plan"]["context_bytes"] == CONTEXT
     ran = [t for t in j["plan"]["tiers"] if t["steps"] > 0]
     assert {t["tokens"] for t in ran} == {1, 8, 16}  # decode, and chunks of 16 and 8 tokens
     for t in ran:
@@ -99,6 +111,25 @@ def test_timeline_json_mode(model, tmp_path):
     j = json.loads(res.stdout)
     assert j["timeline"]["path"] == str(out) and j["timeline"]["steps"] == 7
     assert out.is_file()
+
+
+def test_bench_json_cpu_process_memory(model):
+    res = ferry("bench", "-m", str(model), "-p", "8", "-n", "2", "--no-membw", "--device", "cpu", "--json")
+    assert res.returncode == 0, res.stderr
+    j = json.loads(res.stdout)
+    assert j["vram_peak_process_bytes"] == 0 and j["vram_peak_process_source"] == "none"
+
+
+def test_budget_too_small_counts_the_context(model):
+    res = ferry(*emulated(model)[:-4], "--vram", "600M", "--profile", str(PROFILE))
+    assert_error(res, 1, "VRAM budget 600 MiB is too small")
+    assert "(of which 608 MiB for the CUDA context" in res.stderr
+
+
+def test_budget_zero_names_the_minimum(model):
+    res = ferry(*emulated(model)[:-4], "--vram", "0", "--profile", str(PROFILE))
+    assert_error(res, 2, "the VRAM budget must be > 0")
+    assert "needs at least" in res.stderr
 
 
 def test_timeline_needs_gpu_or_emulated(model, tmp_path):

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/runtime.h"
+
 namespace ferry::cli {
 
 int report(const Status& st) {
@@ -84,36 +86,6 @@ CLI::Validator finite_number() {
       "FINITE");
 }
 
-std::optional<uint64_t> parse_size(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  if (i == 0) return std::nullopt;
-  double value;
-  try {
-    value = std::stod(text.substr(0, i));
-  } catch (...) {
-    return std::nullopt;
-  }
-  std::string suffix = text.substr(i);
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
-  if (suffix.size() == 2 && (suffix[1] == 'i' || suffix[1] == 'I')) suffix.pop_back();  // GiB
-  double mult = 1;
-  if (suffix.empty()) mult = 1;
-  else if (suffix.size() == 1) {
-    switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
-      case 'K': mult = 1024.0; break;
-      case 'M': mult = 1024.0 * 1024; break;
-      case 'G': mult = 1024.0 * 1024 * 1024; break;
-      case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
-      default: return std::nullopt;
-    }
-  } else {
-    return std::nullopt;
-  }
-  double bytes = value * mult;
-  if (!std::isfinite(bytes) || bytes < 0 || bytes > 1.8e19) return std::nullopt;
-  return static_cast<uint64_t>(bytes);
-}
+std::optional<uint64_t> parse_size(const std::string& text) { return runtime::parse_size(text); }
 
 }  // namespace ferry::cli

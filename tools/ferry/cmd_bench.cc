@@ -4,9 +4,11 @@
 // achieved memory bandwidth (weight bytes read per token x tok/s) next to the host's measured
 // streaming-read bandwidth.
 // --json prints one object (keys: prefill_tok_s, decode_tok_s, ttft_ms, decode_gb_s, host_gb_s, ...).
-// On a GPU or the emulated device (--vram, --device cuda) it adds peak device memory (arena high-water
-// mark, memory outside the arena: the CUDA context), the plan per tier with predicted vs measured step
-// time, and the fraction of DESIGN.md §4's hybrid limits reached; --timeline FILE draws an SVG of one
+// Every --json has vram_peak_process_bytes: the process's peak device memory, read from the driver on a
+// GPU, modelled on the emulated device, 0 on the CPU (vram_peak_process_source says which). On a GPU or
+// the emulated device (--vram, --device cuda) it adds the arena's high-water mark and the memory outside
+// the arena (the CUDA context), the plan per tier with predicted vs measured step
+// time, and the fraction of docs/ARCHITECTURE.md §4's hybrid limits reached; --timeline FILE draws an SVG of one
 // prefill chunk and the first decode steps, recorded in an extra pass after the measured runs.
 #include <sys/resource.h>
 
@@ -25,11 +27,11 @@
 #include "engine/engine.h"
 #include "exec/timeline.h"
 #include "format/gguf.h"
-#include "gpu_support.h"
 #include "hybrid_support.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/membw.h"
 #include "model/model_spec.h"
+#include "runtime/runtime.h"
 
 namespace {
 
@@ -43,7 +45,7 @@ struct BenchArgs {
   int32_t n_prompt = 512;
   int32_t n_gen = 128;
   int32_t threads = 0;
-  int32_t batch = 0;  // 0: 1024 for the whole model on a GPU, else 512 (install_device_runner)
+  int32_t batch = 0;  // 0: 1024 for the whole model on a GPU, else 512 (runtime::OpenOptions::n_batch)
   int32_t reps = 1;
   std::string device = "cpu";
   bool json = false;
@@ -115,30 +117,30 @@ ferry::Status decode(ferry::engine::Engine& e, const std::vector<int32_t>& token
 }
 
 int run(const BenchArgs& a) {
-  ferry::engine::EngineOptions opt;
+  ferry::runtime::OpenOptions opt;
   opt.model_path = a.model;
   opt.n_ctx = a.n_prompt + a.n_gen + 1;
   opt.n_threads = a.threads;
   opt.n_batch = a.batch;
   opt.device = a.device;
-  // GPU: --device cuda alone = whole model on the GPU; --vram = the hybrid executor (gpu_support.h).
-  auto hybrid = std::make_shared<ferry::cli::HybridState>();
-  if (ferry::Status hs = ferry::cli::install_device_runner(a.hybrid, &opt, hybrid); !hs.is_ok())
-    return ferry::cli::report(hs);
-  const int32_t n_batch = opt.n_batch;  // -b, or the device's default
+  // GPU: --device cuda alone = whole model on the GPU; --vram = the hybrid executor (runtime::open).
+  if (ferry::Status hs = ferry::cli::fill_open_options(a.hybrid, &opt); !hs.is_ok()) return ferry::cli::report(hs);
   // The timeline comes from the hybrid runner's events: cpu / ref have none. Open the file now so a
   // bad path fails before the measurement, not after.
   std::unique_ptr<FILE, int (*)(FILE*)> timeline_file(nullptr, &std::fclose);
   if (!a.hybrid.timeline_path.empty()) {
-    if (!hybrid->active) return ferry::cli::usage_error("--timeline needs a GPU or emulated device");
+    if (!ferry::cli::wants_gpu(a.hybrid, a.device))
+      return ferry::cli::usage_error("--timeline needs a GPU or emulated device");
     timeline_file.reset(std::fopen(a.hybrid.timeline_path.c_str(), "wb"));
     if (!timeline_file) return ferry::cli::fail("cannot write --timeline file '" + a.hybrid.timeline_path + "'");
   }
   const auto t_load = Clock::now();
-  auto loaded = ferry::engine::Engine::load(opt);
-  if (!loaded) return ferry::cli::report(loaded.status());
+  auto opened = ferry::runtime::open(opt);
+  if (!opened) return ferry::cli::report(opened.status());
   const double load_ms = ms_since(t_load);
-  ferry::engine::Engine& engine = **loaded;
+  ferry::runtime::Runtime& rt = **opened;
+  ferry::engine::Engine& engine = rt.engine();
+  const int32_t n_batch = rt.n_batch();  // -b, or the device's default
   const ferry::model::ModelSpec& spec = engine.spec();
 
   // Pseudo-random token ids (a fixed LCG, so runs are comparable), as llama-bench uses random tokens.
@@ -163,7 +165,7 @@ int run(const BenchArgs& a) {
     if (!st.is_ok()) return ferry::cli::report(st);
     engine.seq_rm(0);
   }
-  if (hybrid->runner) hybrid->runner->reset_stats();  // per-tier measured times: the measured runs only
+  rt.reset_stats();  // per-tier measured times: the measured runs only
 
   std::vector<Sample> samples;
   for (int32_t r = 0; r < a.reps; ++r) {
@@ -187,9 +189,10 @@ int run(const BenchArgs& a) {
   }
   engine.seq_rm(0);
   // The GPU report reads the runner's per-tier stats: take it before the timeline pass adds steps.
-  const std::string hybrid_text = hybrid->active ? ferry::cli::hybrid_report_text(*hybrid, a.hybrid.explain) : "";
-  const nlohmann::json hybrid_json = ferry::cli::hybrid_report_json(*hybrid);
-  ferry::cli::check_profile_after_run(*hybrid);
+  const std::string hybrid_text = rt.report_text(a.hybrid.explain);
+  const nlohmann::json hybrid_json = rt.report_json();
+  const ferry::runtime::ProcessMemory process_memory = rt.vram_peak_process();
+  ferry::cli::warn_profile_after_run(rt);
 
   // --timeline: an extra, unmeasured pass (recording adds events and turns CUDA graphs off): the first
   // prefill chunk of the prompt, then the first decode steps right after it, all in one recording so
@@ -203,7 +206,7 @@ int run(const BenchArgs& a) {
     char what[128];
     std::snprintf(what, sizeof what, " | %d-token prefill chunk + %d decode steps", chunk, n_dec);
     const std::string name = std::filesystem::path(a.model).filename().string();
-    auto rec = ferry::cli::record_timeline(*hybrid, (chunk > 0 ? 1 : 0) + n_dec, name + what, [&] {
+    auto rec = rt.record_timeline((chunk > 0 ? 1 : 0) + n_dec, name + what, [&] {
       engine.seq_rm(0);
       if (chunk > 0) FERRY_RETURN_IF_ERROR(prefill(engine, tl_prompt, n_batch, &logits));
       return decode(engine, tl_gen, chunk, &logits);
@@ -262,7 +265,10 @@ int run(const BenchArgs& a) {
     j["decode_gb_s"] = decode_gb_s;
     j["host_gb_s"] = host_gb_s;
     j["decode_bw_fraction"] = host_gb_s > 0 ? decode_gb_s / host_gb_s : 0.0;
-    if (hybrid->active && hybrid->runner) {  // on a GPU: device memory, the plan, the hybrid limits
+    // Device memory of the whole process, read from the driver (cuda), modelled (emulated) or 0 (cpu).
+    j["vram_peak_process_bytes"] = process_memory.peak_bytes;
+    j["vram_peak_process_source"] = process_memory.source;
+    if (rt.runner()) {  // on a GPU: device memory, the plan, the hybrid limits
       j["peak_device_bytes"] = hybrid_json.value("arena_peak", uint64_t{0});
       j["context_device_bytes"] = hybrid_json.value("outside_arena", uint64_t{0});
       j["plan"] = hybrid_json;

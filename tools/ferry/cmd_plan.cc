@@ -14,6 +14,7 @@
 #include "model/synth.h"
 #include "plan/planner.h"
 #include "profile_support.h"
+#include "runtime/budget.h"
 
 namespace {
 
@@ -97,7 +98,7 @@ int cmd_plan(int argc, char** argv) {
   app.add_option("-m,--model", model_path, "GGUF model file");
   app.add_option("--preset", preset, "plan a synth preset's shapes instead of a file (e.g. minitron-8b)");
   app.add_option("--type", type, "weight type of --preset (GGUF name, e.g. F16, Q4_K)")->capture_default_str();
-  app.add_option("--vram", vram_text, "VRAM budget: bytes or K/M/G suffix (binary units), e.g. 2G");
+  app.add_option("--vram", vram_text, "VRAM budget of the whole process (CUDA context included): bytes or K/M/G suffix (binary units), e.g. 2G");
   app.add_option("-c,--ctx-size", ctx, "planned context: the KV cache holds this many tokens")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
@@ -134,8 +135,12 @@ int cmd_plan(int argc, char** argv) {
   if (prof->has_gpu() && vram_text.empty())
     return cli::usage_error("--vram SIZE is required (the profile has a GPU: " + prof->gpu->name + ")");
 
+  // The budget is the whole process: the planner gets what the CUDA context (the profile's, or the
+  // default) and the growth reserve leave, as `ferry run --vram` on that GPU would give it.
+  const runtime::ProcessBudget split = runtime::modelled_budget(vram, *prof);
   plan::PlannerOptions o;
-  o.vram_budget = vram;
+  o.vram_budget = prof->has_gpu() ? split.arena : vram;
+  o.cuda_context_bytes = split.outside_arena();
   o.context = ctx;
   o.batch = batch;
   o.cpu_threads = threads;
@@ -150,6 +155,11 @@ int cmd_plan(int argc, char** argv) {
   } else {
     std::printf("profile: %s (%s%s%s)\n", origin.c_str(), prof->source.c_str(),
                 prof->mode.empty() ? "" : ", ", prof->mode.c_str());
+    if (prof->has_gpu())
+      std::printf("budget: %s = CUDA context %s (%s) + reserve %s + arena %s (what the plan below gets)\n",
+                  plan::format_bytes(split.budget).c_str(), plan::format_bytes(split.context_bytes).c_str(),
+                  split.context_source.c_str(), plan::format_bytes(split.growth_reserve).c_str(),
+                  plan::format_bytes(split.arena).c_str());
     std::printf("%s", plan::plan_to_text(*ps).c_str());
   }
   return 0;

@@ -15,9 +15,9 @@
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "format/gguf.h"
-#include "gpu_support.h"
 #include "hybrid_support.h"
 #include "model/model_spec.h"
+#include "runtime/runtime.h"
 #include "text/tokenizer.h"
 
 namespace {
@@ -60,7 +60,7 @@ struct RunArgs {
   ferry::engine::SamplerParams sampling;
   int32_t threads = 0;
   int32_t ctx = 4096;
-  int32_t batch = 0;  // 0: 1024 for the whole model on a GPU, else 512 (install_device_runner)
+  int32_t batch = 0;  // 0: 1024 for the whole model on a GPU, else 512 (runtime::OpenOptions::n_batch)
   std::string device = "cpu";
   bool json = false;
   std::string logits_out;
@@ -72,20 +72,19 @@ struct RunArgs {
 
 int run(const RunArgs& a) {
   static_assert(std::endian::native == std::endian::little, "--logits-out writes host floats as little-endian");
-  ferry::engine::EngineOptions opt;
+  // The model on its device: cpu / ref, the whole model on a GPU (--device cuda), or the hybrid CPU/GPU
+  // executor under a budget (--vram); runtime::open does all of it.
+  ferry::runtime::OpenOptions opt;
   opt.model_path = a.model;
   opt.n_ctx = a.ctx;
   opt.n_threads = a.threads;
   opt.n_batch = a.batch;
   opt.device = a.device;
-  // --vram: the hybrid CPU/GPU executor under that budget (hybrid_support.h); --device cuda without
-  // --vram: the whole model on the GPU (gpu_support.h).
-  auto hybrid = std::make_shared<ferry::cli::HybridState>();
-  if (ferry::Status hs = ferry::cli::install_device_runner(a.hybrid, &opt, hybrid); !hs.is_ok())
-    return ferry::cli::report(hs);
-  auto loaded = ferry::engine::Engine::load(opt);
-  if (!loaded) return ferry::cli::report(loaded.status());
-  ferry::engine::Engine& engine = **loaded;
+  if (ferry::Status hs = ferry::cli::fill_open_options(a.hybrid, &opt); !hs.is_ok()) return ferry::cli::report(hs);
+  auto opened = ferry::runtime::open(opt);
+  if (!opened) return ferry::cli::report(opened.status());
+  ferry::runtime::Runtime& rt = **opened;
+  ferry::engine::Engine& engine = rt.engine();
 
   std::vector<int32_t> prompt;
   if (!a.tokens.empty()) {
@@ -165,7 +164,11 @@ int run(const RunArgs& a) {
     j["stop"] = stop;
     j["n_vocab"] = engine.spec().n_vocab;
     j["n_ctx"] = engine.n_ctx();
-    if (hybrid->active) j["hybrid"] = ferry::cli::hybrid_report_json(*hybrid);
+    // Device memory of the whole process, read from the driver (cuda), modelled (emulated) or 0 (cpu).
+    const ferry::runtime::ProcessMemory pm = rt.vram_peak_process();
+    j["vram_peak_process_bytes"] = pm.peak_bytes;
+    j["vram_peak_process_source"] = pm.source;
+    if (rt.runner()) j["hybrid"] = rt.report_json();
     if (!a.logits_out.empty()) {
       j["logits_out"] = a.logits_out;
       j["logits_rows"] = logits_rows;
@@ -179,10 +182,10 @@ int run(const RunArgs& a) {
                  "prompt: %d tokens | generated: %d tokens (stop: %s) | TTFT %.1f ms | prefill %.2f tok/s | "
                  "decode %.2f tok/s\n",
                  st.n_prompt, st.n_generated, stop, st.ttft_ms, st.prefill_tok_s, st.decode_tok_s);
-    if (hybrid->active) std::fputs(ferry::cli::hybrid_report_text(*hybrid, false).c_str(), stderr);
+    std::fputs(rt.report_text(false).c_str(), stderr);
   }
   std::fflush(stdout);
-  ferry::cli::check_profile_after_run(*hybrid);
+  ferry::cli::warn_profile_after_run(rt);
   return 0;
 }
 

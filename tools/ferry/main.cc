@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/env_options.h"
 #include "cli.h"
 #include "ferry_version.h"  // generated at build time (cmake/version.cmake)
 
@@ -34,6 +35,26 @@ void print_version() {
   std::printf("ferry %s (git %s)\n%s\n", FERRY_VERSION, FERRY_GIT_DESCRIBE, FERRY_BUILD_BACKENDS);
 }
 
+// The FERRY_* environment variables (base/env_options.h): a bad value is an error before any work; A/B
+// switches that this build does not read are named once.
+bool environment_ok(int* exit_code) {
+  const ferry::EnvOptions& env = ferry::env_options();
+  if (!env.errors.empty()) {
+    for (const std::string& e : env.errors) std::fprintf(stderr, "error: %s\n", e.c_str());
+    *exit_code = ferry::cli::kExitUsage;
+    return false;
+  }
+  if (!env.ignored.empty()) {
+    std::string names;
+    for (const std::string& n : env.ignored) names += (names.empty() ? "" : ", ") + n;
+    std::fprintf(stderr,
+                 "ferry: warning: this build ignores %s (A/B switches, read only by a build configured with "
+                 "-DFERRY_EXPERIMENTS=ON; docs/ENVIRONMENT.md)\n",
+                 names.c_str());
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,7 +71,11 @@ int main(int argc, char** argv) {
     print_version();
     return 0;
   }
-  for (const auto& c : kCommands)
-    if (!std::strcmp(name, c.name)) return c.fn(argc - 1, argv + 1);
+  for (const auto& c : kCommands) {
+    if (std::strcmp(name, c.name) != 0) continue;
+    int exit_code = 0;
+    if (!environment_ok(&exit_code)) return exit_code;
+    return c.fn(argc - 1, argv + 1);
+  }
   return ferry::cli::usage_error(std::string("unknown command '") + name + "' (see `ferry --help`)");
 }

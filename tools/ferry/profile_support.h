@@ -1,5 +1,6 @@
-// What `ferry profile` and `ferry plan` share: which host kernels are measured, the GPU prober hook,
-// a progress bar, and "load the cached profile of this machine or measure a quick one".
+// What `ferry profile` and `ferry plan` share: the host kernels and the GPU prober they measure, and
+// "load the cached profile of this machine or measure a quick one" (the library's, runtime/
+// profile_source.h, with its notes and progress drawn on stderr), and a progress bar.
 #pragma once
 
 #include <cstdint>

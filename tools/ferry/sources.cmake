@@ -10,5 +10,4 @@ set(FERRY_TOOL_SOURCES
   cmd_profile.cc
   profile_support.cc
   hybrid_support.cc
-  gpu_support.cc
 )

@@ -1,5 +1,5 @@
-// Dispatch: which levels this CPU supports (base/cpu_info), the FERRY_CPU_ISA override, and the
-// kernel tables. A table is built once per level by layering the fillers from the lowest level up
+// Dispatch: which levels this CPU supports (base/cpu_info), the FERRY_CPU_ISA override (parsed with the
+// other environment options, base/env_options.h), and the kernel tables. A table is built once per level by layering the fillers from the lowest level up
 // (scalar, then AVX2, then AVX-512, then AMX), so a level only overrides what it does better.
 // AMX additionally needs the OS's permission for tile state (base/cpu_info: amx_usable), asked once
 // the first time the level is considered: only with FERRY_CPU_ISA=amx (or when tests ask for the level).
@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/cpu_info.h"
+#include "base/env_options.h"
 #include "base/status.h"
 #include "kernels/cpu/kernels.h"
 
@@ -60,14 +61,14 @@ CpuIsa best_vector_isa() {
 
 CpuIsa best_cpu_isa() { return cpu_isa_supported(CpuIsa::kAmx) ? CpuIsa::kAmx : best_vector_isa(); }
 
-// The AMX level is opt-in (FERRY_CPU_ISA=amx): on the GPU host (Sapphire Rapids, 16 threads) its prefill
-// matmuls measured 0.58-0.91x the AVX-512 panel kernels (bench/RESULTS.md, session 5) - the per-group float
-// epilogue, not the tile multiply, bounds both, and AMX adds a tile store and reload per group. Without
-// the opt-in the tile permission is never requested.
+// The AMX level is opt-in (FERRY_CPU_ISA=amx): its prefill matmuls are slower than the AVX-512 panel
+// kernels (bench/RESULTS.md) - the per-group float epilogue, not the tile multiply, bounds both, and AMX
+// adds a tile store and reload per group. Without the opt-in the tile permission is never requested. A
+// level the CPU lacks falls back to the best one it has (`ferry bench` reports the kernels used).
 CpuIsa default_cpu_isa() {
   const CpuIsa top = best_vector_isa();
-  if (const char* env = std::getenv("FERRY_CPU_ISA"); env != nullptr && *env != '\0') {
-    const std::optional<CpuIsa> want = cpu_isa_from_name(env);
+  if (const std::string& name = env_options().cpu_isa; !name.empty()) {
+    const std::optional<CpuIsa> want = cpu_isa_from_name(name);
     if (want && (*want == CpuIsa::kAmx ? cpu_isa_supported(CpuIsa::kAmx) : *want <= top)) return *want;
   }
   return top;

@@ -102,8 +102,8 @@ struct KernelTable {
 
   // Decode attention split over cells (null where the level has none; CpuOps then splits by head).
   // A cell's K / V row holds all n_kv heads (n_kv * hd halfs, contiguous), so walking cells streams
-  // the cache; walking one head's slices instead touches 2 * hd of every n_kv * 2 * hd bytes and ran
-  // at DRAM latency (~2.6 GB/s for an 8B model's cache). q: n_kv * group heads of hd floats (head h *
+  // the cache; walking one head's slices instead touches 2 * hd of every n_kv * 2 * hd bytes and runs
+  // at DRAM latency rather than bandwidth. q: n_kv * group heads of hd floats (head h *
   // group + g uses KV head h), already rounded to F16 values.
   // s[head * s_stride + j] = softcap(scale * q_head . k_cell_j) for j < n.
   void (*attn_cells_scores)(const float* q, int n_kv, int group, int hd, const uint8_t* k, size_t k_stride,

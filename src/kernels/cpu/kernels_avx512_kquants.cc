@@ -3,8 +3,8 @@
 // activations -> int16 pairs) and vpdpwssd with the groups' integer scales accumulate the whole
 // super-block exactly in int32, as ggml's k-quant dots do; one convert and one FMA per super-block
 // apply d * dx, and the mins go through the act's group sums as floats. Against the shared 256-bit
-// kernel (a convert and an FMA per 32 levels) this is ~40% fewer instructions: decode of a Q4_K
-// llama3-8b was compute-bound at ~66% of the host's bandwidth on 2 cores (bench/RESULTS_cpu.md).
+// kernel (a convert and an FMA per 32 levels) this is ~40% fewer instructions, which matters because
+// Q4_K decode is compute-bound on few cores.
 // Levels are <= 63, so vpmaddubsw cannot saturate (63 * 127 * 2 < 32767). Q4_K rows up to 32768 use
 // their own cheaper kernel (direct_q4k512, below).
 #include <immintrin.h>
@@ -157,8 +157,8 @@ inline __m512i scale_shuffle(int a, int b) {
   return _mm512_mask_blend_epi16(0xFFFF0000u, lo, hi);  // odd bytes 0xFF: zero
 }
 
-// Q4_K (the decode workhorse) in its own kernel for rows up to kMaxK (longer ones: direct_k512). The
-// shared one was compute-bound at ~15.5 GB/s per core in L2 against Q4_0's ~23 (issue 3). Not
+// Q4_K (the decode workhorse) in its own kernel for rows up to kMaxK (longer ones: direct_k512): the
+// shared one is compute-bound well below Q4_0's rate per core. Not
 // bit-equal to direct_k512 (the integer sums land in other lanes, the mins are summed in integers),
 // equal to float rounding. Per super-block:
 //   - levels: the 128 level bytes as two 64-byte loads; low nibbles of qs[0..64) are groups 0 and 2,
@@ -170,9 +170,9 @@ inline __m512i scale_shuffle(int a, int b) {
 //     table; a super-block's 4 int16 scale vectors are then a broadcast load and 4 in-lane vpshufb;
 //   - the mins: one vpmaddwd of the unpacked (scale, min) int16 vector with the act's group sums as
 //     int16 (exact), then one convert and one FMA with dmin * dx.
-// matvec_hot (1 thread, in L2) on the VM: 15.5 -> 24-25 GB/s (Q4_0: 22-24). Prefetch: PrefetchStream
-// (an L2 stream 8 KB and an L1 stream 2 KB ahead; one T0 stream 4 KB ahead left ~10 % of the
-// bandwidth unused while the kernel computed).
+// In L2 it reads about as fast as the Q4_0 kernel (bench_cpu_kernels matvec_hot). Prefetch:
+// PrefetchStream (an L2 stream 8 KB and an L1 stream 2 KB ahead; a single T0 stream leaves part of the
+// bandwidth unused while the kernel computes).
 constexpr int64_t kMaxK = 32768;
 
 template <int C>
@@ -238,8 +238,8 @@ void direct_q4k512(const MatArgs& a) {
         const BlockQ4_K& b = blocks[i];
         pf.advance(&b + 1);
         const __m512i sm = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(smt[k])));
-        // In-lane vpshufb, not a cross-lane vpermw: the 4 vpermw per super-block took ~25 % of the kernel's
-        // time on the VM's Sapphire Rapids (matvec_hot 16.9 -> 22.5 GB/s with them replaced by adds).
+        // In-lane vpshufb, not a cross-lane vpermw: 4 cross-lane permutes per super-block would take a
+        // large share of the kernel's time on Sapphire Rapids.
         const __m512i sc0 = _mm512_shuffle_epi8(sm, ix0);
         const __m512i sc1 = _mm512_shuffle_epi8(sm, ix1);
         const __m512i sc2 = _mm512_shuffle_epi8(sm, ix2);

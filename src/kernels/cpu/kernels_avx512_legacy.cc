@@ -1,8 +1,8 @@
 // AVX-512 VBMI direct (decode) kernels for Q4_0, Q4_1 and Q8_0 on 512-bit vectors, for CPUs with
 // AVX512_VBMI (Ice Lake, Sapphire Rapids, Zen 4 and later; others keep the 256-bit kernels).
 // The 256-bit kernel spends ~7 vector ops per 32-level block (decode, a dot, a convert, an FMA, the
-// scale broadcasts): a Q4_0 matvec ran at ~13 GB/s per core in cache, about one core's DRAM rate, so
-// decode was compute-bound. Here, per chunk of 16 blocks:
+// scale broadcasts), which makes its matvec compute-bound at about one core's DRAM rate. Here, per
+// chunk of 16 blocks:
 //   - levels: one vpermt2b pulls the level bytes of 4 blocks (Q4_0 / Q4_1: 4 x 16 nibble bytes) or 2
 //     blocks (Q8_0: 2 x 32 bytes) out of two loads of the raw blocks (the block headers skipped);
 //     nibbles split into a low zmm (elements 0..15 of the 4 blocks) and a high one (16..31). The act

@@ -101,8 +101,8 @@ size_t fpanel_bytes(int64_t K) { return static_cast<size_t>(K) * R * sizeof(floa
 size_t fpanel_tmp_bytes(int64_t) { return 64; }
 
 // Element k of each row -> one zmm: 16 elements of each of the 16 rows are loaded and widened to floats
-// (masked at the end of the row), then transposed in registers (the gathers this replaced took ~40% of
-// an F16 prefill matmul).
+// (masked at the end of the row), then transposed in registers (gathers would take a large share of an
+// F16 prefill matmul).
 enum class FKind { kF32, kF16, kBF16 };
 template <FKind kKind>
 __m512 load16_f32(const uint8_t* row, int64_t k0, __mmask16 m) {
@@ -135,7 +135,7 @@ void fpanel_mul(const MatArgs& a) {
   const float* x[C];
   for (int c = 0; c < C; ++c) x[c] = reinterpret_cast<const float*>(a.act + c * a.act_stride);
   // Two accumulators per column (even and odd k): an FMA has a 4-cycle latency and two ports, so 8
-  // chains left no slack (measured +10-15% on F16 prefill matmuls).
+  // chains would leave no slack.
   const __mmask16 m = row_mask(static_cast<int>(a.n_rows));
   __m512 acc[C], acc1[C];
   for (int c = 0; c < C; ++c) {
@@ -206,9 +206,8 @@ void panel_by_cols(const MatArgs& a) {
 }
 // 12 columns: 24 accumulators + 2 panel rows + a broadcast fill the 32 zmm (14 spilled). K blocks of
 // 512: a pair's block is 64 KB (L2; the act's block 24 KB), so the panels of a group (4 x 16 rows; up
-// to 3.7 MB at K = 14336) are not streamed from the LLC once per column group. 1 thread, 4096 x 4096
-// x 512 (bench_cpu_kernels matmul/F16/avx512/512): K blocks of 128 / 256 / 512 / none gave ~122 /
-// ~129 / ~133 / ~134 GFLOP/s at load ~1.4 (+-10 % run to run); the old 16 x 8 kernel 119.
+// to 3.7 MB at K = 14336) are not streamed from the LLC once per column group. Larger K blocks run
+// slightly faster on one thread (bench_cpu_kernels matmul/F16/avx512/512); 512 keeps a pair's block in L2.
 constexpr int kFIlCols = 12;        // interleaved act columns per fpanel_il_mul call
 constexpr int64_t kFKBlock = 512;  // K block of the float panels
 template <int NB>

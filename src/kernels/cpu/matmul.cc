@@ -26,9 +26,9 @@ constexpr size_t kPanelGroupL2Bytes = size_t{1} << 20;
 
 // Direct path: rows are handed out in guided chunks, each (remaining rows) / (kGuidedDiv x threads)
 // long but at least the grain, so chunks start large (few chunk starts) and shrink towards the end: a
-// thread that finishes early waits at most about one grain (~16 KB of weights) for the others. With
-// fixed chunks (8 per thread) it waited about half a chunk, up to ~150 us on an 8B model's gate/up
-// (~66 MB in 16 chunks): ~2.5 % of a decode step on 2 threads, seen as pool spinning in profiles.
+// thread that finishes early waits at most about one grain (~16 KB of weights) for the others. Fixed
+// chunks (say 8 per thread) would leave it waiting about half a chunk, which on an 8B model's gate/up
+// is a visible share of a decode step spent spinning in the pool.
 constexpr int64_t kGuidedDiv = 2;
 
 // Calls fn(r0, r1) over [0, n) in guided chunks on the pool.
@@ -121,8 +121,8 @@ void CpuOps::matmul_into(const TensorView& w, const TensorView& x, TensorView ou
   // 2a. Panel path. Threads take groups of up to kMaxPanelGroup consecutive panels: all of a group's
   // panels are packed first, then each column group of act is applied to every panel of the group, so
   // the act (T columns, several MB at T = 512) is streamed from the LLC once per group instead of once
-  // per panel, as long as the group's panels fit the L2 budget. (With 16 cores the per-panel act
-  // stream was ~12 GB/s per core, ~200 GB/s of LLC traffic for a Q4_0 8B prefill.)
+  // per panel, as long as the group's panels fit the L2 budget. (Streaming the act once per panel
+  // would make the LLC, shared by all cores, the limit of a many-core prefill.)
   if (panel) {
     const size_t panel_bytes = mk.panel_bytes(K), tmp_bytes = mk.pack_tmp_bytes(K);
     const int64_t n_panels = (N + kPanelRows - 1) / kPanelRows;
@@ -158,8 +158,7 @@ void CpuOps::matmul_into(const TensorView& w, const TensorView& x, TensorView ou
         a.act_stride = act_stride;
         a.out_stride = out_stride;
         // While this group computes, pull the next group's weight rows towards L2 in small doses per
-        // pass, so the next packs do not wait on DRAM (the pack was ~9% of an 8B prefill, mostly
-        // memory stalls).
+        // pass, so the next packs do not wait on DRAM (a pack is otherwise mostly memory stalls).
         const int64_t next_r0 = (p0 + np) * kPanelRows;
         const int64_t next_rows = next_r0 < N ? std::min<int64_t>(N - next_r0, static_cast<int64_t>(gp) * kPanelRows) : 0;
         const size_t next_bytes = static_cast<size_t>(next_rows) * w_stride;

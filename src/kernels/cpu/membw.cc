@@ -2,11 +2,10 @@
 // first pass does not time page faults). Each thread takes contiguous 1 MiB chunks, like the matmul
 // row split. The widest loads this CPU has (AVX-512, AVX2, else scalar words), with and without a
 // software prefetch 4 KiB ahead; the best pass of either is reported. One core's read rate depends on
-// the loads: on a Sapphire Rapids class core, scalar words with prefetch read ~11.5 GB/s and 64-byte
-// loads ~14.5-15 GB/s, so the scalar loop understated the host by ~20% (and overstated the fraction of
-// it that decode reaches). The buffer is in transparent huge pages where the kernel allows them, as
-// the CPU engine's weights are (engine/huge_weights.h): the best read rate the host offers (a plain
-// read loop gained only ~1-2 % from them on the development VM; the decode kernels ~5-10 %).
+// the loads: on a Sapphire Rapids class core 64-byte loads read clearly faster than scalar words with
+// prefetch, so a scalar loop would understate the host (and overstate the fraction of it that decode
+// reaches). The buffer is in transparent huge pages where the kernel allows them, as the CPU engine's
+// weights are (engine/huge_weights.h): the best read rate the host offers.
 #include "kernels/cpu/membw.h"
 
 #include <sys/mman.h>

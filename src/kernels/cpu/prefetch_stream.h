@@ -3,9 +3,9 @@
 // (prefetcht2) and kNear bytes ahead into L1 (prefetcht0), neither past the range's end. Per core the
 // read rate is bounded by the misses in flight; T0 prefetches each hold one of the few L1 fill buffers
 // until their line arrives, L2 prefetches do not, so the far stream keeps more lines in flight while
-// the kernel computes. Q4_K decode matmuls of llama3-8b shapes from huge pages on the 2-core VM: one
-// T0 stream 4 KB ahead 26.0 GB/s, these streams 29.4-29.6 GB/s, a loop that only loads the same bytes
-// 29.7 (bench/RESULTS_cpu.md, "Decode round 3"). Internal linkage (ODR rule in kernels.h); only SSE
+// the kernel computes: with them the decode matmuls read about as fast as a loop that only loads the
+// same bytes, where a single T0 stream leaves part of the bandwidth unused (figures: bench/RESULTS_cpu.md,
+// "Decode round 3"). Internal linkage (ODR rule in kernels.h); only SSE
 // prefetch instructions, so any x86-64 kernel file may include it.
 #pragma once
 

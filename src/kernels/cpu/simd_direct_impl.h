@@ -27,8 +27,8 @@ inline float hsum256(__m256 v) {
 inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
 
 // Broadcasts from memory, forced: GCC otherwise turns a broadcast of a value it just stored into
-// register shuffles, which all compete for one port (measured: ~5 shuffles per Q4_0 block, the
-// kernel's bottleneck); a broadcast load costs only a load slot.
+// register shuffles, which all compete for one port and would bound the kernel (several per Q4_0
+// block); a broadcast load costs only a load slot.
 inline __m256 bcast_ss(const float* p) {
   __m256 r;
   __asm__("vbroadcastss %1, %0" : "=v"(r) : "m"(*p));
@@ -40,9 +40,8 @@ inline __m256i bcast_d(const int32_t* p) {
   return r;
 }
 
-// Software prefetch: PrefetchStream (prefetch_stream.h). One core's hardware prefetchers alone left
-// decode at ~60% of what it reaches with software prefetch (bench/micro matvec, 1 thread: Q4_0 5.6 ->
-// 3.3 ms with one T0 stream 4 KB ahead, the earlier scheme).
+// Software prefetch: PrefetchStream (prefetch_stream.h). One core's hardware prefetchers alone keep too
+// few misses in flight for a decode matvec to reach the core's share of DRAM bandwidth.
 
 // 16 bytes of nibbles -> 32 bytes: [low nibbles (elements 0..15), high nibbles (16..31)]. The bytes are
 // broadcast to both 128-bit lanes by the load and the upper lane shifted by 4 per 32-bit word: no

@@ -206,9 +206,9 @@ __device__ __forceinline__ void store_combined(const AttnArgs& a, int t, int h, 
 // Many splits (decode at depth: 33 at 4K cells): one block per row, thread d of the block owns output
 // element d (blockDim = head_dim rounded up to whole warps). Each thread issues the loads of all its
 // splits' partials before adding any, so a row costs one round of latency however many splits there are
-// (one warp per row walking the splits in groups of 8 took 6 rounds at 33 splits: 19.7 -> 16.6 us for
-// attention + combine at 4K cells on the H200, llama3-8b Q4_0 decode after 4096 tokens +5 %). For a
-// 512-token prefill chunk split in 2 (16384 rows) it was 6 % slower than the warp kernel, hence the two.
+// (one warp per row walking the splits in groups of 8 takes 6 rounds at 33 splits, and decode at depth
+// is slower for it: bench/RESULTS.md). A prefill chunk split in 2 (many rows, few splits) runs faster on
+// the warp kernel, hence the two.
 // Both add the splits in split order: the same sums, bit for bit.
 __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part) {
   pdl_enter();  // launched with PDL: the partials come from the attention kernel
@@ -701,8 +701,8 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
 // q nor P is rounded to F16), reduced over a row's kLPR lanes by shuffles; each lane keeps an online softmax
 // over its own cells, merged across the warp's row groups, then across the block's warps through shared
 // memory; the block's (m, l, O) are a split's partial for the combine kernel, or the result when splits ==
-// 1. Few cells a split (32 by default: two rounds of each of the 4 warps) keep many warps on a short cache: Nsight Compute showed both attention kernels issue-latency bound at one warp per scheduler
-// (session 18). It pays for short caches only (CudaOps::attention uses it up to 1024 cells): per cell it
+// 1. Few cells a split (32 by default: two rounds of each of the 4 warps) keep many warps on a short cache:
+// both attention kernels are issue-latency bound at one warp per scheduler. It pays for short caches only (CudaOps::attention uses it up to 1024 cells): per cell it
 // issues several times the tensor-core kernel's instructions.
 template <int D, int G>
 struct DecCfg {
@@ -907,15 +907,8 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(AttnArgs a, int splits
 
 // ---- launch helpers ----------------------------------------------------------------------------------
 
-// Blocks per SM the split count aims for (FERRY_CUDA_ATTN_SPLIT_SM overrides, for A/B runs).
-int split_blocks_per_sm() {
-  static const int v = [] {
-    const char* e = std::getenv("FERRY_CUDA_ATTN_SPLIT_SM");
-    const int n = e != nullptr ? std::atoi(e) : 0;
-    return n >= 1 && n <= 16 ? n : 2;
-  }();
-  return v;
-}
+// Blocks per SM the split count aims for (LaunchSettings; an experiments build's FERRY_CUDA_ATTN_SPLIT_SM).
+int split_blocks_per_sm() { return launch_settings().attention_split_blocks_per_sm; }
 
 int pick_splits(int64_t base_blocks, int n_cells, int cells_per_step, int sm_count) {
   const int64_t want = static_cast<int64_t>(split_blocks_per_sm()) * (sm_count > 0 ? sm_count : 100);
@@ -982,15 +975,11 @@ int decode_cells_w(const AttnArgs& a) {
   return kNJ * (kWarp / (D / 8));
 }
 
-// Cells a split of the decode kernel aims for (FERRY_CUDA_ATTN_DEC_CELLS overrides, for A/B runs): two
-// rounds of every warp. After 512 tokens llama3-8b decoded 1-2 % faster at 32 than at 16 (bench/RESULTS.md,
-// session 18).
+// Cells a split of the decode kernel aims for: two rounds of every warp, which decodes faster after 512
+// tokens than one (bench/RESULTS.md); LaunchSettings (an experiments build's FERRY_CUDA_ATTN_DEC_CELLS)
+// may set another count.
 int decode_cells_per_split(int cells_w) {
-  static const int v = [] {
-    const char* e = std::getenv("FERRY_CUDA_ATTN_DEC_CELLS");
-    const int n = e != nullptr ? std::atoi(e) : 0;
-    return n >= 1 && n <= 4096 ? n : 0;
-  }();
+  const int v = launch_settings().attention_decode_cells;
   return v > 0 ? v : 8 * cells_w;
 }
 

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "kernels/cuda/launch_settings.h"
+
 namespace ferry::kernels::cuda {
 
 inline constexpr int kWarp = 32;
@@ -73,7 +75,7 @@ __device__ __forceinline__ void allow_dependents() {
 // The start of every kernel launched with PDL: wait for the previous kernel (its writes visible), then let
 // the next one be scheduled, so the chain is pre-launched one kernel deep. Letting the next go before the
 // wait (a chain as deep as the SMs have room for, each matvec loading weights during all the small
-// kernels ahead of it) measured 12 % slower decode on the H200 (session 12, docs/ARCHITECTURE.md §8).
+// kernels ahead of it) decodes slower (bench/RESULTS.md).
 __device__ __forceinline__ void pdl_enter() {
   grid_dependency_wait();
   allow_dependents();
@@ -83,7 +85,7 @@ __device__ __forceinline__ void pdl_enter() {
 // (norms, rope, glu, attention, its combine, quantize_q8) return right after pdl_enter(), so a decode step
 // keeps every launch and PDL hand-off but does none of their loads, arithmetic or stores. Against a normal
 // build and FERRY_CUDA_ABLATE (no launch at all) it splits what those kernels cost into the hand-offs and
-// the work (bench/device/session13/s13e.sh).
+// the work.
 #ifdef FERRY_CUDA_EMPTY_SMALL
 #define FERRY_EMPTY_SMALL_RETURN() return
 #else
@@ -123,11 +125,10 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // Whether the small decode kernels launch with programmatic dependent launch (launch_ex): sm_90+, unless
-// the environment says FERRY_CUDA_PDL=0. Read once per process (a constant for the process's life).
+// LaunchSettings turn it off (an experiments build's FERRY_CUDA_PDL=0). A constant for the process's life.
 inline bool pdl_default() {
   static const bool on = [] {
-    const char* e = std::getenv("FERRY_CUDA_PDL");
-    if (e != nullptr && e[0] == '0') return false;
+    if (!launch_settings().pdl) return false;
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
       (void)cudaGetLastError();

@@ -15,20 +15,30 @@
 #include "kernels/cuda/launch.h"
 #include "tensor/repack.h"
 
+#if FERRY_EXPERIMENTS
 namespace ferry::kernels::cuda {
 
-bool ablated(const char* what) {
-  static const std::string list = [] {  // ",norm,glu," (empty when unset: the test below is all it costs)
-    const char* e = std::getenv("FERRY_CUDA_ABLATE");
-    if (e == nullptr) return std::string();
-    std::string l = std::string(",").append(e).append(",");
-    std::replace(l.begin(), l.end(), '+', ',');  // "norm+glu" also separates (decode_ab.sh splits on commas)
-    return l;
+const LaunchSettings& launch_settings() {
+  static const LaunchSettings settings = [] {
+    const CudaExperiments& e = env_options().cuda;
+    LaunchSettings s;
+    if (e.pdl) s.pdl = *e.pdl;
+    if (e.norm_pdl) s.norm_pdl = *e.norm_pdl;
+    if (e.attention_split_blocks_per_sm) s.attention_split_blocks_per_sm = *e.attention_split_blocks_per_sm;
+    if (e.attention_decode_cells) s.attention_decode_cells = *e.attention_decode_cells;
+    return s;
   }();
-  return !list.empty() && list.find(std::string(",").append(what).append(",")) != std::string::npos;
+  return settings;
+}
+
+bool ablated(const char* what) {
+  for (const std::string& family : env_options().cuda.ablate)
+    if (family == what) return true;
+  return false;
 }
 
 }  // namespace ferry::kernels::cuda
+#endif
 
 namespace ferry::kernels {
 
@@ -130,32 +140,13 @@ void CudaContext::set_stream(CUstream_st* stream) {
 
 // ---- CudaOps ---------------------------------------------------------------------------------------
 
-CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), opt_(options) {
-  opt_.matvec_max_tokens = std::clamp(opt_.matvec_max_tokens, 0, 8);
-  if (opt_.matvec_rows_per_warp != 2 && opt_.matvec_rows_per_warp != 4) opt_.matvec_rows_per_warp = 1;
-  if (const char* e = std::getenv("FERRY_CUDA_MATVEC"); e && (e[0] == '2' || e[0] == '3') && e[1] == 0)
-    opt_.matvec_kernel = e[0] - '0';
-  if (const char* e = std::getenv("FERRY_CUDA_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.fuse = e[0] == '1';
-  if (opt_.matvec_kernel != 2) opt_.matvec_kernel = 3;
-  if (const char* e = std::getenv("FERRY_CUDA_Q4K_WIDE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_q4k_wide = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_Q4K_PAIR"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_q4k_pair = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_V3ALT"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_v3_alt = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_NORM_FOLD"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_norm_fold = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_GLU_FUSE"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.matvec_glu = e[0] == '1';
-  if (const char* e = std::getenv("FERRY_CUDA_GLU_MIN_FILL"); e && e[0] != 0) {
-    char* end = nullptr;
-    const float v = std::strtof(e, &end);
-    if (end != e && *end == 0 && v >= 0.f && v <= 4.f) opt_.matvec_glu_min_fill = v;
-  }
-  if (const char* e = std::getenv("FERRY_CUDA_ATTN_DEC"); e && (e[0] == '0' || e[0] == '1') && e[1] == 0)
-    opt_.attention_decode = e[0] == '1';
-  stash_bytes_ = opt_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
+CudaOps::CudaOps(CudaContext& ctx, CudaOpsOptions options) : ctx_(ctx), options_(options) {
+  options_.matvec_max_tokens = std::clamp(options_.matvec_max_tokens, 0, 8);
+  if (options_.matvec_rows_per_warp != 2 && options_.matvec_rows_per_warp != 4) options_.matvec_rows_per_warp = 1;
+  if (options_.matvec_kernel != 2) options_.matvec_kernel = 3;
+  if (options_.attention_decode_splits < 0 || options_.attention_decode_splits > 64) options_.attention_decode_splits = 0;
+  if (options_.attention_decode_max_cells < 1) options_.attention_decode_max_cells = 1024;
+  stash_bytes_ = options_.fuse && ctx_.scratch() != nullptr && ctx_.scratch_bytes() >= 4 * kStashBytes ? kStashBytes : 0;
 }
 
 int8_t* CudaOps::stash_xq() const { return static_cast<int8_t*>(ctx_.scratch()) + body_bytes(); }
@@ -177,7 +168,7 @@ bool CudaOps::fold_hit(const TensorView& x, const TensorView& nw, float eps) con
 bool CudaOps::stashable(const TensorView& out) const {
   const int64_t K = out.ne[0], T = out.ne[1];
   return stash_bytes_ > 0 && out.dtype == DType::F32 && is_2d(out) && K % 32 == 0 && out.nb[0] == 4 &&
-         out.nb[1] == static_cast<size_t>(K) * 4 && T >= 1 && T <= opt_.matvec_max_tokens &&
+         out.nb[1] == static_cast<size_t>(K) * 4 && T >= 1 && T <= options_.matvec_max_tokens &&
          static_cast<uint64_t>(K * T) <= kStashElems;
 }
 
@@ -245,7 +236,7 @@ void CudaOps::rms_norm(const TensorView& x, const TensorView& w, float eps, Tens
 void CudaOps::matmul(const TensorView& w, const TensorView& x, TensorView out) {
   if (!ctx_.ok()) return;
   note_write(out);
-  if (x.ne[1] <= opt_.matvec_max_tokens) {
+  if (x.ne[1] <= options_.matvec_max_tokens) {
     matmul_vec(w, x, out);
   } else {
     matmul_gemm(w, x, out);
@@ -270,7 +261,7 @@ void CudaOps::check_matmul_shapes(const TensorView& w, const TensorView& x, cons
 }
 
 bool CudaOps::use_v2(const TensorView& w, const TensorView& x) const {
-  if (!opt_.matvec_v2 || !cu::matvec_v2_supported(w.dtype, w.layout, w.data, static_cast<int64_t>(w.nb[1]), w.ne[0]))
+  if (!options_.matvec_v2 || !cu::matvec_v2_supported(w.dtype, w.layout, w.data, static_cast<int64_t>(w.nb[1]), w.ne[0]))
     return false;
   // The float kernels read x with 16-byte loads too.
   return traits(w.dtype).quantized || (reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.nb[1] % 16 == 0);
@@ -339,7 +330,7 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
   }
   const int64_t x_stride = static_cast<int64_t>(x.nb[1] / 4), out_stride = static_cast<int64_t>(out.nb[1] / 4);
   const bool quant = traits(w.dtype).quantized;
-  cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
+  cu::MatvecLaunch launch = decode_launch(ctx_, options_);
   launch.accumulate = accumulate;
   const bool stashed = T <= 8 && stash_hit(x);
   for (int64_t t0 = 0; t0 < T; t0 += 8) {
@@ -357,7 +348,7 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
               "matmul: matvec_quant_v2");
       } else {
         check(cu::matvec_quant(w.dtype, w.data, static_cast<int64_t>(w.nb[1]), K, N, xq, xds, nt,
-                               opt_.matvec_rows_per_warp, ot, out_stride, ctx_.stream()),
+                               options_.matvec_rows_per_warp, ot, out_stride, ctx_.stream()),
               "matmul: matvec_quant");
       }
     } else if (v2) {
@@ -373,7 +364,7 @@ void CudaOps::matmul_vec(const TensorView& w, const TensorView& x, TensorView ou
 
 void CudaOps::matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
   if (!ctx_.ok()) return;
-  if (n <= 1 || x.ne[1] > opt_.matvec_max_tokens || !opt_.matvec_v2) {
+  if (n <= 1 || x.ne[1] > options_.matvec_max_tokens || !options_.matvec_v2) {
     for (int i = 0; i < n; ++i) matmul(*ws[i], x, outs[i]);
     return;
   }
@@ -399,7 +390,7 @@ void CudaOps::matmul_many_q8(int n, const TensorView* const* ws, const TensorVie
   if (any_quant) q8_of(x, 0, static_cast<int>(T), stashed, &xq, &xds_raw);  // once for all quantized weights
   auto* xds = static_cast<float2*>(xds_raw);
   FERRY_ASSERT(fold_part == nullptr || T == 1);
-  const cu::MatvecLaunch launch = fold_launch(ctx_, opt_, fold_part, K, fold_eps);
+  const cu::MatvecLaunch launch = fold_launch(ctx_, options_, fold_part, K, fold_eps);
   bool done[64] = {};
   for (int i = 0; i < n; ++i) {
     if (!v2[i] || done[i]) continue;
@@ -437,7 +428,7 @@ void CudaOps::matmul_many_q8(int n, const TensorView* const* ws, const TensorVie
 void CudaOps::norm_matmul_many(const TensorView& x, const TensorView& nw, float eps, TensorView xn, int n,
                                const TensorView* const* ws, TensorView* outs) {
   if (!ctx_.ok()) return;
-  bool fold = fold_hit(x, nw, eps) && opt_.matvec_v2 && n >= 1 && n <= 64 && same_shape(x, xn);
+  bool fold = fold_hit(x, nw, eps) && options_.matvec_v2 && n >= 1 && n <= 64 && same_shape(x, xn);
   for (int i = 0; fold && i < n; ++i) fold = traits(ws[i]->dtype).quantized && use_v2(*ws[i], x);
   if (!fold) {
     Ops::norm_matmul_many(x, nw, eps, xn, n, ws, outs);
@@ -467,14 +458,14 @@ cu::MatvecSet glu_set(const TensorView& wg, const TensorView& wu, const TensorVi
 bool CudaOps::glu_fusable(const TensorView& wg, const TensorView& wu, const TensorView& x, const TensorView& gate,
                           const TensorView& up, int64_t off) const {
   const int64_t T = x.ne[1], F = wg.ne[1];
-  if (!(opt_.fuse && opt_.matvec_glu && opt_.matvec_v2 && T == 1 && T <= opt_.matvec_max_tokens &&
+  if (!(options_.fuse && options_.matvec_glu && options_.matvec_v2 && T == 1 && T <= options_.matvec_max_tokens &&
         wg.dtype == wu.dtype && wg.layout == wu.layout && traits(wg.dtype).quantized && wu.ne[1] == F &&
         use_v2(wg, x) && use_v2(wu, x) && stashable(gate) && off >= 0 && !cu::ablated("glu")))
     return false;
-  const cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
+  const cu::MatvecLaunch launch = decode_launch(ctx_, options_);
   return cu::matvec_glu_fits(wg.dtype, glu_set(wg, wu, gate, up), 1, launch) &&
          static_cast<double>(F / 32) >=
-             opt_.matvec_glu_min_fill * static_cast<double>(cu::matvec_glu_slots(wg.dtype, x.ne[0], launch));
+             options_.matvec_glu_min_fill * static_cast<double>(cu::matvec_glu_slots(wg.dtype, x.ne[0], launch));
 }
 
 void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const TensorView& x, Activation act,
@@ -518,7 +509,7 @@ void CudaOps::matmul_glu_q8(const TensorView& wg, const TensorView& wu, const Te
   int8_t* xq = nullptr;
   void* xds = nullptr;
   q8_of(x, 0, 1, stashed, &xq, &xds);
-  const cu::MatvecLaunch launch = fold_launch(ctx_, opt_, fold_part, K, fold_eps);
+  const cu::MatvecLaunch launch = fold_launch(ctx_, options_, fold_part, K, fold_eps);
   int8_t* hq = stash_xq() + off;
   auto* hds = reinterpret_cast<float2*>(stash_xds() + off / 32 * sizeof(float2));
   check(cu::matvec_quant_glu(wg.dtype, glu_set(wg, wu, gate, up), K, xq, static_cast<const float2*>(xds),
@@ -536,18 +527,18 @@ void CudaOps::matmul_acc(const TensorView& w, const TensorView& x, TensorView tm
   if (!ctx_.ok()) return;
   const NormHint hint = hint_;
   hint_ = {};
-  if (!opt_.fuse || x.ne[1] > opt_.matvec_max_tokens || !use_v2(w, x) || !same_shape(tmp, acc)) {
+  if (!options_.fuse || x.ne[1] > options_.matvec_max_tokens || !use_v2(w, x) || !same_shape(tmp, acc)) {
     Ops::matmul_acc(w, x, tmp, acc);
     return;
   }
   note_write(acc);
   const int64_t N = w.ne[1];
-  if (opt_.matvec_norm_fold && hint.x == acc.data && hint.n == N && x.ne[1] == 1 && stash_bytes_ > 0 &&
+  if (options_.matvec_norm_fold && hint.x == acc.data && hint.n == N && x.ne[1] == 1 && stash_bytes_ > 0 &&
       traits(w.dtype).quantized && stashable(acc)) {
     const bool stashed = stash_hit(x);
     const int64_t off = stash_off_after(x, stashed, N);
     const cu::MatvecSet set = one_matrix(w, acc.ptr<float>(), static_cast<int64_t>(acc.nb[1] / 4));
-    const cu::MatvecLaunch launch = decode_launch(ctx_, opt_);
+    const cu::MatvecLaunch launch = decode_launch(ctx_, options_);
     if (off >= 0 && cu::matvec_norm_fits(w.dtype, set, 1, launch)) {
       check_matmul_shapes(w, x, acc);
       int8_t* xq = nullptr;
@@ -611,7 +602,7 @@ void CudaOps::matmul_gemm(const TensorView& w, const TensorView& x, TensorView o
       continue;
     }
     int64_t chunk = static_cast<int64_t>(sc.left() / row16) / 128 * 128;
-    chunk = std::min<int64_t>(chunk, opt_.gemm_chunk_rows > 0 ? opt_.gemm_chunk_rows : kDefaultChunkRows);
+    chunk = std::min<int64_t>(chunk, options_.gemm_chunk_rows > 0 ? options_.gemm_chunk_rows : kDefaultChunkRows);
     FERRY_ASSERT_MSG(chunk >= 128 || chunk >= N, "CudaOps scratch too small for one chunk of 128 weight rows");
     chunk = std::min<int64_t>(std::max<int64_t>(chunk, 1), N);
     auto* w16 = static_cast<__half*>(sc.take(static_cast<uint64_t>(chunk) * row16));
@@ -749,7 +740,7 @@ void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, c
                             const BatchMeta& batch, const RopeParams& p, KvView kv) {
   if (!ctx_.ok()) return;
   forget_stash();
-  if (!opt_.fuse || !rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
+  if (!options_.fuse || !rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
     Ops::rope_qk_store(q3, k3, k, v, batch, p, kv);
     return;
   }
@@ -757,15 +748,11 @@ void CudaOps::rope_qk_store(TensorView q3, TensorView k3, const TensorView& k, c
   if (!cu::ablated("rope")) check(cu::rope(a, ctx_.stream()), "rope_qk_store");
 }
 
-// One kernel for the q / k norms, the rotation and the cache store (a qwen3 decode layer launched three:
-// each a few blocks, latency-bound). FERRY_CUDA_QKNORM_FUSE=0 runs the three, for the A/B.
+// One kernel for the q / k norms, the rotation and the cache store (else three, each a few blocks,
+// latency-bound); options().qk_norm_fuse = false runs the three.
 void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView& qn, const TensorView& kn, float eps,
                                  const TensorView& k, const TensorView& v, const BatchMeta& batch,
                                  const RopeParams& p, KvView kv) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("FERRY_CUDA_QKNORM_FUSE");
-    return e == nullptr || e[0] != '0';
-  }();
   if (!ctx_.ok()) return;
   auto vec_ok = [&](const TensorView& w) {
     return w.dtype == DType::F32 && w.ne[0] == q3.ne[0] && w.nb[0] == 4 && w.ne[1] == 1 && w.ne[2] == 1 &&
@@ -773,7 +760,7 @@ void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView&
   };
   // q3's type and contiguous heads are rope_args' preconditions (as for rope_qk_store); k3's are checked by
   // rope_store_fusable.
-  if (enabled && opt_.fuse && vec_ok(qn) && vec_ok(kn) && rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
+  if (options_.qk_norm_fuse && options_.fuse && vec_ok(qn) && vec_ok(kn) && rope_store_fusable(q3, k3, k, v, batch, p, kv)) {
     cu::RopeArgs a = rope_store_args(q3, k3, k, v, batch, p, kv);
     a.q_norm = qn.ptr<const float>();
     a.k_norm = kn.ptr<const float>();
@@ -789,22 +776,9 @@ void CudaOps::qk_norm_rope_store(TensorView q3, TensorView k3, const TensorView&
 
 void CudaOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                         TensorView out) {
-  // FERRY_CUDA_ATTN_SPLITS=N: one-token steps split the cache N ways instead of pick_splits' choice (A/B).
-  static const int decode_splits = [] {
-    const char* e = std::getenv("FERRY_CUDA_ATTN_SPLITS");
-    const int n = e != nullptr ? std::atoi(e) : 0;
-    return n >= 1 && n <= 64 ? n : 0;
-  }();
-  // The decode kernel up to FERRY_CUDA_ATTN_DEC_MAX_CELLS cells (A/B): past them the tensor-core kernel's
-  // fewer instructions a cell win (after 2048 tokens it decoded 7 % faster; bench/RESULTS.md, session 18).
-  static const int dec_max_cells = [] {
-    const char* e = std::getenv("FERRY_CUDA_ATTN_DEC_MAX_CELLS");
-    const int n = e != nullptr ? std::atoi(e) : 0;
-    return n >= 1 ? n : 1024;
-  }();
-  const bool dec = batch.n_tokens == 1 && opt_.attention_decode && kv.n_cells <= dec_max_cells;
-  const int kernel = !opt_.attention_mma ? 0 : dec ? 2 : 1;
-  attention_path(q, kv, batch, p, out, kernel, batch.n_tokens == 1 ? decode_splits : 0);
+  const bool dec = batch.n_tokens == 1 && options_.attention_decode && kv.n_cells <= options_.attention_decode_max_cells;
+  const int kernel = !options_.attention_mma ? 0 : dec ? 2 : 1;
+  attention_path(q, kv, batch, p, out, kernel, batch.n_tokens == 1 ? options_.attention_decode_splits : 0);
 }
 
 void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,

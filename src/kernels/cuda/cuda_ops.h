@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "base/env_options.h"
 #include "base/status.h"
 #include "kernels/ops.h"
 
@@ -67,6 +68,9 @@ class CudaContext {
   Status status_;
 };
 
+// What CudaOps does, as options: the defaults are the production kernels; tests and benchmarks set
+// fields to exercise the alternatives. An experiments build's FERRY_CUDA_* switches override them through
+// with_experiments below (docs/ENVIRONMENT.md); a production build never reads those switches.
 struct CudaOpsOptions {
   // matmul with n_tokens <= this reads the weights once with the dp4a / vector kernels (decode); more
   // tokens go to dequantize-to-F16 + cuBLAS (prefill). Max 8.
@@ -82,49 +86,75 @@ struct CudaOpsOptions {
   bool matvec_pdl = true;
   // Tensor-core (mma.sync) flash attention for head_dim 64/128/256; false = the plain kernel.
   bool attention_mma = true;
-  // One-token attention over at most 1024 cells (with attention_mma): the decode kernel (launch.h
-  // attention kernel 2) instead of the tensor-core kernel; llama3-8b decode after 512 tokens +2.3 % Q4_0,
-  // +0.9 % Q4_K on the H200 (bench/RESULTS.md, session 18). Environment FERRY_CUDA_ATTN_DEC=0|1 overrides,
-  // FERRY_CUDA_ATTN_DEC_MAX_CELLS the 1024 (A/B benchmarks).
+  // One-token attention over at most attention_decode_max_cells cells (with attention_mma): the decode
+  // kernel (launch.h attention kernel 2) instead of the tensor-core kernel, which is faster there
+  // (bench/RESULTS.md). FERRY_CUDA_ATTN_DEC=0|1 (experiments build).
   bool attention_decode = true;
+  // Past this many cells the tensor-core kernel's fewer instructions a cell win over the decode kernel.
+  // FERRY_CUDA_ATTN_DEC_MAX_CELLS (experiments build).
+  int32_t attention_decode_max_cells = 1024;
+  // One-token attention splits the cache this many ways (1 .. 64; 0: pick from the SM count).
+  // FERRY_CUDA_ATTN_SPLITS (experiments build).
+  int32_t attention_decode_splits = 0;
   // Rows of W dequantized per cuBLAS call (0 = as many as fit in the scratch, at most 16384).
   int32_t gemm_chunk_rows = 0;
   // Decode matvec for 1-2 tokens where the rows fill the GPU: 3 = persistent, software-pipelined v3
-  // kernel (matvec.cu), 2 = v2. Environment FERRY_CUDA_MATVEC=2|3 overrides (A/B benchmarks).
+  // kernel (matvec.cu), 2 = v2. FERRY_CUDA_MATVEC=2|3 (experiments build).
   int32_t matvec_kernel = 3;
-  // Fused decode epilogues (environment FERRY_CUDA_FUSE=0|1 overrides): rms_norm and glu also write
-  // the Q8 activations the next matvec of that tensor reads (its quantize_q8 is skipped); matmul_acc adds
-  // in the matvec's epilogue; rope_qk_store is one kernel. Same arithmetic as the unfused ops, bit for bit.
+  // Fused decode epilogues: rms_norm and glu also write the Q8 activations the next matvec of that tensor
+  // reads (its quantize_q8 is skipped); matmul_acc adds in the matvec's epilogue; rope_qk_store is one
+  // kernel. Same arithmetic as the unfused ops, bit for bit. FERRY_CUDA_FUSE=0|1 (experiments build).
   bool fuse = true;
+  // With fuse: qk_norm_rope_store as one kernel (q / k norms, rotation and cache store; a decode layer
+  // otherwise launches three small, latency-bound kernels). FERRY_CUDA_QKNORM_FUSE=0|1 (experiments build).
+  bool qk_norm_fuse = true;
   // Q4_K decode matvec in 32-byte chunks (ChunkDecQ4KWide: the scales decoded once per 64 weights, not
-  // once per 32). Default since session 6: llama3-8b Q4_K decode 338.2 -> 357.9 tok/s on the H200
-  // (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_WIDE=0|1 overrides (A/B benchmarks).
+  // once per 32). FERRY_CUDA_Q4K_WIDE=0|1 (experiments build).
   bool matvec_q4k_wide = true;
-  // With matvec_q4k_wide, Q4_K rows of K % 2048 == 0 read by lane pairs (quant_chunks.h ChunkDecQ4KPair: each
-  // warp load covers whole 128-byte runs of qs). Default since session 15: llama3-8b Q4_K decode 429 ->
-  // 479 tok/s on the H200 (bench/RESULTS.md). Environment FERRY_CUDA_Q4K_PAIR=0|1 overrides.
+  // With matvec_q4k_wide, Q4_K rows of K % 2048 == 0 read by lane pairs (quant_chunks.h ChunkDecQ4KPair:
+  // each warp load covers whole 128-byte runs of qs). FERRY_CUDA_Q4K_PAIR=0|1 (experiments build).
   bool matvec_q4k_pair = true;
   // The 1-token v3 matvec at 1 chunk a tile and 4 blocks per SM instead of its type's default (matvec.cu
   // DecoderAdapter: Q4_0 2 chunks a tile at 4 blocks per SM, Q4_K 1 at 4, the rest U chunks at 2; for
-  // Q4_K the alternative is U at 2). Environment FERRY_CUDA_V3ALT=0|1 overrides (A/B benchmarks).
+  // Q4_K the alternative is U at 2). FERRY_CUDA_V3ALT=0|1 (experiments build).
   bool matvec_v3_alt = false;
   // matmul_glu for one token as one kernel (matvec_quant_glu: the activation and its Q8 image in the
-  // gate / up matvec's epilogue, no glu launch), when fuse is on. Environment FERRY_CUDA_GLU_FUSE=0|1
-  // overrides (A/B benchmarks).
+  // gate / up matvec's epilogue, no glu launch), when fuse is on. FERRY_CUDA_GLU_FUSE=0|1 (experiments
+  // build).
   bool matvec_glu = true;
   // ... but only when the gate / up rows' 32-element groups (one block each) fill at least this share of
   // the fused kernel's block slots (launch.h matvec_glu_slots); below it, SMs run short of warps and the
-  // plain gate / up matvec (every slot busy) plus the glu kernel is faster. Session 19, Q4_K, the matvec
-  // chain alone: the fused kernel cost 3.3 µs a layer more than plain gate / up at 85 % fill (llama3-8b),
-  // 6.0-6.3 µs at 68-73 % (qwen3-8b, minitron-8b). Environment FERRY_CUDA_GLU_MIN_FILL=X overrides (A/B
-  // benchmarks; 0: always fused).
+  // plain gate / up matvec (every slot busy) plus the glu kernel is faster (bench/RESULTS.md).
+  // FERRY_CUDA_GLU_MIN_FILL=X (experiments build; 0: always fused).
   float matvec_glu_min_fill = 0.8f;
   // rms_norm folded into the matvecs around it for one token (launch.h NormFold): after expect_norm, the
   // Q4_0 / Q4_K matmul_acc writing x also writes the norm's group sums of squares and the Q8 image of
   // x * nw, and norm_matmul_many / norm_matmul_glu scale their row sums instead of running a norm kernel.
-  // Needs fuse. Environment FERRY_CUDA_NORM_FOLD=0|1 overrides (A/B benchmarks).
+  // Needs fuse. FERRY_CUDA_NORM_FOLD=0|1 (experiments build).
   bool matvec_norm_fold = true;
 };
+
+// `options` with an experiments build's FERRY_CUDA_* switches applied over it; a production build's
+// CudaExperiments is empty, so `options` comes back as given.
+inline CudaOpsOptions with_experiments(CudaOpsOptions options, const CudaExperiments& e) {
+  if (e.matvec_kernel) options.matvec_kernel = *e.matvec_kernel;
+  if (e.fuse) options.fuse = *e.fuse;
+  if (e.matvec_q4k_wide) options.matvec_q4k_wide = *e.matvec_q4k_wide;
+  if (e.matvec_q4k_pair) options.matvec_q4k_pair = *e.matvec_q4k_pair;
+  if (e.matvec_v3_alt) options.matvec_v3_alt = *e.matvec_v3_alt;
+  if (e.matvec_norm_fold) options.matvec_norm_fold = *e.matvec_norm_fold;
+  if (e.matvec_glu) options.matvec_glu = *e.matvec_glu;
+  if (e.matvec_glu_min_fill) options.matvec_glu_min_fill = *e.matvec_glu_min_fill;
+  if (e.attention_decode) options.attention_decode = *e.attention_decode;
+  if (e.attention_decode_max_cells) options.attention_decode_max_cells = *e.attention_decode_max_cells;
+  if (e.attention_decode_splits) options.attention_decode_splits = *e.attention_decode_splits;
+  if (e.qk_norm_fuse) options.qk_norm_fuse = *e.qk_norm_fuse;
+  return options;
+}
+// The same over the process's environment (base/env_options.h).
+inline CudaOpsOptions with_experiments(CudaOpsOptions options) {
+  return with_experiments(options, env_options().cuda);
+}
 
 // Largest shapes a CudaOps will see, for sizing its scratch.
 struct CudaScratchShape {
@@ -147,7 +177,7 @@ class CudaOps final : public Ops {
 
   const char* name() const override { return "cuda"; }
   CudaContext& context() { return ctx_; }
-  const CudaOpsOptions& options() const { return opt_; }
+  const CudaOpsOptions& options() const { return options_; }
 
   void embed(const TensorView& table, const TensorView& tokens, float scale, TensorView out) override;
   void rms_norm(const TensorView& x, const TensorView& w, float eps, TensorView out) override;
@@ -247,7 +277,7 @@ class CudaOps final : public Ops {
   }
 
   CudaContext& ctx_;
-  CudaOpsOptions opt_;
+  CudaOpsOptions options_;
   uint64_t stash_bytes_ = 0;  // 0: scratch too small, no stash
   Q8Stash stash_;
   NormHint hint_;

@@ -333,13 +333,9 @@ cudaError_t rms_norm(const RowView& x, const float* w, float eps, const RowView&
     if (x.ne0 <= 4096) return launch_ex(pdl, rms_norm_vec_kernel<4>, g, b, 0, stream, x, w, eps, out, xq, xds);
     return launch_ex(pdl, rms_norm_vec_kernel<8>, g, b, 0, stream, x, w, eps, out, xq, xds);
   }
-  // The short-row kernels with PDL since session 7 (unmeasured then); FERRY_CUDA_NORM_PDL=0 launches them
-  // plainly, for the A/B.
-  static const bool norm_pdl = [] {
-    const char* e = std::getenv("FERRY_CUDA_NORM_PDL");
-    return e == nullptr || e[0] != '0';
-  }();
-  const bool pdl = pdl_default() && norm_pdl;
+  // The short-row kernels launch with PDL too, unless LaunchSettings say otherwise (the A/B of an
+  // experiments build's FERRY_CUDA_NORM_PDL=0).
+  const bool pdl = pdl_default() && launch_settings().norm_pdl;
   if (x.ne0 >= 1024) {
     return launch_ex(pdl, rms_norm_block_kernel, dim3(static_cast<unsigned>(rows)), dim3(256), 0, stream, x, w, eps,
                      out);

@@ -8,15 +8,11 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/launch_settings.h"  // launch_settings(), ablated()
 #include "tensor/dtype.h"
 #include "tensor/tensor_view.h"
 
 namespace ferry::kernels::cuda {
-
-// Timing ablation (benchmarks only; the results are wrong): FERRY_CUDA_ABLATE is a list of the decode
-// kernels not to launch (norm, rope, attn, combine, glu, matvec; ',' or '+' between names); a step without
-// them measures what they cost inside the CUDA graph (bench/device/session12/s12c.sh). Read once.
-bool ablated(const char* what);
 
 // Rows of a tensor whose ne[0] elements are contiguous; rows are indexed by (i1, i2, i3).
 struct RowView {

@@ -240,8 +240,8 @@ __device__ __forceinline__ RowRef row_ref(const MatvecSet& s, int64_t n) {
 // registers, 24 warps per SM; the k-quants with big chunk images keep 2 (128 registers, 16 warps), as 80
 // spilled (ptxas -v; Q4_1 / Q5_0 / Q5_1 spill 4-12 bytes at 80, kept: occupancy is worth more).
 // U: chunks per lane and v3 tile. V3U / V3MB: the 1-token v3 kernel's tile and blocks per SM (its
-// register budget): Q4_0 runs 2 chunks a tile at 4 blocks per SM (64 registers, 32 warps per SM), which
-// decoded llama3-8b 5.6 % faster on the H200 than 4 chunks at 2 blocks (bench/RESULTS.md, session 7).
+// register budget): Q4_0 runs 2 chunks a tile at 4 blocks per SM (64 registers, 32 warps per SM): its
+// dot-product chains are short, and more warps hide their latency better than more chunks per lane do.
 template <class Dec, int MinBlocks, int U = 4, int V3U = U, int V3MB = 2>
 struct DecoderAdapter {
   using D = Dec;
@@ -268,12 +268,11 @@ using QuantAdapter = DecoderAdapter<ChunkDec<Q>, (Q == DType::Q2_K || Q == DType
                                                   Q == DType::Q6_K) ? 2 : 3, 4, Q == DType::Q4_0 ? 2 : 4,
                                     Q == DType::Q4_0 ? 4 : 2>;
 // The 32-byte Q4_K chunks: 2 a tile per lane in v2, so a tile covers as many weights as ChunkDec<Q4_K>'s
-// 4; the 1-token v3 kernel takes 1 a tile at 4 blocks per SM (64 registers): llama3-8b decode +4.6 % on
-// the H200 against 2 at 2 blocks (bench/RESULTS.md, session 7).
+// 4; the 1-token v3 kernel takes 1 a tile at 4 blocks per SM (64 registers), for the same reason as
+// Q4_0: more warps per SM hide the chunk's latency.
 using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2, 1, 4>;
 
-// Q4_K for K % 2048 == 0 by lane pairs (quant_chunks.h ChunkDecQ4KPair, session 15; its scale step
-// q4k_pair_int since session 16).
+// Q4_K for K % 2048 == 0 by lane pairs (quant_chunks.h ChunkDecQ4KPair, scale step q4k_pair_int).
 using PairQ4KAdapter = DecoderAdapter<ChunkDecQ4KPair<>, 3, 2, 1, 4>;
 
 // Float weights: a chunk is 16 bytes (8 F16/BF16 or 4 F32 values); products and sums in F32.

@@ -481,9 +481,8 @@ struct ChunkDecQ4KWide {
     x.d0 = ld_xds(xds + g);
     x.d1 = ld_xds(xds + g + 1);
   }
-  // The high nibbles are dotted in place (session 11, with q4k_pair_scales: +1.4 % decode): dp4a_us on
-  // w & 0xF0F0F0F0, one mask instead of a shift and a mask; the sum is 16 x the same integer, shifted
-  // back exactly.
+  // The high nibbles are dotted in place: dp4a_us on w & 0xF0F0F0F0, one mask instead of a shift and a
+  // mask (the kernel is instruction-bound); the sum is 16 x the same integer, shifted back exactly.
   FERRY_HD static float dot(const W& w, int c, const X& x) {
     const int cc = c & 3;
     int s0 = 0, s1 = 0;
@@ -648,7 +647,7 @@ FERRY_HD void dequant32_split<DType::Q3_K>(const uint8_t* row, int64_t K, int g,
 }
 
 #if defined(__CUDACC__)
-// Q4_K for K % 2048 == 0 with a lane pair per 32-byte unit (session 15): the same 64-weight units as
+// Q4_K for K % 2048 == 0 with a lane pair per 32-byte unit: the same 64-weight units as
 // ChunkDecQ4KWide (unit u = qs bytes [32(u % 4), + 32) of block u / 4), but a lane loads 16-byte halves,
 // so one warp load instruction reads whole 128-byte runs of qs (four blocks' qs) instead of every other
 // 16 bytes of eight blocks. In a tile of 32 units (8 blocks) lane l = 2i + h loads half h of units i and
@@ -656,7 +655,7 @@ FERRY_HD void dequant32_split<DType::Q3_K>(const uint8_t* row, int64_t K, int g,
 // lane unit 16 + i (their scales and mins decoded once per unit, as in the wide chunks). Needs every lane
 // of a tile converged and no tile cut short: the kernels' tiles are warp-uniform, and K % 2048 == 0 makes
 // every tile whole. Device only (the shuffles); the integer sums are the wide decoder's. kIntScale: the
-// scale step is q4k_pair_int (session 16), else q4k_pair.
+// scale step is q4k_pair_int, else q4k_pair.
 template <bool kIntScale = true>
 struct ChunkDecQ4KPair {
   static constexpr int kElems = 64;

@@ -1,0 +1,54 @@
+// Where the planner's hardware profile comes from: the one place that picks the host kernels the
+// profiler measures (CpuOps) and the GPU prober (the CUDA device's, exec/gpu_prober_cuda.h, when a
+// usable GPU is present); loading the cached profile of this machine or measuring a quick one; and the
+// after-run check that the profile still describes the machine. `ferry profile`, `ferry plan` and
+// runtime::open go through these.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "exec/hybrid_runner.h"
+#include "plan/gpu_prober.h"
+#include "plan/profile.h"
+#include "plan/profile_check.h"
+#include "plan/profiler.h"
+
+namespace ferry::runtime {
+
+using NoteFn = std::function<void(const std::string&)>;
+using ProgressFn = std::function<void(double, const std::string&)>;
+
+// The host kernels ferry runs (CpuOps), as the profiler's Ops factory.
+plan::CpuKernels host_kernels();
+
+// The GPU to measure (CUDA device 0), or nullptr when there is none or ferry is built without CUDA.
+// A GPU that is present but cannot be probed is reported through `note` (the profile is then CPU-only).
+std::unique_ptr<plan::GpuProber> make_gpu_prober(const NoteFn& note = {});
+
+// The profile for planning: `path` when given; else this machine's cached profile; else a quick profile
+// measured now (announced through `note`, progress through `progress`) and saved to the cache.
+// *origin: where it came from; *cached (optional): whether it is this machine's cached file.
+Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin,
+                                                        bool* cached = nullptr, const NoteFn& note = {},
+                                                        const ProgressFn& progress = {});
+
+// The profile of a GPU run: as above, but one without a GPU is an error, found before anything is
+// measured where possible (no GPU here and no cached GPU profile: say to pass a GPU profile file).
+Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::string* origin, bool* cached,
+                                                 const NoteFn& note, const ProgressFn& progress);
+
+// After a run: when the CPU sub-layers ran far from the profile's times (exec::cpu_vs_profile outside
+// [kProfileFastRatio, kProfileSlowRatio]), re-measures the part of the profile that prices them (host
+// bandwidth, the CPU curves of `weight_types`) and, for this machine's cached profile, saves the new
+// figures when they moved (plan/profile_check.h). Returns the one line to show; empty when the profile held
+// or too few CPU sub-layers ran to tell.
+constexpr double kProfileFastRatio = plan::kCpuFastRatio;
+constexpr double kProfileSlowRatio = plan::kCpuSlowRatio;
+std::string check_profile_after_run(const std::vector<exec::TierStats>& stats, const std::string& origin,
+                                    bool profile_cached, const std::vector<DType>& weight_types);
+
+}  // namespace ferry::runtime
