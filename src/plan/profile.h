@@ -119,6 +119,9 @@ struct HardwareProfile {
   bool has_gpu() const { return gpu.has_value() && link.has_value(); }
 };
 
+// The current time as HardwareProfile::created holds it (ISO 8601 UTC, e.g. 2026-12-05T14:13:03Z).
+std::string now_utc();
+
 // Strict parse; `origin` (a file name) prefixes error messages.
 Expected<HardwareProfile> parse_profile(std::string_view json_text, std::string_view origin = "profile");
 Expected<HardwareProfile> load_profile(const std::string& path);

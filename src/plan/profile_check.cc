@@ -70,15 +70,6 @@ std::string range_text(const std::vector<double>& ratios) {
   return std::string(a) == b ? std::string(a) + "x" : std::string(a) + "-" + b + "x";
 }
 
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char b[32];
-  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return b;
-}
-
 }  // namespace
 
 std::vector<DType> matmul_weight_types(const std::vector<model::SubLayer>& subs) {

@@ -36,15 +36,6 @@ std::vector<int32_t> pow2_upto(int32_t max) {
   return v;
 }
 
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char b[32];
-  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return b;
-}
-
 // Threads whose figures plans should assume: physical cores (or the caller's maximum).
 int32_t all_threads(const ProfileOptions& opt, const MachineInfo& m) {
   return opt.max_threads > 0 ? opt.max_threads : std::max(1, m.cores);

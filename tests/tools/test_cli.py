@@ -20,24 +20,11 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("FERRY_BUILD", "/work/main/build"))
-FERRY = BUILD / "ferry"
+from cli_helpers import FERRY, assert_error, ferry
 MODELS_DIR = Path(os.environ.get("FERRY_MODELS", str(REPO / "models")))
 
 JSON_KEYS = {"prompt_tokens", "tokens", "text", "ttft_ms", "prefill_tok_s", "decode_tok_s"}
 
-
-def ferry(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(FERRY), *args], capture_output=True, text=True, timeout=timeout)
-
-
-def assert_error(res: subprocess.CompletedProcess, code: int) -> None:
-    """Exit `code` (not a signal), exactly one non-empty stderr line, starting `error:`."""
-    assert res.returncode >= 0, f"killed by signal {-res.returncode}: {res.stderr}"
-    assert res.returncode == code, f"exit {res.returncode}, wanted {code}; stderr: {res.stderr!r}"
-    lines = [l for l in res.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1, f"want one stderr line, got {lines!r}"
-    assert lines[0].startswith("error:"), lines[0]
 
 
 @pytest.fixture(scope="session", autouse=True)
