@@ -8,6 +8,7 @@
 #include "exec/device.h"
 #include "exec/gpu_prober_cuda.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "plan/profile_check.h"
 
 namespace ferry::runtime {
 

@@ -14,7 +14,6 @@
 #include "exec/hybrid_runner.h"
 #include "plan/gpu_prober.h"
 #include "plan/profile.h"
-#include "plan/profile_check.h"
 #include "plan/profiler.h"
 
 namespace ferry::runtime {
@@ -42,12 +41,10 @@ Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::s
                                                  const NoteFn& note, const ProgressFn& progress);
 
 // After a run: when the CPU sub-layers ran far from the profile's times (exec::cpu_vs_profile outside
-// [kProfileFastRatio, kProfileSlowRatio]), re-measures the part of the profile that prices them (host
+// plan::cpu_time_off's band), re-measures the part of the profile that prices them (host
 // bandwidth, the CPU curves of `weight_types`) and, for this machine's cached profile, saves the new
 // figures when they moved (plan/profile_check.h). Returns the one line to show; empty when the profile held
 // or too few CPU sub-layers ran to tell.
-constexpr double kProfileFastRatio = plan::kCpuFastRatio;
-constexpr double kProfileSlowRatio = plan::kCpuSlowRatio;
 std::string check_profile_after_run(const std::vector<exec::TierStats>& stats, const std::string& origin,
                                     bool profile_cached, const std::vector<DType>& weight_types);
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "plan/planner.h"
+#include "plan/profile_check.h"
 #include "runtime/profile_source.h"
 
 namespace ferry::runtime {
@@ -108,7 +109,7 @@ std::string hybrid_report_text(const HybridState& s, const ProcessMemory& proces
     out += line;
   }
   if (const std::optional<double> cv = exec::cpu_vs_profile(r.stats())) {
-    const bool off = *cv < kProfileFastRatio || *cv > kProfileSlowRatio;
+    const bool off = plan::cpu_time_off(*cv);
     std::snprintf(line, sizeof line, "profile check: the CPU sub-layers took %.2fx the profile's time for them alone%s\n",
                   *cv, off ? " -> the profile does not describe this machine now" : " (copies beside them: 1-1.6x)");
     out += line;
