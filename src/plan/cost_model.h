@@ -100,16 +100,14 @@ class CostModel {
 };
 
 // What one more dequantize + GEMM pair costs a prefill matmul whose F16 staging holds only part of the
-// matrix (launches, and GEMMs on fewer rows filling the GPU less). Session 9, H200, qwen3-8b Q4_K at 512
-// tokens: 16 MiB of staging instead of whole matrices took 5.75 ms more a chunk, for 540 more pairs as
-// gpu_matmul_kernel_s counts them (staging / (2 x cols) rows a pair: 15 a layer).
+// matrix (launches, and GEMMs on fewer rows filling the GPU less), per pair as gpu_matmul_kernel_s counts
+// them (staging / (2 x cols) rows a pair). Fitted on the GPU host (bench/RESULTS.md, "GEMM staging").
 constexpr double kGemmExtraChunkS = 10.6e-6;
 
 // What a layer whose FFN slices run on the CPU and on the GPU at once costs beyond its transfers and its
 // slices' own times (exec::HybridRunner, run_slices): the host waits for the device's queue to reach the
 // normed rows, its CPU slices' matmuls are half-size calls that run slower per byte, and the combine and
-// the next layer launch after the sum comes up. Session 10, H200, qwen3-8b Q4_K at 4 GiB, static plan
-// (no copies), 2 slices: 1.6-2.3 ms a step above the prediction for 8-9 split layers.
+// the next layer launch after the sum comes up. Fitted on the GPU host (bench/RESULTS.md, "FFN slices").
 constexpr double kSplitLayerS = 0.2e-3;
 
 // The CUDA backend's matvec kernels take steps of up to this many tokens (kernels/cuda/matvec.cu);
@@ -120,9 +118,8 @@ constexpr double kGpuMatvecMaxTokens = 8;
 // (e.g. F16 matvec), the "0.6-0.75 x copy bandwidth" of large-matrix decode kernels on Hopper.
 constexpr double kGpuStreamShare = 0.75;
 // Issue cost of one kernel node of a replayed CUDA graph when the profile does not measure it
-// (gpu.graph_kernel_us): the gap between dependent kernels of a graph on Hopper is ~1-2 us. 1.5 was
-// fitted to session 2's all-resident qwen3-8b Q4_K decode (~650 kernels a step) on
-// h200-host-measured.json: predicted 5.05 ms against 5.7 ms measured (1.0 us predicts 4.72 ms).
+// (gpu.graph_kernel_us): the gap between dependent kernels of a graph on Hopper is ~1-2 us; 1.5 fits an
+// all-resident decode step of ~650 kernels on the GPU host (bench/RESULTS.md).
 constexpr double kGraphKernelUsDefault = 1.5;
 
 // Bits per weight of a dtype (block bytes * 8 / block elements).

@@ -55,7 +55,7 @@ struct MatvecSet {
   int64_t row_end[kMatvecMaxMats] = {};     // cumulative row counts
   int n = 0;
 };
-// An rms_norm folded into the matvecs around it (session 15). The producer (matvec_quant_norm) adds W x
+// An rms_norm folded into the matvecs around it. The producer (matvec_quant_norm) adds W x
 // into the residual h and writes, per 32-group g of h, the Q8 image of h * nw and part[g] = sum of h^2 over
 // the group; the consumer of that image (a matvec of any quantized type, or the glu matvec) multiplies each
 // row sum by s = rsqrt(sum_g part[g] / n + eps), the norm's scale: every Q8 dot product is linear in the
