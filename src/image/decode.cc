@@ -2,13 +2,16 @@
 // errors turned into Status. Both libraries report fatal errors through a callback that must not return,
 // so each decoder longjmps back to its entry point; nothing with a destructor is created between the
 // setjmp and a possible longjmp except the output vector, which lives in the caller's frame.
-#include <jpeglib.h>
-#include <png.h>
-
 #include <csetjmp>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+
+// jpeglib.h needs size_t and FILE declared first; jerror.h has the message codes.
+#include <jpeglib.h>
+#include <jerror.h>
+#include <png.h>
 
 #include "image/image.h"
 
@@ -60,7 +63,7 @@ std::string decode_jpeg(const uint8_t* data, size_t size, const std::string& nam
   std::string result;
   if (setjmp(err.jump) != 0) {
     if (created) jpeg_destroy_decompress(&cinfo);
-    return "corrupt JPEG data (" + std::string(err.message) + ")";
+    return "corrupt or truncated JPEG data (" + std::string(err.message) + ")";
   }
   jpeg_create_decompress(&cinfo);
   created = true;
@@ -130,7 +133,7 @@ std::string decode_png(const uint8_t* data, size_t size, const std::string& name
   std::vector<png_bytep> rows;
   if (setjmp(png_jmpbuf(png)) != 0) {
     png_destroy_read_struct(&png, &info, nullptr);
-    return "corrupt PNG data (" + std::string(reader.message) + ")";
+    return "corrupt or truncated PNG data (" + std::string(reader.message) + ")";
   }
   png_set_read_fn(png, &reader, png_read_bytes);
   png_set_user_limits(png, kMaxSide, kMaxSide);
