@@ -136,7 +136,6 @@ std::string decode_png(const uint8_t* data, size_t size, const std::string& name
     return "corrupt or truncated PNG data (" + std::string(reader.message) + ")";
   }
   png_set_read_fn(png, &reader, png_read_bytes);
-  png_set_user_limits(png, kMaxSide, kMaxSide);
   png_read_info(png, info);
   const png_uint_32 width = png_get_image_width(png, info), height = png_get_image_height(png, info);
   if (Status st = check_size(width, height, name); !st.is_ok()) {
@@ -172,10 +171,10 @@ std::string decode_png(const uint8_t* data, size_t size, const std::string& name
 
 Status check_size(int64_t width, int64_t height, const std::string& name) {
   if (width <= 0 || height <= 0)
-    return make_error(ErrorCode::kInvalidArgument, "%s: empty image (%lld x %lld)", name.c_str(),
+    return make_error(ErrorCode::kCorrupt, "%s: empty image (%lld x %lld)", name.c_str(),
                       static_cast<long long>(width), static_cast<long long>(height));
   if (width > kMaxSide || height > kMaxSide || width * height > kMaxPixels)
-    return make_error(ErrorCode::kInvalidArgument,
+    return make_error(ErrorCode::kUnsupported,
                       "%s: image of %lld x %lld pixels is too large (at most %d pixels a side and %lld megapixels)",
                       name.c_str(), static_cast<long long>(width), static_cast<long long>(height), kMaxSide,
                       static_cast<long long>(kMaxPixels >> 20));
@@ -190,12 +189,12 @@ Expected<RgbImage> decode(const uint8_t* data, size_t size, const std::string& n
   } else if (is_png(data, size)) {
     err = decode_png(data, size, name, &img);
   } else {
-    return make_error(ErrorCode::kInvalidArgument, "%s: not a JPEG or PNG image", name.c_str());
+    return make_error(ErrorCode::kUnsupported, "%s: not a JPEG or PNG image", name.c_str());
   }
   if (!err.empty()) {
     // check_size's messages already name the image.
-    if (err.rfind(name + ":", 0) == 0) return make_error(ErrorCode::kInvalidArgument, "%s", err.c_str());
-    return make_error(ErrorCode::kInvalidArgument, "%s: %s", name.c_str(), err.c_str());
+    if (err.rfind(name + ":", 0) == 0) return make_error(ErrorCode::kUnsupported, "%s", err.c_str());
+    return make_error(ErrorCode::kCorrupt, "%s: %s", name.c_str(), err.c_str());
   }
   return img;
 }
@@ -209,7 +208,7 @@ Expected<RgbImage> decode_file(const std::string& path) {
   const long size = std::ftell(f.get());
   if (size < 0) return make_error(ErrorCode::kIo, "cannot read image '%s' (not a regular file?)", path.c_str());
   if (size > kMaxFileBytes)
-    return make_error(ErrorCode::kInvalidArgument, "image '%s' is %ld MB, larger than any image ferry accepts",
+    return make_error(ErrorCode::kUnsupported, "image '%s' is %ld MB, larger than any image ferry accepts",
                       path.c_str(), size >> 20);
   std::fseek(f.get(), 0, SEEK_SET);
   std::vector<uint8_t> bytes(static_cast<size_t>(size));

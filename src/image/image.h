@@ -35,7 +35,7 @@ Expected<RgbImage> decode(const uint8_t* data, size_t size, const std::string& n
 // Reads and decodes a file (kNotFound / kIo when it cannot be read).
 Expected<RgbImage> decode_file(const std::string& path);
 
-// Checks width x height against the limits above (kInvalidArgument naming `name` and the limit).
+// Checks width x height against the limits above (kUnsupported naming `name` and the limit).
 Status check_size(int64_t width, int64_t height, const std::string& name);
 
 // ---- resampling (image/resize.cc) ----

@@ -9,8 +9,9 @@ The image is decoded here (PNG, 8-bit RGB, written by the tests) and handed to m
 sides see the same pixels. mtmd tokenizes the prompt (its media marker "<__media__>" stands for the image),
 encodes the image (flash attention off: llama.cpp's F32 clip graph) and the helper decodes the image chunk
 with M-RoPE positions; the text after the image is decoded here with logits for every row, then N greedy
-tokens one at a time. OUT.npz holds: embd [n_img_tokens, n_embd], tokens (prompt rows, -1 for image rows),
-logits [rows after the image + N - 1, n_vocab], gen (the greedy ids), grid (nx, ny), n_past.
+tokens one at a time. --image may repeat (one marker each). OUT.npz holds: embd [image tokens of every image,
+n_embd], tokens (prompt rows, -1 for image rows), logits [rows after the last image + N - 1, n_vocab], gen (the
+greedy ids), grid [(nx, ny) per image], n_past.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--mmproj", required=True)
-    ap.add_argument("--image", required=True)
+    ap.add_argument("--image", action="append", required=True)
     ap.add_argument("--prompt", required=True)
     ap.add_argument("--n-gen", type=int, default=8)
     ap.add_argument("--n-ctx", type=int, default=1024)
@@ -71,20 +72,21 @@ def main() -> None:
     mctx = mtmd.mtmd_init_from_file(a.mmproj.encode(), llm._model.model, params)
     assert mctx, "mtmd_init_from_file failed"
 
-    rgb = np.ascontiguousarray(read_png_rgb(a.image))
-    h, w, _ = rgb.shape
-    buf = (ctypes.c_uint8 * rgb.size).from_buffer_copy(rgb.tobytes())
-    bitmap = mtmd.mtmd_bitmap_init(w, h, buf)
+    bitmaps = (mtmd.mtmd_bitmap_p_ctypes * len(a.image))()
+    for i, path in enumerate(a.image):
+        rgb = np.ascontiguousarray(read_png_rgb(path))
+        h, w, _ = rgb.shape
+        buf = (ctypes.c_uint8 * rgb.size).from_buffer_copy(rgb.tobytes())
+        bitmaps[i] = mtmd.mtmd_bitmap_init(w, h, buf)
     chunks = mtmd.mtmd_input_chunks_init()
     text = mtmd.mtmd_input_text(text=a.prompt.encode(), text_len=len(a.prompt.encode()), add_special=True,
                                 parse_special=True)
-    bitmaps = (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap)
-    rc = mtmd.mtmd_tokenize(mctx, chunks, ctypes.byref(text), bitmaps, 1)
+    rc = mtmd.mtmd_tokenize(mctx, chunks, ctypes.byref(text), bitmaps, len(a.image))
     assert rc == 0, f"mtmd_tokenize: {rc}"
 
     tokens: list[int] = []
-    embd = None
-    grid = (0, 0)
+    embds: list[np.ndarray] = []
+    grids: list[tuple[int, int]] = []
     n_past = 0
     rows: list[np.ndarray] = []
     after_image = False
@@ -126,11 +128,11 @@ def main() -> None:
             img_tokens = mtmd.mtmd_input_chunk_get_tokens_image(chunk)
             nx, ny = mtmd.mtmd_image_tokens_get_nx(img_tokens), mtmd.mtmd_image_tokens_get_ny(img_tokens)
             n_tok = mtmd.mtmd_input_chunk_get_n_tokens(chunk)
-            grid = (nx, ny)
+            grids.append((nx, ny))
             assert mtmd.mtmd_encode_chunk(mctx, chunk) == 0
             n_embd = llm.n_embd()
             out = mtmd.mtmd_get_output_embd(mctx)
-            embd = np.ctypeslib.as_array(out, shape=(n_tok * n_embd,)).copy().reshape(n_tok, n_embd)
+            embds.append(np.ctypeslib.as_array(out, shape=(n_tok * n_embd,)).copy().reshape(n_tok, n_embd))
             new_past = llama_cpp.llama_pos(0)
             rc = mtmd.mtmd_helper_eval_chunk_single(mctx, lctx, chunk, n_past, 0, a.n_ctx, False,
                                                     ctypes.byref(new_past))
@@ -138,6 +140,7 @@ def main() -> None:
             n_past = new_past.value
             tokens += [-1] * n_tok
             after_image = True
+            rows = []  # only the rows after the last image
 
     gen: list[int] = []
     for i in range(a.n_gen):
@@ -147,11 +150,12 @@ def main() -> None:
             last = decode([tok], n_past, True)[0]
             rows.append(last)
             n_past += 1
-    np.savez(a.out, embd=embd if embd is not None else np.zeros((0, 0), np.float32), tokens=np.array(tokens),
-             logits=np.array(rows, dtype=np.float32), gen=np.array(gen), grid=np.array(grid), n_past=n_past)
+    np.savez(a.out, embd=np.concatenate(embds, axis=0), tokens=np.array(tokens), logits=np.array(rows, dtype=np.float32),
+             gen=np.array(gen), grid=np.array(grids), n_past=n_past)
     llama_cpp.llama_batch_free(batch)
     mtmd.mtmd_input_chunks_free(chunks)
-    mtmd.mtmd_bitmap_free(bitmap)
+    for i in range(len(a.image)):
+        mtmd.mtmd_bitmap_free(bitmaps[i])
     mtmd.mtmd_free(mctx)
 
 
