@@ -7,8 +7,9 @@ decoder (libpng) and the reference (given the same RGB bytes) see identical pixe
 compared: the token rows (text, <|vision_start|>, image rows, <|vision_end|>), each image's grid after
 resizing, its embeddings, the logits of every row after the last image, and greedy tokens.
 
-Reference: libmtmd and libllama built from the installed llama-cpp-python's source with the multimodal part
-on (its wheel ships without it), in $FERRY_MTMD_LIB (default <repo>/.llama-build/bin); tests/python/mtmd_ref.py
+Reference: libmtmd and libllama from the installed llama-cpp-python's source with the multimodal part on
+($FERRY_MTMD_LIB; else the wheel's own lib folder when it was built with LLAVA_BUILD=ON; else
+<repo>/.llama-build/bin, docs/TESTING.md says how to build it); tests/python/mtmd_ref.py
 drives them in a subprocess with the clip graph's flash attention off (F32 attention, as ferry's). Without
 that build the comparisons skip, saying how to build it (docs/TESTING.md).
 
@@ -32,7 +33,22 @@ import pytest
 import ferry_ref
 import vision_images
 
-MTMD_DIR = Path(os.environ.get("FERRY_MTMD_LIB", str(ferry_ref.REPO / ".llama-build" / "bin")))
+def _mtmd_dir() -> Path:
+    """$FERRY_MTMD_LIB, else the installed llama-cpp-python's lib folder when its wheel was built with
+    libmtmd, else <repo>/.llama-build/bin."""
+    if "FERRY_MTMD_LIB" in os.environ:
+        return Path(os.environ["FERRY_MTMD_LIB"])
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("llama_cpp")
+        if spec and spec.origin and (Path(spec.origin).parent / "lib" / "libmtmd.so").is_file():
+            return Path(spec.origin).parent / "lib"
+    except (ImportError, ValueError):
+        pass
+    return ferry_ref.REPO / ".llama-build" / "bin"
+
+
+MTMD_DIR = _mtmd_dir()
 N_GEN = 8
 TIE = 0.1
 
