@@ -85,11 +85,11 @@ Expected<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& pr
                                   const GenerateParams& params, const GenerateCallbacks& callbacks) {
   PromptRows rows;
   rows.tokens = prompt;
-  return generate(engine, rows, params, callbacks);
+  return generate_rows(engine, rows, params, callbacks);
 }
 
-Expected<GenerateResult> generate(Engine& engine, const PromptRows& prompt, const GenerateParams& params,
-                                  const GenerateCallbacks& callbacks) {
+Expected<GenerateResult> generate_rows(Engine& engine, const PromptRows& prompt, const GenerateParams& params,
+                                       const GenerateCallbacks& callbacks) {
   const int32_t n_vocab = engine.spec().n_vocab;
   const int32_t n_embd = engine.spec().n_embd;
   const int32_t n_ctx = engine.n_ctx();

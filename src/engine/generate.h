@@ -72,7 +72,8 @@ Expected<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& pr
                                   const GenerateParams& params, const GenerateCallbacks& callbacks = {});
 
 // A prompt whose rows are token ids or embeddings (an image's tokens from a vision encoder,
-// engine/multimodal.h), with M-RoPE positions for qwen2vl. Row r sits at sequence position r either way.
+// engine/multimodal.h), with M-RoPE positions for qwen2vl, for generate_rows(). Row r sits at sequence
+// position r either way.
 struct PromptRows {
   std::vector<int32_t> tokens;  // [n] ids; rows inside a span are -1
   struct Span {
@@ -88,7 +89,7 @@ struct PromptRows {
 // generate() over such a prompt: prefill chunks never mix token and embedding rows; with mrope_pos the
 // generated tokens get every stream at next_rope_pos, next_rope_pos + 1, ... The sampler sees the token
 // rows only. GenerateStats::n_prompt counts every row.
-Expected<GenerateResult> generate(Engine& engine, const PromptRows& prompt, const GenerateParams& params,
-                                  const GenerateCallbacks& callbacks = {});
+Expected<GenerateResult> generate_rows(Engine& engine, const PromptRows& prompt, const GenerateParams& params,
+                                       const GenerateCallbacks& callbacks = {});
 
 }  // namespace ferry::engine

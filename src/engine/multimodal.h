@@ -1,6 +1,6 @@
 // Images in a prompt, for vision-language models (Qwen2.5-VL): the vision encoder (an mmproj GGUF, run on
 // the CPU through Ops) and prompts that mix text and images the way llama.cpp's mtmd builds them, as
-// PromptRows for generate() (engine/generate.h).
+// PromptRows for generate_rows() (engine/generate.h).
 //
 // Positions, as mtmd's for M-RoPE models: a text token at RoPE position t has every stream at t; an
 // image of nx x ny output tokens starting at t0 puts token i at (t0, t0 + i / nx, t0 + i % nx, 0) and

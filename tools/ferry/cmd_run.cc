@@ -187,7 +187,7 @@ int run(const RunArgs& a) {
     };
   }
 
-  auto res = ferry::engine::generate(engine, prompt, gp, cb);
+  auto res = ferry::engine::generate_rows(engine, prompt, gp, cb);
   if (!a.json) std::fflush(stdout);
   if (!res) {
     if (!a.json) std::fputc('\n', stdout);
