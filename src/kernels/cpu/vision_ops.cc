@@ -8,7 +8,8 @@
 //
 // attention_segments is tiled: a work item is (head, block of kQBlock queries of one segment); it walks
 // its segment's keys in tiles of kKTile with an online softmax (running max and sum per query), so its
-// scratch is kQBlock * (kKTile + head_dim) floats whatever the segment's length. F32 throughout.
+// scratch is a few kQBlock x kKTile and head_dim x kKTile tiles whatever the segment's length. The two
+// products per tile are the kernel table's small F32 GEMM. F32 throughout.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,27 +18,17 @@
 
 #include "base/status.h"
 #include "kernels/cpu/cpu_ops_impl.h"
+#include "kernels/cpu/kernels.h"
 
 namespace ferry::kernels::cpu {
 
 namespace {
 
-constexpr int64_t kQBlock = 16;  // queries per work item
+constexpr int64_t kQBlock = 64;  // queries per work item (the keys' transpose serves them all)
 constexpr int64_t kKTile = 128;  // keys per softmax tile
 
 float* frow(const TensorView& t, int64_t i1, int64_t i2 = 0, int64_t i3 = 0) {
   return static_cast<float*>(t.row(i1, i2, i3));
-}
-
-// x . y with eight partial sums (vectorizes without reassociation flags).
-float dot(const float* x, const float* y, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += x[i + j] * y[i + j];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += x[i] * y[i];
-  return s;
 }
 
 // Angles of one token for rope_multi: cs / sn [n_pairs].
@@ -104,9 +95,11 @@ void CpuOps::attention_segments(const TensorView& q, const TensorView& k, const 
   FERRY_ASSERT(q.dtype == DType::F32 && k.dtype == DType::F32 && v.dtype == DType::F32 && out.dtype == DType::F32);
   FERRY_ASSERT(k.ne[0] == hd && v.ne[0] == hd && v.ne[1] == n_kv && k.ne[2] == n && v.ne[2] == n);
   FERRY_ASSERT(n_kv > 0 && n_head % n_kv == 0 && out.ne[0] == hd * n_head && out.ne[1] == n);
+  FERRY_ASSERT(q.nb[0] == 4 && k.nb[0] == 4 && v.nb[0] == 4 && q.nb[2] % 4 == 0 && k.nb[2] % 4 == 0 && v.nb[2] % 4 == 0);
   FERRY_ASSERT(n_seg >= 1 && bounds[0] == 0 && bounds[n_seg] == n);
   for (int32_t s = 0; s < n_seg; ++s) FERRY_ASSERT(bounds[s] < bounds[s + 1]);
   const int64_t group = n_head / n_kv;
+  const int64_t q_ld = static_cast<int64_t>(q.nb[2] / 4), v_ld = static_cast<int64_t>(v.nb[2] / 4);
 
   // Items: (segment, query block) pairs for every head, head-major inside each block.
   std::vector<int64_t> block_start;  // first query of each block
@@ -117,13 +110,16 @@ void CpuOps::attention_segments(const TensorView& q, const TensorView& k, const 
       block_seg.push_back(s);
     }
   const int64_t n_blocks = static_cast<int64_t>(block_start.size());
-  // Per thread: scores [kQBlock][kKTile], output accumulators [kQBlock][hd], running max and sum.
-  const size_t slice = (static_cast<size_t>(kQBlock) * (kKTile + hd + 2)) * sizeof(float) + 64;
+  // Per thread: scores / probabilities [kQBlock][kKTile], the tile's keys transposed [hd][kKTile], the
+  // running output [kQBlock][hd], running max and sum [kQBlock].
+  const size_t floats = static_cast<size_t>(kQBlock * kKTile + hd * kKTile + kQBlock * hd + 2 * kQBlock);
+  const size_t slice = (floats * sizeof(float) + 63) & ~size_t{63};
   uint8_t* base = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
 
   auto body = [&](int64_t i0, int64_t i1, int ith) {
     auto* sc = reinterpret_cast<float*>(base + slice * static_cast<size_t>(ith));
-    float* acc = sc + kQBlock * kKTile;
+    float* kt = sc + kQBlock * kKTile;
+    float* acc = kt + hd * kKTile;
     float* mx = acc + kQBlock * hd;
     float* sum = mx + kQBlock;
     for (int64_t item = i0; item < i1; ++item) {
@@ -132,43 +128,30 @@ void CpuOps::attention_segments(const TensorView& q, const TensorView& k, const 
       const int64_t t0 = block_start[static_cast<size_t>(b)];
       const int64_t nq = std::min<int64_t>(kQBlock, bounds[seg + 1] - t0);
       const int64_t k0 = bounds[seg], k1 = bounds[seg + 1];
+      const float* qb = frow(q, h, t0);
       std::fill(acc, acc + nq * hd, 0.f);
       std::fill(mx, mx + nq, -std::numeric_limits<float>::infinity());
       std::fill(sum, sum + nq, 0.f);
       for (int64_t j0 = k0; j0 < k1; j0 += kKTile) {
         const int64_t nk = std::min<int64_t>(kKTile, k1 - j0);
+        for (int64_t j = 0; j < nk; ++j) {  // the tile's keys as columns
+          const float* kr = frow(k, kvh, j0 + j);
+          for (int64_t d = 0; d < hd; ++d) kt[d * kKTile + j] = kr[d];
+        }
+        tab_->gemm_f32(qb, q_ld, kt, kKTile, sc, kKTile, nq, nk, hd, false);  // scores [nq][nk]
+        // Online softmax: rescale what earlier tiles left, this tile's exp(score - max) into sc.
         for (int64_t i = 0; i < nq; ++i) {
-          const float* qr = frow(q, h, t0 + i);
           float* s = sc + i * kKTile;
           float m = mx[i];
-          for (int64_t j = 0; j < nk; ++j) {
-            s[j] = dot(qr, frow(k, kvh, j0 + j), hd) * scale;
-            m = std::max(m, s[j]);
-          }
-          // Rescale what the earlier tiles left, then add this tile's share.
+          for (int64_t j = 0; j < nk; ++j) m = std::max(m, s[j] *= scale);
           const float r = std::exp(mx[i] - m);
-          float* o = acc + i * hd;
-          if (r != 1.f) {
-            sum[i] *= r;
-            for (int64_t d = 0; d < hd; ++d) o[d] *= r;
-          }
+          sum[i] = sum[i] * r + tab_->exp_sum(s, nk, m);
           mx[i] = m;
-          float tile_sum = 0.f;
-          for (int64_t j = 0; j < nk; ++j) {
-            const float e = std::exp(s[j] - m);
-            tile_sum += e;
-            const float* vr = frow(v, kvh, j0 + j);
-            for (int64_t d = 0; d < hd; ++d) o[d] += e * vr[d];
-          }
-          sum[i] += tile_sum;
+          if (r != 1.f) tab_->scale(acc + i * hd, r, acc + i * hd, hd);
         }
+        tab_->gemm_f32(sc, kKTile, frow(v, kvh, j0), v_ld, acc, hd, nq, hd, nk, true);  // acc += P . V
       }
-      for (int64_t i = 0; i < nq; ++i) {
-        const float inv = 1.0f / sum[i];
-        float* dst = frow(out, t0 + i) + h * hd;
-        const float* o = acc + i * hd;
-        for (int64_t d = 0; d < hd; ++d) dst[d] = o[d] * inv;
-      }
+      for (int64_t i = 0; i < nq; ++i) tab_->scale(acc + i * hd, 1.0f / sum[i], frow(out, t0 + i) + h * hd, hd);
     }
   };
   const int64_t n_items = n_blocks * n_head;
