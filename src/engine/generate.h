@@ -71,4 +71,25 @@ Expected<std::string> apply_chat_template(const Engine& engine, std::string_view
 Expected<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt,
                                   const GenerateParams& params, const GenerateCallbacks& callbacks = {});
 
+// A prompt whose rows are token ids or embeddings (an image's tokens from a vision encoder,
+// engine/multimodal.h), with M-RoPE positions for qwen2vl, for generate_rows(). Row r sits at sequence
+// position r either way.
+struct PromptRows {
+  std::vector<int32_t> tokens;  // [n] ids; rows inside a span are -1
+  struct Span {
+    int32_t begin = 0, end = 0;    // rows [begin, end)
+    const float* embd = nullptr;   // [n_embd, end - begin] F32: the rows' input embeddings (caller-owned)
+  };
+  std::vector<Span> spans;          // ascending, disjoint
+  std::vector<int32_t> mrope_pos;   // [4 * n] RoPE positions, section-major; empty: RoPE at the row index
+  int32_t next_rope_pos = 0;        // with mrope_pos: the RoPE position of the first generated token
+
+  int32_t size() const { return static_cast<int32_t>(tokens.size()); }
+};
+// generate() over such a prompt: prefill chunks never mix token and embedding rows; with mrope_pos the
+// generated tokens get every stream at next_rope_pos, next_rope_pos + 1, ... The sampler sees the token
+// rows only. GenerateStats::n_prompt counts every row.
+Expected<GenerateResult> generate_rows(Engine& engine, const PromptRows& prompt, const GenerateParams& params,
+                                       const GenerateCallbacks& callbacks = {});
+
 }  // namespace ferry::engine

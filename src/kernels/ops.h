@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "base/status.h"
 #include "tensor/tensor_view.h"
 
 namespace ferry::kernels {
@@ -24,6 +25,14 @@ struct RopeParams {
   // Optional per-frequency divisors (llama3 rope scaling, tensor rope_freqs.weight), [n_rot/2] F32,
   // or data == nullptr.
   TensorView freq_factors;
+  // rope_multi only (ggml's rope_multi): pair i takes its angle from position stream s, where sections[0]
+  // pairs come from stream 0, the next sections[1] from stream 1, ..., repeating every sum(sections)
+  // pairs. Qwen2-VL's M-RoPE is {16, 24, 24, 0} (time, height, width) over NeoX pairs (i, i + n_rot/2);
+  // plain rope ignores these fields.
+  int32_t sections[4] = {0, 0, 0, 0};
+  // The vision tower's 2-D RoPE (GGML_ROPE_TYPE_VISION): a head of 2 * n_rot, pairs (i, i + n_rot) for
+  // i < n_rot, and each section's angle recurrence restarts at its first pair.
+  bool vision = false;
 };
 
 // Per-step metadata of a batch, as I32 vectors of length n_tokens, living where the Ops computes.
@@ -32,6 +41,9 @@ struct BatchMeta {
   TensorView pos;   // [n_tokens] I32 position of each new token in its sequence
   TensorView seq;   // [n_tokens] I32 sequence id of each new token
   TensorView cell;  // [n_tokens] I32 KV-cache cell that receives each token's K/V
+  // M-RoPE positions (qwen2vl), [4 * n_tokens] I32 section-major (stream s of token t at s * n_tokens + t),
+  // or data == nullptr: every stream of a token is at `pos` (text), which is plain rope exactly.
+  TensorView mrope_pos;
 };
 
 // One layer's KV cache plus the cache's cell metadata (shared by all layers).
@@ -151,6 +163,33 @@ class Ops {
   virtual void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) = 0;
   // Copy rows: out[:, i] = x[:, rows[i]]. rows is a host array (n = out.ne[1]).
   virtual void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) = 0;
+
+  // ---- vision-language models (Qwen2.5-VL); the defaults refuse: RefOps and CpuOps implement them,
+  // CudaOps does not yet (the hybrid executor refuses image steps before any reaches it).
+  // RoPE in place on x [head_dim, n_head, n_tokens] with per-token positions per stream: pos is
+  // [4 * n_tokens] I32 section-major; p.sections / p.vision say which stream each pair uses.
+  virtual void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) {
+    (void)x;
+    (void)pos;
+    (void)p;
+    FERRY_ASSERT_MSG(false, "rope_multi is not implemented by this Ops");
+  }
+  // Attention without a cache, bidirectional within segments (a vision encoder's windows): q, k, v
+  // [head_dim, n_head, n_tokens] F32 (k / v may have fewer heads: GQA); token t attends to every token of
+  // its segment, the segments being [bounds[s], bounds[s + 1]) for s < n_seg (bounds: a host array,
+  // bounds[0] = 0, bounds[n_seg] = n_tokens, ascending). out [head_dim * n_head, n_tokens] F32. F32
+  // throughout (llama.cpp's clip graph with flash attention off); no buffer grows with n_tokens^2.
+  virtual void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v,
+                                  const int32_t* bounds, int32_t n_seg, float scale, TensorView out) {
+    (void)q;
+    (void)k;
+    (void)v;
+    (void)bounds;
+    (void)n_seg;
+    (void)scale;
+    (void)out;
+    FERRY_ASSERT_MSG(false, "attention_segments is not implemented by this Ops");
+  }
 };
 
 }  // namespace ferry::kernels

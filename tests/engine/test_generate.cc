@@ -75,6 +75,8 @@ class FakeEngine final : public Engine {
     return Status::ok();
   }
 
+  void set_n_embd(int32_t d) { spec_.n_embd = d; }
+
   std::vector<Batch> batches_;
   int clears_ = 0;
 
@@ -274,6 +276,46 @@ TEST(ChatTemplate, NoTemplateNoKnownFormatIsUnsupported) {
 TEST(ChatTemplate, UnknownIsUnsupported) {
   FakeEngine e(16, 8, make_file("[INST] {{ message }} [/INST]"), model::Arch::kLlama);
   EXPECT_EQ(apply_chat_template(e, "Hi").status().code(), ErrorCode::kUnsupported);
+}
+
+// A multimodal prompt: chunks never mix token and embedding rows, embedding rows and M-RoPE positions are
+// sliced per chunk, generated tokens get every stream at next_rope_pos + k, the sampler sees text only.
+TEST(GenerateRows, EmbeddingSpansAndMropePositions) {
+  FakeEngine e(64, 4, make_file(""), model::Arch::kQwen2VL);
+  e.set_n_embd(2);
+  PromptRows rows;
+  rows.tokens = {3, 4, -1, -1, -1, -1, -1, 7};
+  std::vector<float> embd;
+  for (int r = 0; r < 5; ++r) embd.insert(embd.end(), {r * 10.f, r * 10.f + 1});
+  rows.spans.push_back({2, 7, embd.data()});
+  for (int s = 0; s < 4; ++s)
+    for (int r = 0; r < 8; ++r) rows.mrope_pos.push_back(100 * s + r);
+  rows.next_rope_pos = 20;
+  auto res = generate_rows(e, rows, greedy(3));
+  ASSERT_TRUE(res.has_value()) << res.status().message();
+  ASSERT_EQ(e.batches_.size(), 4u + 2u);  // [3 4] [e e e e] [e] [7], then 2 decode steps
+  const std::vector<int32_t> sizes = {2, 4, 1, 1, 1, 1};
+  for (size_t b = 0; b < sizes.size(); ++b) EXPECT_EQ(e.batches_[b].size(), sizes[b]) << b;
+  EXPECT_TRUE(e.batches_[0].embd.empty());
+  EXPECT_EQ(e.batches_[1].embd, std::vector<float>(embd.begin(), embd.begin() + 8));
+  EXPECT_EQ(e.batches_[2].embd, std::vector<float>(embd.begin() + 8, embd.end()));
+  EXPECT_TRUE(e.batches_[3].embd.empty());
+  // Section-major slices: the chunk of rows 2..5 holds streams 0..3 of those rows.
+  EXPECT_EQ(e.batches_[1].mrope_pos, (std::vector<int32_t>{2, 3, 4, 5, 102, 103, 104, 105, 202, 203, 204, 205, 302,
+                                                            303, 304, 305}));
+  EXPECT_EQ(e.batches_[4].mrope_pos, (std::vector<int32_t>{20, 20, 20, 20}));
+  EXPECT_EQ(e.batches_[5].mrope_pos, (std::vector<int32_t>{21, 21, 21, 21}));
+  EXPECT_EQ(e.batches_[4].pos[0], 8);  // sequence positions stay the row index
+  EXPECT_EQ(res->stats.n_prompt, 8);
+  EXPECT_EQ(res->tokens, (std::vector<int32_t>{8, 9, 10}));
+
+  PromptRows bad = rows;
+  bad.spans[0].end = 9;  // past the prompt
+  EXPECT_EQ(generate_rows(e, bad, greedy(1)).status().code(), ErrorCode::kInvalidArgument);
+  bad = rows;
+  bad.tokens[2] = -1;
+  bad.spans.clear();  // an image row without embeddings is a token outside the vocabulary
+  EXPECT_EQ(generate_rows(e, bad, greedy(1)).status().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

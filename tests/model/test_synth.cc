@@ -277,6 +277,8 @@ TEST(SynthWrite, ModelSpecReadsEveryTinyPreset) {
     EXPECT_EQ(spec->sliding_window, p.sliding_window);
     EXPECT_FLOAT_EQ(spec->rope_base, p.rope_base);
     EXPECT_EQ(spec->has_rope_freqs, p.llama3_rope_factor > 0);
+    const std::vector<int32_t> sections = synth_rope_sections(p);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(spec->rope_sections[i], sections[i]) << p.name;
   }
 }
 

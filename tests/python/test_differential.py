@@ -66,7 +66,7 @@ REAL_MODELS = {
     "smollm2-135m-q4_1": "smollm2-135m-instruct-q4_1.gguf",
     "gemma3-270m-q4_k_m": "gemma-3-270m-q4_k_m.gguf",
 }
-PRESETS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
+PRESETS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-qwen2.5-vl"]
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 
 

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "format/gguf.h"
 #include "model/model_spec.h"
+#include "model/vision/vision_model.h"
 #include "model/sublayer.h"
 #include "tensor/dtype.h"
 
@@ -194,6 +195,11 @@ int inspect(const std::string& path, bool as_json) {
                 s.name.c_str(), ferry::model::arch_name(s.arch), s.n_layer, s.n_embd, s.n_head, s.n_kv_head,
                 s.head_dim, s.n_ff, s.n_vocab, s.n_ctx_train, s.tied_output ? ", tied output" : "");
     print_sublayers(s, f);
+  } else if (auto vision = ferry::model::VisionSpec::from_gguf(f); vision) {
+    const auto& v = *vision;
+    std::printf("\nvision tower (mmproj, %s): %d blocks, d=%d, heads %d, ffn %d, patch %d px, full attention every "
+                "%d blocks, output width %d; use with `ferry run --mmproj`\n",
+                v.projector.c_str(), v.n_layer, v.n_embd, v.n_head, v.n_ff, v.patch_size, v.n_wa_pattern, v.proj_dim);
   } else {
     std::printf("\nmodel: not runnable by ferry: %s\n", spec.status().message().c_str());
   }

@@ -16,6 +16,7 @@ ferry_module(kernels_cpu DEPS tensor base SOURCES
   kernels/cpu/cpu_ops.cc
   kernels/cpu/matmul.cc
   kernels/cpu/attention.cc
+  kernels/cpu/vision_ops.cc
   kernels/cpu/dispatch.cc
   kernels/cpu/membw.cc
   kernels/cpu/kernels_scalar.cc
