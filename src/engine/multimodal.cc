@@ -44,7 +44,11 @@ Expected<EncodedImage> VisionEncoder::encode(const image::RgbImage& img) {
   out.grid_h = in.grid_h;
   out.width = in.width;
   out.height = in.height;
-  FERRY_ASSIGN_OR_RETURN(out.embd, model::encode_image(*ops_, spec_, weights_, in));
+  if (backend_) {
+    FERRY_ASSIGN_OR_RETURN(out.embd, backend_(spec_, weights_, in, &out.device, &out.note));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(out.embd, model::encode_image(*ops_, spec_, weights_, in));
+  }
   out.encode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

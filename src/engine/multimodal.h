@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "image/image.h"
+#include "model/vision/vision_input.h"
 #include "model/vision/vision_model.h"
 
 namespace ferry::kernels {
@@ -35,9 +37,18 @@ struct EncodedImage {
   int32_t width = 0, height = 0;   // pixels the encoder saw, after resizing
   std::vector<float> embd;         // [n_embd of the language model, grid_w * grid_h], raster order
   double encode_ms = 0;            // preprocessing + encoder
+  std::string device = "cpu";      // where the tower ran: "cpu", or the backend's device ("cuda", "emulated")
+  std::string note;                // the backend's word on it (why a GPU run fell back to the CPU)
 
   int32_t n_tokens() const { return grid_w * grid_h; }
 };
+
+// Runs the tower somewhere else than the encoder's own CpuOps (runtime::Runtime::open_vision: the hybrid
+// executor's device, under the run's VRAM budget). Returns the embeddings (model::encode_image's) and
+// sets *device (and *note, when it has something to say).
+using VisionBackend = std::function<Expected<std::vector<float>>(
+    const model::VisionSpec& spec, const model::VisionWeights& w, const model::VisionInput& in, std::string* device,
+    std::string* note)>;
 
 class VisionEncoder {
  public:
@@ -51,6 +62,8 @@ class VisionEncoder {
   // 0 keeps the default 8 / 4096).
   Status set_token_limits(int32_t min_tokens, int32_t max_tokens);
   Expected<EncodedImage> encode(const image::RgbImage& img);
+  // Later images go through `backend` (empty: the CPU again).
+  void set_backend(VisionBackend backend) { backend_ = std::move(backend); }
 
  private:
   VisionEncoder() = default;
@@ -58,6 +71,7 @@ class VisionEncoder {
   model::VisionSpec spec_;
   model::VisionWeights weights_;
   std::unique_ptr<kernels::Ops> ops_;
+  VisionBackend backend_;
 };
 
 // Prompt rows from text with image markers: each kImageMarker takes the next image, in order (the

@@ -35,7 +35,7 @@ Expected<int> HybridRunnerImpl::find_or_capture(GraphKey key, const std::functio
 }
 
 Status HybridRunnerImpl::replay_segment(const Step& step, size_t first, size_t end) {
-  GraphKey key{step.tier, step.n, step.device_kv.n_cells, {}, first, end};
+  GraphKey key{step.tier, step.n, step.device_kv.n_cells, {}, first, end, step.in->mrope_pos != nullptr};
   auto id = find_or_capture(key, [&] {
     for (size_t i = first; i < end; ++i) (void)device_sublayer(i, step);
   });
@@ -63,14 +63,19 @@ Status HybridRunnerImpl::run_whole_step_graph(const StepIo& in, float* logits, s
   stage_meta(in, bucket, nullptr, nullptr, &db, &dkv);
   int32_t* h = host_meta_;
 
-  // Embedding on the CPU (one row per token), then everything else from the graph.
-  const TensorView htok = TensorView::make(DType::I32, h, n);
-  model::forward_embed(*cpu_ops_, spec_, host_weights_, htok, host_scratch_, debug_hook_ ? &debug_hook_ : nullptr);
+  // Embedding on the CPU (one row per token, or the step's image rows), then everything else from the graph.
+  const model::DebugHook* hook = debug_hook_ ? &debug_hook_ : nullptr;
+  if (in.embd != nullptr) {
+    const TensorView rows = TensorView::make(DType::F32, const_cast<float*>(in.embd), spec_.n_embd, n);
+    model::forward_embed_rows(*cpu_ops_, spec_, rows, host_scratch_, hook);
+  } else {
+    model::forward_embed(*cpu_ops_, spec_, host_weights_, TensorView::make(DType::I32, h, n), host_scratch_, hook);
+  }
   const size_t d_bytes = static_cast<size_t>(spec_.n_embd) * n * sizeof(float);
-  FERRY_RETURN_IF_ERROR(device_->copy_h2d(device_meta_, h, (4ull * n + 2ull * bucket) * sizeof(int32_t), *compute_stream_));
+  FERRY_RETURN_IF_ERROR(device_->copy_h2d(device_meta_, h, meta_ints(in, bucket) * sizeof(int32_t), *compute_stream_));
   FERRY_RETURN_IF_ERROR(device_->copy_h2d(device_scratch_.x.data, host_scratch_.x.data, d_bytes, *compute_stream_));
 
-  GraphKey key{tier, n, bucket, std::vector<int32_t>(in.out_rows, in.out_rows + in.n_out), 0, 0};
+  GraphKey key{tier, n, bucket, std::vector<int32_t>(in.out_rows, in.out_rows + in.n_out), 0, 0, in.mrope_pos != nullptr};
   auto captured = find_or_capture(std::move(key), [&] {
     const model::ModelSpec* spec = &spec_;
     const model::ModelWeights* w = &device_weights_;

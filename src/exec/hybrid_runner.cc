@@ -19,7 +19,8 @@ RunnerSizes sizes_for(const model::ModelSpec& spec, const std::vector<model::Sub
   RunnerSizes z;
   z.n_out_dev = std::max(1, std::min(o.n_batch, std::max(1, o.max_sequences)));
   z.scratch = align256(model::scratch_floats(spec, o.n_batch, z.n_out_dev) * sizeof(float));
-  z.meta = align256(sizeof(int32_t) * (4ull * o.n_batch + 2ull * o.n_cells));
+  // tokens, pos, seq, cell, then the cells' positions and sequences, then M-RoPE positions (4 streams).
+  z.meta = align256(sizeof(int32_t) * (8ull * o.n_batch + 2ull * o.n_cells));
   int64_t max_k = 1, max_n = 1;
   for (const model::SubLayer& s : subs) {
     if (s.kind == SubLayerKind::kEmbed) continue;
@@ -64,8 +65,12 @@ HybridRunnerImpl::~HybridRunnerImpl() {
   stage_half_free_[1].reset();
   compute_stream_.reset();
   copy_stream_.reset();
+  for (DeviceBuffer& b : resident_blocks_) device_->release(&b);
   for (DeviceBuffer& b : arena_buffers_) device_->release(&b);
   for (HostBuffer& h : pinned_buffers_) device_->release_pinned(&h);
+  for (HostBuffer& h : vision_pinned_.items) device_->release_pinned(&h);
+  device_->release_pinned(&vision_pinned_.vectors);
+  device_->release_pinned(&vision_pinned_.io);
   for (HostBuffer& h : registered_ranges_) device_->unregister_host(&h);
 }
 
@@ -175,21 +180,11 @@ Status HybridRunnerImpl::allocate_arena(LoadBlocks* blocks) {
     blocks->vectors.emplace_back(t, static_cast<char*>(vb.ptr) + off);
     off += align256(t->nbytes());
   }
-  blocks->resident_base.assign(m, nullptr);
-  for (size_t i = 0; i < m; ++i) {
-    if (!plan_.resident[i] || slot_layouts_[i].bytes == 0) continue;
-    const std::string tag = sublayers_[i].label();
-    FERRY_ASSIGN_OR_RETURN(DeviceBuffer rb, take(slot_layouts_[i].bytes, tag.c_str()));
-    blocks->resident_base[i] = static_cast<char*>(rb.ptr);
-  }
-  if (plan_.ring_slots >= 2 && plan_.ring_slot_bytes > 0) {
-    bool any = false;
-    for (const auto& s : streamed_by_tier_) any |= !s.empty();
-    if (any) {
-      FERRY_ASSIGN_OR_RETURN(ring_, WeightRing::create(*device_, plan_.ring_slots, plan_.ring_slot_bytes));
-      arena_tags_.emplace_back("ring", align256(static_cast<uint64_t>(plan_.ring_slots) * plan_.ring_slot_bytes));
-    }
-  }
+  FERRY_RETURN_IF_ERROR(allocate_residents(&blocks->resident_base));
+  for (size_t i = 0; i < m; ++i)
+    if (resident_blocks_[i]) arena_tags_.emplace_back(sublayers_[i].label(), align256(resident_blocks_[i].bytes));
+  FERRY_RETURN_IF_ERROR(make_ring());
+  if (ring_) arena_tags_.emplace_back("ring", align256(static_cast<uint64_t>(plan_.ring_slots) * plan_.ring_slot_bytes));
   FERRY_ASSIGN_OR_RETURN(DeviceBuffer sb, take(sizes_.scratch, "activations"));
   device_scratch_ =
       model::make_scratch(spec_, options_.n_batch, sizes_.n_out_dev, static_cast<float*>(sb.ptr), device_where_);
@@ -202,6 +197,28 @@ Status HybridRunnerImpl::allocate_arena(LoadBlocks* blocks) {
   } else {
     emulated_ops_ = kernels::make_cpu_ops(options_.cpu_threads);
   }
+  return Status::ok();
+}
+
+Status HybridRunnerImpl::allocate_residents(std::vector<char*>* base) {
+  const size_t m = sublayers_.size();
+  base->assign(m, nullptr);
+  resident_blocks_.assign(m, DeviceBuffer{});
+  for (size_t i = 0; i < m; ++i) {
+    if (!plan_.resident[i] || slot_layouts_[i].bytes == 0) continue;
+    const std::string tag = sublayers_[i].label();
+    FERRY_ASSIGN_OR_RETURN(resident_blocks_[i], device_->allocate(slot_layouts_[i].bytes, tag.c_str()));
+    (*base)[i] = static_cast<char*>(resident_blocks_[i].ptr);
+  }
+  return Status::ok();
+}
+
+Status HybridRunnerImpl::make_ring() {
+  if (plan_.ring_slots < 2 || plan_.ring_slot_bytes == 0) return Status::ok();
+  bool any = false;
+  for (const auto& s : streamed_by_tier_) any |= !s.empty();
+  if (!any) return Status::ok();
+  FERRY_ASSIGN_OR_RETURN(ring_, WeightRing::create(*device_, plan_.ring_slots, plan_.ring_slot_bytes));
   return Status::ok();
 }
 

@@ -24,6 +24,8 @@
 #include "model/forward.h"
 #include "model/model_spec.h"
 #include "model/sublayer.h"
+#include "model/vision/vision_input.h"
+#include "model/vision/vision_model.h"
 #include "model/weights.h"
 #include "plan/planner.h"
 #include "plan/profile.h"
@@ -42,6 +44,17 @@ struct StepIo {
   int32_t n_cells_scan = 0;
   const int32_t* out_rows = nullptr;  // [n_out] ascending batch rows that want logits
   int32_t n_out = 0;
+  const float* embd = nullptr;        // [n_embd, n_tokens] input rows replacing the tokens' embeddings, or null
+  const int32_t* mrope_pos = nullptr; // [4 * n_tokens] M-RoPE positions, section-major, or null
+};
+
+// How HybridRunner::encode_image ran the vision tower.
+struct VisionRun {
+  std::string where;          // "cuda" / "emulated" (the device), or "cpu"
+  std::string note;           // why it ran on the CPU; empty otherwise
+  uint64_t device_bytes = 0;  // arena bytes the encoder held (activations, its ring, the tower's vectors)
+  uint64_t copied_bytes = 0;  // weight bytes copied to the device for this image
+  double ms = 0;              // the encoder, inputs up to embeddings back on the host
 };
 
 // Where streamed sub-layers' weights are copied to the device from.
@@ -147,6 +160,14 @@ class HybridRunner {
 
   // Writes n_out rows of n_vocab logits (host) in out_rows order.
   virtual Status run(const StepIo& in, float* logits) = 0;
+  // The embeddings of one image (model::encode_image's result: [proj_dim, tokens] F32, raster order),
+  // computed under the same budget as the language model (docs/ARCHITECTURE.md, "Vision under the
+  // budget"): the language model's resident weights and ring leave the arena, the tower runs in what they
+  // held (its weights streamed from pinned host memory through a ring of its own, activations in one
+  // block), everything it took goes back, and the next run() uploads the resident weights again. The KV
+  // cache stays. Where the tower does not fit, it runs on the CPU. `w` views host memory (the mmproj).
+  virtual Expected<std::vector<float>> encode_image(const model::VisionSpec& spec, const model::VisionWeights& w,
+                                                    const model::VisionInput& in, VisionRun* run = nullptr) = 0;
   // Called with the named intermediates of sub-layers that run on the CPU (empty = off).
   virtual void set_debug_hook(model::DebugHook hook) = 0;
   // Records spans (copies, device sub-layers, CPU sub-layers, host waits) of the next steps into

@@ -6,6 +6,7 @@
 //   hybrid_graphs.cc    CUDA graph capture and replay (whole decode steps, runs of resident sub-layers)
 //   hybrid_slices.cc    FFN slices: their views, and a layer whose slices run on the CPU and the device at once
 //   hybrid_stats.cc     per-tier statistics, the timeline, explain_text
+//   hybrid_vision.cc    an image through the vision tower in the arena the resident weights leave
 //
 // Load: allocate every arena block up front (KV, vectors, resident weights, ring, activations, metadata,
 // CudaOps scratch) so a budget problem shows at load, not mid step; upload resident weights once through
@@ -83,6 +84,8 @@ class HybridRunnerImpl final : public HybridRunner {
 
   // ---- HybridRunner --------------------------------------------------------------------------------
   Status run(const StepIo& in, float* logits) override;
+  Expected<std::vector<float>> encode_image(const model::VisionSpec& spec, const model::VisionWeights& w,
+                                            const model::VisionInput& in, VisionRun* run) override;
   void set_debug_hook(model::DebugHook hook) override { debug_hook_ = std::move(hook); }
   void set_timeline(Timeline* timeline) override;
   const char* name() const override { return on_cuda_ ? "hybrid-cuda" : "hybrid-emulated"; }
@@ -134,6 +137,13 @@ class HybridRunnerImpl final : public HybridRunner {
     std::vector<std::pair<TensorView*, char*>> vectors;  // (view in device_weights_, device address)
     std::vector<char*> resident_base;                    // per sub-layer: its resident block, or nullptr
   };
+  // The pinned host copy of a vision tower's weights, one buffer per ring item (hybrid_vision.cc).
+  struct VisionPinned {
+    const void* key = nullptr;  // the first matrix's host address: which tower this is
+    std::vector<HostBuffer> items;
+    HostBuffer vectors;         // its norm / bias vectors, packed as on the device
+    HostBuffer io;              // an image's inputs, then its embeddings (grown as images need)
+  };
   TierStats blank_stats(int32_t tokens, plan::Strategy s, double predicted_ms) const;  // hybrid_stats.cc
   // An arena block, remembered for release and reports.
   Expected<DeviceBuffer> take(uint64_t bytes, const char* tag);
@@ -145,6 +155,10 @@ class HybridRunnerImpl final : public HybridRunner {
   // Every arena block, largest-lived first: KV, vectors, resident weights, ring, activations, batch
   // metadata, CudaOps scratch (CUDA) or the emulated device's ops.
   Status allocate_arena(LoadBlocks* blocks);
+  // The resident weights' blocks (resident_blocks_, in sub-layer order) and the ring, as the load made
+  // them; allocate_residents fills base[i] with sub-layer i's block (nullptr when it has none).
+  Status allocate_residents(std::vector<char*>* base);
+  Status make_ring();
   // Pinned host memory: activations, the metadata mirror, the upload staging.
   Status allocate_pinned();
 
@@ -173,6 +187,18 @@ class HybridRunnerImpl final : public HybridRunner {
   // Points device_weights_'s matrices of sub-layer i at base (+ layout offsets).
   void bind(size_t i, char* base);
 
+  // ---- vision (hybrid_vision.cc) -----------------------------------------------------------------
+  // Hands the resident weights' blocks and the ring back to the arena (waiting for the device first);
+  // restore_residents (at the next run()) allocates them again in the load's order and uploads the
+  // weights. CUDA graphs, which hold their addresses, are dropped.
+  Status release_residents();
+  Status restore_residents();
+  // The pinned copy of the tower's items and vectors for the tower `key` (made once, kept for later
+  // images), and an io buffer of at least io_bytes.
+  Status pin_vision(const void* key, const std::vector<std::vector<const TensorView*>>& items,
+                    const std::vector<SlotLayout>& layouts, const std::vector<TensorView*>& vectors,
+                    uint64_t io_bytes);
+
   // ---- FFN slices (hybrid_slices.cc) -------------------------------------------------------------
   // Host views into the mmap and unbound device views of every slice sub-layer.
   void make_slice_views();
@@ -187,9 +213,13 @@ class HybridRunnerImpl final : public HybridRunner {
   size_t tier_for(int32_t n_tokens) const;
   // Runs fn with the device Ops in compute-stream order (CUDA: enqueues its kernels now).
   Status on_device(std::function<void(kernels::Ops&)> fn);
+  // Ints stage_meta writes for a step that scans `scan` cells.
+  static uint64_t meta_ints(const StepIo& in, int32_t scan) {
+    return 4ull * in.n_tokens + 2ull * scan + (in.mrope_pos != nullptr ? 4ull * in.n_tokens : 0);
+  }
   // Writes the step's metadata into the pinned mirror host_meta_ (tokens, pos, seq, cell [n], then
-  // cell_pos, cell_seq [scan], cells past the real scan padded with -1) and sets the host (when asked)
-  // and device views of it.
+  // cell_pos, cell_seq [scan], cells past the real scan padded with -1, then the M-RoPE positions [4 n]
+  // when the step has them) and sets the host (when asked) and device views of it.
   void stage_meta(const StepIo& in, int32_t scan, kernels::BatchMeta* host_batch, kernels::KvView* host_kv,
                   kernels::BatchMeta* device_batch, kernels::KvView* device_kv);
   // Issues the copy of the j-th streamed sub-layer of `tier` into slot j % K; t0/t1 (optional) time it.
@@ -218,8 +248,10 @@ class HybridRunnerImpl final : public HybridRunner {
     int32_t n = 0, bucket = 0;
     std::vector<int32_t> rows;
     size_t first = 0, end = 0;  // segment graphs: sub-layers [first, end); whole-step graphs: 0, 0
+    bool mrope = false;         // the step carries M-RoPE positions (rope_multi instead of the fused rope)
     bool operator==(const GraphKey& o) const {
-      return tier == o.tier && n == o.n && bucket == o.bucket && rows == o.rows && first == o.first && end == o.end;
+      return tier == o.tier && n == o.n && bucket == o.bucket && rows == o.rows && first == o.first && end == o.end &&
+             mrope == o.mrope;
     }
   };
   // KV cells a graph-replayed step scans: scan rounded up to a bucket (<= 1/8 extra past 2048 cells).
@@ -285,12 +317,16 @@ class HybridRunnerImpl final : public HybridRunner {
   HostBuffer upload_stage_;                               // pinned staging for uploads at load (two halves)
   std::unique_ptr<Event> stage_half_free_[2];             // the copy that last read each half is done
   model::Scratch device_scratch_, host_scratch_;          // device / pinned host activations
-  int32_t* device_meta_ = nullptr;  // device: tokens, pos, seq, cell [n] then cell_pos, cell_seq [scan]
+  // device: tokens, pos, seq, cell [n], cell_pos, cell_seq [scan], then M-RoPE positions [4 n] when the step has them
+  int32_t* device_meta_ = nullptr;
   int32_t* host_meta_ = nullptr;    // pinned host mirror
   std::vector<TensorView> kv_keys_, kv_values_;           // per layer [kv_dim, n_cells] F16 on the device
 
   // ---- weights -----------------------------------------------------------------------------------
   model::ModelWeights device_weights_;  // device views (streamed ones rebound per use, in stream order)
+  std::vector<DeviceBuffer> resident_blocks_;             // per sub-layer: its resident block (or empty)
+  bool residents_out_ = false;                            // released for the vision tower; run() restores them
+  VisionPinned vision_pinned_;
   std::vector<SlotLayout> slot_layouts_;                  // per sub-layer
   std::vector<std::vector<WeightRing::Piece>> fill_pieces_;  // per sub-layer: what a fill copies (streamed)
   // FFN slices (model::is_ffn_slice): their host views (down strided into the whole matrix, or gathered)

@@ -34,7 +34,8 @@ void HybridRunnerImpl::stage_meta(const StepIo& in, int32_t scan, kernels::Batch
                                   kernels::KvView* device_kv) {
   const int32_t n = in.n_tokens, real = in.n_cells_scan;
   int32_t* h = host_meta_;
-  std::memcpy(h, in.tokens, n * sizeof(int32_t));
+  if (in.tokens != nullptr) std::memcpy(h, in.tokens, n * sizeof(int32_t));
+  else std::fill(h, h + n, -1);  // image rows
   std::memcpy(h + n, in.pos, n * sizeof(int32_t));
   std::memcpy(h + 2 * n, in.seq, n * sizeof(int32_t));
   std::memcpy(h + 3 * n, in.cell, n * sizeof(int32_t));
@@ -42,6 +43,7 @@ void HybridRunnerImpl::stage_meta(const StepIo& in, int32_t scan, kernels::Batch
   std::fill(h + 4 * n + real, h + 4 * n + scan, -1);
   std::memcpy(h + 4 * n + scan, in.cell_seq, real * sizeof(int32_t));
   std::fill(h + 4 * n + scan + real, h + 4 * n + 2 * scan, -1);
+  if (in.mrope_pos != nullptr) std::memcpy(h + 4 * n + 2 * scan, in.mrope_pos, 4ull * n * sizeof(int32_t));
   auto views = [&](int32_t* base, Where where, kernels::BatchMeta* b, kernels::KvView* kv) {
     b->n_tokens = n;
     b->pos = TensorView::make(DType::I32, base + n, n, 1, 1, 1, where);
@@ -50,6 +52,9 @@ void HybridRunnerImpl::stage_meta(const StepIo& in, int32_t scan, kernels::Batch
     kv->cell_pos = TensorView::make(DType::I32, base + 4 * n, std::max(scan, 1), 1, 1, 1, where);
     kv->cell_seq = TensorView::make(DType::I32, base + 4 * n + scan, std::max(scan, 1), 1, 1, 1, where);
     kv->n_cells = scan;
+    b->mrope_pos = in.mrope_pos != nullptr
+                       ? TensorView::make(DType::I32, base + 4 * n + 2 * scan, 4 * n, 1, 1, 1, where)
+                       : TensorView{};
   };
   if (host_batch) views(h, Where::kHost, host_batch, host_kv);
   views(device_meta_, device_where_, device_batch, device_kv);
@@ -171,7 +176,12 @@ Status HybridRunnerImpl::cpu_sublayer(size_t i, const Step& step) {
   const model::DebugHook* hook = debug_hook_ ? &debug_hook_ : nullptr;
   switch (s.kind) {
     case SubLayerKind::kEmbed:
-      model::forward_embed(*cpu_ops_, spec_, host_weights_, step.host_tokens, host_scratch_, hook);
+      if (step.in->embd != nullptr) {  // image rows: their embeddings replace the token lookup
+        const TensorView rows = TensorView::make(DType::F32, const_cast<float*>(step.in->embd), spec_.n_embd, step.n);
+        model::forward_embed_rows(*cpu_ops_, spec_, rows, host_scratch_, hook);
+      } else {
+        model::forward_embed(*cpu_ops_, spec_, host_weights_, step.host_tokens, host_scratch_, hook);
+      }
       break;
     case SubLayerKind::kFfn:
       if (model::is_ffn_slice(s)) return make_error(ErrorCode::kInternal, "%s outside its slices' run", s.label().c_str());
@@ -264,6 +274,8 @@ Status HybridRunnerImpl::run(const StepIo& in, float* logits) {
   if (in.n_cells_scan > options_.n_cells)
     return make_error(ErrorCode::kInvalidArgument, "step scans %d cells, the cache has %d", in.n_cells_scan,
                       options_.n_cells);
+  // After an image: the resident weights come back before anything reads them.
+  FERRY_RETURN_IF_ERROR(restore_residents());
   const size_t tier = tier_for(n);
   if (timeline_ && timeline_->full()) timeline_ = nullptr;
   const bool recording = timeline_ != nullptr;
@@ -301,8 +313,7 @@ Status HybridRunnerImpl::run(const StepIo& in, float* logits) {
   // first acquires wait for them), resolved at this step's end.
   step.previous_prefetches.swap(pending_prefetches_);
 
-  Status s = device_->copy_h2d(device_meta_, host_meta_, (4ull * n + 2ull * step.scan) * sizeof(int32_t),
-                               *compute_stream_);
+  Status s = device_->copy_h2d(device_meta_, host_meta_, meta_ints(in, step.scan) * sizeof(int32_t), *compute_stream_);
   if (s.is_ok() && ring_) s = fill_ring_upto(step, step.ring_slots);
   if (s.is_ok()) s = run_sublayers(step);
   const double wait_start = now_ms();

@@ -164,8 +164,8 @@ class Ops {
   // Copy rows: out[:, i] = x[:, rows[i]]. rows is a host array (n = out.ne[1]).
   virtual void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) = 0;
 
-  // ---- vision-language models (Qwen2.5-VL); the defaults refuse: RefOps and CpuOps implement them,
-  // CudaOps does not yet (the hybrid executor refuses image steps before any reaches it).
+  // ---- vision-language models (Qwen2.5-VL); the defaults refuse: RefOps, CpuOps and CudaOps implement
+  // them.
   // RoPE in place on x [head_dim, n_head, n_tokens] with per-token positions per stream: pos is
   // [4 * n_tokens] I32 section-major; p.sections / p.vision say which stream each pair uses.
   virtual void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) {
@@ -176,16 +176,16 @@ class Ops {
   }
   // Attention without a cache, bidirectional within segments (a vision encoder's windows): q, k, v
   // [head_dim, n_head, n_tokens] F32 (k / v may have fewer heads: GQA); token t attends to every token of
-  // its segment, the segments being [bounds[s], bounds[s + 1]) for s < n_seg (bounds: a host array,
-  // bounds[0] = 0, bounds[n_seg] = n_tokens, ascending). out [head_dim * n_head, n_tokens] F32. F32
-  // throughout (llama.cpp's clip graph with flash attention off); no buffer grows with n_tokens^2.
+  // its segment, the segments being [bounds[s], bounds[s + 1]) for s < n_seg. bounds [n_seg + 1] I32
+  // lives where the Ops computes, like every other view (bounds[0] = 0, bounds[n_seg] = n_tokens,
+  // ascending). out [head_dim * n_head, n_tokens] F32. F32 throughout (llama.cpp's clip graph with flash
+  // attention off); no buffer grows with n_tokens^2.
   virtual void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v,
-                                  const int32_t* bounds, int32_t n_seg, float scale, TensorView out) {
+                                  const TensorView& bounds, float scale, TensorView out) {
     (void)q;
     (void)k;
     (void)v;
     (void)bounds;
-    (void)n_seg;
     (void)scale;
     (void)out;
     FERRY_ASSERT_MSG(false, "attention_segments is not implemented by this Ops");

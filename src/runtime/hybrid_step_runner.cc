@@ -67,9 +67,6 @@ HybridStepRunner::HybridStepRunner(std::unique_ptr<exec::HybridRunner> runner, s
 }
 
 Status HybridStepRunner::run(const engine::StepInput& in, float* logits) {
-  if (in.embd != nullptr || in.mrope_pos != nullptr)
-    return make_error(ErrorCode::kUnsupported,
-                      "image input runs on the CPU for now (--device cpu); the GPU executor takes text only");
   exec::StepIo io;
   io.n_tokens = in.n_tokens;
   io.tokens = in.tokens;
@@ -81,6 +78,8 @@ Status HybridStepRunner::run(const engine::StepInput& in, float* logits) {
   io.n_cells_scan = in.n_cells_scan;
   io.out_rows = in.out_rows;
   io.n_out = in.n_out;
+  io.embd = in.embd;
+  io.mrope_pos = in.mrope_pos;
   const Status st = runner_->run(io, logits);
   if (peak_) peak_->after_step(in.n_tokens);
   return st;

@@ -98,6 +98,23 @@ Status check_whole_model(uint64_t arena, const exec::HybridRunner& r) {
 class RuntimeImpl final : public Runtime {
  public:
   engine::Engine& engine() override { return *engine_; }
+  Expected<std::unique_ptr<engine::VisionEncoder>> open_vision(const std::string& mmproj_path) override {
+    FERRY_ASSIGN_OR_RETURN(auto enc, engine::VisionEncoder::open(mmproj_path, engine_->spec(), n_threads_));
+    if (exec::HybridRunner* r = state_.runner) {
+      std::shared_ptr<PeakSampler> peak = peak_;
+      enc->set_backend([r, peak](const model::VisionSpec& spec, const model::VisionWeights& w,
+                                 const model::VisionInput& in, std::string* where,
+                                 std::string* why) -> Expected<std::vector<float>> {
+        exec::VisionRun run;
+        Expected<std::vector<float>> out = r->encode_image(spec, w, in, &run);
+        *where = run.where;
+        *why = run.note;
+        if (peak) (void)peak->peak();  // the encoder's kernels may have grown the process
+        return out;
+      });
+    }
+    return enc;
+  }
   const std::string& device() const override { return device_; }
   int32_t n_batch() const override { return engine_->options().n_batch; }
   exec::HybridRunner* runner() override { return state_.runner; }
@@ -130,6 +147,7 @@ class RuntimeImpl final : public Runtime {
   }
 
   std::string device_;
+  int32_t n_threads_ = 0;
   HybridState state_;                    // runner: set by the engine's runner factory
   std::shared_ptr<PeakSampler> peak_;    // cuda / emulated
   bool whole_model_ = false;             // cuda without a budget: every sub-layer on the GPU
@@ -239,6 +257,7 @@ Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
   if (o.n_batch < 0) return make_error(ErrorCode::kInvalidArgument, "n_batch must be >= 0 (got %d)", o.n_batch);
   auto rt = std::make_unique<RuntimeImpl>();
   FERRY_ASSIGN_OR_RETURN(rt->device_, resolve_device(o));
+  rt->n_threads_ = o.n_threads;
   rt->whole_model_ = rt->device_ == "cuda" && !o.vram_budget;
   engine::EngineOptions eo;
   eo.model_path = o.model_path;

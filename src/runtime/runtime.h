@@ -23,6 +23,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "engine/multimodal.h"
 #include "exec/hybrid_runner.h"
 #include "exec/timeline.h"
 #include "plan/planner.h"
@@ -77,6 +78,11 @@ class Runtime {
   virtual ~Runtime() = default;
 
   virtual engine::Engine& engine() = 0;
+  // The vision tower of a multimodal projector (an mmproj GGUF) for this model. With the hybrid executor
+  // (cuda / emulated) images are encoded on its device under the same VRAM budget as the language
+  // model, in the memory its resident weights leave for the time of the image (exec::HybridRunner::
+  // encode_image); on cpu / ref, on the CPU. The encoder must not outlive the Runtime.
+  virtual Expected<std::unique_ptr<engine::VisionEncoder>> open_vision(const std::string& mmproj_path) = 0;
   virtual const std::string& device() const = 0;  // as resolved: cpu, ref, ref-exact, cuda, emulated
   virtual int32_t n_batch() const = 0;            // as resolved (the engine's; <= n_ctx)
 

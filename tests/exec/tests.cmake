@@ -7,6 +7,8 @@ set(FERRY_TEST_DEPS exec tensor base)
 
 # test_executor.cc: HybridRunner on the emulated device vs the all-CPU runner (tiny models, all archs).
 list(APPEND FERRY_TEST_SOURCES test_executor.cc)
+# test_executor_vision.cc: images through HybridRunner::encode_image and image steps, vs the CPU path.
+list(APPEND FERRY_TEST_SOURCES test_executor_vision.cc)
 list(APPEND FERRY_TEST_DEPS exec_hybrid engine plan model kernels_cpu format)
 list(APPEND FERRY_TEST_SOURCES test_timeline.cc)
 
@@ -14,6 +16,7 @@ list(APPEND FERRY_TEST_SOURCES test_timeline.cc)
 if(FERRY_HAVE_CUDA)
   add_executable(test_cuda_ops
     ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_ops_test.cc
+    ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_vision_test.cc
     ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_test_util.cc
   )
   target_include_directories(test_cuda_ops PRIVATE ${CMAKE_SOURCE_DIR}/tests)

@@ -163,13 +163,14 @@ TEST(VisionOps, AttentionSegmentsCpuMatchesRef) {
       for (float& x : q) x *= 2.f;  // sharper softmax
       std::vector<float> want(hd * n_head * n);
       const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      ref.attention_segments(f32(q, hd, n_head, n), f32(k, hd, n_kv, n), f32(v, hd, n_kv, n), bounds.data(), n_seg,
-                             scale, f32(want, hd * n_head, n));
+      std::vector<int32_t> bv = bounds;
+      ref.attention_segments(f32(q, hd, n_head, n), f32(k, hd, n_kv, n), f32(v, hd, n_kv, n), i32(bv), scale,
+                             f32(want, hd * n_head, n));
       for (CpuIsa isa : levels()) {
         auto ops = make_cpu_ops(2, isa);
         std::vector<float> got(want.size(), NAN);
-        ops->attention_segments(f32(q, hd, n_head, n), f32(k, hd, n_kv, n), f32(v, hd, n_kv, n), bounds.data(),
-                                n_seg, scale, f32(got, hd * n_head, n));
+        ops->attention_segments(f32(q, hd, n_head, n), f32(k, hd, n_kv, n), f32(v, hd, n_kv, n), i32(bv), scale,
+                                f32(got, hd * n_head, n));
         expect_close(got, want, 2e-5, 2e-5, std::string(cpu_isa_name(isa)) + " n=" + std::to_string(n));
       }
       if (n_seg == 4) {  // a token alone in its segment returns its own value row

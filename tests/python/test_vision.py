@@ -105,10 +105,11 @@ def _mtmd_reference(case: Case, lm: Path, mm: Path, images: list[Path], out: Pat
     return {k: r[k] for k in r.files}
 
 
-def _ferry(case: Case, lm: Path, mm: Path, images: list[Path], work: Path) -> dict:
+def _ferry(case: Case, lm: Path, mm: Path, images: list[Path], work: Path, extra: list[str] | None = None) -> dict:
     logits, embd = work / f"{case.id}.logits", work / f"{case.id}.embd"
     args = ["run", "-m", str(lm), "--mmproj", str(mm), "-p", case.prompt, "-n", str(N_GEN), "--temp", "0",
             "--ignore-eos", "--json", "--logits-out", str(logits), "--image-embd-out", str(embd), "-t", "2"]
+    args += extra or []
     for img in images:
         args += ["--image", str(img)]
     res = ferry_ref.run_ferry(args)
@@ -156,6 +157,36 @@ def test_against_llama_cpp(case: Case, ferry_bin, vision_work):
         assert gap <= TIE, f"greedy tokens part at step {diverge} with a gap of {gap:.3f} spreads"
 
 
+# ---- under a VRAM budget ---------------------------------------------------------------------------------
+
+PROFILE = ferry_ref.REPO / "tests" / "data" / "profiles" / "h200-host-measured.json"
+
+
+@pytest.mark.parametrize("vram", ["2G", "620M"])
+def test_emulated_budget_matches_cpu(ferry_bin, vision_work, vram):
+    """The hybrid executor on the emulated GPU (CpuOps behind a budget-capped arena): the tower runs on the
+    device in the memory the language model's resident weights leave (2G: all of them resident; 620M: the
+    language model streams), with the CPU path's embeddings bit for bit, and the logits of every row match
+    the CPU path's (the executor's own tolerance, tests/exec/test_executor.cc)."""
+    lm, mm = _pair(vision_work, "F16")
+    images = [vision_images.write_png(vision_work / f"budget-{i}.png", vision_images.test_pattern(w, h, seed=7 + i))
+              for i, (w, h) in enumerate(((300, 200), (90, 160)))]
+    case = Case("budget", "F16", ((300, 200), (90, 160)), "Compare <__media__> with <__media__> please.", 0, (0, 0))
+    cpu = _ferry(case, lm, mm, images, vision_work)
+    case_emu = Case(f"budget-{vram}", "F16", case.sizes, case.prompt, 0, (0, 0))
+    emu = _ferry(case_emu, lm, mm, images, vision_work,
+                 extra=["--device", "emulated", "--profile", str(PROFILE), "--vram", vram])
+    assert [i["encode_device"] for i in emu["images"]] == ["emulated", "emulated"], emu["images"]
+    assert [i["encode_device"] for i in cpu["images"]] == ["cpu", "cpu"]
+    assert np.array_equal(emu["embd"], cpu["embd"]), "embeddings differ from the CPU path's"
+    assert emu["prompt_tokens"] == cpu["prompt_tokens"]
+    ref, got = cpu["logits"].astype(np.float64), emu["logits"].astype(np.float64)
+    assert ref.shape == got.shape and np.isfinite(got).all()
+    diff = float(np.abs(ref - got).max())
+    assert diff <= 1e-3 * max(1.0, float(np.abs(ref).max())), f"logits differ by {diff:.3e}"
+    assert emu["tokens"] == cpu["tokens"]
+
+
 # ---- errors ----------------------------------------------------------------------------------------------
 
 def _run_error(args: list[str], code: int, text: str) -> None:
@@ -184,7 +215,6 @@ def test_bad_images(ferry_bin, vision_work):
     (vision_work / "big.png").write_bytes(big)
     _run_error(base + ["--image", str(vision_work / "big.png")], 1, "too large")
     _run_error(["run", "-m", str(lm), "-p", "hi", "--image", str(png)], 2, "--image needs --mmproj")
-    _run_error(base + ["--image", str(png), "--device", "cuda"], 2, "runs on the CPU for now")
     _run_error(["run", "-m", str(lm), "--mmproj", str(mm), "-p", "<__media__> and <__media__>", "--image", str(png)],
                2, "2 image markers")
 

@@ -79,18 +79,21 @@ struct RunArgs {
 
 // Decodes the images (before the model loads, so a bad image fails fast), encodes them with the mmproj,
 // and optionally writes their embeddings (float32 [tokens, n_embd], images in order) for the tests.
-Expected<std::vector<ferry::engine::EncodedImage>> encode_images(const RunArgs& a, const ferry::engine::Engine& engine,
+Expected<std::vector<ferry::engine::EncodedImage>> encode_images(const RunArgs& a, ferry::runtime::Runtime& rt,
                                                                  const std::vector<ferry::image::RgbImage>& pixels) {
   std::vector<ferry::engine::EncodedImage> out;
   if (pixels.empty()) return out;
-  FERRY_ASSIGN_OR_RETURN(auto enc, ferry::engine::VisionEncoder::open(a.mmproj, engine.spec(), a.threads));
+  // On the run's device: under --vram the tower runs in the budget the language model's weights leave.
+  FERRY_ASSIGN_OR_RETURN(auto enc, rt.open_vision(a.mmproj));
   FERRY_RETURN_IF_ERROR(enc->set_token_limits(a.image_min_tokens, a.image_max_tokens));
   for (size_t i = 0; i < pixels.size(); ++i) {
     FERRY_ASSIGN_OR_RETURN(ferry::engine::EncodedImage img, enc->encode(pixels[i]));
-    if (!a.json)
-      std::fprintf(stderr, "image %zu: %d x %d -> %d x %d pixels, %d tokens (%d x %d), encoded in %.1f ms\n", i + 1,
-                   pixels[i].width, pixels[i].height, img.width, img.height, img.n_tokens(), img.grid_w, img.grid_h,
-                   img.encode_ms);
+    if (!a.json) {
+      std::fprintf(stderr, "image %zu: %d x %d -> %d x %d pixels, %d tokens (%d x %d), encoded in %.1f ms on %s\n",
+                   i + 1, pixels[i].width, pixels[i].height, img.width, img.height, img.n_tokens(), img.grid_w,
+                   img.grid_h, img.encode_ms, img.device.c_str());
+      if (!img.note.empty()) std::fprintf(stderr, "note: %s\n", img.note.c_str());
+    }
     out.push_back(std::move(img));
   }
   if (!a.image_embd_out.empty()) {
@@ -126,7 +129,7 @@ int run(const RunArgs& a) {
   ferry::runtime::Runtime& rt = **opened;
   ferry::engine::Engine& engine = rt.engine();
 
-  auto encoded = encode_images(a, engine, pixels);
+  auto encoded = encode_images(a, rt, pixels);
   if (!encoded) return ferry::cli::report(encoded.status());
   ferry::engine::PromptRows prompt;
   if (!a.tokens.empty()) {
@@ -209,7 +212,8 @@ int run(const RunArgs& a) {
         const auto& e = (*encoded)[i];
         imgs.push_back({{"path", a.images[i]}, {"width", pixels[i].width}, {"height", pixels[i].height},
                         {"encoded_width", e.width}, {"encoded_height", e.height}, {"grid_w", e.grid_w},
-                        {"grid_h", e.grid_h}, {"tokens", e.n_tokens()}, {"encode_ms", e.encode_ms}});
+                        {"grid_h", e.grid_h}, {"tokens", e.n_tokens()}, {"encode_ms", e.encode_ms},
+                        {"encode_device", e.device}, {"encode_note", e.note}});
       }
       j["images"] = imgs;
     }
@@ -307,8 +311,6 @@ int cmd_run(int argc, char** argv) {
   if (a.chat && !a.tokens.empty()) return ferry::cli::usage_error("--chat applies to -p text, not --tokens");
   if (!a.images.empty() && a.mmproj.empty()) return ferry::cli::usage_error("--image needs --mmproj (the vision tower)");
   if (!a.images.empty() && !a.tokens.empty()) return ferry::cli::usage_error("--image goes with -p text, not --tokens");
-  if (!a.images.empty() && a.device != "cpu" && a.device != "ref" && a.device != "ref-exact")
-    return ferry::cli::usage_error("image input runs on the CPU for now (--device cpu); the GPU executor takes text only");
   try {
     return run(a);
   } catch (const std::exception& e) {

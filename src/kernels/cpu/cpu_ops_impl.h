@@ -56,8 +56,8 @@ class CpuOps final : public Ops {
   void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) override;
   // vision_ops.cc
   void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) override;
-  void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const int32_t* bounds,
-                          int32_t n_seg, float scale, TensorView out) override;
+  void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& bounds,
+                          float scale, TensorView out) override;
 
   ThreadPool& pool() { return pool_; }
   const KernelTable& table() const { return *tab_; }

@@ -89,8 +89,11 @@ void CpuOps::rope_multi(TensorView x, const TensorView& pos, const RopeParams& p
   }
 }
 
-void CpuOps::attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const int32_t* bounds,
-                                int32_t n_seg, float scale, TensorView out) {
+void CpuOps::attention_segments(const TensorView& q, const TensorView& k, const TensorView& v,
+                                const TensorView& bounds_view, float scale, TensorView out) {
+  FERRY_ASSERT(bounds_view.dtype == DType::I32 && bounds_view.ne[0] >= 2);
+  const int32_t* bounds = bounds_view.ptr<const int32_t>();
+  const int32_t n_seg = static_cast<int32_t>(bounds_view.ne[0] - 1);
   const int64_t hd = q.ne[0], n_head = q.ne[1], n = q.ne[2], n_kv = k.ne[1];
   FERRY_ASSERT(q.dtype == DType::F32 && k.dtype == DType::F32 && v.dtype == DType::F32 && out.dtype == DType::F32);
   FERRY_ASSERT(k.ne[0] == hd && v.ne[0] == hd && v.ne[1] == n_kv && k.ne[2] == n && v.ne[2] == n);

@@ -211,6 +211,10 @@ class CudaOps final : public Ops {
                  TensorView out) override;
   void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) override;
   void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) override;
+  // cuda_ops_vision.cc: positions and bounds on the device; attention_segments takes head_dim <= 128.
+  void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) override;
+  void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& bounds,
+                          float scale, TensorView out) override;
 
   // ---- beyond Ops (tests, benchmarks, sampling) ----------------------------------------------------
   // matmul forced through one path: 0 = matvec kernels, 1 = dequantize + cuBLAS.

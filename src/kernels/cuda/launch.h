@@ -228,4 +228,40 @@ bool attention_mma_supported(int head_dim);
 cudaError_t attention_stamps_clear();
 int attention_stamps(uint64_t* out, int max_blocks);
 
+// ---- vision-language ops (vision.cu) -----------------------------------------------------------------
+// rope_multi in place on x [head_dim, n_head, n_tokens] (Ops::rope_multi): pos [4 * n_tokens] I32
+// section-major; vision: head_dim == 2 * n_rot, pairs (i, i + n_rot); else pairs (i, i + n_rot / 2).
+struct RopeMultiArgs {
+  char* x = nullptr;
+  int64_t nb1 = 0, nb2 = 0;  // bytes between heads, between tokens
+  int32_t head_dim = 0, n_head = 0, n_tokens = 0, n_rot = 0;
+  float freq_base = 10000.f, freq_scale = 1.f;
+  const float* freq_factors = nullptr;  // [pairs] or null
+  const int32_t* pos = nullptr;
+  int32_t sections[4] = {0, 0, 0, 0};
+  bool vision = false;
+};
+cudaError_t rope_multi(const RopeMultiArgs& a, cudaStream_t stream);
+
+// attention_segments (Ops::attention_segments): q [head_dim, n_head, n_tokens], k / v [head_dim,
+// n_kv_head, n_tokens] F32 (strides in bytes), bounds [n_seg + 1] I32 on the device, out [head_dim *
+// n_head, n_tokens] F32 (row stride out_nb1 bytes). head_dim <= kSegMaxHeadDim.
+inline constexpr int kSegMaxHeadDim = 128;
+struct SegAttnArgs {
+  const float* q = nullptr;
+  int64_t q_nb1 = 0, q_nb2 = 0;
+  const float* k = nullptr;
+  int64_t k_nb1 = 0, k_nb2 = 0;
+  const float* v = nullptr;
+  int64_t v_nb1 = 0, v_nb2 = 0;
+  const int32_t* bounds = nullptr;
+  int32_t n_seg = 0;
+  int32_t n_tokens = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
+  float scale = 1.f;
+  float* out = nullptr;
+  int64_t out_nb1 = 0;
+};
+cudaError_t attention_segments(const SegAttnArgs& a, cudaStream_t stream);
+uint64_t attention_segments_smem_bytes(int head_dim);
+
 }  // namespace ferry::kernels::cuda
