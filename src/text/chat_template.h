@@ -28,7 +28,13 @@
 
 #include "base/status.h"
 
+namespace ferry::gguf {
+class ModelFile;
+}
+
 namespace ferry::text {
+
+class Tokenizer;
 
 namespace jinja {
 class Template;
@@ -59,9 +65,11 @@ struct ChatRequest {
   // The conversation: `messages`, or, when messages_json is not empty, that JSON array of message objects
   // as OpenAI's chat API takes them (content a string, null or a list of parts; tool_calls with
   // function.arguments a JSON string or an object; any other field the template reads). String arguments of
-  // tool calls in messages_json are parsed into objects as for ChatToolCall.
+  // tool calls in messages_json are parsed into objects as for ChatToolCall, unless parse_tool_arguments is
+  // false (then the template gets them as the client sent them).
   std::vector<ChatMessage> messages;
   std::string messages_json;
+  bool parse_tool_arguments = true;
   // JSON array of tools (OpenAI function tools: {"type": "function", "function": {...}}); empty: the
   // template sees `tools` undefined (no tools), as Hugging Face passes tools=None.
   std::string tools_json;
@@ -88,5 +96,13 @@ class ChatTemplate {
   std::shared_ptr<const std::string> source_;
   std::shared_ptr<const jinja::Template> template_;
 };
+
+// The file's tokenizer.chat_template, parsed. kNotFound when the file has none.
+Expected<ChatTemplate> chat_template_from_gguf(const gguf::ModelFile& file);
+
+// Renders for a model's tokenizer: bos_token / eos_token are the text of its BOS / EOS tokens when the
+// request leaves them empty; a leading BOS text is removed when the tokenizer adds BOS itself, and a
+// trailing EOS text when it adds EOS, so the tokenized prompt holds one of each (llama.cpp does the same).
+Expected<std::string> render_for_tokenizer(const ChatTemplate& tmpl, ChatRequest request, const Tokenizer& tok);
 
 }  // namespace ferry::text
