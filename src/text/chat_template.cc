@@ -89,6 +89,7 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source) {
 
 Expected<std::string> ChatTemplate::render(const ChatRequest& req) const {
   if (!template_) return Status(ErrorCode::kInternal, "chat template: render() on an empty ChatTemplate");
+  jinja::ContainerArena arena;  // frees the render's containers even when the template made a cycle
   std::unordered_map<std::string, Value> vars;
   try {
     Value messages;

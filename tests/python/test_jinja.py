@@ -173,3 +173,37 @@ def test_parity_summary():
             {"counts": counts, "templates": RESULTS, "skipped_templates": SKIPPED_TEMPLATES,
              "both_fail": FAILURES}, indent=1))
     assert agree + counts["skipped"] == total, counts
+
+
+# ---- one construct at a time ------------------------------------------------------------------------------
+
+import jinja_snippets  # noqa: E402
+
+
+@pytest.mark.parametrize("index", range(len(jinja_snippets.SNIPPETS)))
+def test_snippet(ferry_bin, tmp_path, index):
+    source = jinja_snippets.SNIPPETS[index]
+    path = tmp_path / "snippet.jinja"
+    path.write_text(source, encoding="utf-8")
+    case = {"messages": [], "add_generation_prompt": False, "bos_token": "<s>", "eos_token": "</s>",
+            "vars": jinja_snippets.CONTEXT}
+    env = ref.hf_environment()
+    try:
+        want, want_err = ref.reference_render(env, env.from_string(source), case), None
+    except ref.Raised as e:
+        want, want_err = None, f"chat template: {e}"
+    except Exception as e:  # noqa: BLE001
+        want, want_err = None, f"{type(e).__name__}: {e}"
+    batch = tmp_path / "case.jsonl"
+    batch.write_text(ref.batch_line(case) + "\n", encoding="utf-8")
+    res = ferry_ref.run_ferry(["template", "--template", str(path), "--batch", str(batch)], timeout=60)
+    if res.returncode != 0:  # the template does not parse: jinja2 must refuse it too
+        assert want is None, f"ferry refuses what jinja2 renders as {want!r}: {res.stderr}"
+        return
+    got = json.loads(res.stdout)
+    if want is not None:
+        assert got.get("text") == want, f"{source!r}\n{first_difference(want, got.get('text', ''))}\n{got}"
+    elif want_err.startswith("chat template: "):
+        assert got.get("error") == want_err
+    else:
+        assert "error" in got, f"jinja2 fails ({want_err}) but ferry renders {got.get('text')!r}"

@@ -77,8 +77,8 @@ Value get_item(const Value& obj, const Value& key);
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
 // The method `name` of a string, list or dict bound to it, or undefined.
 Value get_method(const Value& obj, const std::string& name);
-// Arguments of a built-in: the i-th positional or the keyword `name`, else `fallback`.
-const Value& arg(const CallArgs& a, size_t i, const char* name, const Value& fallback);
+// Arguments of a built-in: the i-th positional or the keyword `name`, else `fallback` (a copy).
+Value arg(const CallArgs& a, size_t i, const char* name, const Value& fallback);
 // Python's sort order for sort / dictsort / min / max (case-insensitive strings unless told).
 bool sort_less(const Value& a, const Value& b, bool case_sensitive);
 

@@ -264,7 +264,7 @@ Value Evaluator::eval(const Expr& e, Scope* scope) {
   return Value();
 }
 
-const Value& arg(const CallArgs& a, size_t i, const char* name, const Value& fallback) {
+Value arg(const CallArgs& a, size_t i, const char* name, const Value& fallback) {
   if (i < a.args.size()) return a.args[i];
   for (const auto& [k, v] : a.kwargs)
     if (k == name) return v;

@@ -132,6 +132,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    Nest nest(*this);
     if (cur().type != Tok::kName) fail("tag name expected");
     const std::string tag = cur().value;
     if (tag == "for") return parse_for();
@@ -319,7 +320,9 @@ class Parser {
   ExprPtr parse_condexpr() {
     int line = cur().line;
     ExprPtr e = parse_or();
+    Chain chain(*this);
     while (skip_name("if")) {
+      chain.link();
       auto c = node(ExprKind::kCond, line);
       c->a = parse_or();
       c->b = std::move(e);
@@ -340,7 +343,9 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr l = parse_and();
+    Chain chain(*this);
     while (is_name("or")) {
+      chain.link();
       int line = next().line;
       l = binary("or", std::move(l), parse_and(), line);
     }
@@ -349,7 +354,9 @@ class Parser {
 
   ExprPtr parse_and() {
     ExprPtr l = parse_not();
+    Chain chain(*this);
     while (is_name("and")) {
+      chain.link();
       int line = next().line;
       l = binary("and", std::move(l), parse_not(), line);
     }
@@ -357,6 +364,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    Nest nest(*this);
     if (is_name("not")) {
       auto e = node(ExprKind::kNot, next().line);
       e->a = parse_not();
@@ -391,7 +399,9 @@ class Parser {
 
   ExprPtr parse_math1() {
     ExprPtr l = parse_concat();
+    Chain chain(*this);
     while (is_op("+") || is_op("-")) {
+      chain.link();
       const Token& t = next();
       l = binary(t.value == "+" ? "+" : "-", std::move(l), parse_concat(), t.line);
     }
@@ -410,7 +420,9 @@ class Parser {
 
   ExprPtr parse_math2() {
     ExprPtr l = parse_pow();
+    Chain chain(*this);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      chain.link();
       const Token& t = next();
       const char* op = t.value == "*" ? "*" : t.value == "/" ? "/" : t.value == "//" ? "//" : "%";
       l = binary(op, std::move(l), parse_pow(), t.line);
@@ -420,7 +432,9 @@ class Parser {
 
   ExprPtr parse_pow() {
     ExprPtr l = parse_unary(true);
+    Chain chain(*this);
     while (is_op("**")) {
+      chain.link();
       int line = next().line;
       l = binary("**", std::move(l), parse_unary(true), line);
     }
@@ -428,6 +442,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    Nest nest(*this);
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
@@ -515,7 +530,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
+    Chain chain(*this);
     while (true) {
+      chain.link();
       if (is_op(".") || is_op("["))
         e = parse_subscript(std::move(e));
       else if (is_op("("))
@@ -526,7 +543,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr e) {
+    Chain chain(*this);
     while (true) {
+      chain.link();
       if (is_op("|")) {
         next();
         e = parse_filter_call(std::move(e));
@@ -667,8 +686,31 @@ class Parser {
     return n;
   }
 
+  // Nesting of expressions and statements, capped so that a hostile template fails to parse instead of
+  // overflowing the stack (real templates nest a few levels).
+  struct Nest {
+    explicit Nest(Parser& p) : p_(p) {
+      if (++p_.nesting_ > kMaxNesting) p_.fail("template nested too deeply");
+    }
+    ~Nest() { --p_.nesting_; }
+    Parser& p_;
+  };
+  // A left-deep chain (a + b + c, x | f | g, a.b.c) nests its tree one level per link.
+  struct Chain {
+    explicit Chain(Parser& p) : p_(p) {}
+    void link() {
+      ++n_;
+      if (++p_.nesting_ > kMaxNesting) p_.fail("template nested too deeply");
+    }
+    ~Chain() { p_.nesting_ -= n_; }
+    Parser& p_;
+    int n_ = 0;
+  };
+  static constexpr int kMaxNesting = 500;
+
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -75,6 +75,7 @@ void append_dict(std::string& out, const DictObj& d) {
 }
 
 void append_repr(std::string& out, const Value& v) {
+  NestingGuard guard("while getting the repr of an object");
   switch (v.kind()) {
     case Kind::kUndefined: out += "Undefined"; return;
     case Kind::kString: out += string_repr(v.str()); return;
@@ -135,6 +136,7 @@ std::string string_repr(std::string_view s) {
 }
 
 std::string py_str(const Value& v) {
+  NestingGuard guard("while getting the repr of an object");
   switch (v.kind()) {
     case Kind::kUndefined: return "";
     case Kind::kNone: return "None";

@@ -178,6 +178,7 @@ Template Template::parse(std::string_view source) {
 }
 
 std::string Template::render(std::unordered_map<std::string, Value> vars, const std::tm& now) const {
+  ContainerArena arena;
   Evaluator ev(now);
   std::unordered_map<std::string, Value> g = globals(ev);
   for (auto& [k, v] : vars) g[k] = std::move(v);

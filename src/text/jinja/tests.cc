@@ -13,7 +13,7 @@ namespace {
 const Value kUndef;
 using TestFn = std::function<bool(Evaluator&, const Value&, CallArgs&)>;
 
-const Value& other(const CallArgs& a) { return arg(a, 0, "other", kUndef); }
+Value other(const CallArgs& a) { return arg(a, 0, "other", kUndef); }
 
 const std::unordered_map<std::string, TestFn>& table() {
   static const std::unordered_map<std::string, TestFn> t = [] {

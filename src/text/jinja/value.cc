@@ -34,14 +34,33 @@ Value Value::markup(std::string s) {
   return v;
 }
 
+namespace {
+thread_local ContainerArena* g_arena = nullptr;
+}  // namespace
+
+ContainerArena::ContainerArena() : outer_(g_arena) { g_arena = this; }
+
+ContainerArena::~ContainerArena() {
+  g_arena = outer_;
+  for (auto& w : lists_)
+    if (auto l = w.lock()) l->items.clear();
+  for (auto& w : dicts_)
+    if (auto d = w.lock()) *d = DictObj();
+}
+
 Value Value::list(std::vector<Value> items, bool tuple) {
   auto l = std::make_shared<ListObj>();
   l->items = std::move(items);
   l->tuple = tuple;
+  if (g_arena) g_arena->lists_.push_back(l);
   return Value(std::move(l));
 }
 
-Value Value::dict() { return Value(std::make_shared<DictObj>()); }
+Value Value::dict() {
+  auto d = std::make_shared<DictObj>();
+  if (g_arena) g_arena->dicts_.push_back(d);
+  return Value(std::move(d));
+}
 
 double Value::as_double() const {
   switch (kind_) {
@@ -103,6 +122,7 @@ std::string hash_key(const Value& key) {
     }
     case Kind::kList:
       if (key.list_ref().tuple) {
+        NestingGuard guard("while hashing");
         std::string k = "t:";
         for (const Value& v : key.list_ref().items) k += hash_key(v) + "\x1f";
         return k;
@@ -152,6 +172,20 @@ Value Object::attr(std::string_view name) const {
 
 Value Object::call(CallArgs&) const { throw RenderError("'" + repr() + "' is not callable"); }
 
+namespace {
+thread_local int g_nesting = 0;
+constexpr int kMaxNesting = 512;
+}  // namespace
+
+NestingGuard::NestingGuard(const char* what) {
+  if (++g_nesting > kMaxNesting) {
+    --g_nesting;
+    throw RenderError(std::string("maximum recursion depth exceeded ") + what);
+  }
+}
+
+NestingGuard::~NestingGuard() { --g_nesting; }
+
 std::string quoted(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
@@ -168,6 +202,7 @@ Value make_function(std::string name, Function::Fn fn) {
 // ---- comparison ----------------------------------------------------------------------------------------
 
 bool equals(const Value& a, const Value& b) {
+  NestingGuard guard("in comparison");
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -216,6 +251,7 @@ namespace {
 }  // namespace
 
 bool less(const Value& a, const Value& b) {
+  NestingGuard guard("in comparison");
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() < b.as_double();
     return a.as_int() < b.as_int();

@@ -157,6 +157,33 @@ class Function : public Object {
 
 Value make_function(std::string name, Function::Fn fn);
 
+// Counts nesting in the recursive walks over values (repr, JSON, equality, ordering) and throws RenderError
+// past 512 levels, so a list that contains itself or a very deep JSON input is an error, not a stack overflow.
+class NestingGuard {
+ public:
+  explicit NestingGuard(const char* what);
+  ~NestingGuard();
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+};
+
+// While one lives on a thread, every list and dict created there is recorded, and its destructor empties those
+// still alive: a template can make a container hold itself (l.append(l), ns.self = ns), a reference cycle that
+// would otherwise never be freed. One per render; nothing created during a render outlives it.
+class ContainerArena {
+ public:
+  ContainerArena();
+  ~ContainerArena();
+  ContainerArena(const ContainerArena&) = delete;
+  ContainerArena& operator=(const ContainerArena&) = delete;
+
+ private:
+  friend class Value;
+  std::vector<std::weak_ptr<ListObj>> lists_;
+  std::vector<std::weak_ptr<DictObj>> dicts_;
+  ContainerArena* outer_;
+};
+
 // 'text' in single quotes, for messages.
 std::string quoted(std::string_view text);
 
