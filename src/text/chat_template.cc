@@ -80,7 +80,7 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source) {
     t.source_ = std::make_shared<const std::string>(source);
     t.template_ = std::make_shared<const jinja::Template>(jinja::Template::parse(*t.source_));
   } catch (const jinja::SyntaxError& e) {
-    return invalid("chat template line " + std::to_string(e.line()) + ": syntax error: " + e.what());
+    return Status(ErrorCode::kCorrupt, "chat template line " + std::to_string(e.line()) + ": syntax error: " + e.what());
   } catch (const std::bad_alloc&) {
     return Status(ErrorCode::kOutOfMemory, "chat template: out of memory while parsing");
   }

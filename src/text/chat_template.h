@@ -5,12 +5,13 @@
 // renders as "" and is falsy; an attribute of it is an error). The interpreter is in text/jinja/.
 //
 // Contract (stable; `ferry run --chat`, `ferry template`, `ferry serve` and `ferry chat` call it):
-//   auto tmpl = ChatTemplate::parse(source);           // once per model; kInvalidArgument on a syntax error
+//   auto tmpl = ChatTemplate::parse(source);           // once per model; kCorrupt on a syntax error
 //   ChatRequest req;                                   // messages, tools, add_generation_prompt, tokens, vars
 //   Expected<std::string> text = tmpl->render(req);    // the prompt text, BOS text included if the template
 //                                                      // writes it (see engine::render_chat for stripping it)
-// - Errors are kInvalidArgument with one line: "chat template line N: <what>" for a syntax error or an error
-//   while rendering (undefined attribute chain, wrong types, ...), "chat template: <message>" when the
+// - Errors are one line. parse(): kCorrupt, "chat template line N: syntax error: <what>". render():
+//   kInvalidArgument (the conversation is what the template cannot take), "chat template line N: <what>" for an
+//   error while rendering (undefined attribute chain, wrong types, ...), "chat template: <message>" when the
 //   template calls raise_exception (it refuses the conversation, e.g. roles that do not alternate); a bad
 //   messages_json / tools_json / extra_json is "messages: <what>" (resp. tools:, extra:).
 // - A parsed ChatTemplate is immutable: render() is const, keeps no state between calls, and may run on
@@ -84,7 +85,7 @@ struct ChatRequest {
 
 class ChatTemplate {
  public:
-  // Parses a template. kInvalidArgument naming the line on a syntax error.
+  // Parses a template. kCorrupt naming the line on a syntax error.
   static Expected<ChatTemplate> parse(std::string_view source);
 
   // The prompt text for `request` (see the contract at the top).

@@ -96,7 +96,7 @@ TEST(ChatTemplate, VariablesTokensAndTime) {
 TEST(ChatTemplate, SyntaxErrorNamesTheLine) {
   auto t = ChatTemplate::parse("line one\n{% if x %}\n{% for %}\n");
   ASSERT_FALSE(t.has_value());
-  EXPECT_EQ(t.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(t.status().code(), ErrorCode::kCorrupt);
   EXPECT_EQ(t.status().message().rfind("chat template line 3: syntax error", 0), 0u) << t.status().message();
   auto u = ChatTemplate::parse("{% for x in y %}never closed");
   ASSERT_FALSE(u.has_value());
