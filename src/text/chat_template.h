@@ -72,7 +72,8 @@ struct ChatRequest {
   std::string messages_json;
   bool parse_tool_arguments = true;
   // JSON array of tools (OpenAI function tools: {"type": "function", "function": {...}}); empty: the
-  // template sees `tools` undefined (no tools), as Hugging Face passes tools=None.
+  // template sees `tools` undefined, as llama.cpp leaves it without tools (Hugging Face passes None; templates
+  // treat both as "no tools").
   std::string tools_json;
   bool add_generation_prompt = true;    // open the assistant's turn at the end
   std::string bos_token, eos_token;     // the text of the model's BOS / EOS tokens ("" when it has none)
