@@ -125,6 +125,8 @@ SNIPPETS = [
   "{{ raise_exception('stop here') }}",
   "{% if x > 1 %}{{ raise_exception('x too big: ' ~ x) }}{% endif %}ok",
   "{{ 1 / 0 }}",
+  "{{ 2 ** 62 }} {{ 3 ** 39 }} {{ -2 ** 63 }} {{ (-7) // 2 }} {{ 7 % -3 }} {{ -7.5 % 2 }} {{ 7.5 // 2 }} {{ 2 ** 0.5 }} {{ 2 ** -2 }}",
+  "{{ 9223372036854775807 - 1 }} {{ -9223372036854775807 - 1 }}",
   "{{ [1] | tojson(indent=2) }} {{ nope | tojson }}",
   "{{ strftime_now('%Y-%m-%d %H:%M:%S %A %B %d %b %-d') }}",
   "{% if x %}{{ x | nosuchfilter }}{% endif %}ok",

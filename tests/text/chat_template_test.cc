@@ -149,6 +149,8 @@ TEST(ChatTemplate, HostileTemplatesFailCleanly) {
       "{% set l = [] %}{% set _ = l.append(l) %}{{ l | tojson }}",
       "{{ range(1000000) | length }}",
       "{{ 'x' * 10000000000 }}",
+      "{{ 9223372036854775807 + 1 }}{{ 2 ** 64 }}{{ 2 ** 1000000000000 }}{{ -(-9223372036854775807 - 1) }}",
+      "{{ 1e300 * 1e300 | int }}{{ (-9223372036854775807 - 1) // -1 }}{{ '%d' % 1e300 }}{{ 1e19 | round | int }}",
       "{% for x in range(10) %}{% for y in range(10) %}{{ loop(x) }}{% endfor %}{% endfor %}",
       "{% raw %}never ends",
       "{# never ends",

@@ -31,7 +31,7 @@ Value same_kind(const Value& input, std::string s) { return input.is_markup() ? 
 
 int64_t to_int_arg(const Value& v, const char* what) {
   if (v.is_int() || v.is_bool()) return v.as_int();
-  if (v.is_float()) return static_cast<int64_t>(v.as_double());
+  if (v.is_float()) return float_to_int(v.as_double());
   throw RenderError(std::string(what) + " must be an integer, not " + v.type_name());
 }
 
@@ -224,7 +224,7 @@ const std::unordered_map<std::string, FilterFn>& table() {
     std::unordered_map<std::string, FilterFn> m;
     m["abs"] = [](Evaluator&, const Value& v, CallArgs&) -> Value {
       if (v.is_float()) return Value(std::fabs(v.as_double()));
-      if (v.is_number()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+      if (v.is_number()) return v.as_int() < 0 ? negate(v) : Value(v.as_int());
       throw RenderError("bad operand type for abs(): '" + v.type_name() + "'");
     };
     m["attr"] = [](Evaluator&, const Value& v, CallArgs& a) -> Value {
@@ -322,14 +322,13 @@ const std::unordered_map<std::string, FilterFn>& table() {
       int base = static_cast<int>(to_int_arg(arg(a, 1, "base", Value(int64_t{10})), "base"));
       if (v.is_bool() || v.is_int()) return Value(v.as_int());
       if (v.is_float()) {
-        if (!std::isfinite(v.as_double())) throw RenderError("cannot convert float infinity or NaN to integer");
-        return Value(static_cast<int64_t>(v.as_double()));
+        return Value(float_to_int(v.as_double()));
       }
       if (v.is_string()) {
         int64_t i;
         if (parse_int(v.str(), base, i)) return Value(i);
         double f;
-        if (parse_float(v.str(), f) && std::isfinite(f)) return Value(static_cast<int64_t>(f));
+        if (parse_float(v.str(), f) && std::isfinite(f)) return Value(float_to_int(f));
       }
       return dflt;
     };

@@ -359,7 +359,7 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
       case 'r': case 'a': body = escape ? html_escape(py_repr(*arg)) : py_repr(*arg); break;
       case 'd': case 'i': case 'u':
         if (!arg->is_number()) throw RenderError("%d format: a real number is required, not " + arg->type_name());
-        body = format_int(arg->is_float() ? static_cast<int64_t>(arg->as_double()) : arg->as_int(), 'd', false, sp.sign);
+        body = format_int(arg->is_float() ? float_to_int(arg->as_double()) : arg->as_int(), 'd', false, sp.sign);
         break;
       case 'x': case 'X': case 'o':
         body = format_int(arg->as_int(), conv, sp.alt, sp.sign);

@@ -186,6 +186,12 @@ NestingGuard::NestingGuard(const char* what) {
 
 NestingGuard::~NestingGuard() { --g_nesting; }
 
+int64_t float_to_int(double f) {
+  if (!std::isfinite(f)) throw RenderError("cannot convert float infinity or NaN to integer");
+  if (f >= 9223372036854775808.0 || f < -9223372036854775808.0) throw RenderError("integer overflow (beyond 64 bits)");
+  return static_cast<int64_t>(f);
+}
+
 std::string quoted(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
@@ -309,12 +315,20 @@ Value repeat(const Value& seq, int64_t n) {
 
 bool is_intlike(const Value& v) { return v.is_int() || v.is_bool(); }
 
+// Python's ints have no limit; these are 64-bit, so a result that does not fit is an error, not a wrap.
+int64_t checked(bool overflow, int64_t r) {
+  if (overflow) throw RenderError("integer overflow (beyond 64 bits)");
+  return r;
+}
+
 }  // namespace
 
 Value add(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return Value(a.as_double() + b.as_double());
-    return Value(a.as_int() + b.as_int());
+    int64_t r;
+    const bool overflow = __builtin_add_overflow(a.as_int(), b.as_int(), &r);
+    return Value(checked(overflow, r));
   }
   if (a.is_string() && b.is_string()) {
     if (a.is_markup() || b.is_markup())
@@ -337,7 +351,9 @@ Value add(const Value& a, const Value& b) {
 Value sub(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return Value(a.as_double() - b.as_double());
-    return Value(a.as_int() - b.as_int());
+    int64_t r;
+    const bool overflow = __builtin_sub_overflow(a.as_int(), b.as_int(), &r);
+    return Value(checked(overflow, r));
   }
   bad_operands("-", a, b);
 }
@@ -345,7 +361,9 @@ Value sub(const Value& a, const Value& b) {
 Value mul(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return Value(a.as_double() * b.as_double());
-    return Value(a.as_int() * b.as_int());
+    int64_t r;
+    const bool overflow = __builtin_mul_overflow(a.as_int(), b.as_int(), &r);
+    return Value(checked(overflow, r));
   }
   if ((a.is_string() || a.is_list()) && is_intlike(b)) return repeat(a, b.as_int());
   if ((b.is_string() || b.is_list()) && is_intlike(a)) return repeat(b, a.as_int());
@@ -363,6 +381,7 @@ Value floordiv(const Value& a, const Value& b) {
   if (b.as_double() == 0.0) throw RenderError("integer division or modulo by zero");
   if (a.is_float() || b.is_float()) return Value(std::floor(a.as_double() / b.as_double()));
   int64_t x = a.as_int(), y = b.as_int();
+  if (x == INT64_MIN && y == -1) checked(true, 0);
   int64_t q = x / y;
   if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
   return Value(q);
@@ -382,6 +401,7 @@ Value mod(const Value& a, const Value& b) {
     return Value(r);
   }
   int64_t x = a.as_int(), y = b.as_int();
+  if (y == -1) return Value(int64_t{0});
   int64_t r = x % y;
   if (r != 0 && ((r < 0) != (y < 0))) r += y;
   return Value(r);
@@ -391,7 +411,10 @@ Value power(const Value& a, const Value& b) {
   if (!(a.is_number() && b.is_number())) bad_operands("** or pow()", a, b);
   if (is_intlike(a) && is_intlike(b) && b.as_int() >= 0) {
     int64_t r = 1, base = a.as_int();
-    for (int64_t e = b.as_int(); e > 0; --e) r *= base;
+    for (int64_t e = b.as_int(); e > 0; e >>= 1) {  // by squaring: 64 steps at most
+      if ((e & 1) && __builtin_mul_overflow(r, base, &r)) checked(true, 0);
+      if (e > 1 && __builtin_mul_overflow(base, base, &base)) checked(true, 0);
+    }
     return Value(r);
   }
   return Value(std::pow(a.as_double(), b.as_double()));
@@ -399,7 +422,7 @@ Value power(const Value& a, const Value& b) {
 
 Value negate(const Value& a) {
   if (a.is_float()) return Value(-a.as_double());
-  if (a.is_number()) return Value(-a.as_int());
+  if (a.is_number()) return Value(checked(a.as_int() == INT64_MIN, -a.as_int()));
   throw RenderError("bad operand type for unary -: '" + a.type_name() + "'");
 }
 

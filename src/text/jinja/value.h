@@ -184,6 +184,9 @@ class ContainerArena {
   ContainerArena* outer_;
 };
 
+// int(f) for a float: truncated toward zero; RenderError when it is not finite or does not fit 64 bits.
+int64_t float_to_int(double f);
+
 // 'text' in single quotes, for messages.
 std::string quoted(std::string_view text);
 
