@@ -54,12 +54,12 @@ struct ChatToolCall {
 // One message. In the template: {"role": role, "content": content (null when unset)}, then "tool_calls"
 // when there are any, and "tool_call_id", "name", "reasoning_content" when non-empty, in that order.
 struct ChatMessage {
-  std::string role;                      // "system", "user", "assistant", "tool", ...
-  std::optional<std::string> content;    // nullopt: null (e.g. an assistant turn with only tool calls)
+  std::string role;                    // "system", "user", "assistant", "tool", ...
+  std::optional<std::string> content;  // nullopt: null (e.g. an assistant turn with only tool calls)
   std::vector<ChatToolCall> tool_calls;
-  std::string tool_call_id;              // a tool result: the call it answers
-  std::string name;                      // a tool result: the tool's name (some templates print it)
-  std::string reasoning_content;         // an assistant turn's thinking, for templates that render it
+  std::string tool_call_id;       // a tool result: the call it answers
+  std::string name;               // a tool result: the tool's name (some templates print it)
+  std::string reasoning_content;  // an assistant turn's thinking, for templates that render it
 };
 
 struct ChatRequest {
@@ -75,8 +75,8 @@ struct ChatRequest {
   // template sees `tools` undefined, as llama.cpp leaves it without tools (Hugging Face passes None; templates
   // treat both as "no tools").
   std::string tools_json;
-  bool add_generation_prompt = true;    // open the assistant's turn at the end
-  std::string bos_token, eos_token;     // the text of the model's BOS / EOS tokens ("" when it has none)
+  bool add_generation_prompt = true;  // open the assistant's turn at the end
+  std::string bos_token, eos_token;   // the text of the model's BOS / EOS tokens ("" when it has none)
   // JSON object of more template variables, e.g. {"enable_thinking": false, "date_string": "26 Jul 2024"};
   // they may override the ones above.
   std::string extra_json;

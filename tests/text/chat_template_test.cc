@@ -52,9 +52,8 @@ TEST(ChatTemplate, MessagesJsonKeepsKeyOrderAndParsesToolArguments) {
       "{% for m in messages %}{{ m | tojson }}|{% for c in m.tool_calls or [] %}{{ c.function.arguments.city }}"
       "{% endfor %}{% endfor %}{{ tools[0].z }}";
   ChatRequest req;
-  req.messages_json =
-      R"([{"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": )"
-      R"({"name": "w", "arguments": "{\"city\": \"Oslo\", \"a\": 1.0}"}}]}])";
+  req.messages_json = R"([{"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": )"
+                      R"({"name": "w", "arguments": "{\"city\": \"Oslo\", \"a\": 1.0}"}}]}])";
   req.tools_json = R"([{"z": 1, "a": 2}])";
   EXPECT_EQ(render(tmpl, req),
             R"({"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": )"
@@ -142,8 +141,18 @@ TEST(ChatTemplate, HostileTemplatesFailCleanly) {
   const std::vector<std::string> sources = {
       std::string(100000, '(') + "1" + std::string(100000, ')'),
       "{{ " + std::string(50000, '-') + "1 }}",
-      "{{ 1" + [] { std::string s; for (int i = 0; i < 50000; ++i) s += " + 1"; return s; }() + " }}",
-      [] { std::string s; for (int i = 0; i < 5000; ++i) s += "{% if true %}"; return s; }(),
+      "{{ 1" +
+          [] {
+            std::string s;
+            for (int i = 0; i < 50000; ++i) s += " + 1";
+            return s;
+          }() +
+          " }}",
+      [] {
+        std::string s;
+        for (int i = 0; i < 5000; ++i) s += "{% if true %}";
+        return s;
+      }(),
       "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}",
       "{% set l = [] %}{% set _ = l.append(l) %}{{ l }}",
       "{% set l = [] %}{% set _ = l.append(l) %}{{ l | tojson }}",

@@ -248,7 +248,8 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, Scope* scope, std::string& o
       return Flow::kNormal;
     case StmtKind::kCallBlock: {
       const Expr& call = *s.expr;
-      Value fn = call.a->kind == ExprKind::kAttr ? get_attr(eval(*call.a->a, scope), call.a->name) : eval(*call.a, scope);
+      Value fn =
+          call.a->kind == ExprKind::kAttr ? get_attr(eval(*call.a->a, scope), call.a->name) : eval(*call.a, scope);
       auto* macro = fn.is_object() ? dynamic_cast<MacroObj*>(fn.object().get()) : nullptr;
       if (!macro) throw RenderError("{% call %} needs a macro");
       Value caller(std::make_shared<MacroObj>(this, &s, scope, Value()));

@@ -9,7 +9,8 @@ bool Parser::is_tuple_end(std::initializer_list<const char*> extra) const {
   return extra.size() && at_name_in(extra);
 }
 
-ExprPtr Parser::parse_tuple(bool simplified, bool with_condexpr, std::initializer_list<const char*> extra, bool explicit_parens) {
+ExprPtr Parser::parse_tuple(bool simplified, bool with_condexpr, std::initializer_list<const char*> extra,
+                            bool explicit_parens) {
   const int line = cur().line;
   std::vector<ExprPtr> args;
   bool is_tuple = false;

@@ -88,7 +88,8 @@ class Parser {
 
   // ---- expressions (parser_expr.cc) ----
   bool is_tuple_end(std::initializer_list<const char*> extra) const;
-  ExprPtr parse_tuple(bool simplified, bool with_condexpr, std::initializer_list<const char*> extra, bool explicit_parens);
+  ExprPtr parse_tuple(bool simplified, bool with_condexpr, std::initializer_list<const char*> extra,
+                      bool explicit_parens);
   ExprPtr parse_expression(bool with_condexpr) { return with_condexpr ? parse_condexpr() : parse_or(); }
   ExprPtr parse_condexpr();
   ExprPtr binary(const char* op, ExprPtr l, ExprPtr r, int line);

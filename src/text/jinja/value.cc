@@ -290,8 +290,7 @@ bool contains(const Value& container, const Value& item) {
       if (item.is_dict()) throw RenderError("unhashable type: 'dict'");
       return container.dict_ref().find(item) != nullptr;
     case Kind::kUndefined: return false;
-    default:
-      throw RenderError("argument of type '" + container.type_name() + "' is not iterable");
+    default: throw RenderError("argument of type '" + container.type_name() + "' is not iterable");
   }
 }
 
@@ -301,15 +300,16 @@ namespace {
 
 Value repeat(const Value& seq, int64_t n) {
   if (seq.is_string()) {
-    if (n > 0 && seq.str().size() * static_cast<uint64_t>(n) > (1u << 30)) throw RenderError("repeated string too long");
+    if (n > 0 && seq.str().size() * static_cast<uint64_t>(n) > (1u << 30))
+      throw RenderError("repeated string too long");
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.str();
     return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
   }
-  if (n > 0 && seq.list_ref().items.size() * static_cast<uint64_t>(n) > (1u << 24)) throw RenderError("repeated list too long");
+  if (n > 0 && seq.list_ref().items.size() * static_cast<uint64_t>(n) > (1u << 24))
+    throw RenderError("repeated list too long");
   std::vector<Value> out;
-  for (int64_t i = 0; i < n; ++i)
-    out.insert(out.end(), seq.list_ref().items.begin(), seq.list_ref().items.end());
+  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.list_ref().items.begin(), seq.list_ref().items.end());
   return Value::list(std::move(out), seq.list_ref().tuple);
 }
 
@@ -332,7 +332,8 @@ Value add(const Value& a, const Value& b) {
   }
   if (a.is_string() && b.is_string()) {
     if (a.is_markup() || b.is_markup())
-      return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) + (b.is_markup() ? b.str() : html_escape(b.str())));
+      return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) +
+                           (b.is_markup() ? b.str() : html_escape(b.str())));
     return Value(a.str() + b.str());
   }
   if (a.is_list() && b.is_list() && a.list_ref().tuple == b.list_ref().tuple) {
@@ -341,8 +342,9 @@ Value add(const Value& a, const Value& b) {
     return Value::list(std::move(out), a.list_ref().tuple);
   }
   if (a.is_undefined() || b.is_undefined())
-    throw RenderError((a.is_undefined() ? a : b).undefined_hint().empty() ? std::string("undefined value in +")
-                                                                             : (a.is_undefined() ? a : b).undefined_hint());
+    throw RenderError((a.is_undefined() ? a : b).undefined_hint().empty()
+                          ? std::string("undefined value in +")
+                          : (a.is_undefined() ? a : b).undefined_hint());
   if (a.is_string() || b.is_string())
     throw RenderError("can only concatenate str (not \"" + (a.is_string() ? b : a).type_name() + "\") to str");
   bad_operands("+", a, b);

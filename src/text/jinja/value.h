@@ -50,16 +50,16 @@ class Value {
   Value() = default;  // undefined
   static Value undefined(std::string hint = {});
   static Value none();
-  Value(bool b);                 // NOLINT: implicit on purpose, like Python's literals
-  Value(int64_t i);              // NOLINT
-  Value(int i) : Value(static_cast<int64_t>(i)) {}  // NOLINT
-  Value(double f);               // NOLINT
-  Value(std::string s);          // NOLINT
+  Value(bool b);                                        // NOLINT: implicit on purpose, like Python's literals
+  Value(int64_t i);                                     // NOLINT
+  Value(int i) : Value(static_cast<int64_t>(i)) {}      // NOLINT
+  Value(double f);                                      // NOLINT
+  Value(std::string s);                                 // NOLINT
   Value(std::string_view s) : Value(std::string(s)) {}  // NOLINT
   Value(const char* s) : Value(std::string(s)) {}       // NOLINT
-  Value(ListPtr l);              // NOLINT
-  Value(DictPtr d);              // NOLINT
-  Value(ObjectPtr o);            // NOLINT
+  Value(ListPtr l);                                     // NOLINT
+  Value(DictPtr d);                                     // NOLINT
+  Value(ObjectPtr o);                                   // NOLINT
   // A "safe" string (jinja2's Markup, from |safe or |escape): adding a plain string to it, formatting into it
   // or passing strings to its methods HTML-escapes those strings first, as Markup does.
   static Value markup(std::string s);
@@ -192,14 +192,14 @@ std::string quoted(std::string_view text);
 
 // Python semantics of the operators the templates use; each throws RenderError where Python raises.
 bool equals(const Value& a, const Value& b);
-bool less(const Value& a, const Value& b);     // a < b
+bool less(const Value& a, const Value& b);                 // a < b
 bool contains(const Value& container, const Value& item);  // item in container
 Value add(const Value& a, const Value& b);
 Value sub(const Value& a, const Value& b);
 Value mul(const Value& a, const Value& b);
 Value truediv(const Value& a, const Value& b);
 Value floordiv(const Value& a, const Value& b);
-Value mod(const Value& a, const Value& b);     // numbers, or printf-style formatting of a string
+Value mod(const Value& a, const Value& b);  // numbers, or printf-style formatting of a string
 Value power(const Value& a, const Value& b);
 Value negate(const Value& a);
 
