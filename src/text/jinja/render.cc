@@ -315,12 +315,12 @@ std::string format_value(const Value& v, std::string_view spec_text) {
 std::string percent_format(const std::string& fmt, const Value& args, bool escape) {
   std::vector<Value> positional;
   const DictObj* mapping = nullptr;
-  if (args.is_list() && args.list_ref().tuple)
+  if (args.is_list() && args.list_ref().tuple) {
     positional = args.list_ref().items;
-  else if (args.is_dict())
-    mapping = &args.dict_ref();
-  else
-    positional.push_back(args);
+  } else {
+    positional.push_back(args);  // a dict is both the mapping of %(name)s and the one argument of %s
+    if (args.is_dict()) mapping = &args.dict_ref();
+  }
   size_t next = 0;
   std::string out;
   for (size_t i = 0; i < fmt.size(); ++i) {
@@ -395,8 +395,7 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
     sp.align = sp.align == '=' ? '=' : sp.align;
     out += pad(body, sp, conv != 's' && conv != 'r');
   }
-  if (!mapping && next < positional.size() && args.is_list() && args.list_ref().tuple)
-    throw RenderError("not all arguments converted during string formatting");
+  if (!mapping && next < positional.size()) throw RenderError("not all arguments converted during string formatting");
   return out;
 }
 
