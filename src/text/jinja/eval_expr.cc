@@ -186,6 +186,7 @@ Value Evaluator::eval(const Expr& e, Scope* scope) {
     case ExprKind::kAttr: return get_attr(eval(*e.a, scope), e.name);
     case ExprKind::kItem: return get_item(eval(*e.a, scope), eval(*e.b, scope));
     case ExprKind::kSlice: {
+      if (!e.a) throw RenderError("a slice outside of a subscript");
       Value obj = eval(*e.a, scope);
       Value parts[3];
       for (int i = 0; i < 3; ++i) parts[i] = e.items[i] ? eval(*e.items[i], scope) : Value::none();

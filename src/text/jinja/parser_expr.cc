@@ -307,6 +307,8 @@ ExprPtr Parser::parse_subscript(ExprPtr obj) {
     }
     e->b = std::move(args[0]);
   } else {
+    for (const ExprPtr& a : args)
+      if (a->kind == ExprKind::kSlice) fail("a slice inside a tuple index (x[a, b:c]) is not supported");
     e->b = node(ExprKind::kTuple, t.line);
     e->b->items = std::move(args);
   }
