@@ -31,6 +31,12 @@ SNIPPETS = [
   "{% for x in items %}{% if loop.changed(x[0]) %}*{% endif %}{{ x }}{% endfor %}",
   "{% set y = 5 %}{% for i in range(3) %}{% if i == 0 %}{% set y = 1 %}{% endif %}[{{ y }}]{% endfor %}{{ y }}",
   "{% for i in range(2) %}{% set z = i %}{% endfor %}[{{ z }}]",
+  "a{% break %}b",
+  "{% for x in [1, 2] %}{% filter upper %}a{% break %}{% endfilter %}{{ x }}{% endfor %}|",
+  "{% for x in [1, 2] %}{% set y %}{{ x }}{% continue %}{% endset %}{{ x }}{% endfor %}|",
+  "{% for x in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}",
+  "{% for x in [] %}{% else %}{% break %}{% endfor %}",
+  "{% for x in [1, 2] %}{% for y in [] %}{% else %}{% break %}{% endfor %}{{ x }}{% endfor %}",
   "{{ range(5) | list }} {{ range(1, 10, 3) | list }} {{ range(5, 0, -2) | list }}",
   # set, namespace, block set
   "{% set a, b = 1, 2 %}{{ a }}{{ b }}",

@@ -47,8 +47,10 @@ class Evaluator {
   Value eval(const Expr& e, Scope* scope);
   // A macro's body with its arguments bound, as text.
   Value call_macro(const Stmt& def, Scope* closure, CallArgs& args, const Value& caller);
-  // One pass of a for loop over `items` (also the re-entry of a recursive loop at depth > 1).
-  void run_loop(const Stmt& s, Scope* scope, std::vector<Value> items, int depth, std::string& out);
+  // One pass of a for loop over `items` (also the re-entry of a recursive loop at depth > 1). Returns true when
+  // the else body ran a `break` or `continue`, which belongs to an enclosing loop.
+  bool run_loop(const Stmt& s, Scope* scope, std::vector<Value> items, int depth, std::string& out,
+                bool* else_continue = nullptr);
   Value apply_filter(const std::string& name, Value subject, CallArgs& args, int line);
   bool apply_test(const std::string& name, const Value& subject, CallArgs& args);
 

@@ -86,6 +86,7 @@ StmtPtr Parser::parse_statement() {
   if (tag == "filter") return parse_filter_block();
   if (tag == "with") return parse_with();
   if (tag == "break" || tag == "continue") {
+    if (loop_depth_ == 0) fail("'" + tag + "' outside loop");
     auto s = make_stmt(tag == "break" ? StmtKind::kBreak : StmtKind::kContinue);
     next();
     return s;
@@ -93,6 +94,7 @@ StmtPtr Parser::parse_statement() {
   if (tag == "generation") {
     auto s = make_stmt(StmtKind::kBlock);
     next();
+    OutsideLoop outside(*this);  // Hugging Face renders the body as a call block: a function of its own
     s->body = parse_statements({"endgeneration"}, true);
     return s;
   }
@@ -107,7 +109,9 @@ StmtPtr Parser::parse_for() {
   s->expr = parse_tuple(false, false, {"recursive"}, false);
   if (skip_name("if")) s->cond = parse_expression(true);
   s->recursive = skip_name("recursive");
+  ++loop_depth_;
   s->body = parse_statements({"endfor", "else"}, false);
+  --loop_depth_;
   if (next().value == "else") s->else_body = parse_statements({"endfor"}, true);
   return s;
 }
@@ -167,6 +171,7 @@ StmtPtr Parser::parse_macro() {
   next();
   s->text = expect_name();
   parse_signature(s->params);
+  OutsideLoop outside(*this);
   s->body = parse_statements({"endmacro"}, true);
   return s;
 }
@@ -177,6 +182,7 @@ StmtPtr Parser::parse_call_block() {
   if (is_op("(")) parse_signature(s->params);
   s->expr = parse_expression(true);
   if (s->expr->kind != ExprKind::kCall) fail("expected call");
+  OutsideLoop outside(*this);
   s->body = parse_statements({"endcall"}, true);
   return s;
 }

@@ -137,9 +137,19 @@ class Parser {
   };
   static constexpr int kMaxNesting = 500;
 
+  // A macro or call-block body is a function of its own: `break` there is outside any loop around it, as in the
+  // Python jinja2 compiles it to.
+  struct OutsideLoop {
+    explicit OutsideLoop(Parser& p) : p_(p), saved_(p.loop_depth_) { p_.loop_depth_ = 0; }
+    ~OutsideLoop() { p_.loop_depth_ = saved_; }
+    Parser& p_;
+    int saved_;
+  };
+
   const std::vector<Token>& t_;
   size_t i_ = 0;
   int nesting_ = 0;
+  int loop_depth_ = 0;  // for bodies around the current statement (else bodies are not loops)
 };
 
 }  // namespace ferry::text::jinja::detail
