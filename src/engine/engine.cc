@@ -119,6 +119,8 @@ Status EngineImpl::validate(const Batch& batch) {
                       batch.tokens.size(), batch.pos.size(), batch.seq.size(), batch.logits.size());
   if (n > options_.n_batch)
     return make_error(ErrorCode::kInvalidArgument, "batch of %d tokens exceeds n_batch %d", n, options_.n_batch);
+  if (batch.n_decode < -1 || batch.n_decode > n)
+    return make_error(ErrorCode::kInvalidArgument, "n_decode %d is outside -1..%d", batch.n_decode, n);
   seen_.clear();
   for (int32_t i = 0; i < n; ++i) {
     if (batch.tokens[i] < 0 || batch.tokens[i] >= spec_.n_vocab)
@@ -169,6 +171,7 @@ Status EngineImpl::step(const Batch& batch, std::vector<float>* logits) {
   in.n_cells_scan = cells_->scan_end();
   in.out_rows = out_rows_.data();
   in.n_out = static_cast<int32_t>(out_rows_.size());
+  in.n_decode = batch.n_decode;
 
   const size_t old = logits ? logits->size() : 0;
   discard_.clear();
