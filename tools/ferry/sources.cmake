@@ -5,6 +5,7 @@ set(FERRY_TOOL_SOURCES
   cmd_inspect.cc
   cmd_synth.cc
   cmd_tokenize.cc
+  cmd_template.cc
   cmd_bench.cc
   cmd_plan.cc
   cmd_profile.cc
