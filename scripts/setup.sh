@@ -77,11 +77,12 @@ else
   has_module numpy || need+=("numpy>=1.26")
   has_module gguf || need+=("gguf>=0.17")
   has_module pytest || need+=("pytest>=8")
+  has_module openai || need+=("openai>=1.30")   # the server tests use the official client
   if ((${#need[@]})); then
     log "pip install ${need[*]}"
     "${PIP[@]}" "${need[@]}"
   else
-    log "numpy, gguf, pytest present"
+    log "numpy, gguf, pytest, openai present"
   fi
 fi
 

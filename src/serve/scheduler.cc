@@ -80,6 +80,16 @@ class SchedulerImpl final : public Scheduler {
     s.queued = static_cast<int32_t>(queue_.size());
     return s;
   }
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+      for (Pending& p : queue_) p.req->cancel();
+      for (Slot& s : slots_)
+        if (s.req) s.req->cancel();
+    }
+    cv_.notify_all();
+  }
   int32_t ctx_per_request() const override { return ctx_limit_; }
   int32_t n_parallel() const override { return options_.n_parallel; }
 
@@ -108,6 +118,7 @@ class SchedulerImpl final : public Scheduler {
   int64_t next_id_ = 1;
   int32_t running_ = 0;
   bool stop_ = false;
+  bool closing_ = false;  // shutdown(): no new requests
   std::thread thread_;
 };
 
@@ -132,7 +143,7 @@ Expected<std::shared_ptr<Request>> SchedulerImpl::submit(std::vector<int32_t> pr
   p.submitted = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return make_error(ErrorCode::kBusy, "the server is shutting down");
+    if (stop_ || closing_) return make_error(ErrorCode::kBusy, "the server is shutting down");
     // Waiting: the queued requests that no free sequence will take at the next step.
     const int32_t waiting = static_cast<int32_t>(queue_.size()) - (options_.n_parallel - running_);
     if (waiting >= options_.queue_size) {
@@ -309,7 +320,6 @@ void SchedulerImpl::finish(Slot& s, FinishReason reason, Status error) {
   }
   const double ttft = s.n_generated > 0 ? ms_between(s.submitted, s.first_token) : 0;
   const double queue_ms = ms_between(s.submitted, s.admitted);
-  std::shared_ptr<Request> req = std::move(s.req);
   // The sequence and the counters first, so whoever the request wakes sees them freed.
   engine_.seq_rm(s.seq);
   reserved_ -= s.reserved;
@@ -317,8 +327,10 @@ void SchedulerImpl::finish(Slot& s, FinishReason reason, Status error) {
   s.stop.reset();
   s.prompt.clear();
   s.next_token = -1;
+  std::shared_ptr<Request> req;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);  // shutdown() reads s.req from another thread
+    req = std::move(s.req);
     --running_;
     ++stats_.finished[static_cast<int>(reason)];
     stats_.running = running_;

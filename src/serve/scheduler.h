@@ -61,6 +61,10 @@ class Scheduler {
   // beyond the room left is clamped to it (the request then ends with kLength at the limit).
   virtual Expected<std::shared_ptr<Request>> submit(std::vector<int32_t> prompt, const GenerationParams& params) = 0;
 
+  // Refuses new requests from now on (kBusy) and cancels every queued and running one (a server
+  // shutting down). The thread keeps running until destruction.
+  virtual void shutdown() = 0;
+
   virtual SchedulerStats stats() const = 0;
   virtual int32_t ctx_per_request() const = 0;
   virtual int32_t n_parallel() const = 0;
