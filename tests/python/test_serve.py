@@ -277,3 +277,36 @@ def test_full_queue_gets_429(ferry_bin):
     finally:
         s.stop()
     assert s.proc.returncode == 0
+
+
+def test_health_says_loading_until_the_model_is_open_and_a_bad_model_is_one_error_line(ferry_bin, tmp_path):
+    # The "model" is a FIFO: opening it blocks until a writer comes, so the server sits in loading.
+    import os
+    import subprocess
+
+    if not (ferry_bin.parent / "ferry-serve").is_file():
+        pytest.skip("ferry-serve not built (needs cpp-httplib)")
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([str(ferry_bin), "serve", "-m", str(fifo), "--port", "0"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        port = int(line.split("127.0.0.1:")[1].split()[0])
+        s = ServeProcess.__new__(ServeProcess)  # only its request helper
+        s.port, s.api_key = port, None
+        for path in ("/health", "/v1/models"):
+            status, err = s.request("GET", path)
+            assert status == 503 and err["error"]["type"] == "unavailable_error", err
+        status, err = s.request("POST", "/v1/completions", {"prompt": "hi"})
+        assert status == 503, err
+        with open(fifo, "wb"):
+            pass  # an empty file: the load fails
+        rest = p.stderr.read()
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 1
+    lines = [l for l in rest.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), rest
