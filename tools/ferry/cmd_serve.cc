@@ -4,9 +4,13 @@
 // (GET /metrics counts them).
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -43,6 +47,11 @@ std::string model_id(const std::string& path) {
 }
 
 int serve(const ServeArgs& a) {
+  // A model path that cannot be read is one error line, before the server says it is listening.
+  struct stat st {};
+  if (::stat(a.model.c_str(), &st) != 0 || S_ISDIR(st.st_mode) || ::access(a.model.c_str(), R_OK) != 0)
+    return ferry::cli::fail("cannot read model file '" + a.model + "'" +
+                            (S_ISDIR(st.st_mode) ? ": it is a folder" : ": " + std::string(std::strerror(errno))));
   // SIGINT / SIGTERM go to one thread that stops the server (blocked here, before any thread starts, so
   // every thread inherits the mask); a client that vanishes mid-write must not kill the process.
   sigset_t stop_signals;
