@@ -59,7 +59,7 @@ struct GenerateCallbacks {
 std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view text);
 
 // The model's chat template (tokenizer.chat_template), parsed. kNotFound when the file has none;
-// kInvalidArgument naming the line when it does not parse.
+// kCorrupt naming the line when it does not parse.
 Expected<text::ChatTemplate> model_chat_template(const Engine& engine);
 
 // Renders `request` with `tmpl` for this model, ready for tokenize_prompt: bos_token / eos_token are set

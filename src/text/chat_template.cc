@@ -80,7 +80,8 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source) {
     t.source_ = std::make_shared<const std::string>(source);
     t.template_ = std::make_shared<const jinja::Template>(jinja::Template::parse(*t.source_));
   } catch (const jinja::SyntaxError& e) {
-    return invalid("chat template line " + std::to_string(e.line()) + ": syntax error: " + e.what());
+    return Status(ErrorCode::kCorrupt,
+                  "chat template line " + std::to_string(e.line()) + ": syntax error: " + e.what());
   } catch (const std::bad_alloc&) {
     return Status(ErrorCode::kOutOfMemory, "chat template: out of memory while parsing");
   }
@@ -89,6 +90,7 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source) {
 
 Expected<std::string> ChatTemplate::render(const ChatRequest& req) const {
   if (!template_) return Status(ErrorCode::kInternal, "chat template: render() on an empty ChatTemplate");
+  jinja::ContainerArena arena;  // frees the render's containers even when the template made a cycle
   std::unordered_map<std::string, Value> vars;
   try {
     Value messages;
@@ -152,14 +154,17 @@ Expected<ChatTemplate> chat_template_from_gguf(const gguf::ModelFile& file) {
 
 Expected<std::string> render_for_tokenizer(const ChatTemplate& tmpl, ChatRequest request, const Tokenizer& tok) {
   const SpecialTokens& sp = tok.special();
-  auto text_of = [&](Token id) { return id >= 0 && id < tok.vocab_size() ? tok.token_to_piece(id, true) : std::string(); };
+  auto text_of = [&](Token id) {
+    return id >= 0 && id < tok.vocab_size() ? tok.token_to_piece(id, true) : std::string();
+  };
   if (request.bos_token.empty()) request.bos_token = text_of(sp.bos);
   if (request.eos_token.empty()) request.eos_token = text_of(sp.eos);
   FERRY_ASSIGN_OR_RETURN(std::string out, tmpl.render(request));
   const std::string& bos = request.bos_token;
   const std::string& eos = request.eos_token;
   if (sp.add_bos && !bos.empty() && out.compare(0, bos.size(), bos) == 0) out.erase(0, bos.size());
-  if (sp.add_eos && !eos.empty() && out.size() >= eos.size() && out.compare(out.size() - eos.size(), eos.size(), eos) == 0)
+  if (sp.add_eos && !eos.empty() && out.size() >= eos.size() &&
+      out.compare(out.size() - eos.size(), eos.size(), eos) == 0)
     out.resize(out.size() - eos.size());
   return out;
 }

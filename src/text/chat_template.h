@@ -5,12 +5,13 @@
 // renders as "" and is falsy; an attribute of it is an error). The interpreter is in text/jinja/.
 //
 // Contract (stable; `ferry run --chat`, `ferry template`, `ferry serve` and `ferry chat` call it):
-//   auto tmpl = ChatTemplate::parse(source);           // once per model; kInvalidArgument on a syntax error
+//   auto tmpl = ChatTemplate::parse(source);           // once per model; kCorrupt on a syntax error
 //   ChatRequest req;                                   // messages, tools, add_generation_prompt, tokens, vars
 //   Expected<std::string> text = tmpl->render(req);    // the prompt text, BOS text included if the template
 //                                                      // writes it (see engine::render_chat for stripping it)
-// - Errors are kInvalidArgument with one line: "chat template line N: <what>" for a syntax error or an error
-//   while rendering (undefined attribute chain, wrong types, ...), "chat template: <message>" when the
+// - Errors are one line. parse(): kCorrupt, "chat template line N: syntax error: <what>". render():
+//   kInvalidArgument (the conversation is what the template cannot take), "chat template line N: <what>" for an
+//   error while rendering (undefined attribute chain, wrong types, ...), "chat template: <message>" when the
 //   template calls raise_exception (it refuses the conversation, e.g. roles that do not alternate); a bad
 //   messages_json / tools_json / extra_json is "messages: <what>" (resp. tools:, extra:).
 // - A parsed ChatTemplate is immutable: render() is const, keeps no state between calls, and may run on
@@ -53,12 +54,12 @@ struct ChatToolCall {
 // One message. In the template: {"role": role, "content": content (null when unset)}, then "tool_calls"
 // when there are any, and "tool_call_id", "name", "reasoning_content" when non-empty, in that order.
 struct ChatMessage {
-  std::string role;                      // "system", "user", "assistant", "tool", ...
-  std::optional<std::string> content;    // nullopt: null (e.g. an assistant turn with only tool calls)
+  std::string role;                    // "system", "user", "assistant", "tool", ...
+  std::optional<std::string> content;  // nullopt: null (e.g. an assistant turn with only tool calls)
   std::vector<ChatToolCall> tool_calls;
-  std::string tool_call_id;              // a tool result: the call it answers
-  std::string name;                      // a tool result: the tool's name (some templates print it)
-  std::string reasoning_content;         // an assistant turn's thinking, for templates that render it
+  std::string tool_call_id;       // a tool result: the call it answers
+  std::string name;               // a tool result: the tool's name (some templates print it)
+  std::string reasoning_content;  // an assistant turn's thinking, for templates that render it
 };
 
 struct ChatRequest {
@@ -71,10 +72,11 @@ struct ChatRequest {
   std::string messages_json;
   bool parse_tool_arguments = true;
   // JSON array of tools (OpenAI function tools: {"type": "function", "function": {...}}); empty: the
-  // template sees `tools` undefined (no tools), as Hugging Face passes tools=None.
+  // template sees `tools` undefined, as llama.cpp leaves it without tools (Hugging Face passes None; templates
+  // treat both as "no tools").
   std::string tools_json;
-  bool add_generation_prompt = true;    // open the assistant's turn at the end
-  std::string bos_token, eos_token;     // the text of the model's BOS / EOS tokens ("" when it has none)
+  bool add_generation_prompt = true;  // open the assistant's turn at the end
+  std::string bos_token, eos_token;   // the text of the model's BOS / EOS tokens ("" when it has none)
   // JSON object of more template variables, e.g. {"enable_thinking": false, "date_string": "26 Jul 2024"};
   // they may override the ones above.
   std::string extra_json;
@@ -84,7 +86,7 @@ struct ChatRequest {
 
 class ChatTemplate {
  public:
-  // Parses a template. kInvalidArgument naming the line on a syntax error.
+  // Parses a template. kCorrupt naming the line on a syntax error.
   static Expected<ChatTemplate> parse(std::string_view source);
 
   // The prompt text for `request` (see the contract at the top).

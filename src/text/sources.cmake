@@ -12,6 +12,7 @@ ferry_module(text DEPS format base SOURCES
   text/jinja/json.cc
   text/jinja/lexer.cc
   text/jinja/parser.cc
+  text/jinja/parser_expr.cc
   text/jinja/eval_stmt.cc
   text/jinja/eval_expr.cc
   text/jinja/methods.cc

@@ -46,6 +46,7 @@ def _download() -> Path | None:
     dest = ROOT / ".whl"
     dest.mkdir(exist_ok=True)
     res = subprocess.run([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q",
+                          "--retries", "1", "--timeout", "30",
                           "--no-binary", ":all:", "--no-deps", f"llama-cpp-python=={LLAMA_CPP_VERSION}", "-d",
                           str(dest)], capture_output=True, text=True, timeout=600)
     path = dest / f"{SDIST_NAME}.tar.gz"
@@ -188,6 +189,11 @@ CONVERSATIONS: dict[str, dict] = {
         {"role": "user", "content": "Is 7 prime?"},
         {"role": "assistant", "content": "<think>\n7 has no divisors but 1 and 7.\n</think>\n\nYes, 7 is prime."},
         {"role": "user", "content": "And 9?"}]},
+    "content_parts": {"messages": [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Describe this:"}, {"type": "text", "text": "a cat"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "A small feline."}]},
+        {"role": "user", "content": "Thanks"}]},
     "tool_call": {"tools": TOOLS, "messages": [
         {"role": "system", "content": "You can call tools."},
         {"role": "user", "content": "What's the weather in Paris?"},

@@ -40,7 +40,8 @@ bool read_file(const std::string& path, std::string* out) {
 Expected<std::string> json_arg(const std::string& value, const char* flag) {
   if (value.empty() || value[0] != '@') return value;
   std::string text;
-  if (!read_file(value.substr(1), &text)) return make_error(ErrorCode::kNotFound, "%s: cannot read %s", flag, value.c_str() + 1);
+  if (!read_file(value.substr(1), &text))
+    return make_error(ErrorCode::kNotFound, "%s: cannot read %s", flag, value.c_str() + 1);
   return text;
 }
 
@@ -84,7 +85,8 @@ Json render_line(const Renderer& render, const ChatRequest& defaults, const std:
   ChatRequest req = defaults;
   req.messages_json = dump(in.value("messages", Json::array()));
   if (in.contains("tools") && !in["tools"].is_null()) req.tools_json = dump(in["tools"]);
-  if (in.contains("add_generation_prompt")) req.add_generation_prompt = in["add_generation_prompt"].is_boolean() && in["add_generation_prompt"].get<bool>();
+  if (in.contains("add_generation_prompt"))
+    req.add_generation_prompt = in["add_generation_prompt"].is_boolean() && in["add_generation_prompt"].get<bool>();
   if (in.contains("bos_token") && in["bos_token"].is_string()) req.bos_token = in["bos_token"].get<std::string>();
   if (in.contains("eos_token") && in["eos_token"].is_string()) req.eos_token = in["eos_token"].get<std::string>();
   if (in.contains("vars")) req.extra_json = dump(in["vars"]);
@@ -115,13 +117,16 @@ int cmd_template(int argc, char** argv) {
   app.add_flag("--no-generation-prompt", no_gen, "do not open the assistant's turn at the end");
   app.add_option("--bos", bos, "text of bos_token (default: the model's BOS token)");
   app.add_option("--eos", eos, "text of eos_token (default: the model's EOS token)");
-  app.add_option("--vars", vars, "JSON object of more template variables, e.g. {\"enable_thinking\": false} (or @FILE)");
+  app.add_option("--vars", vars,
+                 "JSON object of more template variables, e.g. {\"enable_thinking\": false} (or @FILE)");
   app.add_option("--now", now, "the time strftime_now() sees: \"YYYY-MM-DD HH:MM:SS\" (default: the local time)");
-  app.add_flag("--raw", raw, "with -m: keep the BOS / EOS text the template writes (ferry run drops it when the "
-                             "tokenizer adds those tokens itself)");
+  app.add_flag("--raw", raw,
+               "with -m: keep the BOS / EOS text the template writes (ferry run drops it when the "
+               "tokenizer adds those tokens itself)");
   app.add_flag("--json", json, "print {\"text\": ...} instead of the bare text");
-  app.add_option("--batch", batch, "render each line of this JSON-lines file (one request object per line); "
-                                   "print one {\"text\"} or {\"error\"} object per line");
+  app.add_option("--batch", batch,
+                 "render each line of this JSON-lines file (one request object per line); "
+                 "print one {\"text\"} or {\"error\"} object per line");
   app.add_flag("--print-template", show, "print the template source and exit");
   int rc = 0;
   if (!ferry::cli::parse(app, argc, argv, &rc)) return rc;
@@ -160,12 +165,15 @@ int cmd_template(int argc, char** argv) {
     req.bos_token = bos;
     req.eos_token = eos;
   } else {
-    auto text_of = [&](ferry::text::Token id) { return tok && id >= 0 ? tok->token_to_piece(id, true) : std::string(); };
+    auto text_of = [&](ferry::text::Token id) {
+      return tok && id >= 0 ? tok->token_to_piece(id, true) : std::string();
+    };
     req.bos_token = app.get_option("--bos")->empty() && tok ? text_of(tok->special().bos) : bos;
     req.eos_token = app.get_option("--eos")->empty() && tok ? text_of(tok->special().eos) : eos;
   }
-  for (auto [flag, value, target] : {std::tuple{"--tools", &tools, &req.tools_json}, std::tuple{"--vars", &vars, &req.extra_json},
-                                     std::tuple{"--messages", &messages, &req.messages_json}}) {
+  for (auto [flag, value, target] :
+       {std::tuple{"--tools", &tools, &req.tools_json}, std::tuple{"--vars", &vars, &req.extra_json},
+        std::tuple{"--messages", &messages, &req.messages_json}}) {
     if (value->empty()) continue;
     auto text = json_arg(*value, flag);
     if (!text) return ferry::cli::report(text.status());

@@ -75,7 +75,7 @@ enum class StmtKind : uint8_t {
   kWith,         // with assignments: body endwith
   kBreak,
   kContinue,
-  kBlock,        // a body without a scope of its own ({% generation %} of Hugging Face's template tracker)
+  kBlock,  // a body without a scope of its own ({% generation %} of Hugging Face's template tracker)
 };
 
 struct Stmt {
@@ -83,14 +83,14 @@ struct Stmt {
   int line = 0;
   std::string text;  // kOutput: the text; kMacro: the name
   ExprPtr expr;
-  ExprPtr cond;      // kFor: the `if` filter of items
+  ExprPtr cond;  // kFor: the `if` filter of items
   bool recursive = false;
   Target target;
   std::vector<std::pair<ExprPtr, Body>> branches;  // kIf: (test, body) for if and each elif
   Body body, else_body;
-  std::vector<Param> params;                       // kMacro, kCallBlock
-  std::vector<ExprPtr> filters;                    // kSetBlock, kFilterBlock: kFilter nodes with a null subject
-  std::vector<std::pair<Target, ExprPtr>> assigns; // kWith
+  std::vector<Param> params;                        // kMacro, kCallBlock
+  std::vector<ExprPtr> filters;                     // kSetBlock, kFilterBlock: kFilter nodes with a null subject
+  std::vector<std::pair<Target, ExprPtr>> assigns;  // kWith
 };
 
 }  // namespace ferry::text::jinja

@@ -47,8 +47,10 @@ class Evaluator {
   Value eval(const Expr& e, Scope* scope);
   // A macro's body with its arguments bound, as text.
   Value call_macro(const Stmt& def, Scope* closure, CallArgs& args, const Value& caller);
-  // One pass of a for loop over `items` (also the re-entry of a recursive loop at depth > 1).
-  void run_loop(const Stmt& s, Scope* scope, std::vector<Value> items, int depth, std::string& out);
+  // One pass of a for loop over `items` (also the re-entry of a recursive loop at depth > 1). Returns true when
+  // the else body ran a `break` or `continue`, which belongs to an enclosing loop.
+  bool run_loop(const Stmt& s, Scope* scope, std::vector<Value> items, int depth, std::string& out,
+                bool* else_continue = nullptr);
   Value apply_filter(const std::string& name, Value subject, CallArgs& args, int line);
   bool apply_test(const std::string& name, const Value& subject, CallArgs& args);
 
@@ -77,8 +79,8 @@ Value get_item(const Value& obj, const Value& key);
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
 // The method `name` of a string, list or dict bound to it, or undefined.
 Value get_method(const Value& obj, const std::string& name);
-// Arguments of a built-in: the i-th positional or the keyword `name`, else `fallback`.
-const Value& arg(const CallArgs& a, size_t i, const char* name, const Value& fallback);
+// Arguments of a built-in: the i-th positional or the keyword `name`, else `fallback` (a copy).
+Value arg(const CallArgs& a, size_t i, const char* name, const Value& fallback);
 // Python's sort order for sort / dictsort / min / max (case-insensitive strings unless told).
 bool sort_less(const Value& a, const Value& b, bool case_sensitive);
 

@@ -92,8 +92,9 @@ Value get_item(const Value& obj, const Value& key) {
         if (i < 0) i += n;
         if (i < 0 || i >= n) return Value::undefined(object_name(obj) + " has no element " + py_str(key));
         if (obj.is_list()) return obj.list_ref().items[static_cast<size_t>(i)];
-        std::string ch = static_cast<int64_t>(obj.str().size()) == n ? obj.str().substr(static_cast<size_t>(i), 1)
-                                                                      : std::string(utf8_chars(obj.str())[static_cast<size_t>(i)]);
+        std::string ch = static_cast<int64_t>(obj.str().size()) == n
+                             ? obj.str().substr(static_cast<size_t>(i), 1)
+                             : std::string(utf8_chars(obj.str())[static_cast<size_t>(i)]);
         return obj.is_markup() ? Value::markup(std::move(ch)) : Value(std::move(ch));
       }
       if (key.is_string()) {
@@ -105,8 +106,7 @@ Value get_item(const Value& obj, const Value& key) {
     case Kind::kObject:
       if (key.is_string()) return obj.object()->attr(key.str());
       return Value::undefined(quoted(object_name(obj)) + " has no element " + py_repr(key));
-    default:
-      return Value::undefined(quoted(object_name(obj)) + " has no attribute " + py_repr(key));
+    default: return Value::undefined(quoted(object_name(obj)) + " has no attribute " + py_repr(key));
   }
 }
 
@@ -124,7 +124,8 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
   std::vector<std::string_view> chars;
   if (!ascii) chars = utf8_chars(obj.str());
   auto wrap = [&](std::string s) { return obj.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s)); };
-  if (ascii && st == 1) return wrap(obj.str().substr(static_cast<size_t>(a), static_cast<size_t>(std::max<int64_t>(b - a, 0))));
+  if (ascii && st == 1)
+    return wrap(obj.str().substr(static_cast<size_t>(a), static_cast<size_t>(std::max<int64_t>(b - a, 0))));
   std::string out;
   for (int64_t i = a; st > 0 ? i < b : i > b; i += st) {
     if (ascii)
@@ -185,6 +186,7 @@ Value Evaluator::eval(const Expr& e, Scope* scope) {
     case ExprKind::kAttr: return get_attr(eval(*e.a, scope), e.name);
     case ExprKind::kItem: return get_item(eval(*e.a, scope), eval(*e.b, scope));
     case ExprKind::kSlice: {
+      if (!e.a) throw RenderError("a slice outside of a subscript");
       Value obj = eval(*e.a, scope);
       Value parts[3];
       for (int i = 0; i < 3; ++i) parts[i] = e.items[i] ? eval(*e.items[i], scope) : Value::none();
@@ -244,14 +246,22 @@ Value Evaluator::eval(const Expr& e, Scope* scope) {
         Value right = eval(*e.items[i], scope);
         const std::string& op = e.ops[i];
         bool ok;
-        if (op == "==") ok = equals(left, right);
-        else if (op == "!=") ok = !equals(left, right);
-        else if (op == "<") ok = less(left, right);
-        else if (op == ">") ok = less(right, left);
-        else if (op == "<=") ok = less(left, right) || equals(left, right);
-        else if (op == ">=") ok = less(right, left) || equals(left, right);
-        else if (op == "in") ok = contains(right, left);
-        else ok = !contains(right, left);
+        if (op == "==")
+          ok = equals(left, right);
+        else if (op == "!=")
+          ok = !equals(left, right);
+        else if (op == "<")
+          ok = less(left, right);
+        else if (op == ">")
+          ok = less(right, left);
+        else if (op == "<=")
+          ok = less(left, right) || equals(left, right);
+        else if (op == ">=")
+          ok = less(right, left) || equals(left, right);
+        else if (op == "in")
+          ok = contains(right, left);
+        else
+          ok = !contains(right, left);
         if (!ok) return Value(false);
         left = std::move(right);
       }
@@ -259,12 +269,13 @@ Value Evaluator::eval(const Expr& e, Scope* scope) {
     }
     case ExprKind::kCond:
       if (eval(*e.a, scope).truthy()) return eval(*e.b, scope);
-      return e.c ? eval(*e.c, scope) : Value::undefined("the inline if-expression evaluated to false and no else section was defined");
+      return e.c ? eval(*e.c, scope)
+                 : Value::undefined("the inline if-expression evaluated to false and no else section was defined");
   }
   return Value();
 }
 
-const Value& arg(const CallArgs& a, size_t i, const char* name, const Value& fallback) {
+Value arg(const CallArgs& a, size_t i, const char* name, const Value& fallback) {
   if (i < a.args.size()) return a.args[i];
   for (const auto& [k, v] : a.kwargs)
     if (k == name) return v;

@@ -158,7 +158,8 @@ void Evaluator::assign(const Target& t, Value v, Scope* scope) {
   for (size_t i = 0; i < parts.size(); ++i) scope->vars[t.names[i]] = std::move(parts[i]);
 }
 
-void Evaluator::run_loop(const Stmt& s, Scope* scope, std::vector<Value> items, int depth, std::string& out) {
+bool Evaluator::run_loop(const Stmt& s, Scope* scope, std::vector<Value> items, int depth, std::string& out,
+                         bool* else_continue) {
   DepthGuard guard(depth_);
   if (s.cond) {
     std::vector<Value> kept;
@@ -170,8 +171,9 @@ void Evaluator::run_loop(const Stmt& s, Scope* scope, std::vector<Value> items, 
     items = std::move(kept);
   }
   if (items.empty()) {
-    exec(s.else_body, new_scope(scope), out);
-    return;
+    Flow f = exec(s.else_body, new_scope(scope), out);
+    if (else_continue) *else_continue = f == Flow::kContinue;
+    return f != Flow::kNormal;
   }
   auto loop = std::make_shared<LoopObj>(this, &s, scope, items, depth);
   const Value loop_value(loop);
@@ -182,6 +184,7 @@ void Evaluator::run_loop(const Stmt& s, Scope* scope, std::vector<Value> items, 
     it->vars["loop"] = loop_value;
     if (exec(s.body, it, out) == Flow::kBreak) break;
   }
+  return false;
 }
 
 Value Evaluator::call_macro(const Stmt& def, Scope* closure, CallArgs& args, const Value& caller) {
@@ -228,13 +231,14 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, Scope* scope, std::string& o
       return exec(s.else_body, scope, out);
     case StmtKind::kFor: {
       Value seq = eval(*s.expr, scope);
-      run_loop(s, scope, iterate(seq), 1, out);
+      bool is_continue = false;
+      if (run_loop(s, scope, iterate(seq), 1, out, &is_continue)) return is_continue ? Flow::kContinue : Flow::kBreak;
       return Flow::kNormal;
     }
     case StmtKind::kSet: assign(s.target, eval(*s.expr, scope), scope); return Flow::kNormal;
     case StmtKind::kSetBlock: {
       std::string text;
-      exec(s.body, new_scope(scope), text);
+      if (Flow f = exec(s.body, new_scope(scope), text); f != Flow::kNormal) return f;  // break / continue
       Value v(std::move(text));
       for (const ExprPtr& f : s.filters) {
         CallArgs a = eval_args(*f, scope);
@@ -248,7 +252,8 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, Scope* scope, std::string& o
       return Flow::kNormal;
     case StmtKind::kCallBlock: {
       const Expr& call = *s.expr;
-      Value fn = call.a->kind == ExprKind::kAttr ? get_attr(eval(*call.a->a, scope), call.a->name) : eval(*call.a, scope);
+      Value fn =
+          call.a->kind == ExprKind::kAttr ? get_attr(eval(*call.a->a, scope), call.a->name) : eval(*call.a, scope);
       auto* macro = fn.is_object() ? dynamic_cast<MacroObj*>(fn.object().get()) : nullptr;
       if (!macro) throw RenderError("{% call %} needs a macro");
       Value caller(std::make_shared<MacroObj>(this, &s, scope, Value()));
@@ -258,7 +263,7 @@ Evaluator::Flow Evaluator::exec_stmt(const Stmt& s, Scope* scope, std::string& o
     }
     case StmtKind::kFilterBlock: {
       std::string text;
-      exec(s.body, scope, text);
+      if (Flow f = exec(s.body, scope, text); f != Flow::kNormal) return f;  // its text is dropped, as jinja2 does
       Value v(std::move(text));
       for (const ExprPtr& f : s.filters) {
         CallArgs a = eval_args(*f, scope);

@@ -27,11 +27,13 @@ using FilterFn = std::function<Value(Evaluator&, const Value&, CallArgs&)>;
 std::string s_of(const Value& v) { return py_str(v); }
 
 // A string result that stays Markup when its input was.
-Value same_kind(const Value& input, std::string s) { return input.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s)); }
+Value same_kind(const Value& input, std::string s) {
+  return input.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s));
+}
 
 int64_t to_int_arg(const Value& v, const char* what) {
   if (v.is_int() || v.is_bool()) return v.as_int();
-  if (v.is_float()) return static_cast<int64_t>(v.as_double());
+  if (v.is_float()) return float_to_int(v.as_double());
   throw RenderError(std::string(what) + " must be an integer, not " + v.type_name());
 }
 
@@ -65,7 +67,9 @@ bool parse_int(const std::string& text, int base, int64_t& out) {
   std::string digits;
   for (; i < s.size(); ++i) {
     if (s[i] == '_' && !digits.empty() && i + 1 < s.size() && s[i + 1] != '_') continue;
-    int d = s[i] >= '0' && s[i] <= '9' ? s[i] - '0' : (s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z' ? (s[i] | 0x20) - 'a' + 10 : 99;
+    int d = s[i] >= '0' && s[i] <= '9'                     ? s[i] - '0'
+            : (s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z' ? (s[i] | 0x20) - 'a' + 10
+                                                           : 99;
     if (d >= base) return false;
     digits += s[i];
   }
@@ -123,7 +127,9 @@ JsonOptions json_options(const CallArgs& a) {
 }
 
 std::string do_indent(std::string s, const Value& width, bool first, bool blank) {
-  std::string unit = width.is_string() ? width.str() : std::string(static_cast<size_t>(std::max<int64_t>(to_int_arg(width, "width"), 0)), ' ');
+  std::string unit = width.is_string()
+                         ? width.str()
+                         : std::string(static_cast<size_t>(std::max<int64_t>(to_int_arg(width, "width"), 0)), ' ');
   s += "\n";
   std::vector<std::string> lines;  // str.splitlines on \n, \r\n and \r
   size_t start = 0;
@@ -224,7 +230,7 @@ const std::unordered_map<std::string, FilterFn>& table() {
     std::unordered_map<std::string, FilterFn> m;
     m["abs"] = [](Evaluator&, const Value& v, CallArgs&) -> Value {
       if (v.is_float()) return Value(std::fabs(v.as_double()));
-      if (v.is_number()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+      if (v.is_number()) return v.as_int() < 0 ? negate(v) : Value(v.as_int());
       throw RenderError("bad operand type for abs(): '" + v.type_name() + "'");
     };
     m["attr"] = [](Evaluator&, const Value& v, CallArgs& a) -> Value {
@@ -301,7 +307,8 @@ const std::unordered_map<std::string, FilterFn>& table() {
       return arg(a, 0, "default", Value(0.0));
     };
     m["format"] = [](Evaluator&, const Value& v, CallArgs& a) -> Value {
-      if (!a.args.empty() && !a.kwargs.empty()) throw RenderError("can't handle positional and keyword arguments at the same time");
+      if (!a.args.empty() && !a.kwargs.empty())
+        throw RenderError("can't handle positional and keyword arguments at the same time");
       if (!a.kwargs.empty()) {
         Value d = Value::dict();
         for (const auto& [k, x] : a.kwargs) d.dict_ref().set(Value(k), x);
@@ -322,14 +329,13 @@ const std::unordered_map<std::string, FilterFn>& table() {
       int base = static_cast<int>(to_int_arg(arg(a, 1, "base", Value(int64_t{10})), "base"));
       if (v.is_bool() || v.is_int()) return Value(v.as_int());
       if (v.is_float()) {
-        if (!std::isfinite(v.as_double())) throw RenderError("cannot convert float infinity or NaN to integer");
-        return Value(static_cast<int64_t>(v.as_double()));
+        return Value(float_to_int(v.as_double()));
       }
       if (v.is_string()) {
         int64_t i;
         if (parse_int(v.str(), base, i)) return Value(i);
         double f;
-        if (parse_float(v.str(), f) && std::isfinite(f)) return Value(static_cast<int64_t>(f));
+        if (parse_float(v.str(), f) && std::isfinite(f)) return Value(float_to_int(f));
       }
       return dflt;
     };
@@ -414,10 +420,18 @@ const std::unordered_map<std::string, FilterFn>& table() {
     };
     m["safe"] = [](Evaluator&, const Value& v, CallArgs&) { return Value::markup(s_of(v)); };
     m["string"] = [](Evaluator&, const Value& v, CallArgs&) { return v.is_string() ? v : Value(s_of(v)); };
-    m["select"] = [](Evaluator& ev, const Value& v, CallArgs& a) { return list_of(select_items(ev, v, a, false, true)); };
-    m["reject"] = [](Evaluator& ev, const Value& v, CallArgs& a) { return list_of(select_items(ev, v, a, false, false)); };
-    m["selectattr"] = [](Evaluator& ev, const Value& v, CallArgs& a) { return list_of(select_items(ev, v, a, true, true)); };
-    m["rejectattr"] = [](Evaluator& ev, const Value& v, CallArgs& a) { return list_of(select_items(ev, v, a, true, false)); };
+    m["select"] = [](Evaluator& ev, const Value& v, CallArgs& a) {
+      return list_of(select_items(ev, v, a, false, true));
+    };
+    m["reject"] = [](Evaluator& ev, const Value& v, CallArgs& a) {
+      return list_of(select_items(ev, v, a, false, false));
+    };
+    m["selectattr"] = [](Evaluator& ev, const Value& v, CallArgs& a) {
+      return list_of(select_items(ev, v, a, true, true));
+    };
+    m["rejectattr"] = [](Evaluator& ev, const Value& v, CallArgs& a) {
+      return list_of(select_items(ev, v, a, true, false));
+    };
     m["slice"] = [](Evaluator&, const Value& v, CallArgs& a) {
       std::vector<Value> items = iterate(v);
       int64_t slices = to_int_arg(arg(a, 0, "slices", kUndef), "slices");
@@ -442,7 +456,8 @@ const std::unordered_map<std::string, FilterFn>& table() {
     m["sum"] = [](Evaluator&, const Value& v, CallArgs& a) {
       const Value& attribute = arg(a, 0, "attribute", kNone);
       Value total = arg(a, 1, "start", Value(int64_t{0}));
-      for (const Value& item : iterate(v)) total = add(total, attribute.is_none() ? item : attr_path(item, s_of(attribute)));
+      for (const Value& item : iterate(v))
+        total = add(total, attribute.is_none() ? item : attr_path(item, s_of(attribute)));
       return total;
     };
     m["tojson"] = [](Evaluator&, const Value& v, CallArgs& a) { return Value(to_json(v, json_options(a))); };
@@ -485,7 +500,9 @@ const std::unordered_map<std::string, FilterFn>& table() {
         const Value& attribute = arg(a, 1, "attribute", kNone);
         std::vector<Value> items = iterate(v);
         if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
-        auto key = [&](const Value& x) { return lower_if(attribute.is_none() ? x : attr_path(x, s_of(attribute)), cs); };
+        auto key = [&](const Value& x) {
+          return lower_if(attribute.is_none() ? x : attr_path(x, s_of(attribute)), cs);
+        };
         size_t best = 0;
         for (size_t i = 1; i < items.size(); ++i) {
           bool better = is_max ? less(key(items[best]), key(items[i])) : less(key(items[i]), key(items[best]));

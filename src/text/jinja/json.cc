@@ -64,6 +64,7 @@ std::string key_string(const Value& k) {
 }
 
 void dump(std::string& out, const Value& v, const JsonOptions& o, int depth) {
+  NestingGuard guard("while encoding a JSON object (circular reference?)");
   auto newline = [&](int d) {
     out += '\n';
     for (int i = 0; i < d; ++i) out += o.indent_unit;
@@ -118,6 +119,7 @@ void dump(std::string& out, const Value& v, const JsonOptions& o, int depth) {
 }
 
 Value convert(const nlohmann::ordered_json& j) {
+  NestingGuard guard("reading JSON nested too deeply");
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());

@@ -11,9 +11,9 @@
 namespace ferry::text::jinja {
 
 struct JsonOptions {
-  bool indent = false;            // indent given (an int n means n spaces, a string is used as is)
+  bool indent = false;  // indent given (an int n means n spaces, a string is used as is)
   std::string indent_unit;
-  std::string item_sep = ", ";    // json.dumps' defaults: ", " without indent, "," with one
+  std::string item_sep = ", ";  // json.dumps' defaults: ", " without indent, "," with one
   std::string key_sep = ": ";
   bool sort_keys = false;
   bool ensure_ascii = false;

@@ -31,7 +31,10 @@ std::string unescape(std::string_view s, int line) {
       for (size_t k = 1; k <= n; ++k) {
         if (i + k >= s.size()) throw SyntaxError(line, "truncated \\xXX escape");
         char h = s[i + k];
-        int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+        int d = is_digit(h)              ? h - '0'
+                : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                         : -1;
         if (d < 0) throw SyntaxError(line, "truncated escape in string");
         v = v * 16 + static_cast<uint32_t>(d);
       }
@@ -232,7 +235,9 @@ class Lexer {
     std::vector<char> balance;
     const size_t n = src_.size();
     while (true) {
-      if (pos_ >= n) throw SyntaxError(line_, block ? "unexpected end of template, expected '%}'" : "unexpected end of template, expected '}}'");
+      if (pos_ >= n)
+        throw SyntaxError(
+            line_, block ? "unexpected end of template, expected '%}'" : "unexpected end of template, expected '}}'");
       const char c = src_[pos_];
       if (balance.empty()) {
         const char* close = block ? "%}" : "}}";
@@ -377,8 +382,6 @@ class Lexer {
 
 }  // namespace
 
-std::vector<Token> tokenize(std::string_view source, const LexOptions& options) {
-  return Lexer(source, options).run();
-}
+std::vector<Token> tokenize(std::string_view source, const LexOptions& options) { return Lexer(source, options).run(); }
 
 }  // namespace ferry::text::jinja

@@ -20,10 +20,10 @@ enum class Tok : uint8_t {
   kBlockBegin,  // {%
   kBlockEnd,    // %}
   kName,
-  kString,      // value: the unescaped text
+  kString,  // value: the unescaped text
   kInt,
   kFloat,
-  kOp,          // value: the operator, e.g. "==", "(", "|"
+  kOp,  // value: the operator, e.g. "==", "(", "|"
   kEof,
 };
 

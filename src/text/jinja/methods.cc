@@ -27,7 +27,8 @@ std::string need_str(const Value& v, const char* what) {
 
 int64_t opt_int(const Value& v, int64_t dflt) {
   if (v.is_none() || v.is_undefined()) return dflt;
-  if (!(v.is_int() || v.is_bool())) throw RenderError("'" + v.type_name() + "' object cannot be interpreted as an integer");
+  if (!(v.is_int() || v.is_bool()))
+    throw RenderError("'" + v.type_name() + "' object cannot be interpreted as an integer");
   return v.as_int();
 }
 
@@ -130,7 +131,9 @@ Value string_method(const Value& self, const std::string& name) {
   const bool mk = self.is_markup();
   // A Markup string's methods escape their string arguments and return Markup.
   auto out = [mk](std::string r) { return mk ? Value::markup(std::move(r)) : Value(std::move(r)); };
-  auto esc = [mk](const Value& v) { return mk && v.is_string() && !v.is_markup() ? Value::markup(html_escape(v.str())) : v; };
+  auto esc = [mk](const Value& v) {
+    return mk && v.is_string() && !v.is_markup() ? Value::markup(html_escape(v.str())) : v;
+  };
   auto fn = [&](auto body) { return make_function("str." + name, body); };
   if (name == "startswith" || name == "endswith") {
     bool prefix = name == "startswith";
@@ -225,11 +228,14 @@ Value string_method(const Value& self, const std::string& name) {
     return fn([s](CallArgs&) { return Value(all_cps(s, [](uint32_t c) { return c >= '0' && c <= '9'; })); });
   if (name == "isalpha")
     return fn([s](CallArgs&) {
-      return Value(all_cps(s, [](uint32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0xC0; }));
+      return Value(
+          all_cps(s, [](uint32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0xC0; }));
     });
   if (name == "isalnum")
     return fn([s](CallArgs&) {
-      return Value(all_cps(s, [](uint32_t c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80; }));
+      return Value(all_cps(s, [](uint32_t c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
+      }));
     });
   if (name == "isspace") return fn([s](CallArgs&) { return Value(all_cps(s, py_isspace)); });
   if (name == "islower") return fn([s](CallArgs&) { return Value(py_lower(s) == s && py_upper(s) != s); });
@@ -257,7 +263,8 @@ Value string_method(const Value& self, const std::string& name) {
       if (sep.empty()) throw RenderError("empty separator");
       size_t f = right ? s.rfind(sep) : s.find(sep);
       if (f == std::string::npos)
-        return right ? Value::list({Value(""), Value(""), Value(s)}, true) : Value::list({Value(s), Value(""), Value("")}, true);
+        return right ? Value::list({Value(""), Value(""), Value(s)}, true)
+                     : Value::list({Value(s), Value(""), Value("")}, true);
       return Value::list({Value(s.substr(0, f)), Value(sep), Value(s.substr(f + sep.size()))}, true);
     });
   }
@@ -293,7 +300,11 @@ Value list_method(const Value& self, const std::string& name) {
     });
   }
   if (l->tuple) return Value();
-  if (name == "append") return fn([l](CallArgs& a) { l->items.push_back(arg(a, 0, "object", kUndef)); return Value::none(); });
+  if (name == "append")
+    return fn([l](CallArgs& a) {
+      l->items.push_back(arg(a, 0, "object", kUndef));
+      return Value::none();
+    });
   if (name == "extend") {
     return fn([l](CallArgs& a) {
       for (Value& v : iterate(arg(a, 0, "iterable", kUndef))) l->items.push_back(std::move(v));
@@ -330,16 +341,25 @@ Value list_method(const Value& self, const std::string& name) {
       throw RenderError("list.remove(x): x not in list");
     });
   }
-  if (name == "reverse") return fn([l](CallArgs&) { std::reverse(l->items.begin(), l->items.end()); return Value::none(); });
+  if (name == "reverse")
+    return fn([l](CallArgs&) {
+      std::reverse(l->items.begin(), l->items.end());
+      return Value::none();
+    });
   if (name == "sort") {
     return fn([l](CallArgs& a) {
       bool rev = arg(a, 99, "reverse", Value(false)).truthy();
-      std::stable_sort(l->items.begin(), l->items.end(), [rev](const Value& x, const Value& y) { return rev ? less(y, x) : less(x, y); });
+      std::stable_sort(l->items.begin(), l->items.end(),
+                       [rev](const Value& x, const Value& y) { return rev ? less(y, x) : less(x, y); });
       return Value::none();
     });
   }
   if (name == "copy") return fn([l](CallArgs&) { return Value::list(l->items); });
-  if (name == "clear") return fn([l](CallArgs&) { l->items.clear(); return Value::none(); });
+  if (name == "clear")
+    return fn([l](CallArgs&) {
+      l->items.clear();
+      return Value::none();
+    });
   return Value();
 }
 
@@ -405,7 +425,11 @@ Value dict_method(const Value& self, const std::string& name) {
       return c;
     });
   }
-  if (name == "clear") return fn([d](CallArgs&) { *d = DictObj(); return Value::none(); });
+  if (name == "clear")
+    return fn([d](CallArgs&) {
+      *d = DictObj();
+      return Value::none();
+    });
   return Value();
 }
 

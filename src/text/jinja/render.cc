@@ -75,6 +75,7 @@ void append_dict(std::string& out, const DictObj& d) {
 }
 
 void append_repr(std::string& out, const Value& v) {
+  NestingGuard guard("while getting the repr of an object");
   switch (v.kind()) {
     case Kind::kUndefined: out += "Undefined"; return;
     case Kind::kString: out += string_repr(v.str()); return;
@@ -135,6 +136,7 @@ std::string string_repr(std::string_view s) {
 }
 
 std::string py_str(const Value& v) {
+  NestingGuard guard("while getting the repr of an object");
   switch (v.kind()) {
     case Kind::kUndefined: return "";
     case Kind::kNone: return "None";
@@ -251,12 +253,22 @@ std::string format_int(int64_t i, char type, bool alt, char sign) {
   char buf[80];
   const char* prefix = "";
   switch (type) {
-    case 'x': std::snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(u)); prefix = "0x"; break;
-    case 'X': std::snprintf(buf, sizeof(buf), "%llX", static_cast<unsigned long long>(u)); prefix = "0X"; break;
-    case 'o': std::snprintf(buf, sizeof(buf), "%llo", static_cast<unsigned long long>(u)); prefix = "0o"; break;
+    case 'x':
+      std::snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(u));
+      prefix = "0x";
+      break;
+    case 'X':
+      std::snprintf(buf, sizeof(buf), "%llX", static_cast<unsigned long long>(u));
+      prefix = "0X";
+      break;
+    case 'o':
+      std::snprintf(buf, sizeof(buf), "%llo", static_cast<unsigned long long>(u));
+      prefix = "0o";
+      break;
     case 'b': {
       std::string b;
-      do b.insert(b.begin(), static_cast<char>('0' + (u & 1))); while (u >>= 1);
+      do b.insert(b.begin(), static_cast<char>('0' + (u & 1)));
+      while (u >>= 1);
       std::snprintf(buf, sizeof(buf), "%s", b.c_str());
       prefix = "0b";
       break;
@@ -270,7 +282,9 @@ std::string format_value(const Value& v, std::string_view spec_text) {
   if (spec_text.empty()) return py_str(v);
   Spec sp = parse_spec(spec_text);
   if (v.is_string() || v.is_undefined() || v.is_none() || v.is_list() || v.is_dict()) {
-    if (sp.type && sp.type != 's') throw RenderError(std::string("Unknown format code '") + sp.type + "' for object of type '" + v.type_name() + "'");
+    if (sp.type && sp.type != 's')
+      throw RenderError(std::string("Unknown format code '") + sp.type + "' for object of type '" + v.type_name() +
+                        "'");
     std::string s = py_str(v);
     if (sp.precision >= 0) {
       auto cps = utf8_chars(s);
@@ -301,12 +315,12 @@ std::string format_value(const Value& v, std::string_view spec_text) {
 std::string percent_format(const std::string& fmt, const Value& args, bool escape) {
   std::vector<Value> positional;
   const DictObj* mapping = nullptr;
-  if (args.is_list() && args.list_ref().tuple)
+  if (args.is_list() && args.list_ref().tuple) {
     positional = args.list_ref().items;
-  else if (args.is_dict())
-    mapping = &args.dict_ref();
-  else
-    positional.push_back(args);
+  } else {
+    positional.push_back(args);  // a dict is both the mapping of %(name)s and the one argument of %s
+    if (args.is_dict()) mapping = &args.dict_ref();
+  }
   size_t next = 0;
   std::string out;
   for (size_t i = 0; i < fmt.size(); ++i) {
@@ -334,7 +348,8 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
     while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') sp.width = std::max(sp.width, 0) * 10 + (fmt[i++] - '0');
     if (i < fmt.size() && fmt[i] == '.') {
       sp.precision = 0;
-      for (++i; i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9'; ++i) sp.precision = sp.precision * 10 + (fmt[i] - '0');
+      for (++i; i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9'; ++i)
+        sp.precision = sp.precision * 10 + (fmt[i] - '0');
     }
     if (i >= fmt.size()) throw RenderError("incomplete format");
     const char conv = fmt[i];
@@ -354,16 +369,24 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
         if (escape && !arg->is_markup()) body = html_escape(body);
         if (sp.precision >= 0) body = body.substr(0, static_cast<size_t>(sp.precision));
         break;
-      case 'r': case 'a': body = escape ? html_escape(py_repr(*arg)) : py_repr(*arg); break;
-      case 'd': case 'i': case 'u':
+      case 'r':
+      case 'a': body = escape ? html_escape(py_repr(*arg)) : py_repr(*arg); break;
+      case 'd':
+      case 'i':
+      case 'u':
         if (!arg->is_number()) throw RenderError("%d format: a real number is required, not " + arg->type_name());
-        body = format_int(arg->is_float() ? static_cast<int64_t>(arg->as_double()) : arg->as_int(), 'd', false, sp.sign);
+        body = format_int(arg->is_float() ? float_to_int(arg->as_double()) : arg->as_int(), 'd', false, sp.sign);
         break;
-      case 'x': case 'X': case 'o':
-        body = format_int(arg->as_int(), conv, sp.alt, sp.sign);
-        break;
+      case 'x':
+      case 'X':
+      case 'o': body = format_int(arg->as_int(), conv, sp.alt, sp.sign); break;
       case 'c': utf8_append(body, static_cast<uint32_t>(arg->as_int())); break;
-      case 'f': case 'F': case 'e': case 'E': case 'g': case 'G':
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G':
         if (!arg->is_number()) throw RenderError("must be real number, not " + arg->type_name());
         body = format_float(arg->as_double(), conv, sp.precision, sp.sign);
         break;
@@ -372,8 +395,7 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
     sp.align = sp.align == '=' ? '=' : sp.align;
     out += pad(body, sp, conv != 's' && conv != 'r');
   }
-  if (!mapping && next < positional.size() && args.is_list() && args.list_ref().tuple)
-    throw RenderError("not all arguments converted during string formatting");
+  if (!mapping && next < positional.size()) throw RenderError("not all arguments converted during string formatting");
   return out;
 }
 

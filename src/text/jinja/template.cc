@@ -104,7 +104,8 @@ std::unordered_map<std::string, Value> globals(const Evaluator& ev) {
   std::unordered_map<std::string, Value> g;
   g["range"] = make_function("range", [](CallArgs& a) {
     auto num = [](const Value& v) {
-      if (!(v.is_int() || v.is_bool())) throw RenderError("'" + v.type_name() + "' object cannot be interpreted as an integer");
+      if (!(v.is_int() || v.is_bool()))
+        throw RenderError("'" + v.type_name() + "' object cannot be interpreted as an integer");
       return v.as_int();
     };
     int64_t start = 0, stop, step = 1;
@@ -153,9 +154,8 @@ std::unordered_map<std::string, Value> globals(const Evaluator& ev) {
       return Value(sep);
     });
   });
-  g["raise_exception"] = make_function("raise_exception", [](CallArgs& a) -> Value {
-    throw TemplateRaised(py_str(arg(a, 0, "message", kUndef)));
-  });
+  g["raise_exception"] = make_function(
+      "raise_exception", [](CallArgs& a) -> Value { throw TemplateRaised(py_str(arg(a, 0, "message", kUndef))); });
   const std::tm now = ev.now();
   g["strftime_now"] = make_function("strftime_now", [now](CallArgs& a) {
     const Value& f = arg(a, 0, "format", kUndef);
@@ -178,6 +178,7 @@ Template Template::parse(std::string_view source) {
 }
 
 std::string Template::render(std::unordered_map<std::string, Value> vars, const std::tm& now) const {
+  ContainerArena arena;
   Evaluator ev(now);
   std::unordered_map<std::string, Value> g = globals(ev);
   for (auto& [k, v] : vars) g[k] = std::move(v);

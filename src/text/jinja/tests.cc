@@ -13,7 +13,7 @@ namespace {
 const Value kUndef;
 using TestFn = std::function<bool(Evaluator&, const Value&, CallArgs&)>;
 
-const Value& other(const CallArgs& a) { return arg(a, 0, "other", kUndef); }
+Value other(const CallArgs& a) { return arg(a, 0, "other", kUndef); }
 
 const std::unordered_map<std::string, TestFn>& table() {
   static const std::unordered_map<std::string, TestFn> t = [] {
@@ -68,8 +68,10 @@ const std::unordered_map<std::string, TestFn>& table() {
     m["ne"] = m["!="] = [](Evaluator&, const Value& v, CallArgs& a) { return !equals(v, other(a)); };
     m["lt"] = m["lessthan"] = m["<"] = [](Evaluator&, const Value& v, CallArgs& a) { return less(v, other(a)); };
     m["gt"] = m["greaterthan"] = m[">"] = [](Evaluator&, const Value& v, CallArgs& a) { return less(other(a), v); };
-    m["le"] = m["<="] = [](Evaluator&, const Value& v, CallArgs& a) { return less(v, other(a)) || equals(v, other(a)); };
-    m["ge"] = m[">="] = [](Evaluator&, const Value& v, CallArgs& a) { return less(other(a), v) || equals(v, other(a)); };
+    m["le"] =
+        m["<="] = [](Evaluator&, const Value& v, CallArgs& a) { return less(v, other(a)) || equals(v, other(a)); };
+    m["ge"] =
+        m[">="] = [](Evaluator&, const Value& v, CallArgs& a) { return less(other(a), v) || equals(v, other(a)); };
     m["filter"] = [](Evaluator&, const Value& v, CallArgs&) { return v.is_string() && filter_exists(v.str()); };
     m["test"] = [](Evaluator&, const Value& v, CallArgs&) { return v.is_string() && test_exists(v.str()); };
     return m;

@@ -34,14 +34,33 @@ Value Value::markup(std::string s) {
   return v;
 }
 
+namespace {
+thread_local ContainerArena* g_arena = nullptr;
+}  // namespace
+
+ContainerArena::ContainerArena() : outer_(g_arena) { g_arena = this; }
+
+ContainerArena::~ContainerArena() {
+  g_arena = outer_;
+  for (auto& w : lists_)
+    if (auto l = w.lock()) l->items.clear();
+  for (auto& w : dicts_)
+    if (auto d = w.lock()) *d = DictObj();
+}
+
 Value Value::list(std::vector<Value> items, bool tuple) {
   auto l = std::make_shared<ListObj>();
   l->items = std::move(items);
   l->tuple = tuple;
+  if (g_arena) g_arena->lists_.push_back(l);
   return Value(std::move(l));
 }
 
-Value Value::dict() { return Value(std::make_shared<DictObj>()); }
+Value Value::dict() {
+  auto d = std::make_shared<DictObj>();
+  if (g_arena) g_arena->dicts_.push_back(d);
+  return Value(std::move(d));
+}
 
 double Value::as_double() const {
   switch (kind_) {
@@ -103,6 +122,7 @@ std::string hash_key(const Value& key) {
     }
     case Kind::kList:
       if (key.list_ref().tuple) {
+        NestingGuard guard("while hashing");
         std::string k = "t:";
         for (const Value& v : key.list_ref().items) k += hash_key(v) + "\x1f";
         return k;
@@ -152,6 +172,26 @@ Value Object::attr(std::string_view name) const {
 
 Value Object::call(CallArgs&) const { throw RenderError("'" + repr() + "' is not callable"); }
 
+namespace {
+thread_local int g_nesting = 0;
+constexpr int kMaxNesting = 512;
+}  // namespace
+
+NestingGuard::NestingGuard(const char* what) {
+  if (++g_nesting > kMaxNesting) {
+    --g_nesting;
+    throw RenderError(std::string("maximum recursion depth exceeded ") + what);
+  }
+}
+
+NestingGuard::~NestingGuard() { --g_nesting; }
+
+int64_t float_to_int(double f) {
+  if (!std::isfinite(f)) throw RenderError("cannot convert float infinity or NaN to integer");
+  if (f >= 9223372036854775808.0 || f < -9223372036854775808.0) throw RenderError("integer overflow (beyond 64 bits)");
+  return static_cast<int64_t>(f);
+}
+
 std::string quoted(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
@@ -168,6 +208,7 @@ Value make_function(std::string name, Function::Fn fn) {
 // ---- comparison ----------------------------------------------------------------------------------------
 
 bool equals(const Value& a, const Value& b) {
+  NestingGuard guard("in comparison");
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -216,6 +257,7 @@ namespace {
 }  // namespace
 
 bool less(const Value& a, const Value& b) {
+  NestingGuard guard("in comparison");
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() < b.as_double();
     return a.as_int() < b.as_int();
@@ -248,8 +290,7 @@ bool contains(const Value& container, const Value& item) {
       if (item.is_dict()) throw RenderError("unhashable type: 'dict'");
       return container.dict_ref().find(item) != nullptr;
     case Kind::kUndefined: return false;
-    default:
-      throw RenderError("argument of type '" + container.type_name() + "' is not iterable");
+    default: throw RenderError("argument of type '" + container.type_name() + "' is not iterable");
   }
 }
 
@@ -259,30 +300,40 @@ namespace {
 
 Value repeat(const Value& seq, int64_t n) {
   if (seq.is_string()) {
-    if (n > 0 && seq.str().size() * static_cast<uint64_t>(n) > (1u << 30)) throw RenderError("repeated string too long");
+    if (n > 0 && seq.str().size() * static_cast<uint64_t>(n) > (1u << 30))
+      throw RenderError("repeated string too long");
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.str();
     return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
   }
-  if (n > 0 && seq.list_ref().items.size() * static_cast<uint64_t>(n) > (1u << 24)) throw RenderError("repeated list too long");
+  if (n > 0 && seq.list_ref().items.size() * static_cast<uint64_t>(n) > (1u << 24))
+    throw RenderError("repeated list too long");
   std::vector<Value> out;
-  for (int64_t i = 0; i < n; ++i)
-    out.insert(out.end(), seq.list_ref().items.begin(), seq.list_ref().items.end());
+  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.list_ref().items.begin(), seq.list_ref().items.end());
   return Value::list(std::move(out), seq.list_ref().tuple);
 }
 
 bool is_intlike(const Value& v) { return v.is_int() || v.is_bool(); }
+
+// Python's ints have no limit; these are 64-bit, so a result that does not fit is an error, not a wrap.
+int64_t checked(bool overflow, int64_t r) {
+  if (overflow) throw RenderError("integer overflow (beyond 64 bits)");
+  return r;
+}
 
 }  // namespace
 
 Value add(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return Value(a.as_double() + b.as_double());
-    return Value(a.as_int() + b.as_int());
+    int64_t r;
+    const bool overflow = __builtin_add_overflow(a.as_int(), b.as_int(), &r);
+    return Value(checked(overflow, r));
   }
   if (a.is_string() && b.is_string()) {
     if (a.is_markup() || b.is_markup())
-      return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) + (b.is_markup() ? b.str() : html_escape(b.str())));
+      return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) +
+                           (b.is_markup() ? b.str() : html_escape(b.str())));
     return Value(a.str() + b.str());
   }
   if (a.is_list() && b.is_list() && a.list_ref().tuple == b.list_ref().tuple) {
@@ -291,8 +342,9 @@ Value add(const Value& a, const Value& b) {
     return Value::list(std::move(out), a.list_ref().tuple);
   }
   if (a.is_undefined() || b.is_undefined())
-    throw RenderError((a.is_undefined() ? a : b).undefined_hint().empty() ? std::string("undefined value in +")
-                                                                             : (a.is_undefined() ? a : b).undefined_hint());
+    throw RenderError((a.is_undefined() ? a : b).undefined_hint().empty()
+                          ? std::string("undefined value in +")
+                          : (a.is_undefined() ? a : b).undefined_hint());
   if (a.is_string() || b.is_string())
     throw RenderError("can only concatenate str (not \"" + (a.is_string() ? b : a).type_name() + "\") to str");
   bad_operands("+", a, b);
@@ -301,7 +353,9 @@ Value add(const Value& a, const Value& b) {
 Value sub(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return Value(a.as_double() - b.as_double());
-    return Value(a.as_int() - b.as_int());
+    int64_t r;
+    const bool overflow = __builtin_sub_overflow(a.as_int(), b.as_int(), &r);
+    return Value(checked(overflow, r));
   }
   bad_operands("-", a, b);
 }
@@ -309,7 +363,9 @@ Value sub(const Value& a, const Value& b) {
 Value mul(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return Value(a.as_double() * b.as_double());
-    return Value(a.as_int() * b.as_int());
+    int64_t r;
+    const bool overflow = __builtin_mul_overflow(a.as_int(), b.as_int(), &r);
+    return Value(checked(overflow, r));
   }
   if ((a.is_string() || a.is_list()) && is_intlike(b)) return repeat(a, b.as_int());
   if ((b.is_string() || b.is_list()) && is_intlike(a)) return repeat(b, a.as_int());
@@ -327,6 +383,7 @@ Value floordiv(const Value& a, const Value& b) {
   if (b.as_double() == 0.0) throw RenderError("integer division or modulo by zero");
   if (a.is_float() || b.is_float()) return Value(std::floor(a.as_double() / b.as_double()));
   int64_t x = a.as_int(), y = b.as_int();
+  if (x == INT64_MIN && y == -1) checked(true, 0);
   int64_t q = x / y;
   if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
   return Value(q);
@@ -346,6 +403,7 @@ Value mod(const Value& a, const Value& b) {
     return Value(r);
   }
   int64_t x = a.as_int(), y = b.as_int();
+  if (y == -1) return Value(int64_t{0});
   int64_t r = x % y;
   if (r != 0 && ((r < 0) != (y < 0))) r += y;
   return Value(r);
@@ -355,7 +413,10 @@ Value power(const Value& a, const Value& b) {
   if (!(a.is_number() && b.is_number())) bad_operands("** or pow()", a, b);
   if (is_intlike(a) && is_intlike(b) && b.as_int() >= 0) {
     int64_t r = 1, base = a.as_int();
-    for (int64_t e = b.as_int(); e > 0; --e) r *= base;
+    for (int64_t e = b.as_int(); e > 0; e >>= 1) {  // by squaring: 64 steps at most
+      if ((e & 1) && __builtin_mul_overflow(r, base, &r)) checked(true, 0);
+      if (e > 1 && __builtin_mul_overflow(base, base, &base)) checked(true, 0);
+    }
     return Value(r);
   }
   return Value(std::pow(a.as_double(), b.as_double()));
@@ -363,7 +424,7 @@ Value power(const Value& a, const Value& b) {
 
 Value negate(const Value& a) {
   if (a.is_float()) return Value(-a.as_double());
-  if (a.is_number()) return Value(-a.as_int());
+  if (a.is_number()) return Value(checked(a.as_int() == INT64_MIN, -a.as_int()));
   throw RenderError("bad operand type for unary -: '" + a.type_name() + "'");
 }
 

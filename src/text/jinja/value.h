@@ -50,16 +50,16 @@ class Value {
   Value() = default;  // undefined
   static Value undefined(std::string hint = {});
   static Value none();
-  Value(bool b);                 // NOLINT: implicit on purpose, like Python's literals
-  Value(int64_t i);              // NOLINT
-  Value(int i) : Value(static_cast<int64_t>(i)) {}  // NOLINT
-  Value(double f);               // NOLINT
-  Value(std::string s);          // NOLINT
+  Value(bool b);                                        // NOLINT: implicit on purpose, like Python's literals
+  Value(int64_t i);                                     // NOLINT
+  Value(int i) : Value(static_cast<int64_t>(i)) {}      // NOLINT
+  Value(double f);                                      // NOLINT
+  Value(std::string s);                                 // NOLINT
   Value(std::string_view s) : Value(std::string(s)) {}  // NOLINT
   Value(const char* s) : Value(std::string(s)) {}       // NOLINT
-  Value(ListPtr l);              // NOLINT
-  Value(DictPtr d);              // NOLINT
-  Value(ObjectPtr o);            // NOLINT
+  Value(ListPtr l);                                     // NOLINT
+  Value(DictPtr d);                                     // NOLINT
+  Value(ObjectPtr o);                                   // NOLINT
   // A "safe" string (jinja2's Markup, from |safe or |escape): adding a plain string to it, formatting into it
   // or passing strings to its methods HTML-escapes those strings first, as Markup does.
   static Value markup(std::string s);
@@ -157,19 +157,49 @@ class Function : public Object {
 
 Value make_function(std::string name, Function::Fn fn);
 
+// Counts nesting in the recursive walks over values (repr, JSON, equality, ordering) and throws RenderError
+// past 512 levels, so a list that contains itself or a very deep JSON input is an error, not a stack overflow.
+class NestingGuard {
+ public:
+  explicit NestingGuard(const char* what);
+  ~NestingGuard();
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+};
+
+// While one lives on a thread, every list and dict created there is recorded, and its destructor empties those
+// still alive: a template can make a container hold itself (l.append(l), ns.self = ns), a reference cycle that
+// would otherwise never be freed. One per render; nothing created during a render outlives it.
+class ContainerArena {
+ public:
+  ContainerArena();
+  ~ContainerArena();
+  ContainerArena(const ContainerArena&) = delete;
+  ContainerArena& operator=(const ContainerArena&) = delete;
+
+ private:
+  friend class Value;
+  std::vector<std::weak_ptr<ListObj>> lists_;
+  std::vector<std::weak_ptr<DictObj>> dicts_;
+  ContainerArena* outer_;
+};
+
+// int(f) for a float: truncated toward zero; RenderError when it is not finite or does not fit 64 bits.
+int64_t float_to_int(double f);
+
 // 'text' in single quotes, for messages.
 std::string quoted(std::string_view text);
 
 // Python semantics of the operators the templates use; each throws RenderError where Python raises.
 bool equals(const Value& a, const Value& b);
-bool less(const Value& a, const Value& b);     // a < b
+bool less(const Value& a, const Value& b);                 // a < b
 bool contains(const Value& container, const Value& item);  // item in container
 Value add(const Value& a, const Value& b);
 Value sub(const Value& a, const Value& b);
 Value mul(const Value& a, const Value& b);
 Value truediv(const Value& a, const Value& b);
 Value floordiv(const Value& a, const Value& b);
-Value mod(const Value& a, const Value& b);     // numbers, or printf-style formatting of a string
+Value mod(const Value& a, const Value& b);  // numbers, or printf-style formatting of a string
 Value power(const Value& a, const Value& b);
 Value negate(const Value& a);
 
