@@ -57,6 +57,8 @@ std::string prometheus_text(const SchedulerStats& s, const std::map<std::pair<st
   w.one("ferry_requests_queued", "gauge", "Requests waiting for a sequence or for KV cells.", s.queued);
   w.one("ferry_parallel_sequences", "gauge", "Sequences generated at once (--parallel).", n_parallel);
   w.one("ferry_prompt_tokens_total", "counter", "Prompt tokens computed.", static_cast<double>(s.prompt_tokens));
+  w.one("ferry_prompt_tokens_reused_total", "counter", "Prompt tokens found in the KV cache, not computed again.",
+        static_cast<double>(s.prompt_tokens_reused));
   w.one("ferry_generated_tokens_total", "counter", "Tokens generated.", static_cast<double>(s.generated_tokens));
   w.one("ferry_steps_total", "counter", "Engine steps run.", static_cast<double>(s.steps));
   w.one("ferry_step_tokens_total", "counter", "Tokens in those steps (decode and prompt).",
@@ -65,6 +67,7 @@ std::string prometheus_text(const SchedulerStats& s, const std::map<std::pair<st
   w.one("ferry_last_step_seconds", "gauge", "Duration of the last engine step.", s.last_step_ms / 1e3);
   w.one("ferry_kv_cells", "gauge", "KV cache cells shared by all requests.", s.kv_cells_total);
   w.one("ferry_kv_cells_reserved", "gauge", "KV cells reserved by running requests.", s.kv_cells_reserved);
+  w.one("ferry_kv_cells_cached", "gauge", "KV cells keeping finished requests' prompts for reuse.", s.kv_cells_cached);
   w.one("ferry_context_per_request", "gauge", "Most tokens (prompt + reply) of one request.", ctx_per_request);
   w.one("ferry_resident_memory_bytes", "gauge", "Resident set size of the process.",
         static_cast<double>(mem.resident_bytes));

@@ -45,6 +45,10 @@ struct Slot {
   int32_t next_token = -1;   // sampled and not yet fed (>= 0: the sequence decodes)
   bool ignore_eos = false;
   int64_t admitted_order = 0;
+  // A free slot's sequence keeps the prompt of its last request in the cache (cached = those tokens), for
+  // a next request that starts the same way (a chat sends its history again each turn).
+  std::vector<int32_t> cached;
+  int64_t last_used = 0;
   std::unique_ptr<TokenChooser> chooser;
   text::Utf8Streamer utf8;
   std::unique_ptr<StopText> stop;
@@ -96,6 +100,10 @@ class SchedulerImpl final : public Scheduler {
  private:
   void loop();
   void admit(Clock::time_point now);                // under mu_
+  // The free slot for `prompt`: the one whose cached prompt shares the longest prefix with it (*reuse
+  // tokens, at most all but its last token), else the least recently used.
+  Slot& pick_slot(const std::vector<int32_t>& prompt, int32_t* reuse);
+  void drop_cache(Slot& s);
   void handle_cancels();
   Status step();
   void take_token(Slot& s, const float* logits);
@@ -107,6 +115,7 @@ class SchedulerImpl final : public Scheduler {
   std::vector<Slot> slots_;        // owned by the loop's thread
   int64_t next_order_ = 0;
   int32_t reserved_ = 0;           // cells reserved by running slots (loop's thread)
+  int32_t cached_ = 0;             // cells holding free slots' cached prompts (loop's thread)
   engine::Batch batch_;
   std::vector<float> logits_;
   std::vector<int32_t> row_slot_;  // slot of each logits row of the step
@@ -200,12 +209,25 @@ void SchedulerImpl::admit(Clock::time_point now) {
   while (!queue_.empty()) {
     Pending& p = queue_.front();
     const int32_t need = static_cast<int32_t>(p.prompt.size()) + p.max_new;
-    auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.req; });
-    if (free_slot == slots_.end() || reserved_ + need > n_cells) break;
-    Slot& s = *free_slot;
+    if (running_ == static_cast<int32_t>(slots_.size()) || reserved_ + need > n_cells) break;
+    int32_t reuse = 0;
+    Slot& s = pick_slot(p.prompt, &reuse);
+    // The cells it needs beyond what it reuses come from free cells, then from other slots' caches
+    // (least recently used first).
+    const int32_t own_cache = static_cast<int32_t>(s.cached.size());
+    while (reserved_ + (cached_ - own_cache) + need > n_cells) {
+      Slot* victim = nullptr;
+      for (Slot& o : slots_)
+        if (&o != &s && !o.req && !o.cached.empty() && (!victim || o.last_used < victim->last_used)) victim = &o;
+      FERRY_ASSERT(victim != nullptr);  // reserved_ + need <= n_cells: dropping every cache makes room
+      drop_cache(*victim);
+    }
+    engine_.seq_rm(s.seq, reuse);  // keep the shared prefix, drop the rest of the cached prompt
+    cached_ -= own_cache;
+    s.cached.clear();
     s.req = std::move(p.req);
     s.prompt = std::move(p.prompt);
-    s.n_fed = 0;
+    s.n_fed = reuse;
     s.max_new = p.max_new;
     s.reserved = need;
     s.n_generated = 0;
@@ -218,13 +240,39 @@ void SchedulerImpl::admit(Clock::time_point now) {
     s.stop = std::make_unique<StopText>(p.params.stop);
     s.submitted = p.submitted;
     s.admitted = now;
-    engine_.seq_rm(s.seq);
     reserved_ += need;
     ++running_;
+    stats_.prompt_tokens_reused += reuse;
     queue_.pop_front();
   }
   stats_.running = running_;
   stats_.kv_cells_reserved = reserved_;
+  stats_.kv_cells_cached = cached_;
+}
+
+Slot& SchedulerImpl::pick_slot(const std::vector<int32_t>& prompt, int32_t* reuse) {
+  Slot* best = nullptr;
+  int32_t best_len = -1;
+  for (Slot& s : slots_) {
+    if (s.req) continue;
+    const size_t n = std::min(s.cached.size(), prompt.size() - 1);  // the last prompt token is always computed
+    const int32_t len = static_cast<int32_t>(
+        std::mismatch(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(n), s.cached.begin()).first -
+        prompt.begin());
+    if (len > best_len || (len == best_len && s.last_used < best->last_used)) {
+      best = &s;
+      best_len = len;
+    }
+  }
+  FERRY_ASSERT(best != nullptr);
+  *reuse = best_len;
+  return *best;
+}
+
+void SchedulerImpl::drop_cache(Slot& s) {
+  engine_.seq_rm(s.seq);
+  cached_ -= static_cast<int32_t>(s.cached.size());
+  s.cached.clear();
 }
 
 void SchedulerImpl::handle_cancels() {
@@ -320,8 +368,19 @@ void SchedulerImpl::finish(Slot& s, FinishReason reason, Status error) {
   }
   const double ttft = s.n_generated > 0 ? ms_between(s.submitted, s.first_token) : 0;
   const double queue_ms = ms_between(s.submitted, s.admitted);
-  // The sequence and the counters first, so whoever the request wakes sees them freed.
-  engine_.seq_rm(s.seq);
+  // The sequence and the counters first, so whoever the request wakes sees them freed. A prompt that was
+  // computed whole stays in the cache for the next request that starts with it; its generated tokens go
+  // (they were computed as decode tokens, which a next prompt's identical tokens would not be, so reusing
+  // them would change that request's numbers).
+  const int32_t n_prompt = static_cast<int32_t>(s.prompt.size());
+  if (reason != FinishReason::kError && s.n_fed == n_prompt) {
+    engine_.seq_rm(s.seq, n_prompt);
+    s.cached = std::move(s.prompt);
+    cached_ += n_prompt;
+  } else {
+    engine_.seq_rm(s.seq);
+  }
+  s.last_used = next_order_++;
   reserved_ -= s.reserved;
   s.chooser.reset();
   s.stop.reset();
@@ -335,6 +394,7 @@ void SchedulerImpl::finish(Slot& s, FinishReason reason, Status error) {
     ++stats_.finished[static_cast<int>(reason)];
     stats_.running = running_;
     stats_.kv_cells_reserved = reserved_;
+    stats_.kv_cells_cached = cached_;
   }
   req->finish(reason, std::move(error), s.n_generated, queue_ms, ttft);
 }

@@ -10,6 +10,12 @@
 // a bounded FIFO queue while every sequence is busy or the free cells cannot hold their reservation,
 // and submit() refuses a request (kBusy) when the queue is full.
 //
+// Prompt reuse: when a request ends, its sequence keeps the prompt's cells (not the reply's). A new
+// request goes to the free sequence whose kept prompt shares the longest prefix with its own and
+// computes only the rest (a chat client sends the whole history each turn); kept prompts give way,
+// least recently used first, when a reservation needs their cells. On the CPU and reference devices a
+// prompt token's K/V do not depend on how the prompt was cut into steps, so reuse changes no result.
+//
 // Numerics: each step declares its decode tokens (engine::Batch::n_decode), so on the CPU and reference
 // devices a token's logits do not depend on which other requests share its step: a greedy request
 // generates the same tokens alone or among others. The GPU executor does not give that guarantee (its
@@ -39,6 +45,7 @@ struct SchedulerStats {
   int64_t rejected_busy = 0;     // refused because the queue was full
   int64_t finished[4] = {};      // by FinishReason
   int64_t prompt_tokens = 0;     // prompt tokens computed
+  int64_t prompt_tokens_reused = 0;  // prompt tokens found in the cache (not computed again)
   int64_t generated_tokens = 0;  // tokens sampled
   int64_t steps = 0;             // engine steps
   int64_t step_tokens = 0;       // tokens in those steps
@@ -46,6 +53,7 @@ struct SchedulerStats {
   double last_step_ms = 0;
   int32_t kv_cells_total = 0;
   int32_t kv_cells_reserved = 0;  // reserved by running requests
+  int32_t kv_cells_cached = 0;    // holding finished requests' prompts for reuse
 };
 
 class Scheduler {

@@ -224,5 +224,47 @@ TEST(Scheduler, ReservationsWaitForCells) {
   EXPECT_EQ(f.sched->stats().kv_cells_reserved, 0);
 }
 
+TEST(Scheduler, ReusesAPromptPrefixWithTheSameResult) {
+  SchedulerOptions so;
+  so.n_parallel = 2;
+  Fixture f(DType::Q8_0, so, 512, 16);
+  // A conversation's second turn: the first prompt, its reply, a new question.
+  const std::vector<int32_t> first = prompt(40, 1);
+  const RequestUpdate u1 = submit(*f.sched, first, greedy(8))->wait_all();
+  std::vector<int32_t> second = first;
+  for (int32_t t : ids(u1)) second.push_back(t);
+  for (int32_t t : prompt(6, 2)) second.push_back(t);
+  const int64_t computed0 = f.sched->stats().prompt_tokens;
+  const RequestUpdate u2 = submit(*f.sched, second, greedy(12))->wait_all();
+  const SchedulerStats st = f.sched->stats();
+  EXPECT_EQ(st.prompt_tokens_reused, 40);
+  EXPECT_EQ(st.prompt_tokens - computed0, static_cast<int64_t>(second.size()) - 40);
+  EXPECT_EQ(st.kv_cells_cached, static_cast<int32_t>(second.size()));  // both prompts ended in one sequence
+  // The same request on a scheduler that computes it all gives the same tokens.
+  Fixture fresh(DType::Q8_0, so, 512, 16);
+  EXPECT_EQ(ids(submit(*fresh.sched, second, greedy(12))->wait_all()), ids(u2));
+  EXPECT_EQ(fresh.sched->stats().prompt_tokens_reused, 0);
+  // The same prompt again: all but its last token come from the cache.
+  submit(*f.sched, second, greedy(1))->wait_all();
+  EXPECT_EQ(f.sched->stats().prompt_tokens_reused, 40 + static_cast<int64_t>(second.size()) - 1);
+}
+
+TEST(Scheduler, KeptPromptsGiveWayToReservations) {
+  // 200 cells, 2 sequences, 150 per request: a kept prompt of 100 cells must be dropped for a request
+  // that needs 150.
+  SchedulerOptions so;
+  so.n_parallel = 2;
+  so.ctx_per_request = 150;
+  Fixture f(DType::F32, so, 200);
+  submit(*f.sched, prompt(100, 1), greedy(4))->wait_all();
+  EXPECT_EQ(f.sched->stats().kv_cells_cached, 100);
+  const RequestUpdate u = submit(*f.sched, prompt(20, 2), greedy(130))->wait_all();
+  EXPECT_EQ(u.completion_tokens, 130);
+  const SchedulerStats st = f.sched->stats();
+  EXPECT_EQ(st.kv_cells_cached, 20);  // the first prompt gave way; the second is kept
+  EXPECT_EQ(st.kv_cells_reserved, 0);
+  EXPECT_EQ(f.engine->seq_next_pos(0) + f.engine->seq_next_pos(1), 20);
+}
+
 }  // namespace
 }  // namespace ferry::serve
