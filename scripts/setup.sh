@@ -79,12 +79,13 @@ else
   has_module numpy || need+=("numpy>=1.26")
   has_module gguf || need+=("gguf>=0.17")
   has_module pytest || need+=("pytest>=8")
+  has_module openai || need+=("openai>=1.30")   # the server tests use the official client
   has_module jinja2 || need+=("jinja2>=3.1")  # the reference of the chat-template parity test
   if ((${#need[@]})); then
     log "pip install ${need[*]}"
     "${PIP[@]}" "${need[@]}"
   else
-    log "numpy, gguf, pytest present"
+    log "numpy, gguf, pytest, openai present"
   fi
 fi
 
