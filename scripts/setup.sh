@@ -14,7 +14,8 @@
 # into models/ (both for test). Every step checks first and does nothing when already done.
 # Env: PYTHON (default python3), FERRY_SKIP_APT=1, FERRY_SKIP_LLAMA_CPP=1 (llama-cpp-python and libmtmd:
 # the tests that need them then skip, or fail under CI=true), LLAMA_CPP_SDIST (a local llama-cpp-python
-# sdist to build from instead of downloading it).
+# sdist to build from instead of downloading it; test_jinja.py reads its chat templates too). Without it
+# the sdist is downloaded once into .whl/ (`pip download --no-binary :all: --no-deps`).
 set -euo pipefail
 
 mode=${1:-test}
@@ -90,27 +91,26 @@ else
   has_module numpy || need+=("numpy>=1.26")
   has_module gguf || need+=("gguf>=0.17")
   has_module pytest || need+=("pytest>=8")
+  has_module openai || need+=("openai>=1.30")   # the server tests use the official client
+  has_module jinja2 || need+=("jinja2>=3.1")  # the reference of the chat-template parity test
   if ((${#need[@]})); then
     log "pip install ${need[*]}"
     "${PIP[@]}" "${need[@]}"
   else
-    log "numpy, gguf, pytest present"
+    log "numpy, gguf, pytest, openai present"
   fi
 fi
 
-# The llama-cpp-python source package, downloaded once into .whl/ (or LLAMA_CPP_SDIST): the wheel and
-# libmtmd are both built from it.
-llama_cpp_sdist() {
-  if [[ -n ${LLAMA_CPP_SDIST:-} ]]; then echo "$LLAMA_CPP_SDIST"; return; fi
-  local f=$root/.whl/llama_cpp_python-$LLAMA_CPP_VERSION.tar.gz
-  if [[ ! -f $f ]]; then
-    log "downloading the llama-cpp-python $LLAMA_CPP_VERSION source package into .whl/" >&2
-    mkdir -p "$root/.whl"
-    "$PY" -m pip download --disable-pip-version-check -q --no-deps --no-binary :all: -d "$root/.whl" \
-      "llama-cpp-python==$LLAMA_CPP_VERSION" >&2
-  fi
-  echo "$f"
-}
+# llama-cpp-python's source package, kept in .whl/: the wheel and libmtmd are built from it, and
+# tests/python/test_jinja.py reads llama.cpp's chat templates (vendor/llama.cpp/models/templates/) from it.
+sdist=$root/.whl/llama_cpp_python-$LLAMA_CPP_VERSION.tar.gz
+if [[ $mode == test && ${FERRY_SKIP_LLAMA_CPP:-0} != 1 && ! -f $sdist && ! -e ${LLAMA_CPP_SDIST:-/nonexistent} ]]; then
+  log "pip download llama-cpp-python $LLAMA_CPP_VERSION (source package) into .whl/"
+  mkdir -p "$root/.whl"
+  "$PY" -m pip download --disable-pip-version-check -q --no-binary :all: --no-deps \
+    "llama-cpp-python==$LLAMA_CPP_VERSION" -d "$root/.whl"
+fi
+src=${LLAMA_CPP_SDIST:-$sdist}
 
 if [[ $mode == run ]]; then
   :
@@ -122,8 +122,8 @@ else
   else
     wheel=$(ls "$root"/.whl/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -1 || true)
     if [[ -z $wheel ]]; then
-      src=$(llama_cpp_sdist)
       log "building llama-cpp-python $LLAMA_CPP_VERSION from source (once; ~10-20 min on 2 cores) into .whl/"
+      mkdir -p "$root/.whl"
       CMAKE_ARGS="$LLAMA_CPP_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
         "$PY" -m pip wheel --disable-pip-version-check -q --no-deps -w "$root/.whl" "$src"
       wheel=$(ls "$root"/.whl/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl | head -1)
@@ -138,7 +138,6 @@ else
   if [[ -f $MTMD_DIR/libmtmd.so && $(cat "$MTMD_DIR/STAMP" 2>/dev/null) == "$stamp" ]]; then
     log "libmtmd present (.cache/mtmd)"
   else
-    src=$(llama_cpp_sdist)
     work=$root/.cache/mtmd-build
     log "building libmtmd from llama-cpp-python $LLAMA_CPP_VERSION's llama.cpp (once; a few min on 2 cores) into .cache/mtmd/"
     t_mtmd=$(date +%s)

@@ -133,6 +133,8 @@ Status EngineImpl::validate(const Batch& batch) {
     for (int32_t p : batch.mrope_pos)
       if (p < 0) return make_error(ErrorCode::kInvalidArgument, "negative M-RoPE position %d", p);
   }
+  if (batch.n_decode < -1 || batch.n_decode > n)
+    return make_error(ErrorCode::kInvalidArgument, "n_decode %d is outside -1..%d", batch.n_decode, n);
   seen_.clear();
   for (int32_t i = 0; i < n; ++i) {
     if (!embd_rows && (batch.tokens[i] < 0 || batch.tokens[i] >= spec_.n_vocab))
@@ -185,6 +187,7 @@ Status EngineImpl::step(const Batch& batch, std::vector<float>* logits) {
   in.n_out = static_cast<int32_t>(out_rows_.size());
   in.embd = batch.embd.empty() ? nullptr : batch.embd.data();
   in.mrope_pos = batch.mrope_pos.empty() ? nullptr : batch.mrope_pos.data();
+  in.n_decode = batch.n_decode;
 
   const size_t old = logits ? logits->size() : 0;
   discard_.clear();

@@ -43,6 +43,12 @@ struct Batch {
   // `pos` stays the token's place in its sequence (the KV cache's order, strictly increasing).
   std::vector<float> embd;         // [n * n_embd]
   std::vector<int32_t> mrope_pos;  // [4 * n] section-major: stream s of row i at s * n + i
+  // Batch-invariant numerics (continuous batching across requests): the first n_decode tokens each
+  // continue their sequence from a sampled token, the rest are prompt tokens; the CPU and reference
+  // devices then compute every token by the kernels of its group, so its logits do not depend on the
+  // other tokens of the step (kernels::Ops::set_token_groups). -1: kernels chosen by the step's size.
+  // The GPU executor ignores it.
+  int32_t n_decode = -1;
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
   void add(int32_t token, int32_t position, int32_t sequence, bool want_logits) {
@@ -58,6 +64,7 @@ struct Batch {
     logits.clear();
     embd.clear();
     mrope_pos.clear();
+    n_decode = -1;
   }
 };
 

@@ -20,64 +20,49 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// The default system message a ChatML template inserts when none is given (SmolLM2's does), or "".
-std::string chatml_default_system(const std::string& tmpl) {
-  const std::string open = "<|im_start|>system\n";
-  size_t a = tmpl.find(open);
-  if (a == std::string::npos) return {};
-  a += open.size();
-  size_t b = tmpl.find("<|im_end|>", a);
-  if (b == std::string::npos) return {};
-  std::string text = tmpl.substr(a, b - a);
-  // A template that builds the system turn from a variable has Jinja syntax here, not a fixed text.
-  if (text.find("{{") != std::string::npos || text.find("{%") != std::string::npos ||
-      text.find('\'') != std::string::npos)
-    return {};
-  return text;
-}
-
 }  // namespace
 
 std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view text) {
   return engine.tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/true);
 }
 
-Expected<std::string> apply_chat_template(const Engine& engine, std::string_view user,
-                                          std::string_view system, std::string* guess_note) {
-  const std::string tmpl = engine.file().get_string_or("tokenizer.chat_template", "");
+Expected<text::ChatTemplate> model_chat_template(const Engine& engine) {
+  return text::chat_template_from_gguf(engine.file());
+}
+
+Expected<std::string> render_chat(const Engine& engine, const text::ChatTemplate& tmpl, text::ChatRequest request) {
+  return text::render_for_tokenizer(tmpl, std::move(request), engine.tokenizer());
+}
+
+Expected<std::string> apply_chat_template(const Engine& engine, std::string_view user, std::string_view system,
+                                          std::string* guess_note) {
   if (guess_note) guess_note->clear();
-  const bool chatml = tmpl.find("<|im_start|>") != std::string::npos;
-  const bool gemma = tmpl.find("<start_of_turn>") != std::string::npos ||
-                     (tmpl.empty() && engine.spec().arch == model::Arch::kGemma3);
-  std::string out;
-  if (chatml) {
-    std::string sys = system.empty() ? chatml_default_system(tmpl) : std::string(system);
-    if (!sys.empty()) out += "<|im_start|>system\n" + sys + "<|im_end|>\n";
-    out += "<|im_start|>user\n";
-    out += user;
-    out += "<|im_end|>\n<|im_start|>assistant\n";
-  } else if (gemma) {
-    if (tmpl.empty() && guess_note)
-      *guess_note = engine.file().path() + " has no tokenizer.chat_template; using the Gemma turn format of its "
-                    "architecture";
-    // Gemma has no system role: its template puts the system text at the top of the first user turn.
-    out += "<start_of_turn>user\n";
-    if (!system.empty()) {
-      out += system;
-      out += "\n\n";
-    }
-    out += user;
-    out += "<end_of_turn>\n<start_of_turn>model\n";
-  } else {
-    if (tmpl.empty())
-      return make_error(ErrorCode::kUnsupported,
-                        "%s has no chat template (tokenizer.chat_template) and its architecture has no known "
-                        "format; give the prompt without --chat",
-                        engine.file().path().c_str());
-    return make_error(ErrorCode::kUnsupported,
-                      "unknown chat template in %s (ChatML and Gemma formats are supported)",
-                      engine.file().path().c_str());
+  auto tmpl = model_chat_template(engine);
+  if (tmpl) {
+    text::ChatRequest req;
+    if (!system.empty()) req.messages.push_back({"system", std::string(system)});
+    req.messages.push_back({"user", std::string(user)});
+    req.add_generation_prompt = true;
+    return render_chat(engine, *tmpl, std::move(req));
   }
+  if (tmpl.status().code() != ErrorCode::kNotFound) return tmpl.status();
+  // No template in the file: the architecture's known turn format, said in *guess_note.
+  if (engine.spec().arch != model::Arch::kGemma3)
+    return make_error(ErrorCode::kUnsupported,
+                      "%s has no chat template (tokenizer.chat_template) and its architecture has no known "
+                      "format; give the prompt without --chat",
+                      engine.file().path().c_str());
+  if (guess_note)
+    *guess_note = engine.file().path() + " has no tokenizer.chat_template; using the Gemma turn format of its "
+                  "architecture";
+  // Gemma has no system role: its template puts the system text at the top of the first user turn.
+  std::string out = "<start_of_turn>user\n";
+  if (!system.empty()) {
+    out += system;
+    out += "\n\n";
+  }
+  out += user;
+  out += "<end_of_turn>\n<start_of_turn>model\n";
   return out;
 }
 

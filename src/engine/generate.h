@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "text/chat_template.h"
 
 namespace ferry::engine {
 
@@ -57,12 +58,20 @@ struct GenerateCallbacks {
 // add_*_token flags say; special-token text such as "<|im_start|>" becomes the special token.
 std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view text);
 
-// One user turn (and optional system message) in the model's chat format, with the assistant turn
-// opened: ChatML (<|im_start|>, e.g. SmolLM2, Qwen) or Gemma (<start_of_turn>), chosen from
-// tokenizer.chat_template (or the architecture when the file has none). BOS is not included
-// (tokenize_prompt adds it). kUnsupported for another template, or for a file without one whose
-// architecture has no known format. When the format was guessed from the architecture (no template in
-// the file), *guess_note (if given) says so, naming the format; else it is cleared.
+// The model's chat template (tokenizer.chat_template), parsed. kNotFound when the file has none;
+// kCorrupt naming the line when it does not parse.
+Expected<text::ChatTemplate> model_chat_template(const Engine& engine);
+
+// Renders `request` with `tmpl` for this model, ready for tokenize_prompt: bos_token / eos_token are set
+// to the text of the vocabulary's BOS / EOS tokens when the request leaves them empty, and a leading BOS
+// text is removed from the result when tokenize_prompt adds BOS itself (as llama.cpp does), so the prompt
+// holds one BOS. Errors as ChatTemplate::render.
+Expected<std::string> render_chat(const Engine& engine, const text::ChatTemplate& tmpl, text::ChatRequest request);
+
+// One user turn (and optional system message) with the assistant turn opened, ready for tokenize_prompt:
+// the model's own template (render_chat). A file without a template gets its architecture's known format
+// (Gemma's turns for gemma3) and *guess_note (if given) says so; else it is cleared. kUnsupported for a
+// file without a template whose architecture has no known format.
 Expected<std::string> apply_chat_template(const Engine& engine, std::string_view user,
                                           std::string_view system = {}, std::string* guess_note = nullptr);
 

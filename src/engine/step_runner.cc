@@ -85,6 +85,7 @@ class OpsRunner final : public StepRunner {
     kv.cell_seq = TensorView::make(DType::I32, const_cast<int32_t*>(in.cell_seq), n_cells_);
     kv.n_cells = in.n_cells_scan;
 
+    ops_->set_token_groups(n, in.n_decode);
     if (in.embd != nullptr) {
       const TensorView rows = TensorView::make(DType::F32, const_cast<float*>(in.embd), spec_.n_embd, n);
       model::forward_embed_rows(*ops_, spec_, rows, scratch_, hook);
@@ -100,6 +101,8 @@ class OpsRunner final : public StepRunner {
     const size_t n_vocab = static_cast<size_t>(spec_.n_vocab);
     for (int32_t r0 = 0; r0 < in.n_out; r0 += scratch_.n_out_max) {
       const int32_t nr = std::min(scratch_.n_out_max, in.n_out - r0);
+      // Batch-invariant: every head row by the decode kernels, whatever rows share the chunk.
+      if (in.n_decode >= 0) ops_->set_token_groups(nr, nr);
       model::forward_head(*ops_, spec_, w_, in.out_rows + r0, nr, scratch_, hook);
       for (int32_t r = 0; r < nr; ++r)
         std::memcpy(logits + (r0 + r) * n_vocab, scratch_.logits.row(r), n_vocab * sizeof(float));

@@ -156,7 +156,7 @@ class Ops {
   virtual void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) = 0;
   // Causal attention of q [head_dim, n_head, n_tokens] over the cache (cells of the same sequence
   // with position <= the token's, within the window), GQA by n_head / n_kv_head.
-  // out [head_dim * n_head, n_tokens] F32.
+  // out [head_dim * n_head, n_tokens] F32. RefOps and CpuOps sum over the cells in position order.
   virtual void attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                          TensorView out) = 0;
   // out = act(gate) * up, elementwise; all [ff, n_tokens] F32. In place (out == gate) allowed.
@@ -190,6 +190,16 @@ class Ops {
     (void)out;
     FERRY_ASSERT_MSG(false, "attention_segments is not implemented by this Ops");
   }
+  // Batch-invariant numerics, for continuous batching across requests: until the next call, a matmul
+  // of n_tokens columns and attention over n_tokens tokens compute the first n_decode columns (tokens
+  // that continue a sequence from a sampled token) with the decode kernels and the others (prompt
+  // tokens) with the prefill kernels, whatever n_tokens is; a matmul of any other column count uses
+  // the decode kernels. A token's result then depends on its group only, not on which other tokens
+  // share the step (RefOps and CpuOps visit a token's cells in position order, so where the cells lie
+  // in the cache does not matter either).
+  // n_decode < 0 turns it off (kernels chosen by the batch size). Backends whose results never depend
+  // on the batch keep the default.
+  virtual void set_token_groups(int32_t n_tokens, int32_t n_decode) {}
 };
 
 }  // namespace ferry::kernels

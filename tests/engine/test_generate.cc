@@ -41,7 +41,6 @@ class FakeTokenizer final : public text::Tokenizer {
   const text::SpecialTokens& special() const override { return special_; }
   bool is_eog(text::Token id) const override { return id == kEos; }
 
- private:
   text::SpecialTokens special_;
 };
 
@@ -76,6 +75,7 @@ class FakeEngine final : public Engine {
   }
 
   void set_n_embd(int32_t d) { spec_.n_embd = d; }
+  FakeTokenizer& fake_tokenizer() { return tok_; }
 
   std::vector<Batch> batches_;
   int clears_ = 0;
@@ -245,7 +245,7 @@ TEST(ChatTemplate, ChatMLWithoutDefaultSystem) {
   FakeEngine e(16, 8, make_file(tmpl), model::Arch::kQwen2);
   auto s = apply_chat_template(e, "Hi");
   ASSERT_TRUE(s.has_value());
-  EXPECT_EQ(*s, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(*s, "<|im_start|>user\nHi<|im_end|>\n");  // the template opens no assistant turn: none is added
 }
 
 TEST(ChatTemplate, GemmaTurns) {
@@ -273,9 +273,35 @@ TEST(ChatTemplate, NoTemplateNoKnownFormatIsUnsupported) {
   EXPECT_NE(s.status().message().find("without --chat"), std::string::npos) << s.status().message();
 }
 
-TEST(ChatTemplate, UnknownIsUnsupported) {
-  FakeEngine e(16, 8, make_file("[INST] {{ message }} [/INST]"), model::Arch::kLlama);
-  EXPECT_EQ(apply_chat_template(e, "Hi").status().code(), ErrorCode::kUnsupported);
+// BOS / EOS text comes from the vocabulary; the template's leading BOS text is dropped when tokenize_prompt
+// adds BOS itself, so the prompt holds one.
+TEST(ChatTemplate, RenderChatUsesTheVocabularysBosAndDropsADoubleOne) {
+  FakeEngine e(16, 8, make_file("{{ bos_token }}{{ messages[0].content }}{{ eos_token }}"), model::Arch::kLlama);
+  e.fake_tokenizer().special_.bos = 1;     // renders as "b"
+  e.fake_tokenizer().special_.eos = kEos;  // "p"
+  auto tmpl = model_chat_template(e);
+  ASSERT_TRUE(tmpl.has_value());
+  text::ChatRequest req;
+  req.messages = {{"user", "X"}};
+  EXPECT_EQ(*render_chat(e, *tmpl, req), "bXp");
+  e.fake_tokenizer().special_.add_bos = true;
+  EXPECT_EQ(*render_chat(e, *tmpl, req), "Xp");
+  e.fake_tokenizer().special_.add_eos = true;
+  EXPECT_EQ(*render_chat(e, *tmpl, req), "X");
+  FakeEngine none(16, 8, make_file(""), model::Arch::kLlama);
+  EXPECT_EQ(model_chat_template(none).status().code(), ErrorCode::kNotFound);
+}
+
+// Any template renders now (the interpreter, not a family match); a broken one is an error naming its line.
+TEST(ChatTemplate, AnyTemplateRendersAndBrokenOnesSayWhere) {
+  FakeEngine e(16, 8, make_file("[INST] {{ messages[-1]['content'] }} [/INST]"), model::Arch::kLlama);
+  auto s = apply_chat_template(e, "Hi");
+  ASSERT_TRUE(s.has_value()) << s.status().message();
+  EXPECT_EQ(*s, "[INST] Hi [/INST]");
+  FakeEngine bad(16, 8, make_file("ok\n{% for m in messages %}"), model::Arch::kLlama);
+  auto b = apply_chat_template(bad, "Hi");
+  ASSERT_FALSE(b.has_value());
+  EXPECT_NE(b.status().message().find("chat template line 2"), std::string::npos) << b.status().message();
 }
 
 // A multimodal prompt: chunks never mix token and embedding rows, embedding rows and M-RoPE positions are

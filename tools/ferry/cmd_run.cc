@@ -289,8 +289,9 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--json", a.json, "print one JSON object (ids, text, timings) instead of streaming text");
   app.add_option("--logits-out", a.logits_out, "write float32 logits [n_rows, n_vocab] of every position here");
   app.add_flag("--chat", a.chat,
-               "wrap the prompt in the model's chat template (ChatML or Gemma; a file without a template gets "
-               "its architecture's format and a warning, or an error when the architecture has none)");
+               "render the prompt as a user turn with the model's own chat template (tokenizer.chat_template, "
+               "`ferry template` shows the text); a file without a template gets its architecture's format and a "
+               "warning, or an error when the architecture has none");
   app.add_option("--system", a.system, "system message for --chat");
   app.add_flag("--ignore-eos", a.ignore_eos, "keep generating past end-of-generation tokens");
   ferry::cli::add_hybrid_options(app, &a.hybrid, false);

@@ -452,7 +452,7 @@ void RefOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta&
 
 // For each token t and head h (KV head h / (n_head / n_kv_head)): softmax over the visible cells c
 // (same sequence, cell_pos <= pos[t], pos[t] - cell_pos < window) of scale * q.k_c (soft-capped when
-// asked), then the weighted sum of v_c. Everything accumulates in double.
+// asked), then the weighted sum of v_c, over the cells in position order. Everything accumulates in double.
 void RefOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                        TensorView out) {
   const int64_t hd = p.head_dim, n_tok = batch.n_tokens;
@@ -476,6 +476,9 @@ void RefOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
       if (p.window > 0 && pos[t] - cpos[c] >= p.window) continue;
       visible.push_back(c);
     }
+    // Position order, wherever the cells lie (sums in a fixed order: the result does not depend on
+    // which cells other sequences freed).
+    std::stable_sort(visible.begin(), visible.end(), [cpos](int32_t a, int32_t b) { return cpos[a] < cpos[b]; });
     FERRY_ASSERT_MSG(!visible.empty(), "attention: a token sees no cell (its own K/V must be stored first)");
     score.resize(visible.size());
     float* orow = frow(out, t);
