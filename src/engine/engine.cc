@@ -137,7 +137,7 @@ Status EngineImpl::validate(const Batch& batch) {
     return make_error(ErrorCode::kInvalidArgument, "n_decode %d is outside -1..%d", batch.n_decode, n);
   seen_.clear();
   for (int32_t i = 0; i < n; ++i) {
-    if (!embd_rows && (batch.tokens[i] < 0 || batch.tokens[i] >= spec_.n_vocab))
+    if ((batch.tokens[i] < 0 && !(embd_rows && batch.tokens[i] == -1)) || batch.tokens[i] >= spec_.n_vocab)
       return make_error(ErrorCode::kInvalidArgument, "token id %d at batch row %d is outside the vocabulary (0..%d)",
                         batch.tokens[i], i, spec_.n_vocab - 1);
     if (batch.seq[i] < 0 || batch.seq[i] >= options_.n_seq_max)

@@ -38,8 +38,9 @@ struct Batch {
   std::vector<int32_t> pos;     // [n] position of each token in its sequence
   std::vector<int32_t> seq;     // [n] sequence id (0 .. n_seq_max-1)
   std::vector<uint8_t> logits;  // [n] 1 = return logits for this token
-  // Multimodal steps (qwen2vl): rows that replace the token embeddings (an image's tokens; `tokens` is then
-  // ignored but still sized n), and rope positions per M-RoPE stream. Empty: token ids, rope at `pos`.
+  // Multimodal steps (qwen2vl): embeddings for the rows whose token is -1 (an image's tokens; the rows with
+  // a token id embed it as usual, so one step may mix requests with and without images), and rope
+  // positions per M-RoPE stream (every row). Empty: token ids, rope at `pos`.
   // `pos` stays the token's place in its sequence (the KV cache's order, strictly increasing).
   std::vector<float> embd;         // [n * n_embd]
   std::vector<int32_t> mrope_pos;  // [4 * n] section-major: stream s of row i at s * n + i

@@ -88,7 +88,7 @@ class OpsRunner final : public StepRunner {
     ops_->set_token_groups(n, in.n_decode);
     if (in.embd != nullptr) {
       const TensorView rows = TensorView::make(DType::F32, const_cast<float*>(in.embd), spec_.n_embd, n);
-      model::forward_embed_rows(*ops_, spec_, rows, scratch_, hook);
+      model::forward_embed_mixed(*ops_, spec_, w_, tok, rows, scratch_, hook);  // image rows where tokens are -1
     } else {
       model::forward_embed(*ops_, spec_, w_, tok, scratch_, hook);
     }

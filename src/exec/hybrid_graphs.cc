@@ -67,7 +67,8 @@ Status HybridRunnerImpl::run_whole_step_graph(const StepIo& in, float* logits, s
   const model::DebugHook* hook = debug_hook_ ? &debug_hook_ : nullptr;
   if (in.embd != nullptr) {
     const TensorView rows = TensorView::make(DType::F32, const_cast<float*>(in.embd), spec_.n_embd, n);
-    model::forward_embed_rows(*cpu_ops_, spec_, rows, host_scratch_, hook);
+    model::forward_embed_mixed(*cpu_ops_, spec_, host_weights_, TensorView::make(DType::I32, h, n), rows, host_scratch_,
+                               hook);
   } else {
     model::forward_embed(*cpu_ops_, spec_, host_weights_, TensorView::make(DType::I32, h, n), host_scratch_, hook);
   }

@@ -44,7 +44,7 @@ struct StepIo {
   int32_t n_cells_scan = 0;
   const int32_t* out_rows = nullptr;  // [n_out] ascending batch rows that want logits
   int32_t n_out = 0;
-  const float* embd = nullptr;        // [n_embd, n_tokens] input rows replacing the tokens' embeddings, or null
+  const float* embd = nullptr;        // [n_embd, n_tokens] input rows for the tokens that are -1, or null
   const int32_t* mrope_pos = nullptr; // [4 * n_tokens] M-RoPE positions, section-major, or null
 };
 

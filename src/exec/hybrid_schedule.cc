@@ -176,9 +176,9 @@ Status HybridRunnerImpl::cpu_sublayer(size_t i, const Step& step) {
   const model::DebugHook* hook = debug_hook_ ? &debug_hook_ : nullptr;
   switch (s.kind) {
     case SubLayerKind::kEmbed:
-      if (step.in->embd != nullptr) {  // image rows: their embeddings replace the token lookup
+      if (step.in->embd != nullptr) {  // image rows (token -1): their embeddings replace the token lookup
         const TensorView rows = TensorView::make(DType::F32, const_cast<float*>(step.in->embd), spec_.n_embd, step.n);
-        model::forward_embed_rows(*cpu_ops_, spec_, rows, host_scratch_, hook);
+        model::forward_embed_mixed(*cpu_ops_, spec_, host_weights_, step.host_tokens, rows, host_scratch_, hook);
       } else {
         model::forward_embed(*cpu_ops_, spec_, host_weights_, step.host_tokens, host_scratch_, hook);
       }

@@ -117,6 +117,26 @@ void forward_embed_rows(Ops& ops, const ModelSpec& spec, const TensorView& embd,
   record(hook, x, "inp_embd");
 }
 
+void forward_embed_mixed(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const TensorView& tokens,
+                         const TensorView& embd, const Scratch& s, const DebugHook* hook) {
+  const int64_t n = tokens.ne[0];
+  FERRY_ASSERT(n <= s.n_max && embd.ne[0] == spec.n_embd && embd.ne[1] == n && embd.dtype == DType::F32);
+  const int32_t* t = tokens.ptr<const int32_t>();
+  for (int64_t r0 = 0; r0 < n;) {
+    const bool image = t[r0] < 0;
+    int64_t r1 = r0 + 1;
+    while (r1 < n && (t[r1] < 0) == image) ++r1;
+    const TensorView x = s.x.rows(r0, r1 - r0);
+    if (image) ops.scale(embd.rows(r0, r1 - r0), 1.f, x);  // a copy
+    else
+      ops.embed(w.token_embd,
+                TensorView::make(DType::I32, const_cast<int32_t*>(t + r0), r1 - r0, 1, 1, 1, tokens.where),
+                spec.embed_scale, x);
+    r0 = r1;
+  }
+  record(hook, s.x.rows(0, n), "inp_embd");
+}
+
 void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, const BatchMeta& batch,
                        const KvView& kv, const Scratch& s, const DebugHook* hook) {
   const LayerWeights& L = w.layers[il];

@@ -59,6 +59,14 @@ void forward_embed(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights&
 void forward_embed_rows(kernels::Ops& ops, const ModelSpec& spec, const TensorView& embd, const Scratch& s,
                         const DebugHook* hook);
 
+// A step of token rows and embedding rows mixed (requests with images batched with others): row r is
+// embed(tokens[r]) where tokens[r] >= 0 and embd[:, r] where it is -1, each run of rows through
+// forward_embed or forward_embed_rows' op, so every row gets the same bits it gets in a step of its
+// kind alone. tokens [n] I32 and embd [n_embd, n] F32 where the Ops computes (only the -1 rows of embd
+// are read).
+void forward_embed_mixed(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, const TensorView& tokens,
+                         const TensorView& embd, const Scratch& s, const DebugHook* hook);
+
 // x += attention block of `layer` (norm, q/k/v, optional bias and q/k norms, RoPE, K/V into the
 // cache cells of the batch, attention, output projection, optional post-norm). kv: that layer's cache.
 void forward_attention(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,

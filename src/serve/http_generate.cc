@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "engine/generate.h"
+#include "engine/multimodal.h"
+#include "image/image.h"
 #include "serve/http_internal.h"
 #include "serve/openai_response.h"
 #include "text/tokenizer.h"
@@ -77,7 +79,7 @@ void handle_generate(State& st, Endpoint endpoint, const httplib::Request& req, 
   const engine::Engine& engine = *st.model.engine;
   Scheduler& sched = *st.model.scheduler;
 
-  std::vector<int32_t> prompt;
+  PromptInput prompt;
   if (endpoint == Endpoint::kChat) {
     auto text = st.model.chat->format(std::move(a.chat));
     if (!text) {
@@ -86,24 +88,52 @@ void handle_generate(State& st, Endpoint endpoint, const httplib::Request& req, 
       e.param = "messages";
       return send_error(res, e);
     }
-    prompt = engine::tokenize_prompt(engine, *text);
+    if (a.images.empty()) {
+      prompt.tokens = engine::tokenize_prompt(engine, *text);
+    } else {  // each image part left a marker in the text: decode, encode, and place them
+      ApiError bad = api_error(400, "", "invalid_request_error");
+      bad.param = "messages";
+      if (!st.model.encode_image) {
+        bad.message = "this server has no vision tower: images need a vision-language model served with --mmproj";
+        bad.code = "unsupported";
+        return send_error(res, bad);
+      }
+      std::vector<engine::EncodedImage> images;
+      for (size_t i = 0; i < a.images.size(); ++i) {
+        auto rgb = image::decode(reinterpret_cast<const uint8_t*>(a.images[i].data()), a.images[i].size(),
+                                 "image " + std::to_string(i + 1));
+        if (!rgb) {
+          bad.message = rgb.status().message();
+          return send_error(res, bad);
+        }
+        auto enc = st.model.encode_image(*rgb);
+        if (!enc) return send_error(res, api_error(500, enc.status().message(), "server_error"));
+        images.push_back(std::move(*enc));
+      }
+      auto rows = engine::multimodal_prompt(engine, *text, images);
+      if (!rows) {
+        bad.message = rows.status().message();
+        return send_error(res, bad);
+      }
+      prompt = prompt_input(*rows, engine.spec().n_embd);
+    }
   } else if (a.prompt_is_tokens) {
-    prompt = std::move(a.prompt_tokens);
+    prompt.tokens = std::move(a.prompt_tokens);
   } else {
-    prompt = engine::tokenize_prompt(engine, a.prompt);
+    prompt.tokens = engine::tokenize_prompt(engine, a.prompt);
   }
   const int32_t limit = sched.ctx_per_request();
-  if (static_cast<int32_t>(prompt.size()) >= limit) {
+  if (static_cast<int32_t>(prompt.tokens.size()) >= limit) {
     ApiError e = api_error(400,
                            "this server's context is " + std::to_string(limit) + " tokens per request (prompt and " +
-                               "reply), but the prompt has " + std::to_string(prompt.size()) +
-                               " tokens: shorten it",
+                               "reply), but the prompt has " + std::to_string(prompt.tokens.size()) +
+                               " tokens" + (prompt.embd.empty() ? "" : " (images included)") + ": shorten it",
                            "invalid_request_error", "context_length_exceeded");
     e.param = endpoint == Endpoint::kChat ? "messages" : "prompt";
     return send_error(res, e);
   }
 
-  auto submitted = sched.submit(std::move(prompt), a.gen);
+  auto submitted = sched.submit_prompt(std::move(prompt), a.gen);
   if (!submitted) {
     const Status& s = submitted.status();
     if (s.code() == ErrorCode::kBusy)

@@ -16,6 +16,8 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "engine/multimodal.h"
+#include "image/image.h"
 #include "serve/chat_format.h"
 #include "serve/metrics.h"
 #include "serve/scheduler.h"
@@ -37,6 +39,8 @@ struct ServedModel {
   const ChatFormatter* chat = nullptr;
   std::string id;                          // the model's name in /v1/models and responses
   std::function<MemoryFigures()> memory;   // for /metrics
+  // Images in chat requests (a vision-language model served with --mmproj; empty: they get a 400).
+  std::function<Expected<engine::EncodedImage>(const image::RgbImage&)> encode_image;
 };
 
 class HttpServer {

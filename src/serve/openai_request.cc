@@ -141,8 +141,43 @@ class Reader {
   std::optional<ApiError> error_;
 };
 
-// One message's content: a string, null, or a list of text parts (joined with newlines).
-std::optional<std::string> message_content(Reader& r, const json& c, const std::string& where) {
+// The marker an image part leaves in its message's text (engine/multimodal.h kImageMarker).
+constexpr const char* kImageMarkerText = "<__media__>";
+
+// An image_url part's image: {"url": "data:<type>;base64,<data>"} (or the URL as a string) -> its bytes.
+std::optional<std::string> image_part(Reader& r, const json& part, const std::string& pw) {
+  if (!part.contains("image_url")) {
+    r.fail(pw + ".image_url", pw + ".image_url is required for a part of type image_url");
+    return std::nullopt;
+  }
+  const json& iu = part["image_url"];
+  const json* url = iu.is_string() ? &iu : iu.is_object() && iu.contains("url") ? &iu["url"] : nullptr;
+  if (url == nullptr || !url->is_string()) {
+    r.fail(pw + ".image_url.url", pw + ".image_url must be {\"url\": \"data:image/...;base64,...\"}");
+    return std::nullopt;
+  }
+  const std::string u = url->get<std::string>();
+  if (u.rfind("data:", 0) != 0) {
+    r.unsupported(pw + ".image_url.url", "an image URL that is not a data: URL (the server fetches nothing)");
+    return std::nullopt;
+  }
+  const size_t comma = u.find(',');
+  if (comma == std::string::npos || comma < 12 || u.compare(comma - 7, 7, ";base64") != 0) {
+    r.fail(pw + ".image_url.url", pw + ".image_url.url must be a base64 data: URL (data:image/png;base64,...)");
+    return std::nullopt;
+  }
+  std::optional<std::string> bytes = decode_base64(std::string_view(u).substr(comma + 1));
+  if (!bytes || bytes->empty()) {
+    r.fail(pw + ".image_url.url", pw + ".image_url.url holds no valid base64 data");
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+// One message's content: a string, null, or a list of text parts (joined with newlines) and image parts
+// (their marker in the text, their bytes into *images).
+std::optional<std::string> message_content(Reader& r, const json& c, const std::string& where,
+                                           std::vector<std::string>* images) {
   if (c.is_null()) return std::nullopt;
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array()) {
@@ -158,6 +193,14 @@ std::optional<std::string> message_content(Reader& r, const json& c, const std::
       return std::nullopt;
     }
     const std::string type = part["type"].get<std::string>();
+    if (type == "image_url") {
+      std::optional<std::string> bytes = image_part(r, part, pw);
+      if (!bytes) return std::nullopt;
+      images->push_back(std::move(*bytes));
+      if (i > 0) text += "\n";
+      text += kImageMarkerText;
+      continue;
+    }
     if (type != "text") {
       r.unsupported(pw, "content of type '" + type + "'");
       return std::nullopt;
@@ -209,7 +252,7 @@ void read_messages(Reader& r, ApiRequest* out) {
     if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool")
       return r.fail(where + ".role", where + ".role must be system, developer, user, assistant or tool, got '" +
                                          cm.role + "'");
-    if (m.contains("content")) cm.content = message_content(r, m["content"], where + ".content");
+    if (m.contains("content")) cm.content = message_content(r, m["content"], where + ".content", &out->images);
     if (r.failed()) return;
     if (m.contains("tool_calls") && !m["tool_calls"].is_null()) read_tool_calls(r, m["tool_calls"], where + ".tool_calls", &cm);
     if (!cm.content && cm.tool_calls.empty() && cm.role != "assistant")
@@ -296,6 +339,34 @@ json error_json(const ApiError& e) {
   err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
   err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
   return json{{"error", err}};
+}
+
+std::optional<std::string> decode_base64(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3 + 2);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    const int v = value(c);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return out;
 }
 
 std::variant<ApiRequest, ApiError> parse_api_request(Endpoint e, std::string_view body, uint64_t random_seed) {

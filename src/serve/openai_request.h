@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -39,13 +40,19 @@ struct ApiRequest {
   bool include_usage = false;   // stream_options.include_usage: a last chunk with the usage
   bool logprobs = false;        // the client asked for logprobs (gen.top_logprobs >= 0)
   GenerationParams gen;
-  // Endpoint::kChat: the conversation (content parts joined, roles checked), to be formatted.
+  // Endpoint::kChat: the conversation (content parts joined, roles checked), to be formatted. An image
+  // part (image_url with a data: URL) becomes engine::kImageMarker in its message's text and its bytes
+  // (the decoded base64, not yet checked as an image) go to `images`, in order.
   text::ChatRequest chat;
+  std::vector<std::string> images;
   // Endpoint::kCompletions: the prompt as text, or as token ids when the client sent ids.
   std::string prompt;
   std::vector<int32_t> prompt_tokens;
   bool prompt_is_tokens = false;
 };
+
+// base64 (RFC 4648, standard alphabet; padding optional) -> bytes; nullopt for anything else.
+std::optional<std::string> decode_base64(std::string_view text);
 
 // Parses a request body for endpoint `e`; a request without "seed" gets `random_seed`.
 std::variant<ApiRequest, ApiError> parse_api_request(Endpoint e, std::string_view body, uint64_t random_seed);

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -25,9 +27,36 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// What prompt reuse compares: a token row's id; an image row's hash (FNV-1a over its embedding and its
+// four M-RoPE positions) with the top bit set, which no token id has.
+uint64_t image_row_key(const float* embd, int32_t n_embd, const int32_t pos4[4]) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t bytes) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  mix(embd, static_cast<size_t>(n_embd) * sizeof(float));
+  mix(pos4, 4 * sizeof(int32_t));
+  return h | (1ull << 63);
+}
+
+// A prompt's rows as the scheduler keeps them.
+struct Prompt {
+  std::vector<int32_t> tokens;      // -1: an image row
+  std::vector<uint64_t> keys;       // per row (image_row_key for image rows)
+  std::vector<int32_t> image_row;   // per row: its row in embd, or -1
+  std::vector<float> embd;          // [n_embd, image rows]
+  std::vector<int32_t> mrope;       // [4 * n] section-major, or empty
+  int32_t next_rope_pos = 0;
+  int32_t size() const { return static_cast<int32_t>(tokens.size()); }
+  bool has_mrope() const { return !mrope.empty(); }
+  // Row k's position in M-RoPE stream st.
+  int32_t rope(int32_t k, int st) const { return mrope[static_cast<size_t>(st) * tokens.size() + k]; }
+};
+
 struct Pending {
   std::shared_ptr<Request> req;
-  std::vector<int32_t> prompt;
+  Prompt prompt;
   GenerationParams params;
   int32_t max_new = 0;  // tokens it may generate
   Clock::time_point submitted;
@@ -37,7 +66,7 @@ struct Pending {
 struct Slot {
   std::shared_ptr<Request> req;
   int32_t seq = 0;
-  std::vector<int32_t> prompt;
+  Prompt prompt;
   int32_t n_fed = 0;         // prompt tokens in the KV cache
   int32_t max_new = 0;
   int32_t reserved = 0;      // KV cells reserved
@@ -45,9 +74,9 @@ struct Slot {
   int32_t next_token = -1;   // sampled and not yet fed (>= 0: the sequence decodes)
   bool ignore_eos = false;
   int64_t admitted_order = 0;
-  // A free slot's sequence keeps the prompt of its last request in the cache (cached = those tokens), for
-  // a next request that starts the same way (a chat sends its history again each turn).
-  std::vector<int32_t> cached;
+  // A free slot's sequence keeps the prompt of its last request in the cache (cached = those rows' keys),
+  // for a next request that starts the same way (a chat sends its history again each turn).
+  std::vector<uint64_t> cached;
   int64_t last_used = 0;
   std::unique_ptr<TokenChooser> chooser;
   text::Utf8Streamer utf8;
@@ -75,9 +104,27 @@ class SchedulerImpl final : public Scheduler {
     for (Pending& p : queue_) p.req->finish(FinishReason::kCancelled, bye, 0, 0, 0);
     for (Slot& s : slots_)
       if (s.req) s.req->finish(FinishReason::kCancelled, bye, s.n_generated, 0, 0);
+    for (auto& t : tasks_) t->done.set_value(make_error(ErrorCode::kBusy, "the server is shutting down"));
   }
 
-  Expected<std::shared_ptr<Request>> submit(std::vector<int32_t> prompt, const GenerationParams& params) override;
+  Expected<std::shared_ptr<Request>> submit(std::vector<int32_t> prompt, const GenerationParams& params) override {
+    PromptInput p;
+    p.tokens = std::move(prompt);
+    return submit_prompt(std::move(p), params);
+  }
+  Expected<std::shared_ptr<Request>> submit_prompt(PromptInput prompt, const GenerationParams& params) override;
+  Status run_between_steps(const std::function<Status()>& fn) override {
+    auto t = std::make_shared<Task>();
+    t->fn = fn;
+    std::future<Status> done = t->done.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_ || closing_) return make_error(ErrorCode::kBusy, "the server is shutting down");
+      tasks_.push_back(std::move(t));
+    }
+    cv_.notify_all();
+    return done.get();
+  }
   SchedulerStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
     SchedulerStats s = stats_;
@@ -102,7 +149,7 @@ class SchedulerImpl final : public Scheduler {
   void admit(Clock::time_point now);                // under mu_
   // The free slot for `prompt`: the one whose cached prompt shares the longest prefix with it (*reuse
   // tokens, at most all but its last token), else the least recently used.
-  Slot& pick_slot(const std::vector<int32_t>& prompt, int32_t* reuse);
+  Slot& pick_slot(const std::vector<uint64_t>& keys, int32_t* reuse);
   void drop_cache(Slot& s);
   void handle_cancels();
   Status step();
@@ -119,10 +166,18 @@ class SchedulerImpl final : public Scheduler {
   engine::Batch batch_;
   std::vector<float> logits_;
   std::vector<int32_t> row_slot_;  // slot of each logits row of the step
+  std::vector<int32_t> rope4_;     // per row of the step being built: its 4 M-RoPE positions
+  std::vector<const float*> row_embd_;  // per row: its image embedding, or null
+
+  struct Task {
+    std::function<Status()> fn;
+    std::promise<Status> done;
+  };
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Pending> queue_;
+  std::deque<std::shared_ptr<Task>> tasks_;  // run_between_steps
   SchedulerStats stats_;
   int64_t next_id_ = 1;
   int32_t running_ = 0;
@@ -131,13 +186,44 @@ class SchedulerImpl final : public Scheduler {
   std::thread thread_;
 };
 
-Expected<std::shared_ptr<Request>> SchedulerImpl::submit(std::vector<int32_t> prompt, const GenerationParams& params) {
+Expected<std::shared_ptr<Request>> SchedulerImpl::submit_prompt(PromptInput in, const GenerationParams& params) {
   const int32_t n_vocab = engine_.spec().n_vocab;
-  const int32_t n_prompt = static_cast<int32_t>(prompt.size());
-  if (prompt.empty()) return make_error(ErrorCode::kInvalidArgument, "empty prompt (no tokens)");
-  for (int32_t t : prompt)
+  const int32_t n_embd = engine_.spec().n_embd;
+  const int32_t n_prompt = static_cast<int32_t>(in.tokens.size());
+  if (in.tokens.empty()) return make_error(ErrorCode::kInvalidArgument, "empty prompt (no tokens)");
+  int64_t image_rows = 0;
+  for (int32_t t : in.tokens) {
+    if (t == -1 && !in.embd.empty()) {
+      ++image_rows;
+      continue;
+    }
     if (t < 0 || t >= n_vocab)
       return make_error(ErrorCode::kInvalidArgument, "prompt token %d outside the vocabulary [0, %d)", t, n_vocab);
+  }
+  if (in.embd.size() != static_cast<size_t>(image_rows) * static_cast<size_t>(n_embd))
+    return make_error(ErrorCode::kInvalidArgument, "the prompt's %lld image rows need %lld embedding floats, got %zu",
+                      static_cast<long long>(image_rows), static_cast<long long>(image_rows) * n_embd, in.embd.size());
+  if (!in.mrope_pos.empty() && in.mrope_pos.size() != 4 * static_cast<size_t>(n_prompt))
+    return make_error(ErrorCode::kInvalidArgument, "the prompt's M-RoPE positions hold %zu values, expected 4 x %d",
+                      in.mrope_pos.size(), n_prompt);
+  if (image_rows > 0 && in.mrope_pos.empty())
+    return make_error(ErrorCode::kInvalidArgument, "a prompt with images needs its M-RoPE positions");
+  Prompt prompt;
+  prompt.tokens = std::move(in.tokens);
+  prompt.embd = std::move(in.embd);
+  prompt.mrope = std::move(in.mrope_pos);
+  prompt.next_rope_pos = in.next_rope_pos;
+  prompt.keys.resize(prompt.tokens.size());
+  prompt.image_row.assign(prompt.tokens.size(), -1);
+  for (int32_t k = 0, img = 0; k < n_prompt; ++k) {
+    if (prompt.tokens[k] >= 0) {
+      prompt.keys[k] = static_cast<uint64_t>(prompt.tokens[k]);
+      continue;
+    }
+    const int32_t pos4[4] = {prompt.rope(k, 0), prompt.rope(k, 1), prompt.rope(k, 2), prompt.rope(k, 3)};
+    prompt.keys[k] = image_row_key(prompt.embd.data() + static_cast<size_t>(img) * n_embd, n_embd, pos4);
+    prompt.image_row[k] = img++;
+  }
   if (n_prompt >= ctx_limit_)
     return make_error(ErrorCode::kInvalidArgument,
                       "the prompt has %d tokens, which leaves no room for a reply in the context of %d tokens per "
@@ -178,8 +264,16 @@ void SchedulerImpl::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || running_ > 0; });
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || running_ > 0 || !tasks_.empty(); });
       if (stop_) return;
+      while (!tasks_.empty()) {  // between two steps: nothing else touches the engine
+        std::shared_ptr<Task> t = std::move(tasks_.front());
+        tasks_.pop_front();
+        lock.unlock();
+        t->done.set_value(t->fn());
+        lock.lock();
+        if (stop_) return;
+      }
       admit(Clock::now());
     }
     handle_cancels();
@@ -208,10 +302,10 @@ void SchedulerImpl::admit(Clock::time_point now) {
   const int32_t n_cells = engine_.n_ctx();
   while (!queue_.empty()) {
     Pending& p = queue_.front();
-    const int32_t need = static_cast<int32_t>(p.prompt.size()) + p.max_new;
+    const int32_t need = p.prompt.size() + p.max_new;
     if (running_ == static_cast<int32_t>(slots_.size()) || reserved_ + need > n_cells) break;
     int32_t reuse = 0;
-    Slot& s = pick_slot(p.prompt, &reuse);
+    Slot& s = pick_slot(p.prompt.keys, &reuse);
     // The cells it needs beyond what it reuses come from free cells, then from other slots' caches
     // (least recently used first).
     const int32_t own_cache = static_cast<int32_t>(s.cached.size());
@@ -235,7 +329,8 @@ void SchedulerImpl::admit(Clock::time_point now) {
     s.ignore_eos = p.params.ignore_eos;
     s.admitted_order = next_order_++;
     s.chooser = std::make_unique<TokenChooser>(p.params);
-    for (int32_t t : s.prompt) s.chooser->accept_prompt(t);
+    for (int32_t t : s.prompt.tokens)
+      if (t >= 0) s.chooser->accept_prompt(t);
     s.utf8 = text::Utf8Streamer();
     s.stop = std::make_unique<StopText>(p.params.stop);
     s.submitted = p.submitted;
@@ -250,7 +345,7 @@ void SchedulerImpl::admit(Clock::time_point now) {
   stats_.kv_cells_cached = cached_;
 }
 
-Slot& SchedulerImpl::pick_slot(const std::vector<int32_t>& prompt, int32_t* reuse) {
+Slot& SchedulerImpl::pick_slot(const std::vector<uint64_t>& prompt, int32_t* reuse) {
   Slot* best = nullptr;
   int32_t best_len = -1;
   for (Slot& s : slots_) {
@@ -286,35 +381,64 @@ Status SchedulerImpl::step() {
   const int32_t n_batch = engine_.options().n_batch;
   batch_.clear();
   row_slot_.clear();
+  // Per row: its M-RoPE positions (every stream at the row's position for a request without images) and,
+  // for an image row, its embedding.
+  rope4_.clear();
+  row_embd_.clear();
+  bool any_mrope = false;
   for (int32_t i = 0; i < static_cast<int32_t>(slots_.size()); ++i) {
     Slot& s = slots_[i];
     if (!s.req || s.next_token < 0) continue;
-    const int32_t pos = static_cast<int32_t>(s.prompt.size()) + s.n_generated - 1;
+    const int32_t pos = s.prompt.size() + s.n_generated - 1;
     batch_.add(s.next_token, pos, s.seq, true);
+    const int32_t rp = s.prompt.has_mrope() ? s.prompt.next_rope_pos + s.n_generated - 1 : pos;
+    rope4_.insert(rope4_.end(), {rp, rp, rp, rp});
+    row_embd_.push_back(nullptr);
+    any_mrope |= s.prompt.has_mrope();
     row_slot_.push_back(i);
   }
   const int32_t n_decode = batch_.size();
   std::vector<int32_t> prefill;
   for (int32_t i = 0; i < static_cast<int32_t>(slots_.size()); ++i)
-    if (slots_[i].req && slots_[i].n_fed < static_cast<int32_t>(slots_[i].prompt.size())) prefill.push_back(i);
+    if (slots_[i].req && slots_[i].n_fed < slots_[i].prompt.size()) prefill.push_back(i);
   std::sort(prefill.begin(), prefill.end(),
             [&](int32_t a, int32_t b) { return slots_[a].admitted_order < slots_[b].admitted_order; });
   int64_t n_prompt_tokens = 0;
+  bool any_image = false;
+  const size_t n_embd = static_cast<size_t>(engine_.spec().n_embd);
   for (int32_t i : prefill) {
     Slot& s = slots_[i];
-    const int32_t n_prompt = static_cast<int32_t>(s.prompt.size());
+    const Prompt& p = s.prompt;
+    const int32_t n_prompt = p.size();
     const int32_t chunk = std::min(n_prompt - s.n_fed, n_batch - batch_.size());
     if (chunk <= 0) break;
     for (int32_t k = s.n_fed; k < s.n_fed + chunk; ++k) {
       const bool last = k == n_prompt - 1;
-      batch_.add(s.prompt[k], k, s.seq, last);
+      batch_.add(p.tokens[k], k, s.seq, last);
+      if (p.has_mrope()) rope4_.insert(rope4_.end(), {p.rope(k, 0), p.rope(k, 1), p.rope(k, 2), p.rope(k, 3)});
+      else rope4_.insert(rope4_.end(), {k, k, k, k});
+      const int32_t img = p.image_row[k];
+      row_embd_.push_back(img >= 0 ? p.embd.data() + static_cast<size_t>(img) * n_embd : nullptr);
+      any_image |= img >= 0;
       if (last) row_slot_.push_back(i);
     }
+    any_mrope |= p.has_mrope();
     s.n_fed += chunk;
     n_prompt_tokens += chunk;
   }
   if (batch_.size() == 0) return Status::ok();
   batch_.n_decode = n_decode;
+  const int32_t n = batch_.size();
+  if (any_image) {  // the image rows' embeddings (the token rows' part is not read)
+    batch_.embd.assign(static_cast<size_t>(n) * n_embd, 0.f);
+    for (int32_t r = 0; r < n; ++r)
+      if (row_embd_[r] != nullptr) std::memcpy(batch_.embd.data() + r * n_embd, row_embd_[r], n_embd * sizeof(float));
+  }
+  if (any_mrope) {  // section-major
+    batch_.mrope_pos.resize(4 * static_cast<size_t>(n));
+    for (int32_t r = 0; r < n; ++r)
+      for (int st = 0; st < 4; ++st) batch_.mrope_pos[static_cast<size_t>(st) * n + r] = rope4_[4 * r + st];
+  }
 
   logits_.clear();
   const Clock::time_point t0 = Clock::now();
@@ -372,10 +496,10 @@ void SchedulerImpl::finish(Slot& s, FinishReason reason, Status error) {
   // computed whole stays in the cache for the next request that starts with it; its generated tokens go
   // (they were computed as decode tokens, which a next prompt's identical tokens would not be, so reusing
   // them would change that request's numbers).
-  const int32_t n_prompt = static_cast<int32_t>(s.prompt.size());
+  const int32_t n_prompt = s.prompt.size();
   if (reason != FinishReason::kError && s.n_fed == n_prompt) {
     engine_.seq_rm(s.seq, n_prompt);
-    s.cached = std::move(s.prompt);
+    s.cached = std::move(s.prompt.keys);
     cached_ += n_prompt;
   } else {
     engine_.seq_rm(s.seq);
@@ -384,7 +508,7 @@ void SchedulerImpl::finish(Slot& s, FinishReason reason, Status error) {
   reserved_ -= s.reserved;
   s.chooser.reset();
   s.stop.reset();
-  s.prompt.clear();
+  s.prompt = Prompt{};
   s.next_token = -1;
   std::shared_ptr<Request> req;
   {
@@ -400,6 +524,16 @@ void SchedulerImpl::finish(Slot& s, FinishReason reason, Status error) {
 }
 
 }  // namespace
+
+PromptInput prompt_input(const engine::PromptRows& rows, int32_t n_embd) {
+  PromptInput p;
+  p.tokens = rows.tokens;
+  for (const engine::PromptRows::Span& sp : rows.spans)
+    p.embd.insert(p.embd.end(), sp.embd, sp.embd + static_cast<size_t>(sp.end - sp.begin) * static_cast<size_t>(n_embd));
+  p.mrope_pos = rows.mrope_pos;
+  p.next_rope_pos = rows.next_rope_pos;
+  return p;
+}
 
 Expected<std::unique_ptr<Scheduler>> Scheduler::start(engine::Engine& engine, const SchedulerOptions& options) {
   const engine::EngineOptions& eo = engine.options();

@@ -16,6 +16,11 @@
 // least recently used first, when a reservation needs their cells. On the CPU and reference devices a
 // prompt token's K/V do not depend on how the prompt was cut into steps, so reuse changes no result.
 //
+// Images (vision-language models): a PromptInput carries image rows (token -1, their embeddings from the
+// vision tower) and M-RoPE positions; such rows share steps with other requests' tokens
+// (engine::Batch::embd covers the -1 rows only). For prompt reuse an image row is known by a hash of its
+// embedding and positions, so a chat that sends the same image again reuses its rows too.
+//
 // Numerics: each step declares its decode tokens (engine::Batch::n_decode), so on the CPU and reference
 // devices a token's logits do not depend on which other requests share its step: a greedy request
 // generates the same tokens alone or among others. The GPU executor does not give that guarantee (its
@@ -23,11 +28,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "engine/generate.h"
 #include "serve/request.h"
 
 namespace ferry::serve {
@@ -37,6 +44,17 @@ struct SchedulerOptions {
   int32_t ctx_per_request = 0;  // KV cells one request may hold (prompt + reply); 0: n_ctx / n_parallel
   int32_t queue_size = 64;      // requests that may wait for a sequence or cells; beyond: kBusy
 };
+
+// A prompt that may hold images: token ids with -1 on the image rows, whose embeddings are `embd` in row
+// order, and every row's M-RoPE positions.
+struct PromptInput {
+  std::vector<int32_t> tokens;
+  std::vector<float> embd;          // [n_embd, image rows]
+  std::vector<int32_t> mrope_pos;   // [4 * n] section-major; empty: no images, RoPE at the row index
+  int32_t next_rope_pos = 0;        // with mrope_pos: the RoPE position of the first generated token
+};
+// engine::multimodal_prompt's rows as a PromptInput (the span embeddings copied).
+PromptInput prompt_input(const engine::PromptRows& rows, int32_t n_embd);
 
 struct SchedulerStats {
   int32_t running = 0;           // requests in a sequence now
@@ -68,6 +86,13 @@ class Scheduler {
   // no room for a reply within ctx_per_request (kInvalidArgument); a full queue (kBusy). max_tokens
   // beyond the room left is clamped to it (the request then ends with kLength at the limit).
   virtual Expected<std::shared_ptr<Request>> submit(std::vector<int32_t> prompt, const GenerationParams& params) = 0;
+  // The same for a prompt with images. Errors also: -1 rows that do not match the embeddings, M-RoPE
+  // positions of the wrong length (kInvalidArgument).
+  virtual Expected<std::shared_ptr<Request>> submit_prompt(PromptInput prompt, const GenerationParams& params) = 0;
+  // Runs fn on the scheduler's thread between two steps (nothing steps the engine meanwhile) and returns
+  // its result; an image encoder on the engine's device (runtime::Runtime::open_vision) needs that.
+  // kBusy after shutdown().
+  virtual Status run_between_steps(const std::function<Status()>& fn) = 0;
 
   // Refuses new requests from now on (kBusy) and cancels every queued and running one (a server
   // shutting down). The thread keeps running until destruction.

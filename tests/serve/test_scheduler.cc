@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "model/model_spec.h"
 #include "model/tiny_model.h"
 #include "serve/scheduler.h"
 
@@ -153,6 +154,39 @@ TEST(Scheduler, PromptLimitsAndClamp) {
   u = submit(*f.sched, prompt(3, 1), greedy(0))->wait_all();
   EXPECT_EQ(u.completion_tokens, 0);
   EXPECT_EQ(u.reason, FinishReason::kLength);
+}
+
+// Prompts with image rows: the rows must match the embeddings, and M-RoPE positions are required (their
+// results are compared with ferry run in tests/python/test_vision_chat.py); run_between_steps runs its
+// function on the scheduler's thread and returns its status.
+TEST(Scheduler, ImagePromptChecksAndTasksBetweenSteps) {
+  SchedulerOptions so;
+  so.n_parallel = 1;
+  Fixture f(DType::F32, so, 128);
+  const int32_t d = f.engine->spec().n_embd;
+  PromptInput p;
+  p.tokens = {5, -1, -1, 7};
+  p.embd.assign(static_cast<size_t>(d), 0.f);  // one row's worth for two image rows
+  p.mrope_pos.assign(16, 0);
+  EXPECT_EQ(f.sched->submit_prompt(p, greedy(2)).status().code(), ErrorCode::kInvalidArgument);
+  p.embd.assign(2 * static_cast<size_t>(d), 0.f);
+  p.mrope_pos.clear();
+  EXPECT_EQ(f.sched->submit_prompt(p, greedy(2)).status().code(), ErrorCode::kInvalidArgument);
+  p.mrope_pos.assign(15, 0);
+  EXPECT_EQ(f.sched->submit_prompt(p, greedy(2)).status().code(), ErrorCode::kInvalidArgument);
+  PromptInput text;
+  text.tokens = {-1, 3};  // -1 without embeddings is no token
+  EXPECT_EQ(f.sched->submit_prompt(text, greedy(2)).status().code(), ErrorCode::kInvalidArgument);
+
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  EXPECT_EQ(f.sched->run_between_steps([&] {
+    ran_on = std::this_thread::get_id();
+    return make_error(ErrorCode::kIo, "from the task");
+  }).code(), ErrorCode::kIo);
+  EXPECT_NE(ran_on, caller);
+  f.sched->shutdown();
+  EXPECT_EQ(f.sched->run_between_steps([] { return Status::ok(); }).code(), ErrorCode::kBusy);
 }
 
 // The tests below need a request that is still generating when the test acts: "long" requests have

@@ -1,6 +1,8 @@
 // ferry chat: a conversation with a model in the terminal. Each line is a user turn; the reply streams as
 // it is generated, with the whole history in the model's chat format. Ctrl-C stops a reply (not the
-// program), /reset forgets the history, /exit or end of input quits. Runs through the same library as
+// program), /reset forgets the history, /exit or end of input quits. With --mmproj (a vision-language
+// model), /image PATH encodes an image and puts it in front of the next turn's text; the history keeps
+// the images' embeddings, so later turns reuse them (and the scheduler their rows in the cache). Runs through the same library as
 // the server (serve::Session: the scheduler with one sequence). Model messages go to stderr; stdout gets
 // the replies (and the "> " prompt when stdin is a terminal).
 #include <signal.h>
@@ -13,7 +15,9 @@
 #include <vector>
 
 #include "cli.h"
+#include "engine/multimodal.h"
 #include "hybrid_support.h"
+#include "image/image.h"
 #include "serve/session.h"
 
 namespace {
@@ -30,7 +34,26 @@ struct ChatArgs {
   int32_t threads = 0;
   int32_t ctx = 4096;
   std::string device = "cpu";
+  std::string mmproj;
   ferry::cli::HybridArgs hybrid;
+};
+
+// The conversation: its messages, and the images of its user turns in order (images_in[i] of them with
+// message i).
+struct History {
+  std::vector<ferry::text::ChatMessage> messages;
+  std::vector<size_t> images_in;
+  std::vector<ferry::engine::EncodedImage> images;
+  void push(ferry::text::ChatMessage m, std::vector<ferry::engine::EncodedImage> imgs) {
+    messages.push_back(std::move(m));
+    images_in.push_back(imgs.size());
+    for (auto& i : imgs) images.push_back(std::move(i));
+  }
+  void pop() {
+    images.resize(images.size() - images_in.back());
+    images_in.pop_back();
+    messages.pop_back();
+  }
 };
 
 // Lines from stdin through read(2), so Ctrl-C (SIGINT without SA_RESTART) interrupts a wait for input.
@@ -65,16 +88,21 @@ class LineReader {
 
 // Generates the assistant's reply to `history`, streaming it to stdout; Ctrl-C cancels it. Returns the
 // text shown (the reply so far when stopped), or an error for a conversation the model cannot take.
-ferry::Expected<std::string> reply(ferry::serve::Session& s, const std::vector<ferry::text::ChatMessage>& history,
-                                   const ChatArgs& a) {
+ferry::Expected<std::string> reply(ferry::serve::Session& s, const History& history, const ChatArgs& a) {
   ferry::text::ChatRequest req;
-  req.messages = history;
+  req.messages = history.messages;
   req.add_generation_prompt = true;
-  FERRY_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, s.chat_prompt(std::move(req)));
   ferry::serve::GenerationParams g;
   g.max_tokens = a.n_predict;
   g.sampling = a.sampling;
-  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<ferry::serve::Request> r, s.scheduler().submit(std::move(prompt), g));
+  std::shared_ptr<ferry::serve::Request> r;
+  if (history.images.empty()) {
+    FERRY_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, s.chat_prompt(std::move(req)));
+    FERRY_ASSIGN_OR_RETURN(r, s.scheduler().submit(std::move(prompt), g));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(ferry::serve::PromptInput prompt, s.chat_prompt(std::move(req), history.images));
+    FERRY_ASSIGN_OR_RETURN(r, s.scheduler().submit_prompt(std::move(prompt), g));
+  }
   g_interrupted = 0;
   std::string text;
   ferry::serve::RequestUpdate u;
@@ -108,6 +136,8 @@ int chat(const ChatArgs& a) {
   if (!session) return ferry::cli::report(session.status());
   ferry::serve::Session& s = **session;
   if (!s.chat().can_chat()) return ferry::cli::fail("ferry chat: " + s.chat().origin());
+  if (!a.mmproj.empty())
+    if (ferry::Status vs = s.open_vision(a.mmproj); !vs.is_ok()) return ferry::cli::report(vs);
 
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
@@ -116,12 +146,14 @@ int chat(const ChatArgs& a) {
   sigaction(SIGINT, &sa, nullptr);
 
   const bool tty = ::isatty(STDIN_FILENO) != 0;
-  std::fprintf(stderr, "ferry chat: %s (%s). /reset forgets the conversation, /exit or Ctrl-D quits, Ctrl-C stops a reply.\n",
-               a.model.c_str(), s.chat().origin().c_str());
-  std::vector<ferry::text::ChatMessage> history;
+  std::fprintf(stderr, "ferry chat: %s (%s). /reset forgets the conversation, %s/exit or Ctrl-D quits, Ctrl-C stops a reply.\n",
+               a.model.c_str(), s.chat().origin().c_str(), s.has_vision() ? "/image PATH adds an image, " : "");
+  History history;
+  std::vector<ferry::engine::EncodedImage> pending;  // /image: for the next user turn
   auto reset = [&] {
-    history.clear();
-    if (!a.system.empty()) history.push_back({"system", a.system});
+    history = History{};
+    pending.clear();
+    if (!a.system.empty()) history.push({"system", a.system}, {});
   };
   reset();
   LineReader in;
@@ -144,18 +176,40 @@ int chat(const ChatArgs& a) {
       std::fprintf(stderr, "[conversation cleared]\n");
       continue;
     }
-    if (line[0] == '/') {
-      std::fprintf(stderr, "unknown command %s (/reset, /exit)\n", line.c_str());
+    if (line.rfind("/image", 0) == 0 && (line.size() == 6 || line[6] == ' ')) {
+      const std::string path = line.size() > 7 ? line.substr(7) : std::string();
+      if (!s.has_vision()) {
+        std::fprintf(stderr, "error: /image needs a vision-language model and its projector (--mmproj)\n");
+      } else if (path.empty()) {
+        std::fprintf(stderr, "usage: /image PATH (JPEG or PNG)\n");
+      } else if (auto img = ferry::image::decode_file(path); !img) {
+        std::fprintf(stderr, "error: %s\n", img.status().message().c_str());
+      } else if (auto enc = s.encode_image(*img); !enc) {
+        std::fprintf(stderr, "error: %s\n", enc.status().message().c_str());
+      } else {
+        std::fprintf(stderr, "[image %s: %d x %d -> %d tokens, encoded in %.0f ms on %s; it goes with your next message]\n",
+                     path.c_str(), img->width, img->height, enc->n_tokens(), enc->encode_ms, enc->device.c_str());
+        if (!enc->note.empty()) std::fprintf(stderr, "note: %s\n", enc->note.c_str());
+        pending.push_back(std::move(*enc));
+      }
       continue;
     }
-    history.push_back({"user", line});
+    if (line[0] == '/') {
+      std::fprintf(stderr, "unknown command %s (/reset, /exit%s)\n", line.c_str(), s.has_vision() ? ", /image PATH" : "");
+      continue;
+    }
+    std::string content;
+    for (size_t i = 0; i < pending.size(); ++i) content += ferry::engine::kImageMarker;
+    content += line;
+    history.push({"user", content}, std::move(pending));
+    pending.clear();
     auto text = reply(s, history, a);
     if (!text) {
       std::fprintf(stderr, "error: %s\n", text.status().message().c_str());
-      history.pop_back();  // the turn that did not fit (or failed) is not kept
+      history.pop();  // the turn that did not fit (or failed) is not kept, nor its images
       continue;
     }
-    history.push_back({"assistant", *text});
+    history.push({"assistant", *text}, {});
   }
   return 0;
 }
@@ -184,6 +238,8 @@ int cmd_chat(int argc, char** argv) {
       ->check(CLI::Range(0, INT32_MAX))->capture_default_str();
   app.add_option("--device", a.device, "where to compute")
       ->check(CLI::IsMember({"cpu", "ref", "ref-exact", "cuda", "emulated"}))->capture_default_str();
+  app.add_option("--mmproj", a.mmproj,
+                 "vision-language models: the multimodal projector GGUF (vision tower); /image PATH then adds images");
   ferry::cli::add_hybrid_options(app, &a.hybrid, false);
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;

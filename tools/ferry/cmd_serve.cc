@@ -34,6 +34,7 @@ struct ServeArgs {
   int32_t batch = 0;
   std::string device = "cpu";
   std::string api_key;
+  std::string mmproj;
   ferry::cli::HybridArgs hybrid;
 };
 
@@ -110,6 +111,12 @@ int serve(const ServeArgs& a) {
     return ferry::cli::report(session.status());
   }
   ferry::serve::Session& s = **session;
+  if (!a.mmproj.empty()) {
+    if (ferry::Status vs = s.open_vision(a.mmproj); !vs.is_ok()) {
+      stop_all();
+      return ferry::cli::report(vs);
+    }
+  }
   if (!s.chat().can_chat())
     std::fprintf(stderr, "ferry serve: warning: %s: /v1/chat/completions answers 400, /v1/completions works\n",
                  s.chat().origin().c_str());
@@ -119,6 +126,10 @@ int serve(const ServeArgs& a) {
   m.scheduler = &s.scheduler();
   m.chat = &s.chat();
   m.id = a.alias.empty() ? model_id(a.model) : a.alias;
+  if (s.has_vision()) {
+    ferry::serve::Session* sp = &s;
+    m.encode_image = [sp](const ferry::image::RgbImage& img) { return sp->encode_image(img); };
+  }
   const uint64_t budget = so.open.vram_budget.value_or(0);
   ferry::runtime::Runtime* rt = &s.runtime();
   m.memory = [rt, budget] {
@@ -161,6 +172,9 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--queue", a.queue, "requests that may wait for a sequence; more get 429")
       ->check(CLI::Range(0, 100000))->capture_default_str();
   app.add_option("--api-key", a.api_key, "require \"Authorization: Bearer KEY\" on every endpoint but /health");
+  app.add_option("--mmproj", a.mmproj,
+                 "vision-language models: the multimodal projector GGUF; chat messages may then carry image_url "
+                 "parts (data: URLs)");
   app.add_option("-t,--threads", a.threads, "CPU threads (0: physical cores)")->check(CLI::Range(0, 4096));
   app.add_option("-b,--batch-size", a.batch,
                  "most tokens per step (default: 1024 with the whole model on a GPU, else 512)")
