@@ -49,6 +49,18 @@ const std::vector<SynthPreset> kPresets = {
      0.f, 0.f, 0.f, 0, false, false, true, V::kQwen3},
     {"gemma3-4b", "gemma-3-4b (text part, tied head)", Arch::kGemma3, false, 34, 2560, 8, 4, 256, 10240, 262144,
      131072, 1e-6f, 1000000.f, 10000.f, 8.f, 0.f, 1024, true, false, true, V::kGemma},
+    // Mixtures of experts: ..., vocab style, experts, used per token, expert FFN width.
+    {"tiny-qwen3moe", "Qwen3-MoE style (16 experts, top 4, q/k norms), untied head", Arch::kQwen3Moe, true, 2, 256,
+     4, 1, 128, 512, 1024, 4096, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, true, V::kQwen3, 16, 4, 256},
+    {"tiny-mixtral", "Mixtral style (llama with 8 experts, top 2, GQA), untied head", Arch::kLlama, true, 2, 256, 4,
+     2, 64, 256, 1024, 4096, 1e-5f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, false, V::kLlama3, 8, 2, 256},
+    {"qwen3-30b-a3b", "Qwen3-30B-A3B (128 experts, 8 per token)", Arch::kQwen3Moe, false, 48, 2048, 32, 4, 128, 6144,
+     151936, 40960, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, true, V::kQwen3, 128, 8, 768},
+    {"qwen3-235b-a22b", "Qwen3-235B-A22B (128 experts, 8 per token)", Arch::kQwen3Moe, false, 94, 4096, 64, 4, 128,
+     12288, 151936, 40960, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, true, V::kQwen3, 128, 8, 1536},
+    {"mixtral-8x7b", "Mixtral-8x7B-v0.1 (8 experts, 2 per token; byte-level BPE vocab of its size)", Arch::kLlama,
+     false, 32, 4096, 32, 8, 128, 14336, 32000, 32768, 1e-5f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, false,
+     V::kLlama3, 8, 2, 14336},
 };
 
 // llama-quantize's fallback for a row length that is not a multiple of the type's block
@@ -436,6 +448,11 @@ void write_metadata(gguf::Writer& w, const SynthPreset& p, int32_t n_layer, DTyp
     w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(p.head_dim));
   }
   if (p.sliding_window > 0) w.add_u32(a + ".attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
+  if (p.n_expert > 0) {
+    w.add_u32(a + ".expert_count", static_cast<uint32_t>(p.n_expert));
+    w.add_u32(a + ".expert_used_count", static_cast<uint32_t>(p.n_expert_used));
+    if (p.arch == Arch::kQwen3Moe) w.add_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(p.n_ff_expert));
+  }
   if (p.arch == Arch::kLlama) {  // LlamaModel.set_gguf_parameters adds these two
     w.add_u32(a + ".vocab_size", static_cast<uint32_t>(p.n_vocab));
     w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(p.head_dim));
@@ -464,7 +481,7 @@ void write_metadata(gguf::Writer& w, const SynthPreset& p, int32_t n_layer, DTyp
 }
 
 // ---- values -------------------------------------------------------------------------------------
-enum class Fill { kWeight, kEmbed, kNorm, kBias, kRopeFreqs };
+enum class Fill { kWeight, kEmbed, kNorm, kBias, kRopeFreqs, kRouter };
 
 struct Job {
   SynthTensor t;
@@ -493,10 +510,12 @@ std::vector<float> llama3_rope_factors(const SynthPreset& p) {
 std::vector<Job> make_jobs(const SynthPreset& p, DType type, int32_t n_layer) {
   std::vector<Job> jobs;
   const int64_t d = p.n_embd, q = int64_t{p.n_head} * p.head_dim, kv = int64_t{p.n_kv_head} * p.head_dim;
-  auto weight = [&](std::string name, int64_t in, int64_t out, Fill fill = Fill::kWeight) {
+  auto weight = [&](std::string name, int64_t in, int64_t out, Fill fill = Fill::kWeight, int64_t n_expert = 0) {
     const DType t = in % traits(type).block_elems == 0 ? type : fallback_type(type, in);
     const float sd = fill == Fill::kEmbed ? 2.0f / std::sqrt(static_cast<float>(in)) : 1.0f / std::sqrt(static_cast<float>(in));
-    jobs.push_back({{std::move(name), t, {in, out}, type}, fill, sd});
+    std::vector<int64_t> ne = {in, out};
+    if (n_expert > 0) ne.push_back(n_expert);
+    jobs.push_back({{std::move(name), t, ne, type}, fill, sd});
   };
   auto vec = [&](std::string name, int64_t n, Fill fill) {
     jobs.push_back({{std::move(name), DType::F32, {n}, DType::F32}, fill, fill == Fill::kBias ? 0.05f : 0.1f});
@@ -514,13 +533,21 @@ std::vector<Job> make_jobs(const SynthPreset& p, DType type, int32_t n_layer) {
       vec(b + "attn_k.bias", kv, Fill::kBias);
       vec(b + "attn_v.bias", kv, Fill::kBias);
     }
-    if (p.arch == Arch::kQwen3 || p.arch == Arch::kGemma3) {
+    if (p.arch == Arch::kQwen3 || p.arch == Arch::kQwen3Moe || p.arch == Arch::kGemma3) {
       vec(b + "attn_q_norm.weight", p.head_dim, Fill::kNorm);
       vec(b + "attn_k_norm.weight", p.head_dim, Fill::kNorm);
     }
     weight(b + "attn_output.weight", q, d);
     if (p.arch == Arch::kGemma3) vec(b + "post_attention_norm.weight", d, Fill::kNorm);
     vec(b + "ffn_norm.weight", d, Fill::kNorm);
+    if (p.n_expert > 0) {
+      const float sd = 1.0f / std::sqrt(static_cast<float>(d));
+      jobs.push_back({{b + "ffn_gate_inp.weight", DType::F32, {d, p.n_expert}, DType::F32}, Fill::kRouter, sd});
+      weight(b + "ffn_gate_exps.weight", d, p.n_ff_expert, Fill::kWeight, p.n_expert);
+      weight(b + "ffn_up_exps.weight", d, p.n_ff_expert, Fill::kWeight, p.n_expert);
+      weight(b + "ffn_down_exps.weight", p.n_ff_expert, d, Fill::kWeight, p.n_expert);
+      continue;
+    }
     weight(b + "ffn_gate.weight", d, p.n_ff);
     weight(b + "ffn_up.weight", d, p.n_ff);
     weight(b + "ffn_down.weight", p.n_ff, d);
@@ -559,7 +586,8 @@ uint64_t tensor_bytes(const SynthTensor& t) {
 Status write_tensor(gguf::Writer& w, const Job& job, uint64_t seed, int n_threads, SynthProgress& prog,
                     const SynthOptions& opt) {
   const int64_t ne0 = job.t.ne[0];
-  const int64_t rows = job.t.ne.size() > 1 ? job.t.ne[1] : 1;
+  int64_t rows = 1;  // rows of every expert, for stacked experts
+  for (size_t i = 1; i < job.t.ne.size(); ++i) rows *= job.t.ne[i];
   const int64_t rpc = rows_per_chunk(ne0);
   const int64_t n_chunks = (rows + rpc - 1) / rpc;
   constexpr int64_t kPool = 2;

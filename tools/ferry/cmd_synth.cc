@@ -41,19 +41,23 @@ void remove_partial_on_signals(const std::string& path) {
 }
 
 double params_of(const ferry::model::SynthPreset& p) {
-  double per_layer = 2.0 * p.n_embd * p.n_head * p.head_dim + 2.0 * p.n_embd * p.n_kv_head * p.head_dim +
-                     3.0 * p.n_embd * p.n_ff;
+  const double ffn = p.n_expert > 0 ? (3.0 * p.n_ff_expert + 1.0) * p.n_embd * p.n_expert : 3.0 * p.n_embd * p.n_ff;
+  const double per_layer = 2.0 * p.n_embd * p.n_head * p.head_dim + 2.0 * p.n_embd * p.n_kv_head * p.head_dim + ffn;
   return per_layer * p.n_layer + (p.tied_output ? 1.0 : 2.0) * p.n_embd * p.n_vocab;
 }
 
 void print_list() {
-  std::printf("%-12s %-7s %6s %6s %5s %4s %5s %7s %7s  %s\n", "preset", "arch", "layers", "d", "heads", "kv",
-              "hdim", "ffn", "vocab", "params / shapes of");
+  std::printf("%-15s %-8s %6s %6s %5s %4s %5s %7s %12s %7s  %s\n", "preset", "arch", "layers", "d", "heads", "kv",
+              "hdim", "ffn", "experts", "vocab", "params / shapes of");
   for (const auto& p : ferry::model::synth_presets()) {
     const double n = params_of(p);
-    std::printf("%-12s %-7s %6d %6d %5d %4d %5d %7d %7d  %.2f%s, %s\n", p.name, ferry::model::arch_name(p.arch),
-                p.n_layer, p.n_embd, p.n_head, p.n_kv_head, p.head_dim, p.n_ff, p.n_vocab, n >= 1e9 ? n / 1e9 : n / 1e6,
-                n >= 1e9 ? "B" : "M", p.description);
+    // Experts: count x width, top k per token.
+    std::string experts = "-";
+    if (p.n_expert > 0)
+      experts = std::to_string(p.n_expert) + "x" + std::to_string(p.n_ff_expert) + "/" + std::to_string(p.n_expert_used);
+    std::printf("%-15s %-8s %6d %6d %5d %4d %5d %7d %12s %7d  %.2f%s, %s\n", p.name, ferry::model::arch_name(p.arch),
+                p.n_layer, p.n_embd, p.n_head, p.n_kv_head, p.head_dim, p.n_ff, experts.c_str(), p.n_vocab,
+                n >= 1e9 ? n / 1e9 : n / 1e6, n >= 1e9 ? "B" : "M", p.description);
   }
   std::printf("\ntypes: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K\n");
 }
