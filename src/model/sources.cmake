@@ -4,4 +4,5 @@ ferry_module(model DEPS format tensor base SOURCES
   model/sublayer.cc
   model/forward.cc
   model/synth.cc
+  model/synth_route_skew.cc
 )

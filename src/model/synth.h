@@ -3,7 +3,7 @@
 // architecture, and the tokenizer metadata is complete (byte-level BPE or SentencePiece-style vocab of
 // exactly the preset's size) so llama.cpp loads and runs the file as it does ferry. Weights are
 // generated and quantized in row chunks on worker threads and streamed to disk, so a 16 GB file needs
-// only a few chunks of memory. Output is a pure function of (preset, type, seed, layers).
+// only a few chunks of memory. Output is a pure function of (preset, type, seed, layers, route skew).
 #pragma once
 
 #include <cstdint>
@@ -105,6 +105,8 @@ struct SynthOptions {
   // Speed studies: each big tensor repeats a pool of 2 distinct quantized chunks (~1M values each,
   // different per tensor) instead of quantizing every row; still real rows of the type, and far faster.
   bool fast = false;
+  // Mixture-of-experts presets: skewed expert popularity (model/synth_route_skew.h); 0 = random routers.
+  double route_skew = 0;
   std::function<void(const SynthProgress&)> on_progress;  // called from the writing thread
 };
 

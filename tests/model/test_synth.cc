@@ -15,6 +15,7 @@
 #include "format/gguf.h"
 #include "model/model_spec.h"
 #include "model/synth.h"
+#include "model/synth_route_skew.h"
 #include "tensor/quant.h"
 
 namespace ferry::model {
@@ -316,6 +317,71 @@ TEST(SynthWrite, ModelSpecReadsEveryTinyPreset) {
     EXPECT_EQ(spec->n_expert_used, p.n_expert_used);
     EXPECT_EQ(spec->n_ff_expert, p.n_ff_expert);
   }
+}
+
+// The MoE presets' routers (model/synth_route_skew.h): reserved residual dimensions 0..n_p that only the
+// router reads and no block writes, the constant in the embeddings, the biases; the same in --fast files.
+TEST(SynthWrite, MoeRoutersReadReservedDimensions) {
+  Scratch dir;
+  for (bool fast : {false, true}) {
+    const std::string path = dir.file(fast ? "fast.gguf" : "full.gguf");
+    SynthOptions o;
+    o.preset = "tiny-qwen3moe";
+    o.type = DType::Q8_0;
+    o.path = path;
+    o.route_skew = 1.0;
+    o.fast = fast;
+    o.n_threads = 2;
+    ASSERT_TRUE(synth_write(o).has_value());
+    auto f = gguf::ModelFile::open(path);
+    ASSERT_TRUE(f.has_value());
+    const SynthPreset& p = preset("tiny-qwen3moe");
+    const int64_t d = p.n_embd, np = route_feature_dims(d), E = p.n_expert, ffe = p.n_ff_expert;
+    auto values = [&](const std::string& name) {
+      const gguf::TensorInfo* t = (*f)->find_tensor(name);
+      EXPECT_NE(t, nullptr) << name;
+      int64_t n = 1;
+      for (int i = 0; i < 4; ++i) n *= t->ne[i];
+      std::vector<float> x(static_cast<size_t>(n));
+      dequantize_row(t->dtype, t->data, x.data(), n);
+      return x;
+    };
+    const std::vector<float> emb = values("token_embd.weight");
+    for (int64_t t = 0; t < p.n_vocab; t += 37) EXPECT_NEAR(emb[t * d], 6.0 / 16.0, 0.01) << t;  // 3 sd = 6/sqrt(d)
+    for (int il = 0; il < p.n_layer; ++il) {
+      const std::string b = "blk." + std::to_string(il) + ".";
+      const std::vector<float> wo = values(b + "attn_output.weight");  // [qd, d]: row r = output r
+      const int64_t qd = int64_t{p.n_head} * p.head_dim;
+      for (int64_t r = 0; r <= np; ++r)
+        for (int64_t c = 0; c < qd; ++c) ASSERT_EQ(wo[r * qd + c], 0.f) << b << " attn_output row " << r;
+      const std::vector<float> down = values(b + "ffn_down_exps.weight");  // [ffe, d, E]
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = 0; r <= np; ++r)
+          for (int64_t c = 0; c < ffe; c += 17) ASSERT_EQ(down[(e * d + r) * ffe + c], 0.f) << b << " down " << e;
+      const std::vector<float> up = values(b + "ffn_up_exps.weight");  // [d, ffe, E]
+      for (int64_t row = 0; row < ffe * E; row += 13)
+        for (int64_t c = 0; c <= np; ++c) ASSERT_EQ(up[row * d + c], 0.f) << b << " up column " << c;
+      const std::vector<float> router = values(b + "ffn_gate_inp.weight");  // [d, E], F32
+      double bias_sum = 0;
+      std::set<float> biases;
+      for (int64_t e = 0; e < E; ++e) {
+        bias_sum += router[e * d];
+        biases.insert(router[e * d]);
+        for (int64_t c = np + 1; c < d; ++c) ASSERT_EQ(router[e * d + c], 0.f) << b << " router " << e;
+      }
+      EXPECT_NEAR(bias_sum, 0.0, 1e-4);                        // centered
+      EXPECT_EQ(biases.size(), static_cast<size_t>(E));        // one rank each
+      EXPECT_NEAR(*biases.rbegin() - *biases.begin(), std::log(16.0), 1e-4);  // S * ln(E): ranks 1..16
+    }
+  }
+  // No experts, no skew.
+  SynthOptions o;
+  o.preset = "tiny-llama";
+  o.path = dir.file("dense.gguf");
+  o.route_skew = 1.0;
+  auto bad = synth_write(o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("mixture-of-experts"), std::string::npos);
 }
 
 TEST(SynthWrite, BytesDependOnSeedNotThreads) {

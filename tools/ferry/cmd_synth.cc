@@ -1,6 +1,6 @@
 // ferry synth: write a GGUF with random weights at a named preset.
 //   ferry synth --list
-//   ferry synth --preset NAME --type TYPE -o FILE [--seed S] [--layers N] [-t THREADS] [--fast]
+//   ferry synth --preset NAME --type TYPE -o FILE [--seed S] [--layers N] [-t THREADS] [--fast] [--route-skew S]
 // The file streams to disk with a progress bar on stderr (bytes, %, MB/s; a line every 10 % when
 // stderr is not a terminal). Unknown preset or unsupported type: one `error:` line, exit 2. The file is
 // written as FILE.partial and renamed at the end (gguf::Writer); SIGINT / SIGTERM / SIGHUP remove the
@@ -119,6 +119,11 @@ int cmd_synth(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "generation threads (default: all cores)")->check(CLI::Range(1, 256));
   bool fast = false;
   app.add_flag("--fast", fast, "speed studies: repeat 2 quantized chunks per tensor instead of quantizing every row");
+  double route_skew = 0;
+  app.add_option("--route-skew", route_skew,
+                 "mixture-of-experts presets: skew expert popularity (Zipf-like, larger = more skewed; 0: random "
+                 "routers, ~uniform)")
+      ->check(CLI::Range(0.0, 8.0));
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;
 
@@ -130,6 +135,8 @@ int cmd_synth(int argc, char** argv) {
     return ferry::cli::usage_error("ferry synth needs --preset, --type and -o (or --list)");
   if (ferry::model::find_synth_preset(preset) == nullptr)
     return ferry::cli::usage_error("unknown preset '" + preset + "' (see `ferry synth --list`)");
+  if (route_skew > 0 && ferry::model::find_synth_preset(preset)->n_expert == 0)
+    return ferry::cli::usage_error("--route-skew needs a mixture-of-experts preset ('" + preset + "' has no experts)");
   const auto type = ferry::dtype_from_name(type_name);
   if (!type || !ferry::traits(*type).weight_type)
     return ferry::cli::usage_error("unsupported type '" + type_name +
@@ -143,6 +150,7 @@ int cmd_synth(int argc, char** argv) {
   opt.n_layer = layers;
   opt.n_threads = threads;
   opt.fast = fast;
+  opt.route_skew = route_skew;
   ProgressBar bar;
   ferry::model::SynthProgress last;
   opt.on_progress = [&](const ferry::model::SynthProgress& p) {
