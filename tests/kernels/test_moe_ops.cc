@@ -4,9 +4,12 @@
 // tokens, bit for bit; token counts from decode (1) to prefill (the panel path), shared inputs (gate / up)
 // and one input per slot (down), weights of different types in one call.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -222,6 +225,42 @@ TEST(MoeOps, MatmulIdMixedTypes) {
   ops->matmul_id(1, &one_b, vx, vid, &ob);
   EXPECT_EQ(a0, a1);
   EXPECT_EQ(b0, b1);
+}
+
+// Only the routed experts' weights are read: the other experts' pages are made unreadable (a read would
+// fault; the kernels' prefetches past a row do not), for decode and prefill token counts.
+TEST(MoeOps, MatmulIdReadsOnlyRoutedExperts) {
+  const int64_t E = 6, k = 2, K = 256, N = 256;  // Q8_0: 272 bytes a row, 17 pages an expert
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t expert_bytes = row_bytes(DType::Q8_0, K) * static_cast<size_t>(N);
+  ASSERT_EQ(expert_bytes % page, 0u);
+  void* map = mmap(nullptr, expert_bytes * E, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  const std::vector<uint8_t> w = experts(DType::Q8_0, K, N, E, 41);
+  std::memcpy(map, w.data(), w.size());
+  for (int64_t e : {0, 2, 4, 5})
+    ASSERT_EQ(mprotect(static_cast<uint8_t*>(map) + expert_bytes * e, expert_bytes, PROT_NONE), 0);
+  const TensorView vw = TensorView::make(DType::Q8_0, map, K, N, E);
+  for (int64_t T : {1, 4, 64}) {
+    std::vector<int32_t> ids(static_cast<size_t>(k * T));
+    for (int64_t t = 0; t < T; ++t) {
+      ids[static_cast<size_t>(t * k)] = t % 2 ? 3 : 1;
+      ids[static_cast<size_t>(t * k + 1)] = t % 2 ? 1 : 3;
+    }
+    std::vector<float> x = randn(static_cast<size_t>(K * T), 42), got(static_cast<size_t>(N * k * T)), want(got.size());
+    const TensorView vx = TensorView::make(DType::F32, x.data(), K, 1, T), vid = TensorView::make(DType::I32, ids.data(), k, T);
+    const TensorView* ws[1] = {&vw};
+    for (CpuIsa isa : levels()) {
+      auto ops = make_cpu_ops(2, isa);
+      TensorView out = TensorView::make(DType::F32, got.data(), N, k, T);
+      ops->matmul_id(1, ws, vx, vid, &out);
+    }
+    RefOps ref(RefNumerics::kLlamaCpp);
+    TensorView out = TensorView::make(DType::F32, want.data(), N, k, T);
+    ref.matmul_id(1, ws, vx, vid, &out);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3) << "T=" << T << " at " << i;
+  }
+  munmap(map, expert_bytes * E);
 }
 
 // moe_combine: the reference (Ops' default: scale and add per slot) and CpuOps agree bit for bit.
