@@ -2,7 +2,8 @@
 
 Models: the two bundled real models (SmolLM2-135M-Instruct Q4_1, Gemma-3-270M Q4_K_M) and tiny synthetic
 models of every architecture (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3) in every weight type
-(F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K), written by `ferry synth`.
+(F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K), written by `ferry synth`, and the
+mixture-of-experts presets tiny-qwen3moe and tiny-mixtral in the same types.
 The same prompt ids go through both (ferry gets them with `--tokens`, so the tokenizer is not under
 test here), then 32 greedy tokens. "spread" below is max(1, std(llama.cpp's logits row)).
 
