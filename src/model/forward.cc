@@ -1,6 +1,6 @@
-// The dense forward (see forward.h). Reads top to bottom like the llama.cpp graphs it reproduces
-// (models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp); the only per-architecture branches are the
-// ModelSpec flags. The residual stream x is updated in place; every other buffer is reused per block.
+// The forward (see forward.h). Reads top to bottom like the llama.cpp graphs it reproduces
+// (models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp, qwen3moe.cpp); the only per-architecture branches
+// are the ModelSpec flags. The residual stream x is updated in place; every other buffer is reused per block.
 #include "model/forward.h"
 
 #include <algorithm>
@@ -44,10 +44,6 @@ TensorView heads(const TensorView& buf, int64_t a, int64_t b, int64_t n) {
   FERRY_ASSERT(buf.ne[0] == a * b && n <= buf.ne[1]);
   return TensorView::make(DType::F32, buf.data, a, b, n, 1, buf.where);
 }
-
-}  // namespace
-
-namespace {
 
 // Width of the gate / up buffers: the dense FFN's, or every routed expert's of a token.
 size_t glu_width(const ModelSpec& spec) {
