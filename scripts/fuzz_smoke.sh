@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Fuzz smoke test of the GGUF reader: configures build-fuzz/ with clang (libFuzzer + ASan + UBSan,
-# -DFERRY_FUZZ=ON), builds fuzz_gguf, seeds a corpus with tiny valid GGUF files (gguf PyPI package,
-# else ferry's gguf_dump), and fuzzes for FUZZ_SECONDS (default 60). Exits non-zero on any crash,
-# leak, UB report, timeout or out-of-memory (the reproducer is left in build-fuzz/fuzz_artifacts/).
+# Fuzz smoke test of the GGUF reader and the chat-template interpreter: configures build-fuzz/ with clang
+# (libFuzzer + ASan + UBSan, -DFERRY_FUZZ=ON), builds fuzz_gguf and fuzz_chat_template, seeds the GGUF
+# corpus with tiny valid GGUF files (gguf PyPI package, else ferry's gguf_dump) and the template corpus with
+# tests/python/jinja_snippets.py, and fuzzes each for FUZZ_SECONDS (default 60). Exits non-zero on any
+# crash, leak, UB report, timeout or out-of-memory (the reproducer is left in build-fuzz/fuzz_artifacts/).
 # Env: FUZZ_SECONDS, FERRY_FUZZ_BUILD (build folder), FUZZ_JOBS (ninja -j, default 2),
 #      FERRY_BUILD (a normal build with gguf_dump, used for seeds when python's gguf is missing).
 set -euo pipefail
@@ -18,7 +19,7 @@ mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DFERRY_FUZZ=ON -DFERRY_TESTS=OFF -DFERRY_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/configure.log" 2>&1 \
   || { cat "$build/configure.log" >&2; exit 1; }
-ninja -C "$build" -j"$jobs" fuzz_gguf
+ninja -C "$build" -j"$jobs" fuzz_gguf fuzz_chat_template
 
 # The corpus persists in the build folder, so repeated runs go deeper; seeds are rewritten each time.
 corpus=$build/fuzz_corpus/gguf
@@ -49,4 +50,30 @@ if [[ $rc -ne 0 ]]; then
   echo "fuzz_smoke: FAILED (exit $rc); reproducer(s) in $artifacts, full log $build/fuzz.log" >&2
   exit 1
 fi
-echo "fuzz_smoke: ok (no crash in ${seconds}s)"
+echo "fuzz_smoke: fuzz_gguf ok (no crash in ${seconds}s)"
+
+# The chat-template interpreter: seeds are the one-construct templates of the parity test.
+corpus=$build/fuzz_corpus/chat_template
+seeds=$build/fuzz_seeds/chat_template
+mkdir -p "$corpus" "$seeds"
+python3 - "$root/tests/python" "$seeds" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import jinja_snippets
+for i, src in enumerate(jinja_snippets.SNIPPETS):
+    open(f"{sys.argv[2]}/snippet{i:03d}.jinja", "w", encoding="utf-8").write(src)
+PY
+echo "fuzz_smoke: fuzzing the chat-template interpreter for ${seconds}s"
+set +e
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
+  "$build/fuzz_chat_template" -max_total_time="$seconds" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
+  -malloc_limit_mb=512 -dict="$root/tests/fuzz/jinja.dict" -artifact_prefix="$artifacts/" \
+  -print_final_stats=1 "$corpus" "$seeds" 2>"$build/fuzz_chat_template.log"
+rc=$?
+set -e
+tail -n 30 "$build/fuzz_chat_template.log"
+if [[ $rc -ne 0 ]]; then
+  echo "fuzz_smoke: fuzz_chat_template FAILED (exit $rc); reproducer(s) in $artifacts" >&2
+  exit 1
+fi
+echo "fuzz_smoke: ok (no crash in ${seconds}s each)"

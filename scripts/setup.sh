@@ -12,7 +12,8 @@
 # into models/ (both for test). Every step checks first and does nothing when already done.
 # Env: PYTHON (default python3), FERRY_SKIP_APT=1, FERRY_SKIP_LLAMA_CPP=1 (the tests that need it then
 # skip, or fail under CI=true), LLAMA_CPP_SDIST (a local llama-cpp-python sdist to build instead of
-# downloading it).
+# downloading it; test_jinja.py reads its chat templates too). Without it the sdist is downloaded once
+# into .whl/ (`pip download --no-binary :all: --no-deps`).
 set -euo pipefail
 
 mode=${1:-test}
@@ -35,6 +36,7 @@ t_start=$(date +%s)
 APT_PACKAGES=(
   cmake ninja-build g++ make pkg-config ccache git            # build
   nlohmann-json3-dev libpcre2-dev libcli11-dev libcpp-httplib-dev  # third-party headers / libs
+  libjpeg-dev libpng-dev zlib1g-dev                           # image input (linked statically)
   python3 python3-pip                                          # the bundled models come from PyPI
 )
 if [[ $mode == test ]]; then
@@ -77,12 +79,24 @@ else
   has_module numpy || need+=("numpy>=1.26")
   has_module gguf || need+=("gguf>=0.17")
   has_module pytest || need+=("pytest>=8")
+  has_module openai || need+=("openai>=1.30")   # the server tests use the official client
+  has_module jinja2 || need+=("jinja2>=3.1")  # the reference of the chat-template parity test
   if ((${#need[@]})); then
     log "pip install ${need[*]}"
     "${PIP[@]}" "${need[@]}"
   else
-    log "numpy, gguf, pytest present"
+    log "numpy, gguf, pytest, openai present"
   fi
+fi
+
+# llama-cpp-python's source package, kept in .whl/: the wheel is built from it, and tests/python/test_jinja.py
+# reads llama.cpp's chat templates (vendor/llama.cpp/models/templates/) from it.
+sdist=$root/.whl/llama_cpp_python-$LLAMA_CPP_VERSION.tar.gz
+if [[ $mode == test && ${FERRY_SKIP_LLAMA_CPP:-0} != 1 && ! -f $sdist && ! -e ${LLAMA_CPP_SDIST:-/nonexistent} ]]; then
+  log "pip download llama-cpp-python $LLAMA_CPP_VERSION (source package) into .whl/"
+  mkdir -p "$root/.whl"
+  "$PY" -m pip download --disable-pip-version-check -q --no-binary :all: --no-deps \
+    "llama-cpp-python==$LLAMA_CPP_VERSION" -d "$root/.whl"
 fi
 
 if [[ $mode == run ]]; then
@@ -94,7 +108,7 @@ elif has_module llama_cpp; then
 else
   wheel=$(ls "$root"/.whl/llama_cpp_python-"$LLAMA_CPP_VERSION"-*.whl 2>/dev/null | head -1 || true)
   if [[ -z $wheel ]]; then
-    src=${LLAMA_CPP_SDIST:-llama-cpp-python==$LLAMA_CPP_VERSION}
+    src=${LLAMA_CPP_SDIST:-$sdist}
     log "building llama-cpp-python $LLAMA_CPP_VERSION from source (once; ~10-20 min on 2 cores) into .whl/"
     mkdir -p "$root/.whl"
     CMAKE_ARGS="$LLAMA_CPP_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \

@@ -15,6 +15,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kIo: return "io";
     case ErrorCode::kOutOfMemory: return "out of memory";
     case ErrorCode::kDevice: return "device";
+    case ErrorCode::kBusy: return "busy";
     case ErrorCode::kInternal: return "internal";
   }
   return "unknown";

@@ -21,6 +21,7 @@ enum class ErrorCode : int {
   kIo,               // read/write/mmap failure
   kOutOfMemory,      // budget or allocation exceeded
   kDevice,           // GPU missing / driver / CUDA error
+  kBusy,             // a bounded queue is full: try again later (the server's 429)
   kInternal,
 };
 

@@ -119,9 +119,25 @@ Status EngineImpl::validate(const Batch& batch) {
                       batch.tokens.size(), batch.pos.size(), batch.seq.size(), batch.logits.size());
   if (n > options_.n_batch)
     return make_error(ErrorCode::kInvalidArgument, "batch of %d tokens exceeds n_batch %d", n, options_.n_batch);
+  const bool embd_rows = !batch.embd.empty();
+  if (embd_rows && batch.embd.size() != static_cast<size_t>(n) * static_cast<size_t>(spec_.n_embd))
+    return make_error(ErrorCode::kInvalidArgument, "batch embeddings hold %zu floats, expected %d rows of %d",
+                      batch.embd.size(), n, spec_.n_embd);
+  if (!batch.mrope_pos.empty()) {
+    if (spec_.rope_sections[0] + spec_.rope_sections[1] + spec_.rope_sections[2] + spec_.rope_sections[3] == 0)
+      return make_error(ErrorCode::kInvalidArgument, "M-RoPE positions given for a %s model, which has no rope sections",
+                        model::arch_name(spec_.arch));
+    if (batch.mrope_pos.size() != 4 * static_cast<size_t>(n))
+      return make_error(ErrorCode::kInvalidArgument, "batch M-RoPE positions hold %zu values, expected 4 x %d",
+                        batch.mrope_pos.size(), n);
+    for (int32_t p : batch.mrope_pos)
+      if (p < 0) return make_error(ErrorCode::kInvalidArgument, "negative M-RoPE position %d", p);
+  }
+  if (batch.n_decode < -1 || batch.n_decode > n)
+    return make_error(ErrorCode::kInvalidArgument, "n_decode %d is outside -1..%d", batch.n_decode, n);
   seen_.clear();
   for (int32_t i = 0; i < n; ++i) {
-    if (batch.tokens[i] < 0 || batch.tokens[i] >= spec_.n_vocab)
+    if (!embd_rows && (batch.tokens[i] < 0 || batch.tokens[i] >= spec_.n_vocab))
       return make_error(ErrorCode::kInvalidArgument, "token id %d at batch row %d is outside the vocabulary (0..%d)",
                         batch.tokens[i], i, spec_.n_vocab - 1);
     if (batch.seq[i] < 0 || batch.seq[i] >= options_.n_seq_max)
@@ -169,6 +185,9 @@ Status EngineImpl::step(const Batch& batch, std::vector<float>* logits) {
   in.n_cells_scan = cells_->scan_end();
   in.out_rows = out_rows_.data();
   in.n_out = static_cast<int32_t>(out_rows_.size());
+  in.embd = batch.embd.empty() ? nullptr : batch.embd.data();
+  in.mrope_pos = batch.mrope_pos.empty() ? nullptr : batch.mrope_pos.data();
+  in.n_decode = batch.n_decode;
 
   const size_t old = logits ? logits->size() : 0;
   discard_.clear();

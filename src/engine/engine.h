@@ -38,6 +38,17 @@ struct Batch {
   std::vector<int32_t> pos;     // [n] position of each token in its sequence
   std::vector<int32_t> seq;     // [n] sequence id (0 .. n_seq_max-1)
   std::vector<uint8_t> logits;  // [n] 1 = return logits for this token
+  // Multimodal steps (qwen2vl): rows that replace the token embeddings (an image's tokens; `tokens` is then
+  // ignored but still sized n), and rope positions per M-RoPE stream. Empty: token ids, rope at `pos`.
+  // `pos` stays the token's place in its sequence (the KV cache's order, strictly increasing).
+  std::vector<float> embd;         // [n * n_embd]
+  std::vector<int32_t> mrope_pos;  // [4 * n] section-major: stream s of row i at s * n + i
+  // Batch-invariant numerics (continuous batching across requests): the first n_decode tokens each
+  // continue their sequence from a sampled token, the rest are prompt tokens; the CPU and reference
+  // devices then compute every token by the kernels of its group, so its logits do not depend on the
+  // other tokens of the step (kernels::Ops::set_token_groups). -1: kernels chosen by the step's size.
+  // The GPU executor ignores it.
+  int32_t n_decode = -1;
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
   void add(int32_t token, int32_t position, int32_t sequence, bool want_logits) {
@@ -46,7 +57,15 @@ struct Batch {
     seq.push_back(sequence);
     logits.push_back(want_logits ? 1 : 0);
   }
-  void clear() { tokens.clear(); pos.clear(); seq.clear(); logits.clear(); }
+  void clear() {
+    tokens.clear();
+    pos.clear();
+    seq.clear();
+    logits.clear();
+    embd.clear();
+    mrope_pos.clear();
+    n_decode = -1;
+  }
 };
 
 struct EngineOptions {

@@ -20,80 +20,88 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// The default system message a ChatML template inserts when none is given (SmolLM2's does), or "".
-std::string chatml_default_system(const std::string& tmpl) {
-  const std::string open = "<|im_start|>system\n";
-  size_t a = tmpl.find(open);
-  if (a == std::string::npos) return {};
-  a += open.size();
-  size_t b = tmpl.find("<|im_end|>", a);
-  if (b == std::string::npos) return {};
-  std::string text = tmpl.substr(a, b - a);
-  // A template that builds the system turn from a variable has Jinja syntax here, not a fixed text.
-  if (text.find("{{") != std::string::npos || text.find("{%") != std::string::npos ||
-      text.find('\'') != std::string::npos)
-    return {};
-  return text;
-}
-
 }  // namespace
 
 std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view text) {
   return engine.tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/true);
 }
 
-Expected<std::string> apply_chat_template(const Engine& engine, std::string_view user,
-                                          std::string_view system, std::string* guess_note) {
-  const std::string tmpl = engine.file().get_string_or("tokenizer.chat_template", "");
+Expected<text::ChatTemplate> model_chat_template(const Engine& engine) {
+  return text::chat_template_from_gguf(engine.file());
+}
+
+Expected<std::string> render_chat(const Engine& engine, const text::ChatTemplate& tmpl, text::ChatRequest request) {
+  return text::render_for_tokenizer(tmpl, std::move(request), engine.tokenizer());
+}
+
+Expected<std::string> apply_chat_template(const Engine& engine, std::string_view user, std::string_view system,
+                                          std::string* guess_note) {
   if (guess_note) guess_note->clear();
-  const bool chatml = tmpl.find("<|im_start|>") != std::string::npos;
-  const bool gemma = tmpl.find("<start_of_turn>") != std::string::npos ||
-                     (tmpl.empty() && engine.spec().arch == model::Arch::kGemma3);
-  std::string out;
-  if (chatml) {
-    std::string sys = system.empty() ? chatml_default_system(tmpl) : std::string(system);
-    if (!sys.empty()) out += "<|im_start|>system\n" + sys + "<|im_end|>\n";
-    out += "<|im_start|>user\n";
-    out += user;
-    out += "<|im_end|>\n<|im_start|>assistant\n";
-  } else if (gemma) {
-    if (tmpl.empty() && guess_note)
-      *guess_note = engine.file().path() + " has no tokenizer.chat_template; using the Gemma turn format of its "
-                    "architecture";
-    // Gemma has no system role: its template puts the system text at the top of the first user turn.
-    out += "<start_of_turn>user\n";
-    if (!system.empty()) {
-      out += system;
-      out += "\n\n";
-    }
-    out += user;
-    out += "<end_of_turn>\n<start_of_turn>model\n";
-  } else {
-    if (tmpl.empty())
-      return make_error(ErrorCode::kUnsupported,
-                        "%s has no chat template (tokenizer.chat_template) and its architecture has no known "
-                        "format; give the prompt without --chat",
-                        engine.file().path().c_str());
-    return make_error(ErrorCode::kUnsupported,
-                      "unknown chat template in %s (ChatML and Gemma formats are supported)",
-                      engine.file().path().c_str());
+  auto tmpl = model_chat_template(engine);
+  if (tmpl) {
+    text::ChatRequest req;
+    if (!system.empty()) req.messages.push_back({"system", std::string(system)});
+    req.messages.push_back({"user", std::string(user)});
+    req.add_generation_prompt = true;
+    return render_chat(engine, *tmpl, std::move(req));
   }
+  if (tmpl.status().code() != ErrorCode::kNotFound) return tmpl.status();
+  // No template in the file: the architecture's known turn format, said in *guess_note.
+  if (engine.spec().arch != model::Arch::kGemma3)
+    return make_error(ErrorCode::kUnsupported,
+                      "%s has no chat template (tokenizer.chat_template) and its architecture has no known "
+                      "format; give the prompt without --chat",
+                      engine.file().path().c_str());
+  if (guess_note)
+    *guess_note = engine.file().path() + " has no tokenizer.chat_template; using the Gemma turn format of its "
+                  "architecture";
+  // Gemma has no system role: its template puts the system text at the top of the first user turn.
+  std::string out = "<start_of_turn>user\n";
+  if (!system.empty()) {
+    out += system;
+    out += "\n\n";
+  }
+  out += user;
+  out += "<end_of_turn>\n<start_of_turn>model\n";
   return out;
 }
 
 Expected<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt,
                                   const GenerateParams& params, const GenerateCallbacks& callbacks) {
+  PromptRows rows;
+  rows.tokens = prompt;
+  return generate_rows(engine, rows, params, callbacks);
+}
+
+Expected<GenerateResult> generate_rows(Engine& engine, const PromptRows& prompt, const GenerateParams& params,
+                                       const GenerateCallbacks& callbacks) {
   const int32_t n_vocab = engine.spec().n_vocab;
+  const int32_t n_embd = engine.spec().n_embd;
   const int32_t n_ctx = engine.n_ctx();
   const int32_t n_batch = std::max<int32_t>(1, engine.options().n_batch);
-  const int32_t n_prompt = static_cast<int32_t>(prompt.size());
+  const int32_t n_prompt = prompt.size();
   const text::Tokenizer& tok = engine.tokenizer();
+  const bool mrope = !prompt.mrope_pos.empty();
 
-  if (prompt.empty()) return make_error(ErrorCode::kInvalidArgument, "empty prompt (no tokens)");
-  for (int32_t t : prompt)
-    if (t < 0 || t >= n_vocab)
-      return make_error(ErrorCode::kInvalidArgument, "prompt token %d outside the vocabulary [0, %d)", t,
-                        n_vocab);
+  if (n_prompt == 0) return make_error(ErrorCode::kInvalidArgument, "empty prompt (no tokens)");
+  if (mrope && prompt.mrope_pos.size() != 4 * static_cast<size_t>(n_prompt))
+    return make_error(ErrorCode::kInvalidArgument, "prompt M-RoPE positions: %zu values for %d rows",
+                      prompt.mrope_pos.size(), n_prompt);
+  // span_of[r]: the span holding row r, or -1 for a token row.
+  std::vector<int32_t> span_of(static_cast<size_t>(n_prompt), -1);
+  for (size_t s = 0; s < prompt.spans.size(); ++s) {
+    const PromptRows::Span& sp = prompt.spans[s];
+    if (sp.begin < 0 || sp.end > n_prompt || sp.begin >= sp.end || sp.embd == nullptr ||
+        (s > 0 && sp.begin < prompt.spans[s - 1].end))
+      return make_error(ErrorCode::kInvalidArgument, "prompt embedding span %zu [%d, %d) is malformed", s, sp.begin,
+                        sp.end);
+    for (int32_t r = sp.begin; r < sp.end; ++r) span_of[static_cast<size_t>(r)] = static_cast<int32_t>(s);
+  }
+  for (int32_t r = 0; r < n_prompt; ++r) {
+    const int32_t t = prompt.tokens[static_cast<size_t>(r)];
+    if (span_of[static_cast<size_t>(r)] < 0 && (t < 0 || t >= n_vocab))
+      return make_error(ErrorCode::kInvalidArgument, "prompt token %d outside the vocabulary [0, %d)", t, n_vocab);
+  }
   if (n_prompt > n_ctx)
     return make_error(ErrorCode::kInvalidArgument, "prompt of %d tokens does not fit a context of %d",
                       n_prompt, n_ctx);
@@ -104,22 +112,38 @@ Expected<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& pr
   engine.seq_rm(params.seq);
 
   Sampler sampler(params.sampling);
-  for (int32_t t : prompt) sampler.accept(t);
+  for (int32_t r = 0; r < n_prompt; ++r)
+    if (span_of[static_cast<size_t>(r)] < 0) sampler.accept(prompt.tokens[static_cast<size_t>(r)]);
 
-  // Prefill: chunks of n_batch; logits for every position when asked, else for the last one only.
+  // Prefill: chunks of up to n_batch rows, cut where token rows and a span's rows meet; logits for every
+  // row when asked, else for the last one only.
   Batch batch;
   std::vector<float> logits;
   const Clock::time_point t_start = Clock::now();
-  for (int32_t i0 = 0; i0 < n_prompt; i0 += n_batch) {
-    const int32_t i1 = std::min(n_prompt, i0 + n_batch);
+  for (int32_t i0 = 0; i0 < n_prompt;) {
+    const int32_t span = span_of[static_cast<size_t>(i0)];
+    int32_t i1 = std::min(n_prompt, i0 + n_batch);
+    for (int32_t r = i0 + 1; r < i1; ++r)
+      if (span_of[static_cast<size_t>(r)] != span) i1 = r;
     batch.clear();
-    for (int32_t i = i0; i < i1; ++i) batch.add(prompt[i], i, params.seq, params.all_logits || i == n_prompt - 1);
+    for (int32_t i = i0; i < i1; ++i)
+      batch.add(prompt.tokens[static_cast<size_t>(i)], i, params.seq, params.all_logits || i == n_prompt - 1);
+    if (span >= 0) {
+      const PromptRows::Span& sp = prompt.spans[static_cast<size_t>(span)];
+      const float* first = sp.embd + static_cast<size_t>(i0 - sp.begin) * static_cast<size_t>(n_embd);
+      batch.embd.assign(first, first + static_cast<size_t>(i1 - i0) * static_cast<size_t>(n_embd));
+    }
+    if (mrope)
+      for (int s = 0; s < 4; ++s)
+        batch.mrope_pos.insert(batch.mrope_pos.end(), prompt.mrope_pos.begin() + s * n_prompt + i0,
+                               prompt.mrope_pos.begin() + s * n_prompt + i1);
     logits.clear();
     FERRY_RETURN_IF_ERROR(engine.step(batch, &logits));
     const size_t rows = logits.size() / static_cast<size_t>(n_vocab);
     FERRY_ASSERT(logits.size() % static_cast<size_t>(n_vocab) == 0);
     if (callbacks.on_logits)
       for (size_t r = 0; r < rows; ++r) callbacks.on_logits(logits.data() + r * n_vocab, n_vocab);
+    i0 = i1;
   }
   const Clock::time_point t_prefill = Clock::now();
   FERRY_ASSERT(logits.size() >= static_cast<size_t>(n_vocab));
@@ -153,6 +177,7 @@ Expected<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& pr
 
     batch.clear();
     batch.add(token, pos, params.seq, true);
+    if (mrope) batch.mrope_pos.assign(4, prompt.next_rope_pos + (pos - n_prompt));
     logits.clear();
     FERRY_RETURN_IF_ERROR(engine.step(batch, &logits));
     FERRY_ASSERT(logits.size() == static_cast<size_t>(n_vocab));

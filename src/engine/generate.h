@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "text/chat_template.h"
 
 namespace ferry::engine {
 
@@ -57,12 +58,20 @@ struct GenerateCallbacks {
 // add_*_token flags say; special-token text such as "<|im_start|>" becomes the special token.
 std::vector<int32_t> tokenize_prompt(const Engine& engine, std::string_view text);
 
-// One user turn (and optional system message) in the model's chat format, with the assistant turn
-// opened: ChatML (<|im_start|>, e.g. SmolLM2, Qwen) or Gemma (<start_of_turn>), chosen from
-// tokenizer.chat_template (or the architecture when the file has none). BOS is not included
-// (tokenize_prompt adds it). kUnsupported for another template, or for a file without one whose
-// architecture has no known format. When the format was guessed from the architecture (no template in
-// the file), *guess_note (if given) says so, naming the format; else it is cleared.
+// The model's chat template (tokenizer.chat_template), parsed. kNotFound when the file has none;
+// kCorrupt naming the line when it does not parse.
+Expected<text::ChatTemplate> model_chat_template(const Engine& engine);
+
+// Renders `request` with `tmpl` for this model, ready for tokenize_prompt: bos_token / eos_token are set
+// to the text of the vocabulary's BOS / EOS tokens when the request leaves them empty, and a leading BOS
+// text is removed from the result when tokenize_prompt adds BOS itself (as llama.cpp does), so the prompt
+// holds one BOS. Errors as ChatTemplate::render.
+Expected<std::string> render_chat(const Engine& engine, const text::ChatTemplate& tmpl, text::ChatRequest request);
+
+// One user turn (and optional system message) with the assistant turn opened, ready for tokenize_prompt:
+// the model's own template (render_chat). A file without a template gets its architecture's known format
+// (Gemma's turns for gemma3) and *guess_note (if given) says so; else it is cleared. kUnsupported for a
+// file without a template whose architecture has no known format.
 Expected<std::string> apply_chat_template(const Engine& engine, std::string_view user,
                                           std::string_view system = {}, std::string* guess_note = nullptr);
 
@@ -70,5 +79,26 @@ Expected<std::string> apply_chat_template(const Engine& engine, std::string_view
 // than the context (kInvalidArgument), or an engine step error.
 Expected<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt,
                                   const GenerateParams& params, const GenerateCallbacks& callbacks = {});
+
+// A prompt whose rows are token ids or embeddings (an image's tokens from a vision encoder,
+// engine/multimodal.h), with M-RoPE positions for qwen2vl, for generate_rows(). Row r sits at sequence
+// position r either way.
+struct PromptRows {
+  std::vector<int32_t> tokens;  // [n] ids; rows inside a span are -1
+  struct Span {
+    int32_t begin = 0, end = 0;    // rows [begin, end)
+    const float* embd = nullptr;   // [n_embd, end - begin] F32: the rows' input embeddings (caller-owned)
+  };
+  std::vector<Span> spans;          // ascending, disjoint
+  std::vector<int32_t> mrope_pos;   // [4 * n] RoPE positions, section-major; empty: RoPE at the row index
+  int32_t next_rope_pos = 0;        // with mrope_pos: the RoPE position of the first generated token
+
+  int32_t size() const { return static_cast<int32_t>(tokens.size()); }
+};
+// generate() over such a prompt: prefill chunks never mix token and embedding rows; with mrope_pos the
+// generated tokens get every stream at next_rope_pos, next_rope_pos + 1, ... The sampler sees the token
+// rows only. GenerateStats::n_prompt counts every row.
+Expected<GenerateResult> generate_rows(Engine& engine, const PromptRows& prompt, const GenerateParams& params,
+                                       const GenerateCallbacks& callbacks = {});
 
 }  // namespace ferry::engine

@@ -48,7 +48,7 @@ class OpsRunner final : public StepRunner {
     FERRY_ASSIGN_OR_RETURN(scratch_buf_,
                            alloc_array<float>(model::scratch_floats(spec_, n_batch_, n_out_max), "step scratch"));
     scratch_ = model::make_scratch(spec_, n_batch_, n_out_max, scratch_buf_.get());
-    meta_.resize(3 * static_cast<size_t>(n_batch_));
+    meta_.resize(7 * static_cast<size_t>(n_batch_));
     return Status::ok();
   }
 
@@ -63,6 +63,7 @@ class OpsRunner final : public StepRunner {
     int32_t* tokens = meta_.data();
     int32_t* pos = tokens + n_batch_;
     int32_t* seq = pos + n_batch_;
+    int32_t* mrope = seq + n_batch_;  // [4][n]
     std::memcpy(tokens, in.tokens, n * sizeof(int32_t));
     std::memcpy(pos, in.pos, n * sizeof(int32_t));
     std::memcpy(seq, in.seq, n * sizeof(int32_t));
@@ -73,6 +74,10 @@ class OpsRunner final : public StepRunner {
     batch.pos = TensorView::make(DType::I32, pos, n);
     batch.seq = TensorView::make(DType::I32, seq, n);
     batch.cell = TensorView::make(DType::I32, cells_.data(), n);
+    if (in.mrope_pos != nullptr) {
+      std::memcpy(mrope, in.mrope_pos, 4 * static_cast<size_t>(n) * sizeof(int32_t));
+      batch.mrope_pos = TensorView::make(DType::I32, mrope, 4 * n);
+    }
     const TensorView tok = TensorView::make(DType::I32, tokens, n);
 
     kernels::KvView kv;
@@ -80,7 +85,13 @@ class OpsRunner final : public StepRunner {
     kv.cell_seq = TensorView::make(DType::I32, const_cast<int32_t*>(in.cell_seq), n_cells_);
     kv.n_cells = in.n_cells_scan;
 
-    model::forward_embed(*ops_, spec_, w_, tok, scratch_, hook);
+    ops_->set_token_groups(n, in.n_decode);
+    if (in.embd != nullptr) {
+      const TensorView rows = TensorView::make(DType::F32, const_cast<float*>(in.embd), spec_.n_embd, n);
+      model::forward_embed_rows(*ops_, spec_, rows, scratch_, hook);
+    } else {
+      model::forward_embed(*ops_, spec_, w_, tok, scratch_, hook);
+    }
     for (int32_t il = 0; il < spec_.n_layer; ++il) {
       kv.k = layer_k_[il];
       kv.v = layer_v_[il];
@@ -90,6 +101,8 @@ class OpsRunner final : public StepRunner {
     const size_t n_vocab = static_cast<size_t>(spec_.n_vocab);
     for (int32_t r0 = 0; r0 < in.n_out; r0 += scratch_.n_out_max) {
       const int32_t nr = std::min(scratch_.n_out_max, in.n_out - r0);
+      // Batch-invariant: every head row by the decode kernels, whatever rows share the chunk.
+      if (in.n_decode >= 0) ops_->set_token_groups(nr, nr);
       model::forward_head(*ops_, spec_, w_, in.out_rows + r0, nr, scratch_, hook);
       for (int32_t r = 0; r < nr; ++r)
         std::memcpy(logits + (r0 + r) * n_vocab, scratch_.logits.row(r), n_vocab * sizeof(float));
@@ -108,7 +121,7 @@ class OpsRunner final : public StepRunner {
   std::vector<TensorView> layer_k_, layer_v_;  // [kv_dim, n_cells] F16 per layer
   std::unique_ptr<float[]> scratch_buf_;
   model::Scratch scratch_;
-  std::vector<int32_t> meta_;                // tokens, pos, seq: [3][n_batch]
+  std::vector<int32_t> meta_;                // tokens, pos, seq: [3][n_batch], M-RoPE positions [4][n_batch]
   std::vector<int32_t> cells_;
   model::DebugHook hook_;
 };

@@ -28,6 +28,9 @@ struct StepInput {
   int32_t n_cells_scan = 0;           // every used cell has index < n_cells_scan
   const int32_t* out_rows = nullptr;  // [n_out] rows (batch indices) that want logits, ascending
   int32_t n_out = 0;
+  const float* embd = nullptr;        // [n_embd, n_tokens] input rows replacing tokens' embeddings, or null
+  const int32_t* mrope_pos = nullptr; // [4 * n_tokens] M-RoPE positions, section-major, or null
+  int32_t n_decode = -1;              // Batch::n_decode: leading decode tokens (batch-invariant kernels), or -1
 };
 
 class StepRunner {

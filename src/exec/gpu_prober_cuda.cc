@@ -38,6 +38,11 @@ uint64_t arena_round(uint64_t bytes) { return (bytes + kArenaAlign - 1) / kArena
 
 constexpr uint64_t kMaxArena = 4ull << 30;       // what the prober reserves at most (H200: 141 GB)
 constexpr uint64_t kMinArena = 1ull << 30;
+// Under a process cap (the first run of a VRAM budget measures its quick profile inside the budget):
+// the least arena the probes fit in (copies shrink to an eighth of it, the weight and KV pools get the
+// rest once the copy buffers are released). A cap that leaves less is ignored: such a budget is below
+// the run's minimum, which the planner reports once the profile exists.
+constexpr uint64_t kMinCappedArena = 512ull << 20;
 constexpr uint64_t kWeightPoolBytes = 256ull << 20;  // at least this much (and 4x L2) of weights cycled
 constexpr int64_t kShapeTokens = 1024;            // CudaOps scratch sized for the profiler's largest tier
 constexpr int kGateBatch = 32;                    // matmuls enqueued behind one gate (far below the launch queue)
@@ -90,8 +95,8 @@ class Gate {
 
 class CudaGpuProber final : public plan::GpuProber {
  public:
-  CudaGpuProber(int ordinal, CudaDeviceInfo info, std::string driver)
-      : ordinal_(ordinal), info_(std::move(info)), driver_(std::move(driver)) {}
+  CudaGpuProber(int ordinal, CudaDeviceInfo info, std::string driver, uint64_t process_cap)
+      : ordinal_(ordinal), info_(std::move(info)), driver_(std::move(driver)), process_cap_(process_cap) {}
 
   ~CudaGpuProber() override {
     if (bg_thread_.joinable()) {
@@ -118,6 +123,11 @@ class CudaGpuProber final : public plan::GpuProber {
   std::string name() const override { return info_.name; }
   std::string driver() const override { return driver_; }
   uint64_t memory_bytes() const override { return info_.total_memory; }
+  uint64_t copy_bytes_limit() override {
+    if (!ensure()) return UINT64_MAX;  // the first timing call reports the error
+    if (!capped_) return UINT64_MAX;
+    return std::max<uint64_t>(16ull << 20, arena_bytes_ / 8 / (1ull << 20) * (1ull << 20));
+  }
   uint64_t context_bytes() override {
     const Expected<ContextCost> c = measure_cuda_context(ordinal_);
     return c && c->source != MemorySource::kModelled ? c->bytes : 0;
@@ -292,6 +302,16 @@ class CudaGpuProber final : public plan::GpuProber {
   Status ensure() {
     if (dev_) return Status::ok();
     uint64_t budget = std::min<uint64_t>(kMaxArena, info_.total_memory / 2);
+    if (process_cap_ > 0) {
+      // Inside the cap: what the context (made now if it is not yet) leaves, less the growth reserve.
+      FERRY_ASSIGN_OR_RETURN(const ContextCost cc, measure_cuda_context(ordinal_));
+      const uint64_t held = cc.bytes + kCudaGrowthReserve;
+      const uint64_t room = process_cap_ > held ? (process_cap_ - held) / kArenaAlign * kArenaAlign : 0;
+      if (room >= kMinCappedArena && room < budget) {
+        budget = room;
+        capped_ = true;
+      }
+    }
     Expected<std::unique_ptr<Device>> d = make_cuda_device(ordinal_, budget);
     // Memory taken by other processes: ask for less, down to kMinArena.
     while (!d && d.status().code() == ErrorCode::kOutOfMemory && budget / 2 >= kMinArena) {
@@ -300,6 +320,7 @@ class CudaGpuProber final : public plan::GpuProber {
     }
     if (!d) return d.status();
     dev_ = std::move(*d);
+    arena_bytes_ = budget;
     FERRY_ASSIGN_OR_RETURN(main_, dev_->create_stream());
     FERRY_ASSIGN_OR_RETURN(bg_, dev_->create_stream());
     FERRY_ASSIGN_OR_RETURN(start_, dev_->create_event(true));
@@ -307,6 +328,12 @@ class CudaGpuProber final : public plan::GpuProber {
     FERRY_ASSIGN_OR_RETURN(bg_ev_[0], dev_->create_event(false));
     FERRY_ASSIGN_OR_RETURN(bg_ev_[1], dev_->create_event(false));
     return Status::ok();
+  }
+
+  // A capped arena holds the copy buffers or a pool, not both (the copy probes make them again).
+  void release_copy_buffers_if_capped() {
+    if (!capped_) return;
+    for (DeviceBuffer* b : {&dev_a_, &dev_b_, &bg_dev_}) dev_->release(b);
   }
 
   Status ensure_dev(DeviceBuffer& b, uint64_t bytes, const char* tag) {
@@ -362,6 +389,7 @@ class CudaGpuProber final : public plan::GpuProber {
   Status ensure_weights(DType t, int64_t rows, int64_t cols) {
     if (pool_ && pool_dtype_ == t && pool_rows_ == rows && pool_cols_ == cols) return Status::ok();
     dev_->release(&pool_);
+    release_copy_buffers_if_capped();
     const uint64_t matrix = row_bytes(t, cols) * static_cast<uint64_t>(rows);
     pool_stride_ = arena_round(matrix);
     const uint64_t target = std::max<uint64_t>(kWeightPoolBytes, 4 * info_.l2_bytes);
@@ -446,6 +474,7 @@ class CudaGpuProber final : public plan::GpuProber {
     if (!kv_pool_ || kv_pool_.bytes < slots * 2 * stride) {
       dev_->release(&kv_pool_);
       dev_->release(&pool_);  // the matmul weights (time_matmul makes them again if asked): arena room
+      release_copy_buffers_if_capped();
       FERRY_ASSIGN_OR_RETURN(kv_pool_, dev_->allocate(slots * 2 * stride, "probe.kv"));
       FERRY_RETURN_IF_ERROR(dev_->memset(kv_pool_.ptr, 0x3c, kv_pool_.bytes, *main_));
       FERRY_RETURN_IF_ERROR(dev_->sync(*main_));
@@ -515,6 +544,9 @@ class CudaGpuProber final : public plan::GpuProber {
   const int ordinal_;
   const CudaDeviceInfo info_;
   const std::string driver_;
+  const uint64_t process_cap_;  // device bytes the whole process may hold while probing; 0 = no cap
+  bool capped_ = false;         // the arena was shrunk to fit process_cap_
+  uint64_t arena_bytes_ = 0;    // the arena reserved for the probes
 
   std::unique_ptr<Device> dev_;
   std::unique_ptr<Stream> main_, bg_;
@@ -546,12 +578,12 @@ class CudaGpuProber final : public plan::GpuProber {
 
 }  // namespace
 
-Expected<std::unique_ptr<plan::GpuProber>> make_cuda_gpu_prober(int ordinal) {
+Expected<std::unique_ptr<plan::GpuProber>> make_cuda_gpu_prober(int ordinal, uint64_t process_cap) {
   std::string why;
   if (!cuda_available(&why)) return make_error(ErrorCode::kDevice, "%s", why.c_str());
   FERRY_ASSIGN_OR_RETURN(CudaDeviceInfo info, cuda_device_info(ordinal));
   std::string driver = driver_version_string(info.driver_version);
-  return std::unique_ptr<plan::GpuProber>(new CudaGpuProber(ordinal, std::move(info), std::move(driver)));
+  return std::unique_ptr<plan::GpuProber>(new CudaGpuProber(ordinal, std::move(info), std::move(driver), process_cap));
 }
 
 }  // namespace ferry::exec

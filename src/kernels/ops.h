@@ -30,6 +30,14 @@ struct RopeParams {
   // Optional per-frequency divisors (llama3 rope scaling, tensor rope_freqs.weight), [n_rot/2] F32,
   // or data == nullptr.
   TensorView freq_factors;
+  // rope_multi only (ggml's rope_multi): pair i takes its angle from position stream s, where sections[0]
+  // pairs come from stream 0, the next sections[1] from stream 1, ..., repeating every sum(sections)
+  // pairs. Qwen2-VL's M-RoPE is {16, 24, 24, 0} (time, height, width) over NeoX pairs (i, i + n_rot/2);
+  // plain rope ignores these fields.
+  int32_t sections[4] = {0, 0, 0, 0};
+  // The vision tower's 2-D RoPE (GGML_ROPE_TYPE_VISION): a head of 2 * n_rot, pairs (i, i + n_rot) for
+  // i < n_rot, and each section's angle recurrence restarts at its first pair.
+  bool vision = false;
 };
 
 // Per-step metadata of a batch, as I32 vectors of length n_tokens, living where the Ops computes.
@@ -38,6 +46,9 @@ struct BatchMeta {
   TensorView pos;   // [n_tokens] I32 position of each new token in its sequence
   TensorView seq;   // [n_tokens] I32 sequence id of each new token
   TensorView cell;  // [n_tokens] I32 KV-cache cell that receives each token's K/V
+  // M-RoPE positions (qwen2vl), [4 * n_tokens] I32 section-major (stream s of token t at s * n_tokens + t),
+  // or data == nullptr: every stream of a token is at `pos` (text), which is plain rope exactly.
+  TensorView mrope_pos;
 };
 
 // One layer's KV cache plus the cache's cell metadata (shared by all layers).
@@ -150,7 +161,7 @@ class Ops {
   virtual void kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) = 0;
   // Causal attention of q [head_dim, n_head, n_tokens] over the cache (cells of the same sequence
   // with position <= the token's, within the window), GQA by n_head / n_kv_head.
-  // out [head_dim * n_head, n_tokens] F32.
+  // out [head_dim * n_head, n_tokens] F32. RefOps and CpuOps sum over the cells in position order.
   virtual void attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                          TensorView out) = 0;
   // out = act(gate) * up, elementwise; all [ff, n_tokens] F32. In place (out == gate) allowed.
@@ -182,6 +193,42 @@ class Ops {
     FERRY_ASSERT(dst.where == Where::kHost);
     std::memcpy(dst.data, src, bytes);
   }
+  // ---- vision-language models (Qwen2.5-VL); the defaults refuse: RefOps and CpuOps implement them,
+  // CudaOps does not yet (the hybrid executor refuses image steps before any reaches it).
+  // RoPE in place on x [head_dim, n_head, n_tokens] with per-token positions per stream: pos is
+  // [4 * n_tokens] I32 section-major; p.sections / p.vision say which stream each pair uses.
+  virtual void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) {
+    (void)x;
+    (void)pos;
+    (void)p;
+    FERRY_ASSERT_MSG(false, "rope_multi is not implemented by this Ops");
+  }
+  // Attention without a cache, bidirectional within segments (a vision encoder's windows): q, k, v
+  // [head_dim, n_head, n_tokens] F32 (k / v may have fewer heads: GQA); token t attends to every token of
+  // its segment, the segments being [bounds[s], bounds[s + 1]) for s < n_seg (bounds: a host array,
+  // bounds[0] = 0, bounds[n_seg] = n_tokens, ascending). out [head_dim * n_head, n_tokens] F32. F32
+  // throughout (llama.cpp's clip graph with flash attention off); no buffer grows with n_tokens^2.
+  virtual void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v,
+                                  const int32_t* bounds, int32_t n_seg, float scale, TensorView out) {
+    (void)q;
+    (void)k;
+    (void)v;
+    (void)bounds;
+    (void)n_seg;
+    (void)scale;
+    (void)out;
+    FERRY_ASSERT_MSG(false, "attention_segments is not implemented by this Ops");
+  }
+  // Batch-invariant numerics, for continuous batching across requests: until the next call, a matmul
+  // of n_tokens columns and attention over n_tokens tokens compute the first n_decode columns (tokens
+  // that continue a sequence from a sampled token) with the decode kernels and the others (prompt
+  // tokens) with the prefill kernels, whatever n_tokens is; a matmul of any other column count uses
+  // the decode kernels. A token's result then depends on its group only, not on which other tokens
+  // share the step (RefOps and CpuOps visit a token's cells in position order, so where the cells lie
+  // in the cache does not matter either).
+  // n_decode < 0 turns it off (kernels chosen by the batch size). Backends whose results never depend
+  // on the batch keep the default.
+  virtual void set_token_groups(int32_t n_tokens, int32_t n_decode) {}
 };
 
 // Column (j, t) of a [ne0, ne1, ne2] F32 view, as a [ne0, 1] view.

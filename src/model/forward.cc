@@ -97,6 +97,7 @@ RopeParams layer_rope(const ModelSpec& spec, const ModelWeights& w, int32_t laye
   r.freq_scale = spec.layer_rope_freq_scale(layer);
   r.neox = spec.rope_neox;
   r.freq_factors = w.rope_freqs;  // data == nullptr when the file has none
+  for (int i = 0; i < 4; ++i) r.sections[i] = spec.rope_sections[i];  // qwen2vl (rope_multi only)
   return r;
 }
 
@@ -117,6 +118,15 @@ void forward_embed(Ops& ops, const ModelSpec& spec, const ModelWeights& w, const
   FERRY_ASSERT(n <= s.n_max);
   TensorView x = s.x.rows(0, n);
   ops.embed(w.token_embd, tokens, spec.embed_scale, x);
+  record(hook, x, "inp_embd");
+}
+
+void forward_embed_rows(Ops& ops, const ModelSpec& spec, const TensorView& embd, const Scratch& s,
+                        const DebugHook* hook) {
+  const int64_t n = embd.ne[1];
+  FERRY_ASSERT(n <= s.n_max && embd.ne[0] == spec.n_embd && embd.dtype == DType::F32);
+  TensorView x = s.x.rows(0, n);
+  ops.scale(embd, 1.f, x);  // a copy
   record(hook, x, "inp_embd");
 }
 
@@ -147,7 +157,14 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
   const TensorView q3 = heads(q, spec.head_dim, spec.n_head, n);
   const TensorView k3 = heads(k, spec.head_dim, spec.n_kv_head, n);
   const RopeParams rope = layer_rope(spec, w, il);
-  if (!prescale_q(spec) && !recording(hook)) {  // one pass where the backend can
+  if (batch.mrope_pos.data != nullptr) {  // qwen2vl with image positions in the step: M-RoPE
+    FERRY_ASSERT(!spec.qk_norm && !prescale_q(spec));
+    ops.rope_multi(q3, batch.mrope_pos, rope);
+    ops.rope_multi(k3, batch.mrope_pos, rope);
+    record(hook, q, "blk.%d.Qcur_rope", il);
+    record(hook, k, "blk.%d.Kcur_rope", il);
+    ops.kv_store(k, v, batch, kv);
+  } else if (!prescale_q(spec) && !recording(hook)) {  // one pass where the backend can
     if (spec.qk_norm) {
       ops.qk_norm_rope_store(q3, k3, L.attn_q_norm, L.attn_k_norm, spec.rms_eps, k, v, batch, rope, kv);
     } else {

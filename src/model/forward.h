@@ -61,6 +61,11 @@ Scratch make_scratch(const ModelSpec& spec, int32_t n_max, int32_t n_out_max, fl
 void forward_embed(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, const TensorView& tokens,
                    const Scratch& s, const DebugHook* hook);
 
+// x[:, :n] = embd ([n_embd, n] F32 where the Ops computes): a step whose inputs are embeddings rather than
+// token ids (an image's tokens from the vision encoder).
+void forward_embed_rows(kernels::Ops& ops, const ModelSpec& spec, const TensorView& embd, const Scratch& s,
+                        const DebugHook* hook);
+
 // x += attention block of `layer` (norm, q/k/v, optional bias and q/k norms, RoPE, K/V into the
 // cache cells of the batch, attention, output projection, optional post-norm). kv: that layer's cache.
 void forward_attention(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,

@@ -19,6 +19,7 @@ const char* arch_name(Arch a) {
     case Arch::kQwen3: return "qwen3";
     case Arch::kGemma3: return "gemma3";
     case Arch::kQwen3Moe: return "qwen3moe";
+    case Arch::kQwen2VL: return "qwen2vl";
   }
   return "unknown";
 }
@@ -119,6 +120,7 @@ Expected<Arch> parse_arch(const std::string& name) {
   if (name == "qwen3") return Arch::kQwen3;
   if (name == "gemma3") return Arch::kGemma3;
   if (name == "qwen3moe") return Arch::kQwen3Moe;
+  if (name == "qwen2vl") return Arch::kQwen2VL;
   return make_error(ErrorCode::kUnsupported, "unsupported architecture '%s'", name.c_str());
 }
 
@@ -159,6 +161,30 @@ Status read_rope_scaling(const Keys& keys, ModelSpec* spec) {
     return make_error(ErrorCode::kCorrupt, "unknown RoPE scaling type '%s' in %s", type.c_str(),
                       keys.key("rope.scaling.type").c_str());
   }
+  return Status::ok();
+}
+
+// qwen2vl: rope.dimension_sections, up to 4 non-negative counts of rotated pairs (llama.cpp reads it
+// with get_key_or_arr(..., 4, required)); missing ones are 0. Their sum must be positive and at most the
+// head dimension (ggml asserts it); pairs past the sum wrap around to section 0.
+Status read_rope_sections(const gguf::ModelFile& file, const Keys& keys, ModelSpec* spec) {
+  const std::string k = keys.key("rope.dimension_sections");
+  const gguf::Value* v = file.find(k);
+  if (v == nullptr) return make_error(ErrorCode::kNotFound, "missing required metadata key '%s'", k.c_str());
+  const gguf::Array* arr = v->as_array();
+  if (arr == nullptr || arr->items.empty() || arr->items.size() > 4)
+    return make_error(ErrorCode::kCorrupt, "metadata key '%s': expected an array of 1 to 4 integers", k.c_str());
+  int64_t sum = 0;
+  for (size_t i = 0; i < arr->items.size(); ++i) {
+    Expected<int64_t> x = arr->items[i].as_int();
+    if (!x || *x < 0 || *x > (int64_t{1} << 20))
+      return make_error(ErrorCode::kCorrupt, "metadata key '%s'[%zu]: not a valid section size", k.c_str(), i);
+    spec->rope_sections[i] = static_cast<int32_t>(*x);
+    sum += *x;
+  }
+  if (sum <= 0 || sum > spec->head_dim)
+    return make_error(ErrorCode::kCorrupt, "metadata key '%s': sections sum to %lld, need 1..%d (the head dimension)",
+                      k.c_str(), static_cast<long long>(sum), spec->head_dim);
   return Status::ok();
 }
 
@@ -354,6 +380,11 @@ Expected<ModelSpec> ModelSpec::from_gguf(const gguf::ModelFile& file) {
                          : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
       break;
     }
+    case Arch::kQwen2VL:  // Qwen2-VL / Qwen2.5-VL text model: qwen2 with multimodal RoPE
+      s.rope_neox = true;
+      s.qkv_bias = true;
+      FERRY_RETURN_IF_ERROR(read_rope_sections(file, keys, &s));
+      break;
     case Arch::kQwen3Moe:
       s.rope_neox = true;
       s.qk_norm = true;

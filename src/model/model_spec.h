@@ -15,7 +15,7 @@ class ModelFile;
 namespace ferry::model {
 
 // Mixtral is kLlama with experts (its GGUF architecture is "llama" with expert_count > 0).
-enum class Arch : uint8_t { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe };
+enum class Arch : uint8_t { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2VL };
 const char* arch_name(Arch a);  // GGUF general.architecture spelling
 
 struct ModelSpec {
@@ -38,6 +38,9 @@ struct ModelSpec {
   float rope_freq_scale = 1.f;      // 1 / linear scaling factor (global layers)
   bool rope_neox = false;           // NeoX pairing (qwen2, qwen3, gemma3) vs normal (llama)
   bool has_rope_freqs = false;      // llama3-style rope_freqs.weight present
+  // qwen2vl's M-RoPE: pairs per position stream (time, height, width, unused), rope.dimension_sections;
+  // all zero for the other architectures. Text tokens have every stream at their position (plain RoPE).
+  int32_t rope_sections[4] = {0, 0, 0, 0};
 
   // Attention
   float attn_scale = 0.f;           // multiplier of q.k (0 => 1/sqrt(head_dim))

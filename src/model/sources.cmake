@@ -1,8 +1,12 @@
-ferry_module(model DEPS format tensor base SOURCES
+ferry_module(model DEPS format tensor image base SOURCES
   model/model_spec.cc
   model/weights.cc
   model/sublayer.cc
   model/forward.cc
   model/synth.cc
   model/synth_route_skew.cc
+  model/vision/vision_model.cc
+  model/vision/vision_input.cc
+  model/vision/vision_forward.cc
+  model/vision/synth_mmproj.cc
 )

@@ -40,6 +40,9 @@ const std::vector<SynthPreset> kPresets = {
     {"tiny-gemma3", "Gemma 3 style (5 local + 1 global layer, window 32, linear rope x8), tied", Arch::kGemma3,
      true, 6, 256, 4, 1, 64, 256, 512, 32768, 1e-6f, 1000000.f, 10000.f, 8.f, 0.f, 32, true, false, true,
      V::kGemma},
+    {"tiny-qwen2.5-vl", "Qwen2.5-VL style text model (M-RoPE sections, q/k/v biases), untied; its mmproj: "
+     "`--mmproj-out`", Arch::kQwen2VL, true, 2, 256, 4, 2, 64, 512, 1024, 4096, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0,
+     false, true, false, V::kQwen2},
     {"llama3-8b", "Meta-Llama-3-8B", Arch::kLlama, false, 32, 4096, 32, 8, 128, 14336, 128256, 8192, 1e-5f,
      500000.f, 0.f, 0.f, 0.f, 0, false, false, false, V::kLlama3},
     {"minitron-8b", "Mistral-NeMo-Minitron-8B (FFN 11520 = 45 x 256)", Arch::kLlama, false, 40,
@@ -62,6 +65,11 @@ const std::vector<SynthPreset> kPresets = {
     {"mixtral-8x7b", "Mixtral-8x7B-v0.1 (8 experts, 2 per token; byte-level BPE vocab of its size)", Arch::kLlama,
      false, 32, 4096, 32, 8, 128, 14336, 32000, 32768, 1e-5f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, false,
      V::kLlama3, 8, 2, 14336},
+    {"qwen2.5-vl-7b", "Qwen2.5-VL-7B-Instruct / Cosmos-Reason1-7B (text model; mmproj: `--mmproj-out`)",
+     Arch::kQwen2VL, false, 28, 3584, 28, 4, 128, 18944, 152064, 128000, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, false,
+     true, false, V::kQwen2},
+    {"qwen2.5-vl-3b", "Qwen2.5-VL-3B-Instruct (text model, tied head; mmproj: `--mmproj-out`)", Arch::kQwen2VL, false,
+     36, 2048, 16, 2, 128, 11008, 151936, 128000, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, true, true, false, V::kQwen2},
 };
 
 // llama-quantize's fallback for a row length that is not a multiple of the type's block
@@ -457,6 +465,10 @@ void write_metadata(gguf::Writer& w, const SynthPreset& p, int32_t n_layer, DTyp
     w.add_u32(a + ".expert_used_count", static_cast<uint32_t>(p.n_expert_used));
     if (p.arch == Arch::kQwen3Moe) w.add_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(p.n_ff_expert));
   }
+  if (p.arch == Arch::kQwen2VL) {  // mrope_section padded to 4, as the converter writes it
+    const std::vector<int32_t> sections = synth_rope_sections(p);
+    w.add_i32_array(a + ".rope.dimension_sections", sections);
+  }
   if (p.arch == Arch::kLlama) {  // LlamaModel.set_gguf_parameters adds these two
     w.add_u32(a + ".vocab_size", static_cast<uint32_t>(p.n_vocab));
     w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(p.head_dim));
@@ -689,6 +701,23 @@ Expected<std::vector<SynthTensor>> synth_tensors(const SynthPreset& preset, DTyp
   std::vector<SynthTensor> out;
   for (Job& j : make_jobs(preset, type, n_layer == 0 ? preset.n_layer : n_layer)) out.push_back(std::move(j.t));
   return out;
+}
+
+std::vector<int32_t> synth_rope_sections(const SynthPreset& preset) {
+  if (preset.arch != Arch::kQwen2VL) return {0, 0, 0, 0};
+  // Qwen2.5-VL: mrope_section [16, 24, 24] for 128-wide heads; the same proportions for other widths.
+  const int32_t hd = preset.head_dim;
+  return {hd / 8, 3 * hd / 16, 3 * hd / 16, 0};
+}
+
+Status synth_write_random(gguf::Writer& w, const std::vector<SynthRandom>& tensors, uint64_t seed, int n_threads,
+                          SynthProgress& prog, const SynthOptions& opt) {
+  for (const SynthRandom& r : tensors) {
+    prog.tensor = r.t.name.c_str();
+    const Job job{r.t, r.mean == 1.f ? Fill::kNorm : Fill::kWeight, r.stddev};
+    FERRY_RETURN_IF_ERROR(write_tensor(w, job, seed, RouteSkew{}, std::clamp(n_threads, 1, 256), prog, opt));
+  }
+  return Status::ok();
 }
 
 SynthVocab synth_vocab(const SynthPreset& preset) {

@@ -16,6 +16,10 @@
 #include "model/model_spec.h"
 #include "tensor/dtype.h"
 
+namespace ferry::gguf {
+class Writer;
+}
+
 namespace ferry::model {
 
 // How the vocabulary is built and which pre-tokenizer / special tokens it declares.
@@ -89,6 +93,9 @@ struct SynthVocab {
 };
 SynthVocab synth_vocab(const SynthPreset& preset);
 
+// qwen2vl presets: rope.dimension_sections (time, height, width, 0); zeros for the others.
+std::vector<int32_t> synth_rope_sections(const SynthPreset& preset);
+
 struct SynthProgress {
   uint64_t bytes_done = 0;   // tensor data bytes written so far
   uint64_t bytes_total = 0;  // tensor data bytes of the whole file
@@ -120,5 +127,17 @@ struct SynthResult {
 
 // Writes the file. Unknown preset or unsupported type => kInvalidArgument; I/O failure => kIo.
 Expected<SynthResult> synth_write(const SynthOptions& options);
+
+// For writers of other files (the vision projector, model/vision/synth_mmproj.h): a tensor of random
+// values ~N(mean, stddev) (mean 1: a norm, else 0), drawn per (seed, name, row chunk) as synth_write
+// draws them and stored in t.type.
+struct SynthRandom {
+  SynthTensor t;
+  float mean = 0.f;
+  float stddev = 1.f;
+};
+// Writes the data of `tensors` in order (their infos must already be added and begin_data() called).
+Status synth_write_random(gguf::Writer& w, const std::vector<SynthRandom>& tensors, uint64_t seed, int n_threads,
+                          SynthProgress& prog, const SynthOptions& opt);
 
 }  // namespace ferry::model

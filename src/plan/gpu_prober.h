@@ -22,6 +22,9 @@ class GpuProber {
   // Device memory the process holds outside ferry's arena with a CUDA context, a cuBLAS handle and
   // streams (GpuProfile::context_bytes); 0 = not measured.
   virtual uint64_t context_bytes() { return 0; }
+  // The largest copy the prober has room for (a prober inside a memory cap); the profiler's copies
+  // are this size when it is below their usual one.
+  virtual uint64_t copy_bytes_limit() { return UINT64_MAX; }
 
   // `reps` back-to-back copies of `bytes` (one buffer each side), synchronised at the end.
   virtual Expected<double> time_h2d(uint64_t bytes, int reps) = 0;           // from pinned memory

@@ -18,7 +18,7 @@ namespace ferry::plan {
 
 namespace {
 
-constexpr uint64_t kCopyBytes = 256ull << 20;        // link and device copies
+constexpr uint64_t kCopyBytes = 256ull << 20;        // link and device copies (smaller if the prober asks)
 constexpr uint64_t kBackgroundChunk = 64ull << 20;   // background copies while the CPU is timed
 constexpr int64_t kProbeRows = 4096, kProbeCols = 4096;
 constexpr double kLoadRampS = 0.05;                  // CPU load running before copies are timed under it
@@ -28,6 +28,8 @@ struct GpuSampling {
   int copy_reps = 3;       // copies per sample
   int matmul_reps = 5;     // matmuls per sample
   double window_s = 0.25;  // a CPU window of the share / H measurement
+  uint64_t copy_bytes = kCopyBytes;      // one timed copy
+  uint64_t chunk_bytes = kBackgroundChunk;  // one background copy
   std::vector<DType> dtypes;
 };
 
@@ -66,10 +68,10 @@ Expected<double> robust_of(int n, F sample) {
 
 Status measure_link_alone(GpuProber& gpu, const GpuSampling& s, LinkProfile* l) {
   const int r = s.copy_reps;
-  FERRY_ASSIGN_OR_RETURN(l->h2d_gbs, robust_of(s.samples, [&] { return copy_gbs(gpu.time_h2d(kCopyBytes, r), kCopyBytes, r); }));
-  FERRY_ASSIGN_OR_RETURN(l->d2h_gbs, robust_of(s.samples, [&] { return copy_gbs(gpu.time_d2h(kCopyBytes, r), kCopyBytes, r); }));
+  FERRY_ASSIGN_OR_RETURN(l->h2d_gbs, robust_of(s.samples, [&] { return copy_gbs(gpu.time_h2d(s.copy_bytes, r), s.copy_bytes, r); }));
+  FERRY_ASSIGN_OR_RETURN(l->d2h_gbs, robust_of(s.samples, [&] { return copy_gbs(gpu.time_d2h(s.copy_bytes, r), s.copy_bytes, r); }));
   // Informational (ferry copies from pinned memory): one sample.
-  FERRY_ASSIGN_OR_RETURN(l->h2d_pageable_gbs, copy_gbs(gpu.time_h2d_pageable(kCopyBytes, 2), kCopyBytes, 2));
+  FERRY_ASSIGN_OR_RETURN(l->h2d_pageable_gbs, copy_gbs(gpu.time_h2d_pageable(s.copy_bytes, 2), s.copy_bytes, 2));
   return Status::ok();
 }
 
@@ -77,7 +79,7 @@ Status measure_link_alone(GpuProber& gpu, const GpuSampling& s, LinkProfile* l) 
 Status measure_device(GpuProber& gpu, const GpuSampling& s, GpuProfile* g) {
   const int r = s.copy_reps;
   FERRY_ASSIGN_OR_RETURN(const double d2d, robust_of(s.samples, [&] {
-                           return copy_gbs(gpu.time_d2d(kCopyBytes, r), kCopyBytes, r);
+                           return copy_gbs(gpu.time_d2d(s.copy_bytes, r), s.copy_bytes, r);
                          }));
   g->mem_bw_gbs = 2 * d2d;
   FERRY_ASSIGN_OR_RETURN(g->launch_us, robust_of(s.samples, [&] { return gpu.launch_overhead_us(); }));
@@ -93,8 +95,8 @@ Status measure_link_under_cpu_load(GpuProber& gpu, const CpuLoad& cpu_load, cons
   std::vector<double> h2d, d2h;
   Status st;
   for (int i = 0; i < s.samples && st; ++i) {
-    Expected<double> a = copy_gbs(gpu.time_h2d(kCopyBytes, r), kCopyBytes, r);
-    Expected<double> b = a ? copy_gbs(gpu.time_d2h(kCopyBytes, r), kCopyBytes, r) : Expected<double>(a.status());
+    Expected<double> a = copy_gbs(gpu.time_h2d(s.copy_bytes, r), s.copy_bytes, r);
+    Expected<double> b = a ? copy_gbs(gpu.time_d2h(s.copy_bytes, r), s.copy_bytes, r) : Expected<double>(a.status());
     if (!a || !b) st = a ? b.status() : a.status();
     if (st) {
       h2d.push_back(*a);
@@ -125,7 +127,7 @@ Status measure_cpu_under_copies(GpuProber& gpu, const CpuLoad& cpu_load, const G
   std::vector<double> alone, busy, combined;
   for (int i = 0; i < s.samples; ++i) {
     alone.push_back(load_for(s.window_s));
-    FERRY_RETURN_IF_ERROR(gpu.start_background_copies(true, kBackgroundChunk));
+    FERRY_RETURN_IF_ERROR(gpu.start_background_copies(true, s.chunk_bytes));
     const double cpu = load_for(s.window_s);
     FERRY_ASSIGN_OR_RETURN(const GpuProber::CopyStats cs, gpu.stop_background_copies());
     busy.push_back(cpu);
@@ -198,7 +200,9 @@ Expected<std::optional<GpuAttentionProfile>> measure_attention(GpuProber& gpu, b
 
 Status measure_gpu_part(GpuProber& gpu, const CpuLoad& cpu_load, const ProfileOptions& options,
                         ProfileProgress& progress, double begin, double end, LinkProfile* link, GpuProfile* g) {
-  const GpuSampling s = sampling_for(options);
+  GpuSampling s = sampling_for(options);
+  s.copy_bytes = std::min(s.copy_bytes, gpu.copy_bytes_limit());
+  s.chunk_bytes = std::min(s.chunk_bytes, s.copy_bytes);
   g->name = gpu.name();
   g->memory_bytes = gpu.memory_bytes();
   g->context_bytes = gpu.context_bytes();

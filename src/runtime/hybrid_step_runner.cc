@@ -67,6 +67,9 @@ HybridStepRunner::HybridStepRunner(std::unique_ptr<exec::HybridRunner> runner, s
 }
 
 Status HybridStepRunner::run(const engine::StepInput& in, float* logits) {
+  if (in.embd != nullptr || in.mrope_pos != nullptr)
+    return make_error(ErrorCode::kUnsupported,
+                      "image input runs on the CPU for now (--device cpu); the GPU executor takes text only");
   exec::StepIo io;
   io.n_tokens = in.n_tokens;
   io.tokens = in.tokens;

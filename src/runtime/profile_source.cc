@@ -33,9 +33,9 @@ plan::CpuKernels host_kernels() {
   return k;
 }
 
-std::unique_ptr<plan::GpuProber> make_gpu_prober(const NoteFn& note) {
+std::unique_ptr<plan::GpuProber> make_gpu_prober(const NoteFn& note, uint64_t process_cap) {
   if (!exec::cuda_available(nullptr)) return nullptr;  // no GPU (or a build without CUDA): CPU profile
-  Expected<std::unique_ptr<plan::GpuProber>> p = exec::make_cuda_gpu_prober(0);
+  Expected<std::unique_ptr<plan::GpuProber>> p = exec::make_cuda_gpu_prober(0, process_cap);
   if (!p) {
     // A GPU is there but cannot be probed: say why, and profile the CPU alone rather than fail.
     say(note, "warning: GPU not measured: " + p.status().message());
@@ -45,14 +45,15 @@ std::unique_ptr<plan::GpuProber> make_gpu_prober(const NoteFn& note) {
 }
 
 Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin, bool* cached_out,
-                                                        const NoteFn& note, const ProgressFn& progress) {
+                                                        const NoteFn& note, const ProgressFn& progress,
+                                                        uint64_t gpu_process_cap) {
   if (cached_out) *cached_out = false;
   if (!path.empty()) {
     if (origin) *origin = path;
     return plan::load_profile(path);
   }
   plan::MachineInfo m = plan::detect_machine();
-  std::unique_ptr<plan::GpuProber> gpu = make_gpu_prober(note);
+  std::unique_ptr<plan::GpuProber> gpu = make_gpu_prober(note, gpu_process_cap);
   if (gpu) {
     m.gpu_name = gpu->name();
     m.gpu_driver = gpu->driver();
@@ -86,7 +87,8 @@ Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path,
 }
 
 Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::string* origin, bool* cached,
-                                                 const NoteFn& note, const ProgressFn& progress) {
+                                                 const NoteFn& note, const ProgressFn& progress,
+                                                 uint64_t gpu_process_cap) {
   if (path.empty() && !exec::cuda_available(nullptr)) {
     // Measuring here would give a profile without a GPU: only this machine's cached profile can do, and
     // only if someone copied a GPU machine's there.
@@ -97,7 +99,7 @@ Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::s
                         "a GPU nor a cached GPU profile: pass one measured on a GPU machine (--profile FILE, "
                         "written by `ferry profile -o FILE` there)");
   }
-  FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile prof, load_or_measure_profile(path, origin, cached, note, progress));
+  FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile prof, load_or_measure_profile(path, origin, cached, note, progress, gpu_process_cap));
   if (!prof.has_gpu())
     return make_error(ErrorCode::kInvalidArgument,
                       "the profile (%s) has no GPU: a VRAM budget needs a profile measured on a GPU machine "

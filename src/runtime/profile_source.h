@@ -26,19 +26,23 @@ plan::CpuKernels host_kernels();
 
 // The GPU to measure (CUDA device 0), or nullptr when there is none or ferry is built without CUDA.
 // A GPU that is present but cannot be probed is reported through `note` (the profile is then CPU-only).
-std::unique_ptr<plan::GpuProber> make_gpu_prober(const NoteFn& note = {});
+// process_cap > 0: the probes keep the whole process's device memory under it (exec::make_cuda_gpu_prober).
+std::unique_ptr<plan::GpuProber> make_gpu_prober(const NoteFn& note = {}, uint64_t process_cap = 0);
 
 // The profile for planning: `path` when given; else this machine's cached profile; else a quick profile
 // measured now (announced through `note`, progress through `progress`) and saved to the cache.
 // *origin: where it came from; *cached (optional): whether it is this machine's cached file.
+// gpu_process_cap: as make_gpu_prober's process_cap (a VRAM run measures inside its budget).
 Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin,
                                                         bool* cached = nullptr, const NoteFn& note = {},
-                                                        const ProgressFn& progress = {});
+                                                        const ProgressFn& progress = {},
+                                                        uint64_t gpu_process_cap = 0);
 
 // The profile of a GPU run: as above, but one without a GPU is an error, found before anything is
 // measured where possible (no GPU here and no cached GPU profile: say to pass a GPU profile file).
 Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::string* origin, bool* cached,
-                                                 const NoteFn& note, const ProgressFn& progress);
+                                                 const NoteFn& note, const ProgressFn& progress,
+                                                 uint64_t gpu_process_cap = 0);
 
 // After a run: when the CPU sub-layers ran far from the profile's times (exec::cpu_vs_profile outside
 // plan::cpu_time_off's band), re-measures the part of the profile that prices them (host

@@ -197,8 +197,11 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
   if (cuda) (void)exec::process_memory_meter(0);
   HybridState& st = rt->state_;
   st.device = rt->device_;
-  FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile profile, load_gpu_profile(o.profile_path, &st.profile_origin,
-                                                                         &st.profile_cached, o.on_note, o.on_progress));
+  // A budget's first run measures its quick profile inside the budget too.
+  const uint64_t probe_cap = cuda && !rt->whole_model_ && o.vram_budget ? *o.vram_budget : 0;
+  FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile profile,
+                         load_gpu_profile(o.profile_path, &st.profile_origin, &st.profile_cached, o.on_note,
+                                          o.on_progress, probe_cap));
   st.link_gbs = plan::CostModel(profile, o.n_threads).link_gbs();
   const uint64_t reserve = exec::kCudaGrowthReserve;
   if (cuda) {

@@ -41,7 +41,6 @@ class FakeTokenizer final : public text::Tokenizer {
   const text::SpecialTokens& special() const override { return special_; }
   bool is_eog(text::Token id) const override { return id == kEos; }
 
- private:
   text::SpecialTokens special_;
 };
 
@@ -74,6 +73,9 @@ class FakeEngine final : public Engine {
     }
     return Status::ok();
   }
+
+  void set_n_embd(int32_t d) { spec_.n_embd = d; }
+  FakeTokenizer& fake_tokenizer() { return tok_; }
 
   std::vector<Batch> batches_;
   int clears_ = 0;
@@ -243,7 +245,7 @@ TEST(ChatTemplate, ChatMLWithoutDefaultSystem) {
   FakeEngine e(16, 8, make_file(tmpl), model::Arch::kQwen2);
   auto s = apply_chat_template(e, "Hi");
   ASSERT_TRUE(s.has_value());
-  EXPECT_EQ(*s, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(*s, "<|im_start|>user\nHi<|im_end|>\n");  // the template opens no assistant turn: none is added
 }
 
 TEST(ChatTemplate, GemmaTurns) {
@@ -271,9 +273,75 @@ TEST(ChatTemplate, NoTemplateNoKnownFormatIsUnsupported) {
   EXPECT_NE(s.status().message().find("without --chat"), std::string::npos) << s.status().message();
 }
 
-TEST(ChatTemplate, UnknownIsUnsupported) {
-  FakeEngine e(16, 8, make_file("[INST] {{ message }} [/INST]"), model::Arch::kLlama);
-  EXPECT_EQ(apply_chat_template(e, "Hi").status().code(), ErrorCode::kUnsupported);
+// BOS / EOS text comes from the vocabulary; the template's leading BOS text is dropped when tokenize_prompt
+// adds BOS itself, so the prompt holds one.
+TEST(ChatTemplate, RenderChatUsesTheVocabularysBosAndDropsADoubleOne) {
+  FakeEngine e(16, 8, make_file("{{ bos_token }}{{ messages[0].content }}{{ eos_token }}"), model::Arch::kLlama);
+  e.fake_tokenizer().special_.bos = 1;     // renders as "b"
+  e.fake_tokenizer().special_.eos = kEos;  // "p"
+  auto tmpl = model_chat_template(e);
+  ASSERT_TRUE(tmpl.has_value());
+  text::ChatRequest req;
+  req.messages = {{"user", "X"}};
+  EXPECT_EQ(*render_chat(e, *tmpl, req), "bXp");
+  e.fake_tokenizer().special_.add_bos = true;
+  EXPECT_EQ(*render_chat(e, *tmpl, req), "Xp");
+  e.fake_tokenizer().special_.add_eos = true;
+  EXPECT_EQ(*render_chat(e, *tmpl, req), "X");
+  FakeEngine none(16, 8, make_file(""), model::Arch::kLlama);
+  EXPECT_EQ(model_chat_template(none).status().code(), ErrorCode::kNotFound);
+}
+
+// Any template renders now (the interpreter, not a family match); a broken one is an error naming its line.
+TEST(ChatTemplate, AnyTemplateRendersAndBrokenOnesSayWhere) {
+  FakeEngine e(16, 8, make_file("[INST] {{ messages[-1]['content'] }} [/INST]"), model::Arch::kLlama);
+  auto s = apply_chat_template(e, "Hi");
+  ASSERT_TRUE(s.has_value()) << s.status().message();
+  EXPECT_EQ(*s, "[INST] Hi [/INST]");
+  FakeEngine bad(16, 8, make_file("ok\n{% for m in messages %}"), model::Arch::kLlama);
+  auto b = apply_chat_template(bad, "Hi");
+  ASSERT_FALSE(b.has_value());
+  EXPECT_NE(b.status().message().find("chat template line 2"), std::string::npos) << b.status().message();
+}
+
+// A multimodal prompt: chunks never mix token and embedding rows, embedding rows and M-RoPE positions are
+// sliced per chunk, generated tokens get every stream at next_rope_pos + k, the sampler sees text only.
+TEST(GenerateRows, EmbeddingSpansAndMropePositions) {
+  FakeEngine e(64, 4, make_file(""), model::Arch::kQwen2VL);
+  e.set_n_embd(2);
+  PromptRows rows;
+  rows.tokens = {3, 4, -1, -1, -1, -1, -1, 7};
+  std::vector<float> embd;
+  for (int r = 0; r < 5; ++r) embd.insert(embd.end(), {r * 10.f, r * 10.f + 1});
+  rows.spans.push_back({2, 7, embd.data()});
+  for (int s = 0; s < 4; ++s)
+    for (int r = 0; r < 8; ++r) rows.mrope_pos.push_back(100 * s + r);
+  rows.next_rope_pos = 20;
+  auto res = generate_rows(e, rows, greedy(3));
+  ASSERT_TRUE(res.has_value()) << res.status().message();
+  ASSERT_EQ(e.batches_.size(), 4u + 2u);  // [3 4] [e e e e] [e] [7], then 2 decode steps
+  const std::vector<int32_t> sizes = {2, 4, 1, 1, 1, 1};
+  for (size_t b = 0; b < sizes.size(); ++b) EXPECT_EQ(e.batches_[b].size(), sizes[b]) << b;
+  EXPECT_TRUE(e.batches_[0].embd.empty());
+  EXPECT_EQ(e.batches_[1].embd, std::vector<float>(embd.begin(), embd.begin() + 8));
+  EXPECT_EQ(e.batches_[2].embd, std::vector<float>(embd.begin() + 8, embd.end()));
+  EXPECT_TRUE(e.batches_[3].embd.empty());
+  // Section-major slices: the chunk of rows 2..5 holds streams 0..3 of those rows.
+  EXPECT_EQ(e.batches_[1].mrope_pos, (std::vector<int32_t>{2, 3, 4, 5, 102, 103, 104, 105, 202, 203, 204, 205, 302,
+                                                            303, 304, 305}));
+  EXPECT_EQ(e.batches_[4].mrope_pos, (std::vector<int32_t>{20, 20, 20, 20}));
+  EXPECT_EQ(e.batches_[5].mrope_pos, (std::vector<int32_t>{21, 21, 21, 21}));
+  EXPECT_EQ(e.batches_[4].pos[0], 8);  // sequence positions stay the row index
+  EXPECT_EQ(res->stats.n_prompt, 8);
+  EXPECT_EQ(res->tokens, (std::vector<int32_t>{8, 9, 10}));
+
+  PromptRows bad = rows;
+  bad.spans[0].end = 9;  // past the prompt
+  EXPECT_EQ(generate_rows(e, bad, greedy(1)).status().code(), ErrorCode::kInvalidArgument);
+  bad = rows;
+  bad.tokens[2] = -1;
+  bad.spans.clear();  // an image row without embeddings is a token outside the vocabulary
+  EXPECT_EQ(generate_rows(e, bad, greedy(1)).status().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -204,6 +204,48 @@ TEST(MoeOps, MatmulIdMatchesRefAndPerExpertMatmul) {
   }
 }
 
+// Token groups on (Ops::set_token_groups, the server's batch-invariant numerics): each token's expert
+// outputs are bit-identical whether it shares the step with others or runs alone in its group, for decode
+// tokens (the decode kernels) and prompt tokens (the prefill kernels), whatever the expert groups' sizes.
+TEST(MoeOps, MatmulIdFollowsTokenGroups) {
+  const int64_t E = 6, k = 3, T = 40, n_decode = 7;
+  for (const IdCase& c : {IdCase{DType::F32, 96, 40}, IdCase{DType::Q8_0, 256, 48}, IdCase{DType::Q4_K, 512, 40}}) {
+    std::vector<uint8_t> wg = experts(c.type, c.K, c.N, E, 31);
+    const TensorView vg = TensorView::make(c.type, wg.data(), c.K, c.N, E);
+    const std::vector<int32_t> ids = routing(E, k, T, 9);
+    for (bool shared : {true, false}) {
+      const int64_t rows_x = shared ? 1 : k;
+      const std::vector<float> x = randn(static_cast<size_t>(c.K * rows_x * T), 13);
+      // Tokens [t0, t0 + n) as one step with groups (n, d); out [N, k, n].
+      auto step = [&](Ops& ops, int64_t t0, int64_t n, int32_t d) {
+        std::vector<float> xs(x.begin() + t0 * c.K * rows_x, x.begin() + (t0 + n) * c.K * rows_x);
+        std::vector<int32_t> is(ids.begin() + t0 * k, ids.begin() + (t0 + n) * k);
+        std::vector<float> out(static_cast<size_t>(c.N * k * n), NAN);
+        const TensorView* ws[1] = {&vg};
+        TensorView o = TensorView::make(DType::F32, out.data(), c.N, k, n);
+        ops.set_token_groups(static_cast<int32_t>(n), d);
+        ops.matmul_id(1, ws, TensorView::make(DType::F32, xs.data(), c.K, rows_x, n),
+                      TensorView::make(DType::I32, is.data(), k, n), &o);
+        return out;
+      };
+      for (CpuIsa isa : levels()) {
+        SCOPED_TRACE(std::string(dtype_name(c.type)) + " " + cpu_isa_name(isa) + (shared ? " shared x" : " x per slot"));
+        auto ops = make_cpu_ops(2, isa);
+        const std::vector<float> all = step(*ops, 0, T, n_decode);
+        const size_t col = static_cast<size_t>(c.N * k);
+        for (int64_t t = 0; t < T; ++t) {  // each token alone, in its group
+          const std::vector<float> one = step(*ops, t, 1, t < n_decode ? 1 : 0);
+          ASSERT_TRUE(std::equal(one.begin(), one.end(), all.begin() + static_cast<std::ptrdiff_t>(t * col)))
+              << "token " << t;
+        }
+        // The prompt tokens as a step of their own.
+        const std::vector<float> prompt = step(*ops, n_decode, T - n_decode, 0);
+        ASSERT_TRUE(std::equal(prompt.begin(), prompt.end(), all.begin() + static_cast<std::ptrdiff_t>(n_decode * col)));
+      }
+    }
+  }
+}
+
 // Weights of two types in one call (a Q4_K gate with a Q6_K up, as in mixed quantizations) give what
 // each gives alone.
 TEST(MoeOps, MatmulIdMixedTypes) {

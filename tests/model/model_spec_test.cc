@@ -100,6 +100,16 @@ TEST(ModelSpec, Qwen2TiedWithBiases) {
   EXPECT_EQ(w->output.data, w->token_embd.data);
 }
 
+TEST(ModelSpec, Qwen2VlNeedsRopeSections) {
+  TempDir dir;
+  TinyModel m;
+  m.arch = "qwen2vl";
+  Loaded l = load(m, dir);
+  ASSERT_FALSE(l.spec.has_value());
+  EXPECT_NE(l.spec.status().message().find("qwen2vl.rope.dimension_sections"), std::string::npos)
+      << l.spec.status().message();
+}
+
 TEST(ModelSpec, Qwen3QkNorm) {
   TempDir dir;
   TinyModel m;

@@ -316,6 +316,8 @@ TEST(SynthWrite, ModelSpecReadsEveryTinyPreset) {
     EXPECT_EQ(spec->n_expert, p.n_expert);
     EXPECT_EQ(spec->n_expert_used, p.n_expert_used);
     EXPECT_EQ(spec->n_ff_expert, p.n_ff_expert);
+    const std::vector<int32_t> sections = synth_rope_sections(p);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(spec->rope_sections[i], sections[i]) << p.name;
   }
 }
 

@@ -24,7 +24,13 @@ class FakeGpu : public GpuProber {
   std::string name() const override { return "Fake GPU"; }
   std::string driver() const override { return "1.0"; }
   uint64_t memory_bytes() const override { return 24ull << 30; }
-  Expected<double> time_h2d(uint64_t b, int r) override { return b * r / 40e9; }
+  Expected<double> time_h2d(uint64_t b, int r) override {
+    largest_copy = std::max(largest_copy, b);
+    return b * r / 40e9;
+  }
+  uint64_t copy_bytes_limit() override { return copy_limit; }
+  uint64_t copy_limit = UINT64_MAX;
+  uint64_t largest_copy = 0;
   Expected<double> time_d2h(uint64_t b, int r) override { return b * r / 40e9; }
   Expected<double> time_h2d_pageable(uint64_t b, int r) override { return b * r / 10e9; }
   Expected<double> time_d2d(uint64_t b, int r) override { return b * r / 500e9; }
@@ -197,6 +203,22 @@ TEST(Profiler, GpuPartThroughTheProber) {
   EXPECT_FALSE(p->gpu->matmul.empty());
   EXPECT_EQ(p->gpu->matmul[0].tokens.back(), 1024);
   EXPECT_TRUE(parse_profile(profile_to_json(*p)).has_value());
+}
+
+// A prober inside a memory cap (a VRAM budget's first run) asks for smaller copies: the profiler keeps
+// to them and the figures stay rates.
+TEST(Profiler, GpuCopiesKeepToTheProbersLimit) {
+  ProfileOptions o;
+  o.quick = true;
+  fast_sampling(&o);
+  o.time_budget_s = 4;
+  o.buffer_bytes = 32ull << 20;
+  FakeGpu gpu;
+  gpu.copy_limit = 48ull << 20;
+  auto p = measure_profile(sleepy(), &gpu, o);
+  ASSERT_TRUE(p.has_value()) << p.status().message();
+  EXPECT_EQ(gpu.largest_copy, 48ull << 20);
+  EXPECT_NEAR(p->link->h2d_gbs, 40, 1e-6);
 }
 
 // The CPU's share of its speed while copies run: copies slow the fake CPU 1.25x (share 0.8). When the

@@ -75,7 +75,7 @@ REAL_MODELS = {
     "smollm2-135m-q4_1": "smollm2-135m-instruct-q4_1.gguf",
     "gemma3-270m-q4_k_m": "gemma-3-270m-q4_k_m.gguf",
 }
-PRESETS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe", "tiny-mixtral"]
+PRESETS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-qwen2.5-vl", "tiny-qwen3moe", "tiny-mixtral"]
 # Mixture-of-experts presets: experts each token runs (the router's top k).
 MOE_USED = {"tiny-qwen3moe": 4, "tiny-mixtral": 2}
 # A routing decision closer than this (router logits of the n_used-th and the next expert) is a near tie, by

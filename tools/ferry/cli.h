@@ -41,6 +41,10 @@ int cmd_run(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_template(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_profile(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
+int cmd_serve(int argc, char** argv);       // in the ferry-serve binary only
+int cmd_serve_exec(int argc, char** argv);  // ferry serve: runs ferry-serve

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "format/gguf.h"
 #include "model/model_spec.h"
+#include "model/vision/vision_model.h"
 #include "model/sublayer.h"
 #include "tensor/dtype.h"
 
@@ -222,6 +223,11 @@ int inspect(const std::string& path, bool as_json, bool per_expert) {
       std::printf("  mixture of experts: %d experts of width %d per layer, %d per token\n", s.n_expert, s.n_ff_expert,
                   s.n_expert_used);
     print_sublayers(s, f, per_expert);
+  } else if (auto vision = ferry::model::VisionSpec::from_gguf(f); vision) {
+    const auto& v = *vision;
+    std::printf("\nvision tower (mmproj, %s): %d blocks, d=%d, heads %d, ffn %d, patch %d px, full attention every "
+                "%d blocks, output width %d; use with `ferry run --mmproj`\n",
+                v.projector.c_str(), v.n_layer, v.n_embd, v.n_head, v.n_ff, v.patch_size, v.n_wa_pattern, v.proj_dim);
   } else {
     std::printf("\nmodel: not runnable by ferry: %s\n", spec.status().message().c_str());
   }

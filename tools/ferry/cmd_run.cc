@@ -14,6 +14,8 @@
 #include "cli.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "engine/multimodal.h"
+#include "image/image.h"
 #include "format/gguf.h"
 #include "hybrid_support.h"
 #include "model/model_spec.h"
@@ -68,12 +70,50 @@ struct RunArgs {
   std::string system;
   bool ignore_eos = false;
   ferry::cli::HybridArgs hybrid;  // --vram / --profile / --ring: the hybrid executor
+  // Vision-language models: the projector, the images (in order), their token limits.
+  std::string mmproj;
+  std::vector<std::string> images;
+  int32_t image_min_tokens = 0, image_max_tokens = 0;
+  std::string image_embd_out;
 };
+
+// Decodes the images (before the model loads, so a bad image fails fast), encodes them with the mmproj,
+// and optionally writes their embeddings (float32 [tokens, n_embd], images in order) for the tests.
+Expected<std::vector<ferry::engine::EncodedImage>> encode_images(const RunArgs& a, const ferry::engine::Engine& engine,
+                                                                 const std::vector<ferry::image::RgbImage>& pixels) {
+  std::vector<ferry::engine::EncodedImage> out;
+  if (pixels.empty()) return out;
+  FERRY_ASSIGN_OR_RETURN(auto enc, ferry::engine::VisionEncoder::open(a.mmproj, engine.spec(), a.threads));
+  FERRY_RETURN_IF_ERROR(enc->set_token_limits(a.image_min_tokens, a.image_max_tokens));
+  for (size_t i = 0; i < pixels.size(); ++i) {
+    FERRY_ASSIGN_OR_RETURN(ferry::engine::EncodedImage img, enc->encode(pixels[i]));
+    if (!a.json)
+      std::fprintf(stderr, "image %zu: %d x %d -> %d x %d pixels, %d tokens (%d x %d), encoded in %.1f ms\n", i + 1,
+                   pixels[i].width, pixels[i].height, img.width, img.height, img.n_tokens(), img.grid_w, img.grid_h,
+                   img.encode_ms);
+    out.push_back(std::move(img));
+  }
+  if (!a.image_embd_out.empty()) {
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(a.image_embd_out.c_str(), "wb"), &std::fclose);
+    bool ok = static_cast<bool>(f);
+    for (const auto& img : out)
+      ok = ok && std::fwrite(img.embd.data(), sizeof(float), img.embd.size(), f.get()) == img.embd.size();
+    if (!ok || std::fclose(f.release()) != 0)
+      return make_error(ErrorCode::kIo, "writing --image-embd-out file '%s' failed", a.image_embd_out.c_str());
+  }
+  return out;
+}
 
 int run(const RunArgs& a) {
   static_assert(std::endian::native == std::endian::little, "--logits-out writes host floats as little-endian");
   // The model on its device: cpu / ref, the whole model on a GPU (--device cuda), or the hybrid CPU/GPU
   // executor under a budget (--vram); runtime::open does all of it.
+  std::vector<ferry::image::RgbImage> pixels;
+  for (const std::string& path : a.images) {
+    auto img = ferry::image::decode_file(path);
+    if (!img) return ferry::cli::report(img.status());
+    pixels.push_back(std::move(*img));
+  }
   ferry::runtime::OpenOptions opt;
   opt.model_path = a.model;
   opt.n_ctx = a.ctx;
@@ -86,21 +126,32 @@ int run(const RunArgs& a) {
   ferry::runtime::Runtime& rt = **opened;
   ferry::engine::Engine& engine = rt.engine();
 
-  std::vector<int32_t> prompt;
+  auto encoded = encode_images(a, engine, pixels);
+  if (!encoded) return ferry::cli::report(encoded.status());
+  ferry::engine::PromptRows prompt;
   if (!a.tokens.empty()) {
     auto ids = parse_token_list(a.tokens);
     if (!ids) return ferry::cli::report(ids.status());
-    prompt = std::move(*ids);
+    prompt.tokens = std::move(*ids);
   } else {
     std::string text = a.prompt;
+    // Images without markers go in front of the user's text (inside the chat turn with --chat).
+    if (!pixels.empty() && text.find(ferry::engine::kImageMarker) == std::string::npos)
+      for (size_t i = 0; i < pixels.size(); ++i) text.insert(0, ferry::engine::kImageMarker);
     if (a.chat) {
       std::string guessed;
-      auto wrapped = ferry::engine::apply_chat_template(engine, a.prompt, a.system, &guessed);
+      auto wrapped = ferry::engine::apply_chat_template(engine, text, a.system, &guessed);
       if (!wrapped) return ferry::cli::report(wrapped.status());
       if (!guessed.empty()) std::fprintf(stderr, "warning: %s\n", guessed.c_str());
       text = std::move(*wrapped);
     }
-    prompt = ferry::engine::tokenize_prompt(engine, text);
+    if (pixels.empty()) {
+      prompt.tokens = ferry::engine::tokenize_prompt(engine, text);
+    } else {
+      auto rows = ferry::engine::multimodal_prompt(engine, text, *encoded);
+      if (!rows) return ferry::cli::report(rows.status());
+      prompt = std::move(*rows);
+    }
   }
 
   std::unique_ptr<FILE, int (*)(FILE*)> logits_file(nullptr, &std::fclose);
@@ -136,7 +187,7 @@ int run(const RunArgs& a) {
     };
   }
 
-  auto res = ferry::engine::generate(engine, prompt, gp, cb);
+  auto res = ferry::engine::generate_rows(engine, prompt, gp, cb);
   if (!a.json) std::fflush(stdout);
   if (!res) {
     if (!a.json) std::fputc('\n', stdout);
@@ -151,7 +202,17 @@ int run(const RunArgs& a) {
     nlohmann::json j;
     j["model"] = a.model;
     j["device"] = a.device;
-    j["prompt_tokens"] = prompt;
+    j["prompt_tokens"] = prompt.tokens;  // image rows: -1
+    if (!encoded->empty()) {
+      nlohmann::json imgs = nlohmann::json::array();
+      for (size_t i = 0; i < encoded->size(); ++i) {
+        const auto& e = (*encoded)[i];
+        imgs.push_back({{"path", a.images[i]}, {"width", pixels[i].width}, {"height", pixels[i].height},
+                        {"encoded_width", e.width}, {"encoded_height", e.height}, {"grid_w", e.grid_w},
+                        {"grid_h", e.grid_h}, {"tokens", e.n_tokens()}, {"encode_ms", e.encode_ms}});
+      }
+      j["images"] = imgs;
+    }
     j["tokens"] = res->tokens;
     j["text"] = res->text;
     j["n_prompt"] = st.n_prompt;
@@ -224,17 +285,31 @@ int cmd_run(int argc, char** argv) {
   app.add_flag("--json", a.json, "print one JSON object (ids, text, timings) instead of streaming text");
   app.add_option("--logits-out", a.logits_out, "write float32 logits [n_rows, n_vocab] of every position here");
   app.add_flag("--chat", a.chat,
-               "wrap the prompt in the model's chat template (ChatML or Gemma; a file without a template gets "
-               "its architecture's format and a warning, or an error when the architecture has none)");
+               "render the prompt as a user turn with the model's own chat template (tokenizer.chat_template, "
+               "`ferry template` shows the text); a file without a template gets its architecture's format and a "
+               "warning, or an error when the architecture has none");
   app.add_option("--system", a.system, "system message for --chat");
   app.add_flag("--ignore-eos", a.ignore_eos, "keep generating past end-of-generation tokens");
   ferry::cli::add_hybrid_options(app, &a.hybrid, false);
+  app.add_option("--mmproj", a.mmproj, "vision-language models: the multimodal projector GGUF (vision tower)");
+  app.add_option("--image", a.images,
+                 "JPEG or PNG image (repeat for several); each replaces one <__media__> marker in the prompt, or "
+                 "goes in front of it when there is none. Needs --mmproj");
+  app.add_option("--image-min-tokens", a.image_min_tokens, "smallest image in tokens after resizing (default: 8)")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--image-max-tokens", a.image_max_tokens, "largest image in tokens after resizing (default: 4096)")
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--image-embd-out", a.image_embd_out, "write the images' embeddings here (float32 [tokens, n_embd])");
 
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;
   a.has_prompt = p_opt->count() > 0;
   if (!a.has_prompt && a.tokens.empty()) return ferry::cli::usage_error("ferry run needs -p TEXT or --tokens IDS");
   if (a.chat && !a.tokens.empty()) return ferry::cli::usage_error("--chat applies to -p text, not --tokens");
+  if (!a.images.empty() && a.mmproj.empty()) return ferry::cli::usage_error("--image needs --mmproj (the vision tower)");
+  if (!a.images.empty() && !a.tokens.empty()) return ferry::cli::usage_error("--image goes with -p text, not --tokens");
+  if (!a.images.empty() && a.device != "cpu" && a.device != "ref" && a.device != "ref-exact")
+    return ferry::cli::usage_error("image input runs on the CPU for now (--device cpu); the GPU executor takes text only");
   try {
     return run(a);
   } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 // ferry synth: write a GGUF with random weights at a named preset.
 //   ferry synth --list
 //   ferry synth --preset NAME --type TYPE -o FILE [--seed S] [--layers N] [-t THREADS] [--fast] [--route-skew S]
+//               [--mmproj-out MMPROJ [--mmproj-type TYPE]]   (qwen2vl presets: the vision tower too)
 // The file streams to disk with a progress bar on stderr (bytes, %, MB/s; a line every 10 % when
 // stderr is not a terminal). Unknown preset or unsupported type: one `error:` line, exit 2. The file is
 // written as FILE.partial and renamed at the end (gguf::Writer); SIGINT / SIGTERM / SIGHUP remove the
@@ -17,6 +18,7 @@
 #include "cli.h"
 #include "format/gguf.h"
 #include "model/synth.h"
+#include "model/vision/synth_mmproj.h"
 #include "tensor/dtype.h"
 
 namespace {
@@ -124,6 +126,9 @@ int cmd_synth(int argc, char** argv) {
                  "mixture-of-experts presets: skew expert popularity (Zipf-like, larger = more skewed; 0: random "
                  "routers, ~uniform)")
       ->check(CLI::Range(0.0, 8.0));
+  std::string mmproj_out, mmproj_type_name = "F16";
+  app.add_option("--mmproj-out", mmproj_out, "vision-language presets: also write the vision tower (mmproj GGUF) here");
+  app.add_option("--mmproj-type", mmproj_type_name, "weight type of the mmproj's matrices")->capture_default_str();
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;
 
@@ -141,6 +146,15 @@ int cmd_synth(int argc, char** argv) {
   if (!type || !ferry::traits(*type).weight_type)
     return ferry::cli::usage_error("unsupported type '" + type_name +
                                    "' (one of F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)");
+
+  const auto mmproj_type = ferry::dtype_from_name(mmproj_type_name);
+  if (!mmproj_type || !ferry::traits(*mmproj_type).weight_type)
+    return ferry::cli::usage_error("unsupported --mmproj-type '" + mmproj_type_name + "'");
+  if (!mmproj_out.empty()) {
+    if (auto shape = ferry::model::mmproj_shape(*ferry::model::find_synth_preset(preset)); !shape)
+      return ferry::cli::usage_error(shape.status().message());
+    if (mmproj_out == out) return ferry::cli::usage_error("--mmproj-out must differ from -o");
+  }
 
   ferry::model::SynthOptions opt;
   opt.preset = preset;
@@ -170,5 +184,21 @@ int cmd_synth(int argc, char** argv) {
   std::fprintf(stderr, "wrote %s: %s %s, %zu tensors, %.2fM params, %.1f MB of weights in %.1f s\n", out.c_str(),
                preset.c_str(), ferry::dtype_name(*type), res->n_tensors, static_cast<double>(res->n_params) / 1e6,
                static_cast<double>(res->data_bytes) / 1e6, secs);
+  if (mmproj_out.empty()) return 0;
+  remove_partial_on_signals(mmproj_out);
+  ProgressBar mm_bar;
+  opt.on_progress = [&](const ferry::model::SynthProgress& p) {
+    last = p;
+    mm_bar.update(p);
+  };
+  auto mm = ferry::model::synth_write_mmproj(opt, *mmproj_type, mmproj_out);
+  if (!mm) {
+    mm_bar.finish_line();
+    return ferry::cli::report(mm.status());
+  }
+  mm_bar.update(last, /*final=*/true);
+  for (const auto& note : mm->notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  std::fprintf(stderr, "wrote %s: %s vision tower (mmproj) %s, %zu tensors, %.2fM params\n", mmproj_out.c_str(),
+               preset.c_str(), ferry::dtype_name(*mmproj_type), mm->n_tensors, static_cast<double>(mm->n_params) / 1e6);
   return 0;
 }

@@ -17,9 +17,12 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "chat with a model in the terminal"},
+    {"serve", cmd_serve_exec, "OpenAI-compatible HTTP server with continuous batching"},
     {"inspect", cmd_inspect, "print a GGUF file's metadata, tensors and sub-layers"},
     {"synth", cmd_synth, "write a GGUF with random weights at a named preset"},
     {"tokenize", cmd_tokenize, "print token ids of text, as the model's tokenizer encodes it"},
+    {"template", cmd_template, "render the model's chat template for a conversation"},
     {"bench", cmd_bench, "measure prefill / decode speed"},
     {"plan", cmd_plan, "show the execution plan for a VRAM budget"},
     {"profile", cmd_profile, "measure this machine for the planner"},

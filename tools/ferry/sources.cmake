@@ -2,9 +2,12 @@ set(FERRY_TOOL_SOURCES
   main.cc
   cli.cc
   cmd_run.cc
+  cmd_chat.cc
+  cmd_serve_exec.cc
   cmd_inspect.cc
   cmd_synth.cc
   cmd_tokenize.cc
+  cmd_template.cc
   cmd_bench.cc
   cmd_plan.cc
   cmd_profile.cc

@@ -10,6 +10,8 @@
 // the softmax per head, a second job sums each chunk's share of V rows, and the caller adds the chunks'
 // partial outputs in chunk order. The chunking depends only on the number of visible cells, so the
 // result does not depend on the thread count.
+// With token groups on (Ops::set_token_groups), decode tokens take the cells path and prompt tokens the
+// work items whatever their count. Either path takes a token's visible cells in position order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,6 +31,11 @@ constexpr int kCellsMaxChunks = 32;
 
 }  // namespace
 
+void order_by_position(int32_t* vis, int n, const int32_t* cell_pos) {
+  auto by_pos = [cell_pos](int32_t a, int32_t b) { return cell_pos[a] < cell_pos[b]; };
+  if (!std::is_sorted(vis, vis + n, by_pos)) std::sort(vis, vis + n, by_pos);
+}
+
 void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                        TensorView out) {
   const int64_t hd = p.head_dim, n_tok = batch.n_tokens;
@@ -40,10 +47,18 @@ void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
   FERRY_ASSERT(batch.pos.dtype == DType::I32 && batch.seq.dtype == DType::I32);
   FERRY_ASSERT(kv.cell_pos.dtype == DType::I32 && kv.cell_seq.dtype == DType::I32);
   if (n_tok == 0) return;
-  if (tab_->attn_cells_scores != nullptr && n_tok <= kCellsMaxTokens && hd % tab_->attn_cells_hd_multiple == 0) {
-    for (int64_t t = 0; t < n_tok; ++t) attention_cells(q, kv, batch, p, t, out);
-    return;
-  }
+  // Tokens [0, n_cells_path) take the cells path, the others the work items: by the token count, or
+  // with token groups on (set_token_groups) the decode tokens and the prompt tokens respectively.
+  const bool cells_ok = tab_->attn_cells_scores != nullptr && hd % tab_->attn_cells_hd_multiple == 0;
+  int64_t n_cells_path = cells_ok && n_tok <= kCellsMaxTokens ? n_tok : 0;
+  if (group_decode_ >= 0 && n_tok == group_tokens_) n_cells_path = cells_ok ? std::min<int64_t>(group_decode_, n_tok) : 0;
+  for (int64_t t = 0; t < n_cells_path; ++t) attention_cells(q, kv, batch, p, t, out);
+  if (n_cells_path < n_tok) attention_items(q, kv, batch, p, n_cells_path, out);
+}
+
+void CpuOps::attention_items(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
+                             int64_t t0, TensorView out) {
+  const int64_t hd = p.head_dim, n_tok = batch.n_tokens - t0;
   const int32_t* pos = batch.pos.ptr<const int32_t>();
   const int32_t* seq = batch.seq.ptr<const int32_t>();
   const int32_t* cpos = kv.cell_pos.ptr<const int32_t>();
@@ -73,7 +88,7 @@ void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
     int64_t vis_tok = -1;
     int n_vis = 0;
     for (int64_t item = i0; item < i1; ++item) {
-      const int64_t t = item / items_per_tok, hi = item % items_per_tok;
+      const int64_t t = t0 + item / items_per_tok, hi = item % items_per_tok;
       const int64_t kvh = per_head ? hi / group : hi;
       if (t != vis_tok) {
         n_vis = 0;
@@ -82,6 +97,7 @@ void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
           if (p.window > 0 && pos[t] - cpos[c] >= p.window) continue;
           vis[n_vis++] = c;
         }
+        order_by_position(vis, n_vis, cpos);
         vis_tok = t;
         FERRY_ASSERT_MSG(n_vis > 0, "attention: a token sees no cell (its own K/V must be stored first)");
       }
@@ -133,6 +149,7 @@ void CpuOps::attention_cells(const TensorView& q, const KvView& kv, const BatchM
     if (p.window > 0 && pos - cpos[c] >= p.window) continue;
     vis[n_vis++] = c;
   }
+  order_by_position(vis, n_vis, cpos);
   FERRY_ASSERT_MSG(n_vis > 0, "attention: a token sees no cell (its own K/V must be stored first)");
   for (int h = 0; h < n_head; ++h)
     tab_->round_f16(static_cast<const float*>(q.row(h, t)), q16 + static_cast<size_t>(h) * hd, hd);

@@ -92,6 +92,14 @@ class CpuOps final : public Ops {
   void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids,
                  TensorView* outs) override;
   void moe_combine(const TensorView& y, const TensorView& weights, TensorView out) override;
+  // vision_ops.cc
+  void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) override;
+  void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const int32_t* bounds,
+                          int32_t n_seg, float scale, TensorView out) override;
+  void set_token_groups(int32_t n_tokens, int32_t n_decode) override {
+    group_tokens_ = n_tokens;
+    group_decode_ = n_decode;
+  }
 
   ThreadPool& pool() { return pool_; }
   const KernelTable& table() const { return *tab_; }
@@ -100,8 +108,15 @@ class CpuOps final : public Ops {
   // Runs fn(i1, i2, i3) for every row of t (dims 1..3), in parallel when there is enough work.
   template <typename F>
   void for_rows(const TensorView& t, F&& fn);
+  // Which kernels a matmul uses: by the token count, or fixed (set_token_groups).
+  enum class MatPath : uint8_t { kByTokens, kDirect, kPanel };
   // matmul into out; with acc, each task then adds its rows of out into acc (acc += W x in the job).
+  // Splits the columns by set_token_groups when that is on.
   void matmul_into(const TensorView& w, const TensorView& x, TensorView out, const TensorView* acc);
+  void matmul_path(const TensorView& w, const TensorView& x, TensorView out, const TensorView* acc, MatPath path);
+  // Attention of tokens [t0, n_tokens) as (token, head) work items over the pool.
+  void attention_items(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p, int64_t t0,
+                       TensorView out);
   // Decode attention of token t split over its visible cells (the table's attn_cells kernels).
   void attention_cells(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p, int64_t t,
                        TensorView out);
@@ -121,6 +136,12 @@ class CpuOps final : public Ops {
     int w;                 // which weight
   };
   std::vector<IdSegment> moe_segments_;  // matmul_id decode: (routed expert, weight) rows, in job order
+  int32_t group_tokens_ = 0;   // set_token_groups: the step's token count,
+  int32_t group_decode_ = -1;  // and its leading decode tokens (< 0: off)
 };
+
+// Sorts a token's visible cells vis[0, n) by the position each holds, when they are not in order
+// already (cells freed by one sequence and taken by another interleave their positions).
+void order_by_position(int32_t* vis, int n, const int32_t* cell_pos);
 
 }  // namespace ferry::kernels::cpu

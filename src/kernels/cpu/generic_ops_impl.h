@@ -94,6 +94,24 @@ inline void g_softmax(float* s, int n) {
   const float inv = static_cast<float>(1.0 / sum);
   for (int j = 0; j < n; ++j) s[j] = h2f(f2h(s[j] * inv));
 }
+inline float g_exp_sum(float* s, int64_t n, float m) {
+  float sum = 0.f;
+  for (int64_t j = 0; j < n; ++j) sum += (s[j] = __builtin_expf(s[j] - m));
+  return sum;
+}
+inline void g_gemm_f32(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                       int64_t n, int64_t k, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* ci = c + i * ldc;
+    if (!accumulate)
+      for (int64_t j = 0; j < n; ++j) ci[j] = 0.f;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float av = a[i * lda + kk];
+      const float* bk = b + kk * ldb;
+      for (int64_t j = 0; j < n; ++j) ci[j] += av * bk[j];
+    }
+  }
+}
 inline void g_round_f16(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = h2f(f2h(x[i]));
 }
@@ -121,6 +139,8 @@ inline void set_generic_ops(KernelTable* t) {
   t->rope = g_rope;
   t->attn_scores = g_attn_scores;
   t->softmax = g_softmax;
+  t->exp_sum = g_exp_sum;
+  t->gemm_f32 = g_gemm_f32;
   t->attn_values = g_attn_values;
   t->round_f16 = g_round_f16;
 }

@@ -94,6 +94,12 @@ struct KernelTable {
   // In place: s[j] = fp16(exp(s[j] - max) / sum) (ggml rounds the probabilities to F16 for the V
   // product; the sum is taken in double).
   void (*softmax)(float* s, int n) = nullptr;
+  // In place: s[j] = exp(s[j] - m) in F32; returns their sum (the vision tower's online softmax).
+  float (*exp_sum)(float* s, int64_t n, float m) = nullptr;
+  // A small F32 GEMM of row-major tiles: c[i * ldc + j] (+= with accumulate) sum_k a[i * lda + k] *
+  // b[k * ldb + j], i < m, j < n (attention_segments' Q.K^T and P.V tiles).
+  void (*gemm_f32)(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                   int64_t n, int64_t k, bool accumulate) = nullptr;
   // y = fp16(x) as floats (ggml's conversion of q for the F16 K product).
   void (*round_f16)(const float* x, float* y, int64_t n) = nullptr;
   // out[g * hd + i] = sum_j p[g * n + j] * v_cell_j[i].

@@ -31,7 +31,26 @@ void CpuOps::matmul_acc(const TensorView& w, const TensorView& x, TensorView tmp
   matmul_into(w, x, tmp, &acc);
 }
 
+// With token groups on (set_token_groups), the decode columns take the direct kernels and the prompt
+// columns the panel kernels whatever their count: each column's result is the same in any group of
+// columns of its path (both kernels compute a column alone, in a fixed order), so a token's logits do
+// not depend on the rest of its step.
 void CpuOps::matmul_into(const TensorView& w, const TensorView& x, TensorView out, const TensorView* acc) {
+  const int64_t T = x.ne[1];
+  if (group_decode_ < 0) return matmul_path(w, x, out, acc, MatPath::kByTokens);
+  if (T != group_tokens_) return matmul_path(w, x, out, acc, MatPath::kDirect);
+  const int64_t d = std::min<int64_t>(group_decode_, T);
+  auto part = [&](int64_t c0, int64_t n, MatPath path) {
+    if (n == 0) return;
+    TensorView acc_part = acc != nullptr ? acc->rows(c0, n) : TensorView{};
+    matmul_path(w, x.rows(c0, n), out.rows(c0, n), acc != nullptr ? &acc_part : nullptr, path);
+  };
+  part(0, d, MatPath::kDirect);
+  part(d, T - d, MatPath::kPanel);
+}
+
+void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView out, const TensorView* acc,
+                         MatPath path) {
   const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
   FERRY_ASSERT(x.dtype == DType::F32 && out.dtype == DType::F32);
   FERRY_ASSERT(x.ne[0] == K && out.ne[0] == N && out.ne[1] == T && x.ne[2] == 1 && out.ne[2] == 1);
@@ -47,7 +66,7 @@ void CpuOps::matmul_into(const TensorView& w, const TensorView& x, TensorView ou
   // Float panel kernels with panel_il also get the act interleaved by column group behind it:
   // [ceil(T / S)][K][S] f32 (S = panel_il_cols), written while each column is still in L1.
   const size_t act_stride = mk.act_bytes(K);
-  const bool panel = mk.pack != nullptr && T >= mk.panel_min_tokens;
+  const bool panel = mk.pack != nullptr && (path == MatPath::kPanel || (path == MatPath::kByTokens && T >= mk.panel_min_tokens));
   const int il_cols = panel && mk.panel_il != nullptr ? mk.panel_il_cols : 0;
   const size_t il_group = static_cast<size_t>(K) * static_cast<size_t>(il_cols);  // floats per column group
   const size_t act_total = (act_stride * static_cast<size_t>(T) + 63) / 64 * 64;
@@ -218,8 +237,10 @@ void CpuOps::matmul_into(const TensorView& w, const TensorView& x, TensorView ou
 // matrix (each meeting costs the slowest thread's tail). Otherwise one matmul after the other.
 void CpuOps::matmul_many(int n, const TensorView* const* ws, const TensorView& x, TensorView* outs) {
   constexpr int kMaxMany = 8;
-  bool merge = n >= 2 && n <= kMaxMany && pool_.size() > 1;
   const int64_t K = ws[0]->ne[0], T = x.ne[1];
+  // The merged job runs the direct kernels: with token groups on, only where every column takes them.
+  const bool all_direct = group_decode_ < 0 || T != group_tokens_ || group_decode_ >= T;
+  bool merge = n >= 2 && n <= kMaxMany && pool_.size() > 1 && all_direct;
   const MatKernel* mk = nullptr;
   if (merge) {
     FERRY_ASSERT(static_cast<uint32_t>(ws[0]->dtype) < 32);

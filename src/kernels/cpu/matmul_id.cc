@@ -6,7 +6,8 @@
 //     converted once per pair and the rows of every (routed expert, weight) are split over the pool as one
 //     job, each expert's rows read once per direct_cols columns of its group;
 //   - otherwise (prefill): one CpuOps matmul per routed expert and weight over its group of columns.
-// A column's value is the matmul's for that column, whatever the grouping.
+// A column's value is the matmul's for that column, whatever the grouping. With token groups on
+// (Ops::set_token_groups) a pair's kernels follow its token's group, so the results are batch-invariant.
 #include <algorithm>
 #include <cstring>
 
@@ -84,7 +85,14 @@ void CpuOps::matmul_id(int n, const TensorView* const* ws, const TensorView& x, 
   FERRY_ASSERT_MSG(mk.direct != nullptr, "CpuOps::matmul_id: weight type not supported");
   FERRY_ASSERT_MSG(K % traits(ws[0]->dtype).block_elems == 0, "CpuOps::matmul_id: K not a multiple of the block size");
 
-  if (mk.pack != nullptr && max_group >= mk.panel_min_tokens) {
+  // With token groups on (set_token_groups), a pair's kernels follow its token's group, never the other
+  // tokens of the step: tokens [0, n_dec) the decode kernels, the others the prefill kernels. A group
+  // lists its pairs in token order, so its decode pairs come first.
+  const bool grouped = group_decode_ >= 0;
+  const int64_t n_dec = !grouped ? 0 : T == group_tokens_ ? std::min<int64_t>(group_decode_, T) : T;
+  const bool use_panel = mk.pack != nullptr && (grouped ? n_dec < T : max_group >= mk.panel_min_tokens);
+
+  if (use_panel) {
     // 3a. Prefill: inputs gathered [K, P] in group order, then a matmul per routed expert and weight.
     float* xg = reinterpret_cast<float*>(moe_x_.get(static_cast<size_t>(K * P) * sizeof(float)));
     auto gather = [&](int64_t g0, int64_t g1) {
@@ -96,11 +104,22 @@ void CpuOps::matmul_id(int n, const TensorView* const* ws, const TensorView& x, 
     for (int64_t e = 0; e < E; ++e) {
       const int64_t g0 = first[e], c = first[e + 1] - g0;
       if (c == 0) continue;
-      const TensorView xe = TensorView::make(DType::F32, xg + static_cast<size_t>(g0 * K), K, c);
+      int64_t c_dec = 0;  // the group's leading pairs of decode tokens
+      while (c_dec < c && order[g0 + c_dec] / k < n_dec) ++c_dec;
       for (int i = 0; i < n; ++i) {
         const int64_t N = ws[i]->ne[1];
-        matmul_into(expert_view(*ws[i], e), xe, TensorView::make(DType::F32, yg[i] + static_cast<size_t>(g0 * N), N, c),
-                    nullptr);
+        const TensorView we = expert_view(*ws[i], e);
+        auto part = [&](int64_t a, int64_t m, MatPath path) {
+          if (m == 0) return;
+          matmul_path(we, TensorView::make(DType::F32, xg + static_cast<size_t>((g0 + a) * K), K, m),
+                      TensorView::make(DType::F32, yg[i] + static_cast<size_t>((g0 + a) * N), N, m), nullptr, path);
+        };
+        if (!grouped) {
+          part(0, c, MatPath::kByTokens);
+        } else {
+          part(0, c_dec, MatPath::kDirect);
+          part(c_dec, c - c_dec, MatPath::kPanel);
+        }
       }
     }
   } else {

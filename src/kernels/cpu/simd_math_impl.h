@@ -94,6 +94,67 @@ inline void v_softmax(float* s, int n) {
   v_round_f16(s, s, n);
 }
 
+inline float v_exp_sum(float* s, int64_t n, float m) {
+  const __m256 mb = _mm256_set1_ps(m);
+  __m256 sv = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), mb));
+    _mm256_storeu_ps(s + j, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  float sum = hsum256(sv);
+  for (; j < n; ++j) sum += (s[j] = __builtin_expf(s[j] - m));
+  return sum;
+}
+
+// R rows of c at once: per k, a broadcast of each row's a and FMAs with 16 (then 8) columns of b.
+template <int R>
+inline void v_gemm_rows(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t n,
+                        int64_t k, bool accumulate) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m256 c0[R], c1[R];
+    for (int r = 0; r < R; ++r) {
+      c0[r] = accumulate ? _mm256_loadu_ps(c + r * ldc + j) : _mm256_setzero_ps();
+      c1[r] = accumulate ? _mm256_loadu_ps(c + r * ldc + j + 8) : _mm256_setzero_ps();
+    }
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const __m256 b0 = _mm256_loadu_ps(b + kk * ldb + j), b1 = _mm256_loadu_ps(b + kk * ldb + j + 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 av = _mm256_broadcast_ss(a + r * lda + kk);
+        c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+        c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(c + r * ldc + j, c0[r]);
+      _mm256_storeu_ps(c + r * ldc + j + 8, c1[r]);
+    }
+  }
+  for (; j + 8 <= n; j += 8) {
+    __m256 c0[R];
+    for (int r = 0; r < R; ++r) c0[r] = accumulate ? _mm256_loadu_ps(c + r * ldc + j) : _mm256_setzero_ps();
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const __m256 b0 = _mm256_loadu_ps(b + kk * ldb + j);
+      for (int r = 0; r < R; ++r) c0[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r * lda + kk), b0, c0[r]);
+    }
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(c + r * ldc + j, c0[r]);
+  }
+  if (j < n) g_gemm_f32(a, lda, b + j, ldb, c + j, ldc, R, n - j, k, accumulate);
+}
+inline void v_gemm_f32(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                       int64_t n, int64_t k, bool accumulate) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) v_gemm_rows<4>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, k, accumulate);
+  switch (m - i) {
+    case 3: v_gemm_rows<3>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, k, accumulate); break;
+    case 2: v_gemm_rows<2>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, k, accumulate); break;
+    case 1: v_gemm_rows<1>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, k, accumulate); break;
+    default: break;
+  }
+}
+
 inline void v_f32_to_f16(const float* x, uint16_t* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -151,6 +212,8 @@ inline void v_attn_values(const float* p, int ng, const uint8_t* v, size_t v_str
 inline void set_simd_math(KernelTable* t) {
   t->glu = v_glu;
   t->softmax = v_softmax;
+  t->exp_sum = v_exp_sum;
+  t->gemm_f32 = v_gemm_f32;
   t->f32_to_f16 = v_f32_to_f16;
   t->attn_scores = v_attn_scores;
   t->attn_values = v_attn_values;

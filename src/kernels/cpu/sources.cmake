@@ -17,6 +17,7 @@ ferry_module(kernels_cpu DEPS tensor base SOURCES
   kernels/cpu/matmul.cc
   kernels/cpu/matmul_id.cc
   kernels/cpu/attention.cc
+  kernels/cpu/vision_ops.cc
   kernels/cpu/dispatch.cc
   kernels/cpu/membw.cc
   kernels/cpu/kernels_scalar.cc

@@ -326,6 +326,109 @@ void RefOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
   }
 }
 
+// ggml's rope_multi (ggml_mrope_cache_init): pair i takes stream s by its sector i % sum(sections); with
+// llama.cpp numerics each stream's angle is a float recurrence from its position (restarted at each
+// section's first pair in vision mode), else theta = pos * base^(-2 j / n_rot) in double, j the pair's
+// index counted from where its recurrence starts.
+void RefOps::rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) {
+  const int64_t hd = x.ne[0], n_head = x.ne[1], n_tok = x.ne[2];
+  FERRY_ASSERT(x.dtype == DType::F32 && x.ne[3] == 1);
+  FERRY_ASSERT(pos.ne[0] == 4 * n_tok && p.n_rot > 0 && p.n_rot % 2 == 0);
+  const int32_t* pv = ivec(pos);
+  const int32_t* sec = p.sections;
+  const int32_t sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
+  FERRY_ASSERT(sec[0] >= 0 && sec[1] >= 0 && sec[2] >= 0 && sec[3] >= 0 && sect_dims > 0);
+  const int32_t start[4] = {0, sec[0], sec[0] + sec[1], sec[0] + sec[1] + sec[2]};
+  const int64_t n_pairs = p.vision ? p.n_rot : p.n_rot / 2;  // pair distance is n_pairs either way
+  FERRY_ASSERT(p.vision ? hd == 2 * p.n_rot : p.n_rot <= hd);
+  const float* ff = nullptr;
+  if (p.freq_factors.data != nullptr) {
+    FERRY_ASSERT(p.freq_factors.dtype == DType::F32 && p.freq_factors.ne[0] >= n_pairs);
+    ff = p.freq_factors.ptr<const float>();
+  }
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  std::vector<double> cs(n_pairs), sn(n_pairs);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const int32_t p4[4] = {pv[t], pv[n_tok + t], pv[2 * n_tok + t], pv[3 * n_tok + t]};
+    float theta_f[4] = {static_cast<float>(p4[0]), static_cast<float>(p4[1]), static_cast<float>(p4[2]),
+                        static_cast<float>(p4[3])};
+    for (int64_t i = 0; i < n_pairs; ++i) {
+      const int32_t sector = static_cast<int32_t>(i % sect_dims);
+      const int s = sector < start[1] ? 0 : sector < start[2] ? 1 : sector < start[3] ? 2 : 3;
+      if (p.vision && sector == start[s]) theta_f[s] = static_cast<float>(p4[s]);
+      const double f = ff != nullptr ? ff[i] : 1.0;
+      if (llama()) {
+        const float th = p.freq_scale * (theta_f[s] / static_cast<float>(f));
+        cs[i] = std::cos(th);
+        sn[i] = std::sin(th);
+      } else {
+        const int64_t j = p.vision ? sector - start[s] : i;
+        const double theta = static_cast<double>(p4[s]) * p.freq_scale *
+                             std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(j) / p.n_rot) / f;
+        cs[i] = std::cos(theta);
+        sn[i] = std::sin(theta);
+      }
+      for (float& th : theta_f) th *= theta_scale;
+    }
+    for (int64_t h = 0; h < n_head; ++h) {
+      float* v = frow(x, h, t);
+      for (int64_t i = 0; i < n_pairs; ++i) {
+        if (llama()) {
+          const float x0 = v[i], x1 = v[i + n_pairs], c = static_cast<float>(cs[i]), sv = static_cast<float>(sn[i]);
+          v[i] = x0 * c - x1 * sv;
+          v[i + n_pairs] = x0 * sv + x1 * c;
+          continue;
+        }
+        const double x0 = v[i], x1 = v[i + n_pairs];
+        v[i] = static_cast<float>(x0 * cs[i] - x1 * sn[i]);
+        v[i + n_pairs] = static_cast<float>(x0 * sn[i] + x1 * cs[i]);
+      }
+    }
+  }
+}
+
+// Softmax attention per (token, head) over the token's segment, sums in double (both numerics: llama.cpp's
+// clip graph computes this in F32 without intermediate roundings).
+void RefOps::attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const int32_t* bounds,
+                                int32_t n_seg, float scale, TensorView out) {
+  const int64_t hd = q.ne[0], n_head = q.ne[1], n = q.ne[2], n_kv = k.ne[1];
+  FERRY_ASSERT(q.dtype == DType::F32 && k.dtype == DType::F32 && v.dtype == DType::F32 && out.dtype == DType::F32);
+  FERRY_ASSERT(k.ne[0] == hd && v.ne[0] == hd && v.ne[1] == n_kv && k.ne[2] == n && v.ne[2] == n);
+  FERRY_ASSERT(n_kv > 0 && n_head % n_kv == 0 && out.ne[0] == hd * n_head && out.ne[1] == n);
+  FERRY_ASSERT(n_seg >= 1 && bounds[0] == 0 && bounds[n_seg] == n);
+  const int64_t group = n_head / n_kv;
+  std::vector<double> score, acc(hd);
+  for (int32_t s = 0; s < n_seg; ++s) {
+    const int64_t k0 = bounds[s], k1 = bounds[s + 1];
+    FERRY_ASSERT(k0 < k1);
+    score.resize(static_cast<size_t>(k1 - k0));
+    for (int64_t t = k0; t < k1; ++t) {
+      for (int64_t h = 0; h < n_head; ++h) {
+        const float* qh = frow(q, h, t);
+        const int64_t kvh = h / group;
+        double mx = -INFINITY;
+        for (int64_t j = k0; j < k1; ++j) {
+          const float* kr = frow(k, kvh, j);
+          double d = 0.0;
+          for (int64_t i = 0; i < hd; ++i) d += static_cast<double>(qh[i]) * kr[i];
+          score[static_cast<size_t>(j - k0)] = d * scale;
+          mx = std::max(mx, d * scale);
+        }
+        double sum = 0.0;
+        for (double& x : score) sum += (x = std::exp(x - mx));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = k0; j < k1; ++j) {
+          const float* vr = frow(v, kvh, j);
+          const double w = score[static_cast<size_t>(j - k0)] / sum;
+          for (int64_t i = 0; i < hd; ++i) acc[i] += w * vr[i];
+        }
+        float* o = frow(out, t) + h * hd;
+        for (int64_t i = 0; i < hd; ++i) o[i] = static_cast<float>(acc[i]);
+      }
+    }
+  }
+}
+
 void RefOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta& batch, KvView kv) {
   const int64_t kvd = k.ne[0];
   FERRY_ASSERT(k.dtype == DType::F32 && v.dtype == DType::F32 && same_shape(k, v) && k.ne[1] == batch.n_tokens);
@@ -346,7 +449,7 @@ void RefOps::kv_store(const TensorView& k, const TensorView& v, const BatchMeta&
 
 // For each token t and head h (KV head h / (n_head / n_kv_head)): softmax over the visible cells c
 // (same sequence, cell_pos <= pos[t], pos[t] - cell_pos < window) of scale * q.k_c (soft-capped when
-// asked), then the weighted sum of v_c. Everything accumulates in double.
+// asked), then the weighted sum of v_c, over the cells in position order. Everything accumulates in double.
 void RefOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& batch, const AttnParams& p,
                        TensorView out) {
   const int64_t hd = p.head_dim, n_tok = batch.n_tokens;
@@ -370,6 +473,9 @@ void RefOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
       if (p.window > 0 && pos[t] - cpos[c] >= p.window) continue;
       visible.push_back(c);
     }
+    // Position order, wherever the cells lie (sums in a fixed order: the result does not depend on
+    // which cells other sequences freed).
+    std::stable_sort(visible.begin(), visible.end(), [cpos](int32_t a, int32_t b) { return cpos[a] < cpos[b]; });
     FERRY_ASSERT_MSG(!visible.empty(), "attention: a token sees no cell (its own K/V must be stored first)");
     score.resize(visible.size());
     float* orow = frow(out, t);

@@ -43,6 +43,9 @@ class RefOps final : public Ops {
                  TensorView out) override;
   void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) override;
   void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) override;
+  void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) override;
+  void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const int32_t* bounds,
+                          int32_t n_seg, float scale, TensorView out) override;
 
  private:
   bool llama() const { return numerics_ == RefNumerics::kLlamaCpp; }

@@ -1,0 +1,67 @@
+// ChatFormatter (chat_format.h).
+#include "serve/chat_format.h"
+
+#include "engine/generate.h"
+#include "format/gguf.h"
+#include "model/model_spec.h"
+
+namespace ferry::serve {
+
+namespace {
+
+// Gemma's turns, for a gemma3 file without a template: no system role (its text opens the first user
+// turn, as Gemma's own template does), "model" for the assistant. BOS is added by the tokenizer.
+Expected<std::string> gemma_turns(const text::ChatRequest& r) {
+  std::string out, system;
+  for (const text::ChatMessage& m : r.messages) {
+    const std::string content = m.content.value_or("");
+    if (m.role == "system") {
+      system += (system.empty() ? "" : "\n\n") + content;
+      continue;
+    }
+    if (m.role != "user" && m.role != "assistant")
+      return make_error(ErrorCode::kInvalidArgument, "the Gemma turn format has no role '%s'", m.role.c_str());
+    out += m.role == "user" ? "<start_of_turn>user\n" : "<start_of_turn>model\n";
+    if (m.role == "user" && !system.empty()) {
+      out += system + "\n\n";
+      system.clear();
+    }
+    out += content + "<end_of_turn>\n";
+  }
+  if (r.add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+}  // namespace
+
+Expected<ChatFormatter> ChatFormatter::for_engine(const engine::Engine& engine) {
+  ChatFormatter f;
+  f.engine_ = &engine;
+  auto tmpl = engine::model_chat_template(engine);
+  if (tmpl) {
+    f.kind_ = Kind::kTemplate;
+    f.template_ = std::move(*tmpl);
+    f.origin_ = "the model's chat template";
+  } else if (tmpl.status().code() != ErrorCode::kNotFound) {
+    return tmpl.status();
+  } else if (engine.spec().arch == model::Arch::kGemma3) {
+    f.kind_ = Kind::kGemma;
+    f.origin_ = "Gemma turns (the file has no chat template)";
+  } else {
+    f.none_reason_ = engine.file().path() + " has no chat template (tokenizer.chat_template)";
+    f.origin_ = "none: " + f.none_reason_;
+  }
+  return f;
+}
+
+Expected<std::string> ChatFormatter::format(text::ChatRequest request) const {
+  switch (kind_) {
+    case Kind::kTemplate: return engine::render_chat(*engine_, *template_, std::move(request));
+    case Kind::kGemma: return gemma_turns(request);
+    case Kind::kNone: break;
+  }
+  return make_error(ErrorCode::kUnsupported, "the model cannot chat: %s; send plain text to /v1/completions",
+                    none_reason_.c_str());
+}
+
+}  // namespace ferry::serve

@@ -1,0 +1,40 @@
+// ChatFormatter: a conversation -> the prompt text of one model, for the server and `ferry chat`. The
+// model's own Jinja template (tokenizer.chat_template, rendered by text::ChatTemplate with the BOS/EOS
+// handling of engine::render_chat); a file without one gets its architecture's known turn format (Gemma's
+// turns for gemma3), and any other file cannot chat (a clear error; plain completions still work).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "text/chat_template.h"
+
+namespace ferry::serve {
+
+class ChatFormatter {
+ public:
+  // For `engine`'s model. Errors: a template that does not parse (kInvalidArgument, naming the line).
+  static Expected<ChatFormatter> for_engine(const engine::Engine& engine);
+
+  // The prompt text (before tokenize_prompt) of request.messages with the assistant's turn opened when
+  // request.add_generation_prompt. Errors: kUnsupported when the model has no chat format; the
+  // template's own refusals (raise_exception, e.g. roles that do not alternate) as kInvalidArgument.
+  Expected<std::string> format(text::ChatRequest request) const;
+
+  // Where the format comes from: "the model's chat template", "Gemma turns (no template in the file)",
+  // or "none: <why>".
+  const std::string& origin() const { return origin_; }
+  bool can_chat() const { return kind_ != Kind::kNone; }
+
+ private:
+  enum class Kind { kTemplate, kGemma, kNone };
+  const engine::Engine* engine_ = nullptr;
+  Kind kind_ = Kind::kNone;
+  std::optional<text::ChatTemplate> template_;
+  std::string origin_;
+  std::string none_reason_;  // kNone: why
+};
+
+}  // namespace ferry::serve

@@ -1,0 +1,393 @@
+// parse_api_request (openai_request.h): the body as JSON (nlohmann checks the syntax and that every
+// string is UTF-8), then each field the endpoint knows, by name, type and range.
+#include "serve/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+namespace ferry::serve {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Fields each endpoint accepts (OpenAI's, and llama-server's sampling extensions top_k, min_p,
+// repeat_penalty, ignore_eos, chat_template_kwargs).
+const std::set<std::string> kCommon = {"model",        "stream",           "stream_options", "max_tokens",
+                                       "temperature",  "top_p",            "top_k",          "min_p",
+                                       "seed",         "stop",             "presence_penalty", "frequency_penalty",
+                                       "repeat_penalty", "n",              "user",           "ignore_eos",
+                                       "logit_bias",   "logprobs"};
+const std::set<std::string> kChatOnly = {"messages",   "max_completion_tokens", "top_logprobs",         "response_format",
+                                         "chat_template_kwargs", "tools",       "tool_choice",          "functions",
+                                         "function_call", "parallel_tool_calls"};
+const std::set<std::string> kCompletionsOnly = {"prompt", "echo", "best_of", "suffix"};
+// Keys a chat message may carry (what OpenAI's clients send back with an earlier assistant turn too).
+const std::set<std::string> kMessageKeys = {"role",   "content", "name",          "tool_calls",       "tool_call_id",
+                                            "refusal", "audio",   "function_call", "reasoning_content", "annotations"};
+
+constexpr size_t kMaxStops = 16;
+constexpr int32_t kMaxTopLogprobs = 20;
+
+std::string type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "something else";
+  }
+}
+
+// Reads fields into an ApiRequest; the first problem found is kept and ends the parse.
+class Reader {
+ public:
+  explicit Reader(const json& body) : body_(body) {}
+
+  bool failed() const { return error_.has_value(); }
+  ApiError take_error() { return *error_; }
+
+  void fail(const std::string& param, const std::string& message, const std::string& code = "") {
+    if (error_) return;
+    ApiError e;
+    e.message = message;
+    e.param = param;
+    e.code = code;
+    error_ = e;
+  }
+
+  // The field, or null when absent or JSON null.
+  const json* get(const char* name) const {
+    auto it = body_.find(name);
+    return it == body_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  std::optional<bool> boolean(const char* name) {
+    const json* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) return wrong(name, "a boolean", *v), std::nullopt;
+    return v->get<bool>();
+  }
+
+  std::optional<double> number(const char* name, double lo, double hi) {
+    const json* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) return wrong(name, "a number", *v), std::nullopt;
+    const double x = v->get<double>();
+    if (!(x >= lo && x <= hi)) {
+      fail(name, std::string(name) + " must be between " + fmt(lo) + " and " + fmt(hi) + ", got " + v->dump());
+      return std::nullopt;
+    }
+    return x;
+  }
+
+  // An integer >= lo; values above `hi` become hi when clamp, else are errors.
+  std::optional<int64_t> integer(const char* name, int64_t lo, int64_t hi, bool clamp = false) {
+    const json* v = get(name);
+    if (!v) return std::nullopt;
+    if (v->is_number_unsigned()) {
+      const uint64_t u = v->get<uint64_t>();
+      if (u > static_cast<uint64_t>(hi)) {
+        if (clamp) return hi;
+        fail(name, std::string(name) + " must be at most " + std::to_string(hi) + ", got " + v->dump());
+        return std::nullopt;
+      }
+      return static_cast<int64_t>(u);
+    }
+    if (!v->is_number_integer()) return wrong(name, "an integer", *v), std::nullopt;
+    const int64_t x = v->get<int64_t>();
+    if (x < lo) {
+      fail(name, std::string(name) + " must be at least " + std::to_string(lo) + ", got " + v->dump());
+      return std::nullopt;
+    }
+    if (x > hi) {
+      if (clamp) return hi;
+      fail(name, std::string(name) + " must be at most " + std::to_string(hi) + ", got " + v->dump());
+      return std::nullopt;
+    }
+    return x;
+  }
+
+  std::optional<std::string> string(const char* name) {
+    const json* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) return wrong(name, "a string", *v), std::nullopt;
+    return v->get<std::string>();
+  }
+
+  void wrong(const std::string& name, const char* want, const json& got) {
+    fail(name, name + " must be " + want + ", got " + type_name(got));
+  }
+
+  void unsupported(const std::string& name, const std::string& what) {
+    fail(name, what + " is not supported by ferry serve", "unsupported");
+  }
+
+ private:
+  static std::string fmt(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", x);
+    return buf;
+  }
+
+  const json& body_;
+  std::optional<ApiError> error_;
+};
+
+// One message's content: a string, null, or a list of text parts (joined with newlines).
+std::optional<std::string> message_content(Reader& r, const json& c, const std::string& where) {
+  if (c.is_null()) return std::nullopt;
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) {
+    r.wrong(where, "a string, null or an array of content parts", c);
+    return std::nullopt;
+  }
+  std::string text;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const json& part = c[i];
+    const std::string pw = where + "[" + std::to_string(i) + "]";
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      r.fail(pw, pw + " must be an object with a string \"type\"");
+      return std::nullopt;
+    }
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") {
+      r.unsupported(pw, "content of type '" + type + "'");
+      return std::nullopt;
+    }
+    if (!part.contains("text") || !part["text"].is_string()) {
+      r.fail(pw, pw + ".text must be a string");
+      return std::nullopt;
+    }
+    if (i > 0) text += "\n";
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void read_tool_calls(Reader& r, const json& calls, const std::string& where, text::ChatMessage* m) {
+  if (!calls.is_array()) return r.wrong(where, "an array", calls);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const json& c = calls[i];
+    const std::string cw = where + "[" + std::to_string(i) + "]";
+    const json* fn = c.is_object() && c.contains("function") ? &c["function"] : nullptr;
+    if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+      return r.fail(cw, cw + " must be {\"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": ...}}");
+    text::ChatToolCall call;
+    if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
+    call.name = (*fn)["name"].get<std::string>();
+    if (fn->contains("arguments")) {
+      const json& a = (*fn)["arguments"];
+      call.arguments = a.is_string() ? a.get<std::string>() : a.dump();
+    }
+    m->tool_calls.push_back(std::move(call));
+  }
+}
+
+void read_messages(Reader& r, ApiRequest* out) {
+  const json* msgs = r.get("messages");
+  if (!msgs) return r.fail("messages", "messages is required: a non-empty array of {role, content}");
+  if (!msgs->is_array()) return r.wrong("messages", "an array", *msgs);
+  if (msgs->empty()) return r.fail("messages", "messages must not be empty");
+  for (size_t i = 0; i < msgs->size() && !r.failed(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return r.wrong(where, "an object", m);
+    for (auto it = m.begin(); it != m.end(); ++it)
+      if (!kMessageKeys.count(it.key())) return r.fail(where + "." + it.key(), where + " has an unknown field '" + it.key() + "'");
+    if (!m.contains("role") || !m["role"].is_string()) return r.fail(where + ".role", where + ".role must be a string");
+    text::ChatMessage cm;
+    cm.role = m["role"].get<std::string>();
+    if (cm.role == "developer") cm.role = "system";  // OpenAI's newer name for the system role
+    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool")
+      return r.fail(where + ".role", where + ".role must be system, developer, user, assistant or tool, got '" +
+                                         cm.role + "'");
+    if (m.contains("content")) cm.content = message_content(r, m["content"], where + ".content");
+    if (r.failed()) return;
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) read_tool_calls(r, m["tool_calls"], where + ".tool_calls", &cm);
+    if (!cm.content && cm.tool_calls.empty() && cm.role != "assistant")
+      return r.fail(where + ".content", where + ".content is required for role " + cm.role);
+    for (const char* key : {"name", "tool_call_id", "reasoning_content"}) {
+      if (!m.contains(key) || m[key].is_null()) continue;
+      if (!m[key].is_string()) return r.wrong(where + "." + key, "a string", m[key]);
+      std::string v = m[key].get<std::string>();
+      if (key == std::string("name")) cm.name = std::move(v);
+      else if (key == std::string("tool_call_id")) cm.tool_call_id = std::move(v);
+      else cm.reasoning_content = std::move(v);
+    }
+    out->chat.messages.push_back(std::move(cm));
+  }
+  out->chat.add_generation_prompt = true;
+}
+
+void read_prompt(Reader& r, ApiRequest* out) {
+  const json* p = r.get("prompt");
+  if (!p) return r.fail("prompt", "prompt is required: a string or an array of token ids");
+  const json* one = p;
+  if (p->is_array() && !p->empty() && (p->at(0).is_string() || p->at(0).is_array())) {
+    if (p->size() != 1) return r.unsupported("prompt", "more than one prompt per request");
+    one = &p->at(0);
+  }
+  if (one->is_string()) {
+    out->prompt = one->get<std::string>();
+    return;
+  }
+  if (!one->is_array()) return r.wrong("prompt", "a string or an array of token ids", *p);
+  out->prompt_is_tokens = true;
+  for (const json& t : *one) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      return r.fail("prompt", "prompt token ids must be integers >= 0");
+    out->prompt_tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  if (out->prompt_tokens.empty()) r.fail("prompt", "prompt must not be empty");
+}
+
+void read_stop(Reader& r, GenerationParams* g) {
+  const json* s = r.get("stop");
+  if (!s) return;
+  if (s->is_string()) {
+    g->stop.push_back(s->get<std::string>());
+    return;
+  }
+  if (!s->is_array()) return r.wrong("stop", "a string or an array of strings", *s);
+  if (s->size() > kMaxStops) return r.fail("stop", "stop may hold at most " + std::to_string(kMaxStops) + " strings");
+  for (const json& x : *s) {
+    if (!x.is_string()) return r.wrong("stop", "an array of strings; an element is", x);
+    g->stop.push_back(x.get<std::string>());
+  }
+}
+
+// Fields ferry knows but does not do: an error unless they ask for the default.
+void read_unsupported(Reader& r, Endpoint e) {
+  if (auto n = r.integer("n", 1, 1 << 20); n && *n != 1) r.unsupported("n", "n other than 1");
+  if (const json* lb = r.get("logit_bias"); lb && !(lb->is_object() && lb->empty()))
+    r.unsupported("logit_bias", "logit_bias");
+  if (e == Endpoint::kChat) {
+    if (const json* t = r.get("tools"); t && !(t->is_array() && t->empty())) r.unsupported("tools", "tool calling");
+    if (const json* t = r.get("functions"); t) r.unsupported("functions", "function calling");
+    if (const json* t = r.get("function_call"); t) r.unsupported("function_call", "function calling");
+    if (const json* t = r.get("tool_choice"); t && !(t->is_string() && t->get<std::string>() == "none"))
+      r.unsupported("tool_choice", "tool calling");
+    r.boolean("parallel_tool_calls");
+    if (const json* f = r.get("response_format")) {
+      if (!f->is_object() || !f->contains("type") || !(*f)["type"].is_string())
+        r.fail("response_format", "response_format must be {\"type\": ...}");
+      else if ((*f)["type"].get<std::string>() != "text")
+        r.unsupported("response_format", "response_format '" + (*f)["type"].get<std::string>() + "'");
+    }
+  } else {
+    if (auto echo = r.boolean("echo"); echo && *echo) r.unsupported("echo", "echo");
+    if (auto b = r.integer("best_of", 1, 1 << 20); b && *b != 1) r.unsupported("best_of", "best_of other than 1");
+    if (auto s = r.string("suffix"); s && !s->empty()) r.unsupported("suffix", "suffix");
+  }
+}
+
+}  // namespace
+
+json error_json(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}};
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return json{{"error", err}};
+}
+
+std::variant<ApiRequest, ApiError> parse_api_request(Endpoint e, std::string_view body, uint64_t random_seed) {
+  json j;
+  try {
+    j = json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& ex) {
+    ApiError err;
+    err.message = std::string("the body is not valid JSON (UTF-8): ") + ex.what();
+    return err;
+  }
+  if (!j.is_object()) {
+    ApiError err;
+    err.message = "the body must be a JSON object, got " + type_name(j);
+    return err;
+  }
+  Reader r(j);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const bool known = kCommon.count(k) || (e == Endpoint::kChat ? kChatOnly.count(k) : kCompletionsOnly.count(k));
+    if (!known) {
+      r.fail(k, "unknown field '" + k + "'");
+      return r.take_error();
+    }
+  }
+
+  ApiRequest out;
+  out.endpoint = e;
+  GenerationParams& g = out.gen;
+  if (auto m = r.string("model")) out.model = *m;
+  r.string("user");
+  if (auto s = r.boolean("stream")) out.stream = *s;
+  if (const json* so = r.get("stream_options")) {
+    if (!so->is_object()) {
+      r.wrong("stream_options", "an object", *so);
+    } else if (!out.stream) {
+      r.fail("stream_options", "stream_options is only allowed with stream: true");
+    } else {
+      for (auto it = so->begin(); it != so->end(); ++it) {
+        if (it.key() != "include_usage") r.fail("stream_options." + it.key(), "unknown field 'stream_options." + it.key() + "'");
+        else if (!it->is_boolean()) r.wrong("stream_options.include_usage", "a boolean", *it);
+        else out.include_usage = it->get<bool>();
+      }
+    }
+  }
+  // max_tokens: an integer >= 0; beyond the int range it is clamped, and the scheduler clamps it again
+  // to the room the request's context leaves.
+  constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+  std::optional<int64_t> max_tokens = r.integer("max_tokens", 0, kMaxInt, true);
+  if (e == Endpoint::kChat)
+    if (auto mct = r.integer("max_completion_tokens", 0, kMaxInt, true)) max_tokens = mct;
+  g.max_tokens = max_tokens ? static_cast<int32_t>(*max_tokens) : -1;
+  if (auto t = r.number("temperature", 0, 2)) g.sampling.temp = static_cast<float>(*t);
+  if (auto p = r.number("top_p", 0, 1)) g.sampling.top_p = static_cast<float>(*p);
+  if (auto k = r.integer("top_k", 0, kMaxInt)) g.sampling.top_k = static_cast<int32_t>(*k);
+  if (auto m = r.number("min_p", 0, 1)) g.sampling.min_p = static_cast<float>(*m);
+  if (auto p = r.number("presence_penalty", -2, 2)) g.presence_penalty = static_cast<float>(*p);
+  if (auto f = r.number("frequency_penalty", -2, 2)) g.frequency_penalty = static_cast<float>(*f);
+  if (auto rp = r.number("repeat_penalty", 0, 10)) {
+    if (*rp == 0) r.fail("repeat_penalty", "repeat_penalty must be > 0 (1: off)");
+    g.sampling.repeat_penalty = static_cast<float>(*rp);
+  }
+  if (auto ig = r.boolean("ignore_eos")) g.ignore_eos = *ig;
+  g.sampling.seed = random_seed;
+  if (const json* s = r.get("seed")) {
+    if (s->is_number_unsigned()) g.sampling.seed = s->get<uint64_t>();
+    else if (s->is_number_integer()) g.sampling.seed = static_cast<uint64_t>(s->get<int64_t>());
+    else r.wrong("seed", "an integer", *s);
+  }
+  read_stop(r, &g);
+  if (e == Endpoint::kChat) {
+    if (auto lp = r.boolean("logprobs")) out.logprobs = *lp;
+    if (auto top = r.integer("top_logprobs", 0, kMaxTopLogprobs)) {
+      if (!out.logprobs) r.fail("top_logprobs", "top_logprobs needs logprobs: true");
+      g.top_logprobs = static_cast<int32_t>(*top);
+    }
+    if (out.logprobs && g.top_logprobs < 0) g.top_logprobs = 0;
+    if (const json* kw = r.get("chat_template_kwargs")) {
+      if (!kw->is_object()) r.wrong("chat_template_kwargs", "an object", *kw);
+      else out.chat.extra_json = kw->dump();
+    }
+    read_messages(r, &out);
+  } else {
+    if (auto lp = r.integer("logprobs", 0, kMaxTopLogprobs)) {
+      out.logprobs = true;
+      g.top_logprobs = static_cast<int32_t>(*lp);
+    }
+    read_prompt(r, &out);
+  }
+  read_unsupported(r, e);
+  if (r.failed()) return r.take_error();
+  return out;
+}
+
+}  // namespace ferry::serve

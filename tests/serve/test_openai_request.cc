@@ -1,0 +1,156 @@
+// parse_api_request: what a valid body becomes (defaults, fields, messages), and that bad bodies are one
+// error naming the field; the response shapes the official clients read.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "serve/openai_request.h"
+#include "serve/openai_response.h"
+
+namespace ferry::serve {
+namespace {
+
+ApiRequest ok(Endpoint e, const std::string& body) {
+  auto r = parse_api_request(e, body, 77);
+  if (auto* err = std::get_if<ApiError>(&r)) ADD_FAILURE() << body << " -> " << err->message;
+  return std::holds_alternative<ApiRequest>(r) ? std::get<ApiRequest>(r) : ApiRequest{};
+}
+
+ApiError bad(Endpoint e, const std::string& body) {
+  auto r = parse_api_request(e, body, 77);
+  if (!std::holds_alternative<ApiError>(r)) {
+    ADD_FAILURE() << body << " was accepted";
+    return {};
+  }
+  return std::get<ApiError>(r);
+}
+
+TEST(OpenAiRequest, ChatDefaultsAreLlamaServers) {
+  const ApiRequest r = ok(Endpoint::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.gen.max_tokens, -1);
+  EXPECT_FLOAT_EQ(r.gen.sampling.temp, 0.8f);
+  EXPECT_EQ(r.gen.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r.gen.sampling.top_p, 0.95f);
+  EXPECT_EQ(r.gen.sampling.seed, 77u);  // the random seed handed in
+  EXPECT_EQ(r.gen.top_logprobs, -1);
+  ASSERT_EQ(r.chat.messages.size(), 1u);
+  EXPECT_EQ(r.chat.messages[0].role, "user");
+  EXPECT_EQ(*r.chat.messages[0].content, "hi");
+  EXPECT_TRUE(r.chat.add_generation_prompt);
+}
+
+TEST(OpenAiRequest, ChatFields) {
+  const ApiRequest r = ok(Endpoint::kChat, R"({
+    "messages": [{"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                 {"role": "user", "content": "q"},
+                 {"role": "assistant", "content": null, "refusal": null,
+                  "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                 {"role": "tool", "content": "42", "tool_call_id": "c1"}],
+    "max_completion_tokens": 9, "temperature": 0, "top_p": 0.5, "seed": 5, "stop": ["x", "y"], "stream": true,
+    "stream_options": {"include_usage": true}, "logprobs": true, "top_logprobs": 2, "presence_penalty": 0.5,
+    "chat_template_kwargs": {"enable_thinking": false}, "user": "u", "n": 1, "tool_choice": "none"})");
+  EXPECT_EQ(r.gen.max_tokens, 9);
+  EXPECT_EQ(r.gen.sampling.temp, 0.f);
+  EXPECT_EQ(r.gen.sampling.seed, 5u);
+  EXPECT_EQ(r.gen.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(r.stream && r.include_usage && r.logprobs);
+  EXPECT_EQ(r.gen.top_logprobs, 2);
+  EXPECT_FLOAT_EQ(r.gen.presence_penalty, 0.5f);
+  EXPECT_EQ(r.chat.extra_json, R"({"enable_thinking":false})");
+  ASSERT_EQ(r.chat.messages.size(), 4u);
+  EXPECT_EQ(r.chat.messages[0].role, "system");
+  EXPECT_EQ(*r.chat.messages[0].content, "a\nb");
+  EXPECT_FALSE(r.chat.messages[2].content.has_value());
+  ASSERT_EQ(r.chat.messages[2].tool_calls.size(), 1u);
+  EXPECT_EQ(r.chat.messages[2].tool_calls[0].name, "f");
+  EXPECT_EQ(r.chat.messages[3].tool_call_id, "c1");
+}
+
+TEST(OpenAiRequest, CompletionsPrompts) {
+  EXPECT_EQ(ok(Endpoint::kCompletions, R"({"prompt": "abc"})").prompt, "abc");
+  EXPECT_EQ(ok(Endpoint::kCompletions, R"({"prompt": ["abc"]})").prompt, "abc");
+  const ApiRequest t = ok(Endpoint::kCompletions, R"({"prompt": [[1, 2, 3]], "logprobs": 2, "echo": false})");
+  EXPECT_TRUE(t.prompt_is_tokens);
+  EXPECT_EQ(t.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(t.gen.top_logprobs, 2);
+  // max_tokens past the int range is clamped (the scheduler clamps it again to the context).
+  EXPECT_EQ(ok(Endpoint::kCompletions, R"({"prompt": "a", "max_tokens": 100000000000000})").gen.max_tokens,
+            2147483647);
+}
+
+TEST(OpenAiRequest, BadBodiesNameTheField) {
+  struct Case {
+    Endpoint e;
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {Endpoint::kChat, R"({"messages": [)", ""},
+      {Endpoint::kChat, "\"text\"", ""},
+      {Endpoint::kChat, "{\"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}", ""},
+      {Endpoint::kChat, R"({})", "messages"},
+      {Endpoint::kChat, R"({"messages": {}})", "messages"},
+      {Endpoint::kChat, R"({"messages": []})", "messages"},
+      {Endpoint::kChat, R"({"messages": [1]})", "messages[0]"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user"}]})", "messages[0].content"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a", "x": 1}]})", "messages[0].x"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "max_tokens": -5})", "max_tokens"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "top_p": 1.5})", "top_p"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "stop": ["a", 1]})", "stop"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "stream_options": {}})", "stream_options"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}})",
+       "response_format"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": {"1": 5}})", "logit_bias"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "prompt": "x"})", "prompt"},
+      {Endpoint::kCompletions, R"({"prompt": 5})", "prompt"},
+      {Endpoint::kCompletions, R"({"prompt": [1, -2]})", "prompt"},
+      {Endpoint::kCompletions, R"({"prompt": []})", "prompt"},
+      {Endpoint::kCompletions, R"({"prompt": "a", "best_of": 3})", "best_of"},
+      {Endpoint::kCompletions, R"({"prompt": "a", "top_logprobs": 3})", "top_logprobs"},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = bad(c.e, c.body);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << ": " << e.message;
+    EXPECT_FALSE(e.message.empty());
+  }
+}
+
+TEST(OpenAiResponse, Shapes) {
+  ResponseContext ctx;
+  ctx.endpoint = Endpoint::kChat;
+  ctx.id = "chatcmpl-1";
+  ctx.model = "m";
+  RequestUpdate all;
+  all.text = "hello";
+  all.finished = true;
+  all.reason = FinishReason::kLength;
+  all.prompt_tokens = 3;
+  all.completion_tokens = 2;
+  const nlohmann::json j = completion_json(ctx, all);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "hello");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["total_tokens"], 5);
+  const nlohmann::json first = chunk_json(ctx, "", {}, true, nullptr);
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  // A token's partial UTF-8 bytes do not break the JSON text.
+  TokenLogprob lp;
+  lp.token = 5;
+  lp.bytes = "\xe2\x82";
+  ctx.logprobs = true;
+  const std::string text = dump(chunk_json(ctx, "x", {lp}, false, "stop"));
+  EXPECT_NE(text.find("\"bytes\":[226,130]"), std::string::npos) << text;
+  ApiError e;
+  e.message = "m";
+  e.param = "p";
+  const nlohmann::json ej = error_json(e);
+  EXPECT_EQ(ej["error"]["param"], "p");
+  EXPECT_TRUE(ej["error"]["code"].is_null());
+}
+
+}  // namespace
+}  // namespace ferry::serve
