@@ -7,12 +7,17 @@
 //   weight       W   [in = K, out = N]        any weight dtype
 //   q                [head_dim, n_head, n_tokens]     F32
 //   KV cache layer   K, V [head_dim * n_kv_head, n_cells]  F16
+//   stacked experts  W [K, N, n_expert]      any weight dtype (expert e: the [K, N] matrix at e * nb[2])
+//   routing          ids [n_used, n_tokens] I32, weights [n_used, n_tokens] F32
 // All views passed to one Ops instance live where that instance computes (host or device).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "base/status.h"
+#include "kernels/moe_route.h"
 #include "tensor/tensor_view.h"
 
 namespace ferry::kernels {
@@ -164,6 +169,30 @@ class Ops {
   // Copy rows: out[:, i] = x[:, rows[i]]. rows is a host array (n = out.ne[1]).
   virtual void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) = 0;
 
+  // ---- mixture of experts (model/forward.h: forward_moe) ----------------------------------------------
+  // Router: logits [n_expert, T] F32 -> per token the r.n_used experts it runs, ids [n_used, T] I32, highest
+  // weight first, and their mixing weights [n_used, T] F32 (kernels/moe_route.h: route_token).
+  virtual void moe_route(const TensorView& logits, const MoeRoute& r, TensorView ids, TensorView weights);
+  // The expert matmul (ggml's mul_mat_id): outs[i][:, j, t] = expert ids[j, t] of ws[i] times x[:, j', t],
+  // for n stacked expert weights ws[i] [K, N_i, n_expert] of one input. x [K, 1 or n_used, T] F32: with
+  // one row per token every slot multiplies it (gate / up, j' = 0), else slot j its own row (down, j' = j).
+  // outs[i] [N_i, n_used, T] F32. Only the routed experts' weights are read. The default is one matmul
+  // per (slot, token) over views of the expert's matrix.
+  virtual void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids,
+                         TensorView* outs);
+  // out[:, t] = sum over j = 0, 1, ... of weights[j, t] * y[:, j, t]: each product rounded to F32, then
+  // added left to right (ggml's mul, then its adds in slot order). y [d, n_used, T] may be overwritten.
+  virtual void moe_combine(const TensorView& y, const TensorView& weights, TensorView out);
+  // Bytes between this Ops' memory and the host, complete when the call returns (the MoE defaults read
+  // the routing through them). The defaults are memcpy: host Ops need nothing else.
+  virtual void copy_to_host(const TensorView& src, void* dst, size_t bytes) {
+    FERRY_ASSERT(src.where == Where::kHost);
+    std::memcpy(dst, src.data, bytes);
+  }
+  virtual void copy_from_host(const void* src, TensorView dst, size_t bytes) {
+    FERRY_ASSERT(dst.where == Where::kHost);
+    std::memcpy(dst.data, src, bytes);
+  }
   // ---- vision-language models (Qwen2.5-VL); the defaults refuse: RefOps, CpuOps and CudaOps implement
   // them.
   // RoPE in place on x [head_dim, n_head, n_tokens] with per-token positions per stream: pos is
@@ -201,5 +230,74 @@ class Ops {
   // on the batch keep the default.
   virtual void set_token_groups(int32_t n_tokens, int32_t n_decode) {}
 };
+
+// Column (j, t) of a [ne0, ne1, ne2] F32 view, as a [ne0, 1] view.
+inline TensorView column_view(const TensorView& v, int64_t j, int64_t t) {
+  TensorView c = v;
+  c.data = v.row(j, t);
+  c.ne[1] = c.ne[2] = c.ne[3] = 1;
+  c.nb[2] = c.nb[3] = c.nb[1];
+  return c;
+}
+
+// Expert e of a stacked [K, N, n_expert] weight, as its [K, N] matrix.
+inline TensorView expert_view(const TensorView& w, int64_t e) {
+  TensorView m = w;
+  m.data = static_cast<char*>(w.data) + static_cast<size_t>(e) * w.nb[2];
+  m.ne[2] = m.ne[3] = 1;
+  m.nb[3] = m.nb[2];
+  return m;
+}
+
+inline void Ops::moe_route(const TensorView& logits, const MoeRoute& r, TensorView ids, TensorView weights) {
+  const int64_t E = logits.ne[0], T = logits.ne[1], k = r.n_used;
+  FERRY_ASSERT(logits.dtype == DType::F32 && ids.dtype == DType::I32 && weights.dtype == DType::F32);
+  FERRY_ASSERT(k > 0 && k <= E && ids.ne[0] == k && ids.ne[1] == T && weights.ne[0] == k && weights.ne[1] == T);
+  FERRY_ASSERT(logits.is_contiguous() && ids.is_contiguous() && weights.is_contiguous());
+  std::vector<float> l(static_cast<size_t>(E * T)), scratch(static_cast<size_t>(E)), w(static_cast<size_t>(k * T));
+  std::vector<int32_t> id(static_cast<size_t>(k * T));
+  copy_to_host(logits, l.data(), l.size() * sizeof(float));
+  for (int64_t t = 0; t < T; ++t)
+    route_token(l.data() + t * E, static_cast<int32_t>(E), r, scratch.data(), id.data() + t * k, w.data() + t * k);
+  copy_from_host(id.data(), ids, id.size() * sizeof(int32_t));
+  copy_from_host(w.data(), weights, w.size() * sizeof(float));
+}
+
+inline void Ops::matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids,
+                           TensorView* outs) {
+  const int64_t k = ids.ne[0], T = ids.ne[1];
+  FERRY_ASSERT(ids.dtype == DType::I32 && ids.is_contiguous() && x.dtype == DType::F32);
+  FERRY_ASSERT(x.ne[2] == T && (x.ne[1] == 1 || x.ne[1] == k));
+  std::vector<int32_t> id(static_cast<size_t>(k * T), 0);
+  copy_to_host(ids, id.data(), id.size() * sizeof(int32_t));
+  for (int i = 0; i < n; ++i) {
+    const TensorView& w = *ws[i];
+    FERRY_ASSERT(w.ne[0] == x.ne[0] && outs[i].ne[0] == w.ne[1] && outs[i].ne[1] == k && outs[i].ne[2] == T);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = id[static_cast<size_t>(t * k + j)];
+        FERRY_ASSERT(e >= 0 && e < w.ne[2]);
+        matmul(expert_view(w, e), column_view(x, x.ne[1] == 1 ? 0 : j, t), column_view(outs[i], j, t));
+      }
+  }
+}
+
+inline void Ops::moe_combine(const TensorView& y, const TensorView& weights, TensorView out) {
+  const int64_t k = y.ne[1], T = y.ne[2];
+  FERRY_ASSERT(y.dtype == DType::F32 && weights.dtype == DType::F32 && out.dtype == DType::F32);
+  FERRY_ASSERT(weights.ne[0] == k && weights.ne[1] == T && out.ne[0] == y.ne[0] && out.ne[1] == T);
+  FERRY_ASSERT(weights.is_contiguous());
+  std::vector<float> w(static_cast<size_t>(k * T), 0.f);
+  copy_to_host(weights, w.data(), w.size() * sizeof(float));
+  for (int64_t t = 0; t < T; ++t) {
+    const TensorView o = column_view(out, t, 0);
+    scale(column_view(y, 0, t), w[static_cast<size_t>(t * k)], o);
+    for (int64_t j = 1; j < k; ++j) {
+      const TensorView yj = column_view(y, j, t);
+      scale(yj, w[static_cast<size_t>(t * k + j)], yj);
+      add(o, yj, o);
+    }
+  }
+}
 
 }  // namespace ferry::kernels

@@ -1,8 +1,9 @@
-// The dense forward (see forward.h). Reads top to bottom like the llama.cpp graphs it reproduces
-// (models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp); the only per-architecture branches are the
-// ModelSpec flags. The residual stream x is updated in place; every other buffer is reused per block.
+// The forward (see forward.h). Reads top to bottom like the llama.cpp graphs it reproduces
+// (models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp, qwen3moe.cpp); the only per-architecture branches
+// are the ModelSpec flags. The residual stream x is updated in place; every other buffer is reused per block.
 #include "model/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -44,12 +45,19 @@ TensorView heads(const TensorView& buf, int64_t a, int64_t b, int64_t n) {
   return TensorView::make(DType::F32, buf.data, a, b, n, 1, buf.where);
 }
 
+// Width of the gate / up buffers: the dense FFN's, or every routed expert's of a token.
+size_t glu_width(const ModelSpec& spec) {
+  return std::max(static_cast<size_t>(spec.n_ff), static_cast<size_t>(spec.n_expert_used) * spec.n_ff_expert);
+}
+
 }  // namespace
 
 size_t scratch_floats(const ModelSpec& spec, int32_t n_max, int32_t n_out_max) {
   const size_t n = static_cast<size_t>(n_max), no = static_cast<size_t>(n_out_max);
-  const size_t d = spec.n_embd, qd = spec.q_dim(), kvd = spec.kv_dim(), ff = spec.n_ff;
-  return n * (3 * d + 2 * qd + 2 * kvd + 2 * ff) + no * (d + static_cast<size_t>(spec.n_vocab));
+  const size_t d = spec.n_embd, qd = spec.q_dim(), kvd = spec.kv_dim(), ff = glu_width(spec);
+  const size_t moe = static_cast<size_t>(spec.n_expert) + 2 * static_cast<size_t>(spec.n_expert_used) +
+                     d * static_cast<size_t>(spec.n_expert_used);
+  return n * (3 * d + 2 * qd + 2 * kvd + 2 * ff + moe) + no * (d + static_cast<size_t>(spec.n_vocab));
 }
 
 Scratch make_scratch(const ModelSpec& spec, int32_t n_max, int32_t n_out_max, float* base, Where where) {
@@ -69,8 +77,13 @@ Scratch make_scratch(const ModelSpec& spec, int32_t n_max, int32_t n_out_max, fl
   s.v = take(spec.kv_dim(), n_max);
   s.attn = take(spec.q_dim(), n_max);
   s.proj = take(spec.n_embd, n_max);
-  s.gate = take(spec.n_ff, n_max);
-  s.up = take(spec.n_ff, n_max);
+  s.gate = take(static_cast<int64_t>(glu_width(spec)), n_max);
+  s.up = take(static_cast<int64_t>(glu_width(spec)), n_max);
+  s.moe_logits = take(spec.n_expert, n_max);
+  s.moe_ids = take(spec.n_expert_used, n_max);
+  s.moe_ids.dtype = DType::I32;  // same element size as F32
+  s.moe_weights = take(spec.n_expert_used, n_max);
+  s.moe_out = take(spec.n_embd, static_cast<int64_t>(spec.n_expert_used) * n_max);
   s.head_x = take(spec.n_embd, n_out_max);
   s.logits = take(spec.n_vocab, n_out_max);
   FERRY_ASSERT(static_cast<size_t>(p - base) == scratch_floats(spec, n_max, n_out_max));
@@ -195,7 +208,8 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
 
   // Without a bias, post-norm or a recorder, the projection is added to x where it is computed.
   if (!present(L.attn_output_bias) && !spec.post_norms && !recording(hook)) {
-    if (present(L.ffn_norm)) ops.expect_norm(x, L.ffn_norm, spec.rms_eps);  // the FFN's norm comes next
+    // The dense FFN's norm comes next (an MoE block norms with a plain rms_norm: no hint).
+    if (present(L.ffn_norm) && spec.n_expert == 0) ops.expect_norm(x, L.ffn_norm, spec.rms_eps);
     ops.matmul_acc(L.attn_output, attn, proj, x);
     return;
   }
@@ -264,6 +278,10 @@ void ffn_end(Ops& ops, const ModelSpec& spec, const LayerWeights& L, int32_t il,
 
 void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
                  const Scratch& s, const DebugHook* hook) {
+  if (spec.n_expert > 0) {
+    forward_moe(ops, spec, w, il, n_tokens, s, hook);
+    return;
+  }
   const LayerWeights& L = w.layers[il];
   const int64_t n = n_tokens;
   FERRY_ASSERT(n <= s.n_max);
@@ -281,6 +299,50 @@ void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   forward_ffn_norm(ops, spec, w, il, n_tokens, s, hook);
   ffn_middle(ops, spec, L.ffn_gate, L.ffn_up, L.ffn_down, n, s, s.proj.rows(0, n), false, hook, il);
   ffn_end(ops, spec, L, il, n, s, hook);
+}
+
+void forward_moe(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
+                 const Scratch& s, const DebugHook* hook) {
+  const LayerWeights& L = w.layers[il];
+  const int64_t n = n_tokens, d = spec.n_embd, k = spec.n_expert_used, ffe = spec.n_ff_expert;
+  FERRY_ASSERT(n <= s.n_max && spec.n_expert > 0);
+  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n), proj = s.proj.rows(0, n);
+  ops.rms_norm(x, L.ffn_norm, spec.rms_eps, xn);
+  record(hook, xn, "blk.%d.ffn_norm", il);
+
+  const TensorView logits = s.moe_logits.rows(0, n);
+  ops.matmul(L.ffn_gate_inp, xn, logits);
+  record(hook, logits, "blk.%d.ffn_moe_logits", il);
+  kernels::MoeRoute route;
+  route.n_used = static_cast<int32_t>(k);
+  route.gating = kernels::MoeGating::kSoftmax;
+  route.normalize = spec.expert_weights_norm;
+  const TensorView ids = s.moe_ids.rows(0, n), weights = s.moe_weights.rows(0, n);
+  ops.moe_route(logits, route, ids, weights);
+  record(hook, weights, "blk.%d.ffn_moe_weights", il);
+
+  // Each token's routed experts: gate / up [ffe, k, n] from the token's xn, down [d, k, n] from its slots.
+  const TensorView gate = TensorView::make(DType::F32, s.gate.data, ffe, k, n, 1, s.gate.where);
+  const TensorView up = TensorView::make(DType::F32, s.up.data, ffe, k, n, 1, s.up.where);
+  {
+    const TensorView* ws[2] = {&L.ffn_gate_exps, &L.ffn_up_exps};
+    TensorView outs[2] = {gate, up};
+    ops.matmul_id(2, ws, TensorView::make(DType::F32, xn.data, d, 1, n, 1, xn.where), ids, outs);
+  }
+  record(hook, gate, "blk.%d.ffn_moe_gate", il);
+  record(hook, up, "blk.%d.ffn_moe_up", il);
+  const TensorView gate2 = TensorView::make(DType::F32, s.gate.data, ffe, k * n, 1, 1, s.gate.where);
+  const TensorView up2 = TensorView::make(DType::F32, s.up.data, ffe, k * n, 1, 1, s.up.where);
+  ops.glu(gate2, up2, Activation::kSilu, gate2);
+  record(hook, gate, "blk.%d.ffn_moe_swiglu", il);
+  TensorView y = TensorView::make(DType::F32, s.moe_out.data, d, k, n, 1, s.moe_out.where);
+  const TensorView* down = &L.ffn_down_exps;
+  ops.matmul_id(1, &down, gate, ids, &y);
+  record(hook, y, "blk.%d.ffn_moe_down", il);
+  ops.moe_combine(y, weights, proj);
+  record(hook, proj, "blk.%d.ffn_moe_out", il);
+  ops.add(x, proj, x);
+  record(hook, x, "blk.%d.l_out", il);
 }
 
 FfnSlice ffn_slice_views(const LayerWeights& L, int64_t f0, int64_t f1) {

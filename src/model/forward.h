@@ -1,7 +1,8 @@
-// The forward pass of the dense architectures (llama, qwen2, qwen3, gemma3), written once against
-// Ops: one function per sub-layer kind (embed, attention block, FFN block, head) over caller-owned
-// scratch views. Architecture differences are ModelSpec flags (qkv_bias, qk_norm, post_norms, gelu,
-// embed_scale, sliding window), never copies of the code. Whoever runs a step (the all-on-one runner
+// The forward pass of the supported architectures (llama, qwen2, qwen3, gemma3; qwen3moe and Mixtral's
+// llama with experts), written once against Ops: one function per sub-layer kind (embed, attention
+// block, FFN or mixture-of-experts block, head) over caller-owned scratch views. Architecture
+// differences are ModelSpec flags (qkv_bias, qk_norm, post_norms, gelu, embed_scale, sliding window,
+// n_expert), never copies of the code. Whoever runs a step (the all-on-one runner
 // today, the hybrid executor later) calls these in order and may hand each call a different Ops.
 //
 // Intermediates are named as in llama.cpp's graph callbacks where one exists ("blk.7.attn_norm",
@@ -28,6 +29,8 @@ using DebugHook = std::function<void(const std::string& name, const TensorView& 
 
 // Scratch activations for a step of up to n_max tokens, of which up to n_out_max want logits.
 // All F32, contiguous, [features, tokens]; d = n_embd, qd = q_dim, kvd = kv_dim, ff = n_ff.
+// Mixture of experts: E = n_expert, k = n_expert_used, ffe = n_ff_expert; gate / up are then
+// max(ff, k * ffe) wide, and the moe_* buffers are empty for dense models.
 struct Scratch {
   int32_t n_max = 0;
   int32_t n_out_max = 0;
@@ -38,8 +41,12 @@ struct Scratch {
   TensorView v;       // [kvd, n_max]  values of the new tokens
   TensorView attn;    // [qd, n_max]   attention output (heads concatenated), before attn_output
   TensorView proj;    // [d, n_max]    block output before the residual add
-  TensorView gate;    // [ff, n_max]   FFN gate, then act(gate) * up
-  TensorView up;      // [ff, n_max]   FFN up
+  TensorView gate;    // [ff, n_max]   FFN gate, then act(gate) * up (MoE: [ffe, k, n] per routed expert)
+  TensorView up;      // [ff, n_max]   FFN up (MoE: [ffe, k, n])
+  TensorView moe_logits;   // [E, n_max]     router logits
+  TensorView moe_ids;      // [k, n_max] I32 the experts each token runs, highest weight first
+  TensorView moe_weights;  // [k, n_max]     their mixing weights
+  TensorView moe_out;      // [d, k * n_max] each routed expert's output, before the weighted sum
   TensorView head_x;  // [d, n_out_max]        rows that want logits, then their final norm
   TensorView logits;  // [n_vocab, n_out_max]  output logits
 };
@@ -73,8 +80,15 @@ void forward_attention(kernels::Ops& ops, const ModelSpec& spec, const ModelWeig
                        const kernels::BatchMeta& batch, const kernels::KvView& kv, const Scratch& s,
                        const DebugHook* hook);
 
-// x += FFN block of `layer` (norm, gate/up, SwiGLU or GeGLU, down, optional post-norm).
+// x += FFN block of `layer` (norm, gate/up, SwiGLU or GeGLU, down, optional post-norm); for a
+// mixture-of-experts model, forward_moe.
 void forward_ffn(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
+                 int32_t n_tokens, const Scratch& s, const DebugHook* hook);
+
+// x += mixture-of-experts block of `layer`, as llama.cpp's build_moe_ffn: xn = norm(x), router logits
+// W_r xn, softmax, the top k experts and their (renormalised) weights, then per routed expert
+// down(silu(gate(xn)) * up(xn)), summed with those weights in routing order.
+void forward_moe(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
                  int32_t n_tokens, const Scratch& s, const DebugHook* hook);
 
 // One slice of a layer's FFN (model/sublayer.h, slice_ffn_sublayers): rows [f0, f1) of gate and up, the

@@ -19,7 +19,6 @@ const char* arch_name(Arch a) {
     case Arch::kQwen3: return "qwen3";
     case Arch::kGemma3: return "gemma3";
     case Arch::kQwen3Moe: return "qwen3moe";
-    case Arch::kMixtral: return "mixtral";
     case Arch::kQwen2VL: return "qwen2vl";
   }
   return "unknown";
@@ -120,6 +119,7 @@ Expected<Arch> parse_arch(const std::string& name) {
   if (name == "qwen2") return Arch::kQwen2;
   if (name == "qwen3") return Arch::kQwen3;
   if (name == "gemma3") return Arch::kGemma3;
+  if (name == "qwen3moe") return Arch::kQwen3Moe;
   if (name == "qwen2vl") return Arch::kQwen2VL;
   return make_error(ErrorCode::kUnsupported, "unsupported architecture '%s'", name.c_str());
 }
@@ -225,6 +225,46 @@ Status read_swa_pattern(const gguf::ModelFile& file, const Keys& keys, ModelSpec
   return Status::ok();
 }
 
+// Mixture-of-experts keys (llama.cpp: expert_count, expert_used_count, expert_feed_forward_length). qwen3moe
+// must have experts; llama with experts is Mixtral, whose experts are feed_forward_length wide; the other
+// architectures have none. Both routers are softmax, top-k, weights renormalised (build_moe_ffn with
+// norm_w = true and no weight scale for these two).
+Status read_experts(const Keys& keys, ModelSpec* s) {
+  FERRY_ASSIGN_OR_RETURN(const int64_t n_expert, keys.count_or("expert_count", 0, false));
+  if (n_expert == 0) {
+    if (s->arch == Arch::kQwen3Moe)
+      return make_error(ErrorCode::kCorrupt, "qwen3moe model without experts (%s is missing or 0)",
+                        keys.key("expert_count").c_str());
+    return Status::ok();
+  }
+  if (s->arch != Arch::kQwen3Moe && s->arch != Arch::kLlama)
+    return make_error(ErrorCode::kUnsupported, "mixture-of-experts %s models (%lld experts) are not supported",
+                      arch_name(s->arch), static_cast<long long>(n_expert));
+  FERRY_ASSIGN_OR_RETURN(const int64_t n_used, keys.count("expert_used_count", true));
+  if (n_expert > 512) return make_error(ErrorCode::kCorrupt, "%s = %lld is too large", keys.key("expert_count").c_str(),
+                                        static_cast<long long>(n_expert));
+  if (n_used <= 0 || n_used > n_expert)
+    return make_error(ErrorCode::kCorrupt, "invalid model hyperparameter: %s = %lld with %lld experts",
+                      keys.key("expert_used_count").c_str(), static_cast<long long>(n_used),
+                      static_cast<long long>(n_expert));
+  FERRY_ASSIGN_OR_RETURN(const int64_t n_shared, keys.count_or("expert_shared_count", 0, false));
+  if (n_shared > 0)
+    return make_error(ErrorCode::kUnsupported, "%s = %lld: shared experts are not supported",
+                      keys.key("expert_shared_count").c_str(), static_cast<long long>(n_shared));
+  int64_t n_ff_expert = s->n_ff;
+  if (s->arch == Arch::kQwen3Moe) {  // llama.cpp's default: n_ff / n_expert_used
+    FERRY_ASSIGN_OR_RETURN(n_ff_expert, keys.count_or("expert_feed_forward_length", s->n_ff / n_used, true));
+  }
+  if (n_ff_expert <= 0)
+    return make_error(ErrorCode::kCorrupt, "invalid model hyperparameter: expert feed-forward length %lld",
+                      static_cast<long long>(n_ff_expert));
+  s->n_expert = static_cast<int32_t>(n_expert);
+  s->n_expert_used = static_cast<int32_t>(n_used);
+  s->n_ff_expert = static_cast<int32_t>(n_ff_expert);
+  s->expert_weights_norm = true;
+  return Status::ok();
+}
+
 Status validate(const ModelSpec& s) {
   auto bad = [](const char* what, long long v) {
     return make_error(ErrorCode::kCorrupt, "invalid model hyperparameter: %s = %lld", what, v);
@@ -239,7 +279,7 @@ Status validate(const ModelSpec& s) {
   if (s.head_dim <= 0) return bad("attention.key_length", s.head_dim);
   if (s.head_dim % 2 != 0) return bad("attention.key_length (must be even)", s.head_dim);
   if (s.n_rot <= 0 || s.n_rot > s.head_dim || s.n_rot % 2 != 0) return bad("rope.dimension_count", s.n_rot);
-  if (s.n_ff <= 0) return bad("feed_forward_length", s.n_ff);
+  if (s.n_ff <= 0 && s.n_expert == 0) return bad("feed_forward_length", s.n_ff);
   if (s.n_vocab <= 0) return bad("vocabulary size", s.n_vocab);
   if (s.n_ctx_train <= 0) return bad("context_length", s.n_ctx_train);
   if (!(s.rms_eps > 0.f) || s.rms_eps > 1.f)
@@ -270,16 +310,12 @@ Expected<ModelSpec> ModelSpec::from_gguf(const gguf::ModelFile& file) {
   s.arch = arch;
   s.name = file.get_string_or("general.name", "");
 
-  // MoE variants of these architectures (mixtral is "llama" with experts) are a later issue.
-  FERRY_ASSIGN_OR_RETURN(const int64_t n_expert, keys.count_or("expert_count", 0, false));
-  if (n_expert > 0)
-    return make_error(ErrorCode::kUnsupported, "mixture-of-experts models (%s with %lld experts) are not supported yet",
-                      arch_str->c_str(), static_cast<long long>(n_expert));
-
   FERRY_ASSIGN_OR_RETURN(const int64_t n_layer, keys.count("block_count", false));
   FERRY_ASSIGN_OR_RETURN(const int64_t n_embd, keys.count("embedding_length", false));
   FERRY_ASSIGN_OR_RETURN(const int64_t n_ctx_train, keys.count("context_length", false));
-  FERRY_ASSIGN_OR_RETURN(const int64_t n_ff, keys.count("feed_forward_length", true));
+  // qwen3moe has no dense FFN: feed_forward_length is informational there (llama.cpp reads it optionally).
+  FERRY_ASSIGN_OR_RETURN(const int64_t n_ff, arch == Arch::kQwen3Moe ? keys.count_or("feed_forward_length", 0, true)
+                                                                     : keys.count("feed_forward_length", true));
   FERRY_ASSIGN_OR_RETURN(const int64_t n_head, keys.count("attention.head_count", true));
   // llama.cpp: head_count_kv defaults to head_count; key/value length to n_embd / n_head.
   FERRY_ASSIGN_OR_RETURN(const int64_t n_kv_head, keys.count_or("attention.head_count_kv", n_head, true));
@@ -350,9 +386,11 @@ Expected<ModelSpec> ModelSpec::from_gguf(const gguf::ModelFile& file) {
       FERRY_RETURN_IF_ERROR(read_rope_sections(file, keys, &s));
       break;
     case Arch::kQwen3Moe:
-    case Arch::kMixtral:
-      return make_error(ErrorCode::kUnsupported, "unsupported architecture '%s'", arch_name(arch));
+      s.rope_neox = true;
+      s.qk_norm = true;
+      break;
   }
+  FERRY_RETURN_IF_ERROR(read_experts(keys, &s));
 
   s.tied_output = file.find_tensor("output.weight") == nullptr;
   s.has_rope_freqs = file.find_tensor("rope_freqs.weight") != nullptr;

@@ -14,7 +14,8 @@ class ModelFile;
 
 namespace ferry::model {
 
-enum class Arch : uint8_t { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kMixtral, kQwen2VL };
+// Mixtral is kLlama with experts (its GGUF architecture is "llama" with expert_count > 0).
+enum class Arch : uint8_t { kLlama, kQwen2, kQwen3, kGemma3, kQwen3Moe, kQwen2VL };
 const char* arch_name(Arch a);  // GGUF general.architecture spelling
 
 struct ModelSpec {
@@ -26,7 +27,7 @@ struct ModelSpec {
   int32_t n_kv_head = 0;
   int32_t head_dim = 0;      // per head (q and k/v), d_head
   int32_t n_rot = 0;         // dimensions RoPE rotates per head (<= head_dim; == head_dim in practice)
-  int32_t n_ff = 0;          // FFN hidden width (dense)
+  int32_t n_ff = 0;          // FFN hidden width (dense layers; Mixtral: each expert's)
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;
   float rms_eps = 1e-5f;
@@ -55,10 +56,12 @@ struct ModelSpec {
   bool gelu = false;                // GeGLU (gemma3) instead of SwiGLU
   float final_logit_softcap = 0.f;  // logits = cap * tanh(logits / cap) when > 0 (gemma3 key, rare)
 
-  // MoE (0 for dense models)
+  // Mixture of experts (0 for dense models): every layer's FFN is n_expert experts of width n_ff_expert,
+  // of which a router (softmax over its logits) picks n_expert_used per token.
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;
   int32_t n_ff_expert = 0;
+  bool expert_weights_norm = false;  // the picked experts' weights are rescaled to sum 1 (qwen3moe, mixtral)
 
   bool is_swa_layer(int32_t layer) const {
     if (sliding_window <= 0) return false;

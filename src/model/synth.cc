@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "format/gguf.h"
+#include "model/synth_route_skew.h"
 #include "tensor/quant.h"
 
 namespace ferry::model {
@@ -52,6 +53,18 @@ const std::vector<SynthPreset> kPresets = {
      0.f, 0.f, 0.f, 0, false, false, true, V::kQwen3},
     {"gemma3-4b", "gemma-3-4b (text part, tied head)", Arch::kGemma3, false, 34, 2560, 8, 4, 256, 10240, 262144,
      131072, 1e-6f, 1000000.f, 10000.f, 8.f, 0.f, 1024, true, false, true, V::kGemma},
+    // Mixtures of experts: ..., vocab style, experts, used per token, expert FFN width.
+    {"tiny-qwen3moe", "Qwen3-MoE style (16 experts, top 4, q/k norms), untied head", Arch::kQwen3Moe, true, 2, 256,
+     4, 1, 128, 512, 1024, 4096, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, true, V::kQwen3, 16, 4, 256},
+    {"tiny-mixtral", "Mixtral style (llama with 8 experts, top 2, GQA), untied head", Arch::kLlama, true, 2, 256, 4,
+     2, 64, 256, 1024, 4096, 1e-5f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, false, V::kLlama3, 8, 2, 256},
+    {"qwen3-30b-a3b", "Qwen3-30B-A3B (128 experts, 8 per token)", Arch::kQwen3Moe, false, 48, 2048, 32, 4, 128, 6144,
+     151936, 40960, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, true, V::kQwen3, 128, 8, 768},
+    {"qwen3-235b-a22b", "Qwen3-235B-A22B (128 experts, 8 per token)", Arch::kQwen3Moe, false, 94, 4096, 64, 4, 128,
+     12288, 151936, 40960, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, true, V::kQwen3, 128, 8, 1536},
+    {"mixtral-8x7b", "Mixtral-8x7B-v0.1 (8 experts, 2 per token; byte-level BPE vocab of its size)", Arch::kLlama,
+     false, 32, 4096, 32, 8, 128, 14336, 32000, 32768, 1e-5f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, false,
+     V::kLlama3, 8, 2, 14336},
     {"qwen2.5-vl-7b", "Qwen2.5-VL-7B-Instruct / Cosmos-Reason1-7B (text model; mmproj: `--mmproj-out`)",
      Arch::kQwen2VL, false, 28, 3584, 28, 4, 128, 18944, 152064, 128000, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, false,
      true, false, V::kQwen2},
@@ -419,13 +432,16 @@ SynthVocab spm_vocab(const SynthPreset& p) {
 }
 
 // ---- metadata -----------------------------------------------------------------------------------
-void write_metadata(gguf::Writer& w, const SynthPreset& p, int32_t n_layer, DType type, uint64_t seed) {
+void write_metadata(gguf::Writer& w, const SynthPreset& p, int32_t n_layer, DType type, uint64_t seed,
+                    double route_skew) {
   const std::string a = arch_name(p.arch);
   w.add_string("general.architecture", a);
   w.add_string("general.type", "model");
   w.add_string("general.name", std::string("ferry synth ") + p.name);
+  char skew[64] = "";
+  if (route_skew > 0) std::snprintf(skew, sizeof(skew), ", route skew %g", route_skew);
   w.add_string("general.description", std::string("random weights, shapes of ") + p.description +
-                                          ", seed " + std::to_string(seed));
+                                          ", seed " + std::to_string(seed) + skew);
   w.add_u32(a + ".context_length", static_cast<uint32_t>(p.n_ctx_train));
   w.add_u32(a + ".embedding_length", static_cast<uint32_t>(p.n_embd));
   w.add_u32(a + ".block_count", static_cast<uint32_t>(n_layer));
@@ -444,6 +460,11 @@ void write_metadata(gguf::Writer& w, const SynthPreset& p, int32_t n_layer, DTyp
     w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(p.head_dim));
   }
   if (p.sliding_window > 0) w.add_u32(a + ".attention.sliding_window", static_cast<uint32_t>(p.sliding_window));
+  if (p.n_expert > 0) {
+    w.add_u32(a + ".expert_count", static_cast<uint32_t>(p.n_expert));
+    w.add_u32(a + ".expert_used_count", static_cast<uint32_t>(p.n_expert_used));
+    if (p.arch == Arch::kQwen3Moe) w.add_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(p.n_ff_expert));
+  }
   if (p.arch == Arch::kQwen2VL) {  // mrope_section padded to 4, as the converter writes it
     const std::vector<int32_t> sections = synth_rope_sections(p);
     w.add_i32_array(a + ".rope.dimension_sections", sections);
@@ -476,7 +497,7 @@ void write_metadata(gguf::Writer& w, const SynthPreset& p, int32_t n_layer, DTyp
 }
 
 // ---- values -------------------------------------------------------------------------------------
-enum class Fill { kWeight, kEmbed, kNorm, kBias, kRopeFreqs };
+enum class Fill { kWeight, kEmbed, kNorm, kBias, kRopeFreqs, kRouter };
 
 struct Job {
   SynthTensor t;
@@ -505,10 +526,12 @@ std::vector<float> llama3_rope_factors(const SynthPreset& p) {
 std::vector<Job> make_jobs(const SynthPreset& p, DType type, int32_t n_layer) {
   std::vector<Job> jobs;
   const int64_t d = p.n_embd, q = int64_t{p.n_head} * p.head_dim, kv = int64_t{p.n_kv_head} * p.head_dim;
-  auto weight = [&](std::string name, int64_t in, int64_t out, Fill fill = Fill::kWeight) {
+  auto weight = [&](std::string name, int64_t in, int64_t out, Fill fill = Fill::kWeight, int64_t n_expert = 0) {
     const DType t = in % traits(type).block_elems == 0 ? type : fallback_type(type, in);
     const float sd = fill == Fill::kEmbed ? 2.0f / std::sqrt(static_cast<float>(in)) : 1.0f / std::sqrt(static_cast<float>(in));
-    jobs.push_back({{std::move(name), t, {in, out}, type}, fill, sd});
+    std::vector<int64_t> ne = {in, out};
+    if (n_expert > 0) ne.push_back(n_expert);
+    jobs.push_back({{std::move(name), t, ne, type}, fill, sd});
   };
   auto vec = [&](std::string name, int64_t n, Fill fill) {
     jobs.push_back({{std::move(name), DType::F32, {n}, DType::F32}, fill, fill == Fill::kBias ? 0.05f : 0.1f});
@@ -526,13 +549,21 @@ std::vector<Job> make_jobs(const SynthPreset& p, DType type, int32_t n_layer) {
       vec(b + "attn_k.bias", kv, Fill::kBias);
       vec(b + "attn_v.bias", kv, Fill::kBias);
     }
-    if (p.arch == Arch::kQwen3 || p.arch == Arch::kGemma3) {
+    if (p.arch == Arch::kQwen3 || p.arch == Arch::kQwen3Moe || p.arch == Arch::kGemma3) {
       vec(b + "attn_q_norm.weight", p.head_dim, Fill::kNorm);
       vec(b + "attn_k_norm.weight", p.head_dim, Fill::kNorm);
     }
     weight(b + "attn_output.weight", q, d);
     if (p.arch == Arch::kGemma3) vec(b + "post_attention_norm.weight", d, Fill::kNorm);
     vec(b + "ffn_norm.weight", d, Fill::kNorm);
+    if (p.n_expert > 0) {
+      const float sd = 1.0f / std::sqrt(static_cast<float>(d));
+      jobs.push_back({{b + "ffn_gate_inp.weight", DType::F32, {d, p.n_expert}, DType::F32}, Fill::kRouter, sd});
+      weight(b + "ffn_gate_exps.weight", d, p.n_ff_expert, Fill::kWeight, p.n_expert);
+      weight(b + "ffn_up_exps.weight", d, p.n_ff_expert, Fill::kWeight, p.n_expert);
+      weight(b + "ffn_down_exps.weight", p.n_ff_expert, d, Fill::kWeight, p.n_expert);
+      continue;
+    }
     weight(b + "ffn_gate.weight", d, p.n_ff);
     weight(b + "ffn_up.weight", d, p.n_ff);
     weight(b + "ffn_down.weight", p.n_ff, d);
@@ -546,9 +577,15 @@ std::vector<Job> make_jobs(const SynthPreset& p, DType type, int32_t n_layer) {
 // Rows per chunk: ~1M values, so a chunk is a few MB whatever the row length.
 int64_t rows_per_chunk(int64_t row_len) { return std::max<int64_t>(1, (int64_t{1} << 20) / row_len); }
 
+int64_t rows_of(const SynthTensor& t) {
+  int64_t rows = 1;  // rows of every expert, for stacked experts
+  for (size_t i = 1; i < t.ne.size(); ++i) rows *= t.ne[i];
+  return rows;
+}
+
 // Fills and converts rows [r0, r1) of a tensor into `out` (the chunk's bytes in the tensor's type).
-void make_chunk(const Job& job, uint64_t seed, int64_t chunk, int64_t r0, int64_t r1, std::vector<float>& scratch,
-                std::vector<uint8_t>& out) {
+void make_chunk(const Job& job, uint64_t seed, const RouteSkew& skew, int64_t chunk, int64_t r0, int64_t r1,
+                std::vector<float>& scratch, std::vector<uint8_t>& out) {
   const int64_t ne0 = job.t.ne[0];
   const int64_t n = (r1 - r0) * ne0;
   scratch.resize(static_cast<size_t>(n));
@@ -557,8 +594,27 @@ void make_chunk(const Job& job, uint64_t seed, int64_t chunk, int64_t r0, int64_
   Rng rng(s);
   const float base = job.fill == Fill::kNorm ? 1.f : 0.f;
   for (int64_t i = 0; i < n; ++i) scratch[static_cast<size_t>(i)] = base + job.stddev * rng.normal();
+  route_skew_shape_rows(skew, job.t.name, ne0, rows_of(job.t), r0, r1, scratch.data());
   out.resize(row_bytes(job.t.type, n));
   quantize_row(job.t.type, scratch.data(), out.data(), n);
+}
+
+// Writes rows [r0, r1) of a tensor from `bytes`, with the rows --route-skew zeroes set to zero (an all-zero
+// row is a zero row in every type). `patch` is scratch for a copy when `bytes` must stay unchanged.
+Status write_rows(gguf::Writer& w, const Job& job, const RouteSkew& skew, int64_t r0, int64_t r1, const uint8_t* bytes,
+                  std::vector<uint8_t>& patch) {
+  const size_t row = row_bytes(job.t.type, job.t.ne[0]);
+  const size_t n = row * static_cast<size_t>(r1 - r0);
+  bool copied = false;
+  for (int64_t r = r0; r < r1; ++r) {
+    if (!route_skew_zero_row(skew, job.t.name, r)) continue;
+    if (!copied) {
+      patch.assign(bytes, bytes + n);
+      copied = true;
+    }
+    std::fill_n(patch.begin() + static_cast<std::ptrdiff_t>(row * static_cast<size_t>(r - r0)), row, uint8_t{0});
+  }
+  return w.write_tensor_data(copied ? patch.data() : bytes, n);
 }
 
 uint64_t tensor_bytes(const SynthTensor& t) {
@@ -568,20 +624,23 @@ uint64_t tensor_bytes(const SynthTensor& t) {
 }
 
 // Generates and writes one tensor: windows of chunks are made in parallel, then written in order.
-Status write_tensor(gguf::Writer& w, const Job& job, uint64_t seed, int n_threads, SynthProgress& prog,
-                    const SynthOptions& opt) {
+Status write_tensor(gguf::Writer& w, const Job& job, uint64_t seed, const RouteSkew& skew, int n_threads,
+                    SynthProgress& prog, const SynthOptions& opt) {
   const int64_t ne0 = job.t.ne[0];
-  int64_t rows = 1;
-  for (size_t i = 1; i < job.t.ne.size(); ++i) rows *= job.t.ne[i];
+  const int64_t rows = rows_of(job.t);
   const int64_t rpc = rows_per_chunk(ne0);
   const int64_t n_chunks = (rows + rpc - 1) / rpc;
   constexpr int64_t kPool = 2;
-  if (opt.fast && n_chunks > kPool) {
+  std::vector<uint8_t> patch;
+  // Router rows each carry their expert's bias: never repeated from a pool.
+  const bool poolable = job.fill != Fill::kRouter;
+  if (opt.fast && n_chunks > kPool && poolable) {
     std::vector<std::vector<uint8_t>> pool(kPool);
     std::atomic<int64_t> next{0};
     auto worker = [&] {
       std::vector<float> scratch;
-      for (int64_t c; (c = next.fetch_add(1)) < kPool;) make_chunk(job, seed, c, c * rpc, (c + 1) * rpc, scratch, pool[c]);
+      for (int64_t c; (c = next.fetch_add(1)) < kPool;)
+        make_chunk(job, seed, skew, c, c * rpc, (c + 1) * rpc, scratch, pool[c]);
     };
     std::vector<std::thread> threads;
     for (int64_t i = 1; i < std::min<int64_t>(n_threads, kPool); ++i) threads.emplace_back(worker);
@@ -589,8 +648,9 @@ Status write_tensor(gguf::Writer& w, const Job& job, uint64_t seed, int n_thread
     for (auto& t : threads) t.join();
     const size_t row = row_bytes(job.t.type, ne0);
     for (int64_t c = 0; c < n_chunks; ++c) {
-      const size_t bytes = row * static_cast<size_t>(std::min(rows, (c + 1) * rpc) - c * rpc);
-      FERRY_RETURN_IF_ERROR(w.write_tensor_data(pool[c % kPool].data(), bytes));
+      const int64_t r1 = std::min(rows, (c + 1) * rpc);
+      const size_t bytes = row * static_cast<size_t>(r1 - c * rpc);
+      FERRY_RETURN_IF_ERROR(write_rows(w, job, skew, c * rpc, r1, pool[c % kPool].data(), patch));
       prog.bytes_done += bytes;
       if (opt.on_progress && c % 64 == 63) opt.on_progress(prog);
     }
@@ -605,7 +665,7 @@ Status write_tensor(gguf::Writer& w, const Job& job, uint64_t seed, int n_thread
     auto worker = [&] {
       std::vector<float> scratch;
       for (int64_t c; (c = next.fetch_add(1)) < c1;)
-        make_chunk(job, seed, c, c * rpc, std::min(rows, (c + 1) * rpc), scratch, outs[static_cast<size_t>(c - c0)]);
+        make_chunk(job, seed, skew, c, c * rpc, std::min(rows, (c + 1) * rpc), scratch, outs[static_cast<size_t>(c - c0)]);
     };
     const int64_t n_workers = std::min<int64_t>(n_threads, c1 - c0);
     std::vector<std::thread> threads;
@@ -614,7 +674,7 @@ Status write_tensor(gguf::Writer& w, const Job& job, uint64_t seed, int n_thread
     for (auto& t : threads) t.join();
     for (int64_t c = c0; c < c1; ++c) {
       const auto& buf = outs[static_cast<size_t>(c - c0)];
-      FERRY_RETURN_IF_ERROR(w.write_tensor_data(buf.data(), buf.size()));
+      FERRY_RETURN_IF_ERROR(write_rows(w, job, skew, c * rpc, std::min(rows, (c + 1) * rpc), buf.data(), patch));
       prog.bytes_done += buf.size();
       if (opt.on_progress) opt.on_progress(prog);
     }
@@ -655,7 +715,7 @@ Status synth_write_random(gguf::Writer& w, const std::vector<SynthRandom>& tenso
   for (const SynthRandom& r : tensors) {
     prog.tensor = r.t.name.c_str();
     const Job job{r.t, r.mean == 1.f ? Fill::kNorm : Fill::kWeight, r.stddev};
-    FERRY_RETURN_IF_ERROR(write_tensor(w, job, seed, std::clamp(n_threads, 1, 256), prog, opt));
+    FERRY_RETURN_IF_ERROR(write_tensor(w, job, seed, RouteSkew{}, std::clamp(n_threads, 1, 256), prog, opt));
   }
   return Status::ok();
 }
@@ -686,8 +746,19 @@ Expected<SynthResult> synth_write(const SynthOptions& opt) {
     if (std::find(res.notes.begin(), res.notes.end(), line) == res.notes.end()) res.notes.emplace_back(line);
   }
 
+  if (opt.route_skew != 0 && p->n_expert == 0)
+    return make_error(ErrorCode::kInvalidArgument, "--route-skew needs a mixture-of-experts preset ('%s' has no experts)",
+                      p->name);
+  if (!(opt.route_skew >= 0 && opt.route_skew <= 8))
+    return make_error(ErrorCode::kInvalidArgument, "--route-skew must be in [0, 8], got %g", opt.route_skew);
+  RouteSkew skew;
+  skew.on = p->n_expert > 0;
+  skew.s = opt.route_skew;
+  skew.n_embd = p->n_embd;
+  skew.seed = opt.seed;
+
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<gguf::Writer> w, gguf::Writer::create(opt.path));
-  write_metadata(*w, *p, n_layer, opt.type, opt.seed);
+  write_metadata(*w, *p, n_layer, opt.type, opt.seed, opt.route_skew);
   SynthProgress prog;
   for (const Job& j : jobs) {
     FERRY_RETURN_IF_ERROR(w->add_tensor_info(j.t.name, j.t.type, j.t.ne));
@@ -709,7 +780,7 @@ Expected<SynthResult> synth_write(const SynthOptions& opt) {
       prog.bytes_done += f.size() * sizeof(float);
       continue;
     }
-    FERRY_RETURN_IF_ERROR(write_tensor(*w, j, opt.seed, n_threads, prog, opt));
+    FERRY_RETURN_IF_ERROR(write_tensor(*w, j, opt.seed, skew, n_threads, prog, opt));
   }
   FERRY_RETURN_IF_ERROR(w->finish());
   return res;

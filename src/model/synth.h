@@ -3,7 +3,7 @@
 // architecture, and the tokenizer metadata is complete (byte-level BPE or SentencePiece-style vocab of
 // exactly the preset's size) so llama.cpp loads and runs the file as it does ferry. Weights are
 // generated and quantized in row chunks on worker threads and streamed to disk, so a 16 GB file needs
-// only a few chunks of memory. Output is a pure function of (preset, type, seed, layers).
+// only a few chunks of memory. Output is a pure function of (preset, type, seed, layers, route skew).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,7 @@ struct SynthPreset {
   const char* name;
   const char* description;  // the real model the shapes come from
   Arch arch;
-  bool tiny;                // small enough for tests (every weight type works, < 10 MB)
+  bool tiny;                // small enough for tests (every weight type works, < 10 MB; < 32 MB with experts)
   int32_t n_layer;
   int32_t n_embd;           // d
   int32_t n_head;
@@ -53,6 +53,11 @@ struct SynthPreset {
   bool qkv_bias;            // qwen2
   bool head_dim_keys;       // write attention.key_length / value_length (config has head_dim)
   SynthVocabStyle vocab;
+  // Mixture of experts (0: dense): every layer's FFN is n_expert experts of width n_ff_expert, n_expert_used
+  // per token (Mixtral's llama: n_ff_expert == n_ff; qwen3moe: n_ff is only the metadata key).
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_expert = 0;
 };
 
 // All presets, in `ferry synth --list` order.
@@ -67,9 +72,10 @@ struct SynthTensor {
   DType requested = DType::F32;  // the type asked for; differs from `type` after a fallback
 };
 
-// The tensor list for a preset at a weight type: 2-D weights in `type` (with llama-quantize's fallback
-// for rows that are not a multiple of the block: Q2_K/Q3_K->Q4_0, Q4_K->Q5_0, Q5_K->Q5_1, Q6_K->Q8_0,
-// F16 when even that does not fit), norms / biases / rope factors in F32. `n_layer` 0 = preset's.
+// The tensor list for a preset at a weight type: 2-D weights and stacked experts in `type` (with
+// llama-quantize's fallback for rows that are not a multiple of the block: Q2_K/Q3_K->Q4_0, Q4_K->Q5_0,
+// Q5_K->Q5_1, Q6_K->Q8_0, F16 when even that does not fit), norms / biases / rope factors and the MoE
+// routers (ffn_gate_inp, which llama-quantize never quantizes) in F32. `n_layer` 0 = preset's.
 // Errors: a type that is not a weight type => kInvalidArgument.
 Expected<std::vector<SynthTensor>> synth_tensors(const SynthPreset& preset, DType type, int32_t n_layer = 0);
 
@@ -106,6 +112,8 @@ struct SynthOptions {
   // Speed studies: each big tensor repeats a pool of 2 distinct quantized chunks (~1M values each,
   // different per tensor) instead of quantizing every row; still real rows of the type, and far faster.
   bool fast = false;
+  // Mixture-of-experts presets: skewed expert popularity (model/synth_route_skew.h); 0 = random routers.
+  double route_skew = 0;
   std::function<void(const SynthProgress&)> on_progress;  // called from the writing thread
 };
 

@@ -12,7 +12,7 @@ namespace ferry::model {
 
 namespace {
 
-enum class Kind { kMatrix, kVector };
+enum class Kind { kMatrix, kVector, kExperts };
 enum class Need { kRequired, kOptional };
 
 std::string shape_string(int n, const int64_t* ne) {
@@ -28,29 +28,31 @@ class Binder {
  public:
   explicit Binder(const gguf::ModelFile& file) : file_(file) {}
 
-  // Binds `name` with shape [ne0] (vector) or [ne0, ne1] (matrix). Absent optional => empty view.
-  Status bind(const std::string& name, Kind kind, int64_t ne0, int64_t ne1, Need need, TensorView* out) {
+  // Binds `name` with shape [ne0] (vector), [ne0, ne1] (matrix) or [ne0, ne1, ne2] (stacked experts).
+  // Absent optional => empty view.
+  Status bind(const std::string& name, Kind kind, int64_t ne0, int64_t ne1, Need need, TensorView* out,
+              int64_t ne2 = 1) {
     *out = TensorView{};
     const gguf::TensorInfo* t = file_.find_tensor(name);
     if (t == nullptr) {
       if (need == Need::kOptional) return Status::ok();
       return make_error(ErrorCode::kNotFound, "missing tensor '%s' (expected shape %s)", name.c_str(),
-                        expected_str(kind, ne0, ne1).c_str());
+                        expected_str(kind, ne0, ne1, ne2).c_str());
     }
     // Trailing dimensions of 1 are allowed (some writers store [d, 1]); the rest must match exactly.
-    const int64_t want[4] = {ne0, kind == Kind::kMatrix ? ne1 : 1, 1, 1};
+    const int64_t want[4] = {ne0, kind == Kind::kVector ? 1 : ne1, kind == Kind::kExperts ? ne2 : 1, 1};
     for (int i = 0; i < 4; ++i) {
       if (t->ne[i] != want[i]) {
         const int n_found = t->n_dims > 0 ? t->n_dims : 1;
         return make_error(ErrorCode::kCorrupt, "tensor '%s': expected shape %s, found %s", name.c_str(),
-                          expected_str(kind, ne0, ne1).c_str(), shape_string(n_found, t->ne).c_str());
+                          expected_str(kind, ne0, ne1, ne2).c_str(), shape_string(n_found, t->ne).c_str());
       }
     }
     const DTypeTraits& tr = traits(t->dtype);
     if (kind == Kind::kVector && t->dtype != DType::F32)
       return make_error(ErrorCode::kUnsupported, "tensor '%s': type %s is not supported for a norm or bias (need F32)",
                         name.c_str(), tr.name);
-    if (kind == Kind::kMatrix && !tr.weight_type)
+    if (kind != Kind::kVector && !tr.weight_type)
       return make_error(ErrorCode::kUnsupported, "tensor '%s': type %s is not a supported weight type", name.c_str(),
                         tr.name);
     if (t->data == nullptr) return make_error(ErrorCode::kCorrupt, "tensor '%s': no data", name.c_str());
@@ -59,9 +61,9 @@ class Binder {
   }
 
  private:
-  static std::string expected_str(Kind kind, int64_t ne0, int64_t ne1) {
-    const int64_t ne[2] = {ne0, ne1};
-    return shape_string(kind == Kind::kMatrix ? 2 : 1, ne);
+  static std::string expected_str(Kind kind, int64_t ne0, int64_t ne1, int64_t ne2) {
+    const int64_t ne[3] = {ne0, ne1, ne2};
+    return shape_string(kind == Kind::kExperts ? 3 : kind == Kind::kMatrix ? 2 : 1, ne);
   }
   const gguf::ModelFile& file_;
 };
@@ -109,6 +111,24 @@ Expected<ModelWeights> bind_weights(const ModelSpec& spec, const gguf::ModelFile
       FERRY_RETURN_IF_ERROR(b.bind(blk(il, "post_ffw_norm.weight"), Kind::kVector, d, 1, Need::kRequired, &L.post_ffw_norm));
     }
     FERRY_RETURN_IF_ERROR(b.bind(blk(il, "ffn_norm.weight"), Kind::kVector, d, 1, Need::kRequired, &L.ffn_norm));
+    if (spec.n_expert > 0) {
+      const int64_t ne = spec.n_expert, ffe = spec.n_ff_expert;
+      FERRY_RETURN_IF_ERROR(b.bind(blk(il, "ffn_gate_inp.weight"), Kind::kMatrix, d, ne, Need::kRequired, &L.ffn_gate_inp));
+      FERRY_RETURN_IF_ERROR(
+          b.bind(blk(il, "ffn_gate_exps.weight"), Kind::kExperts, d, ffe, Need::kRequired, &L.ffn_gate_exps, ne));
+      FERRY_RETURN_IF_ERROR(
+          b.bind(blk(il, "ffn_up_exps.weight"), Kind::kExperts, d, ffe, Need::kRequired, &L.ffn_up_exps, ne));
+      FERRY_RETURN_IF_ERROR(
+          b.bind(blk(il, "ffn_down_exps.weight"), Kind::kExperts, ffe, d, Need::kRequired, &L.ffn_down_exps, ne));
+      // Expert biases and shared experts belong to other MoE architectures; refuse rather than ignore them.
+      for (const char* extra : {"ffn_gate_inp.bias", "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias",
+                                "ffn_gate_shexp.weight", "exp_probs_b.bias"}) {
+        if (file.find_tensor(blk(il, extra)) != nullptr)
+          return make_error(ErrorCode::kUnsupported, "tensor '%s' is not supported for %s", blk(il, extra).c_str(),
+                            arch_name(spec.arch));
+      }
+      continue;
+    }
     FERRY_RETURN_IF_ERROR(b.bind(blk(il, "ffn_gate.weight"), Kind::kMatrix, d, ff, Need::kRequired, &L.ffn_gate));
     FERRY_RETURN_IF_ERROR(b.bind(blk(il, "ffn_up.weight"), Kind::kMatrix, d, ff, Need::kRequired, &L.ffn_up));
     FERRY_RETURN_IF_ERROR(b.bind(blk(il, "ffn_down.weight"), Kind::kMatrix, ff, d, Need::kRequired, &L.ffn_down));
@@ -127,7 +147,8 @@ std::vector<TensorView*> all_views(ModelWeights& w) {
   for (LayerWeights& L : w.layers)
     for (TensorView* t : {&L.attn_norm, &L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.attn_q_bias,
                           &L.attn_k_bias, &L.attn_v_bias, &L.attn_output_bias, &L.attn_q_norm, &L.attn_k_norm,
-                          &L.post_attention_norm, &L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.post_ffw_norm})
+                          &L.post_attention_norm, &L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.post_ffw_norm,
+                          &L.ffn_gate_inp, &L.ffn_gate_exps, &L.ffn_up_exps, &L.ffn_down_exps})
       v.push_back(t);
   return v;
 }

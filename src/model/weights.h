@@ -1,8 +1,8 @@
-// ModelWeights: every tensor of a dense model bound by its GGUF name to a host view over the mmap.
+// ModelWeights: every tensor of a model bound by its GGUF name to a host view over the mmap.
 // Binding validates dtype and exact shape, so the forward never checks them again; a missing tensor
 // or a wrong shape is one error line naming the tensor, the expected and the found shape.
-// Shapes are ggml order [ne0, ne1]: a linear layer's weight is [in, out]. Optional tensors that a
-// file lacks have data == nullptr (see present()).
+// Shapes are ggml order [ne0, ne1]: a linear layer's weight is [in, out]; a layer's stacked experts are
+// [in, out, n_expert]. Optional tensors that a file lacks have data == nullptr (see present()).
 #pragma once
 
 #include <vector>
@@ -19,7 +19,9 @@ namespace ferry::model {
 
 inline bool present(const TensorView& t) { return t.data != nullptr; }
 
-// d = n_embd, qd = n_head * head_dim, kvd = n_kv_head * head_dim, hd = head_dim, ff = n_ff.
+// d = n_embd, qd = n_head * head_dim, kvd = n_kv_head * head_dim, hd = head_dim, ff = n_ff,
+// E = n_expert, ffe = n_ff_expert. A layer has the dense FFN (ffn_gate / up / down) or, in a
+// mixture-of-experts model, the router and the stacked experts (ffn_gate_inp, ffn_*_exps).
 struct LayerWeights {
   TensorView attn_norm;       // [d] F32
   TensorView attn_q;          // [d, qd]   weight type
@@ -37,6 +39,10 @@ struct LayerWeights {
   TensorView ffn_gate;        // [d, ff]   weight type
   TensorView ffn_up;          // [d, ff]   weight type
   TensorView ffn_down;        // [ff, d]   weight type
+  TensorView ffn_gate_inp;    // [d, E]          weight type (the router; F32 in converted files)
+  TensorView ffn_gate_exps;   // [d, ffe, E]     weight type
+  TensorView ffn_up_exps;     // [d, ffe, E]     weight type
+  TensorView ffn_down_exps;   // [ffe, d, E]     weight type
   TensorView post_ffw_norm;   // [d] F32   gemma3
 };
 

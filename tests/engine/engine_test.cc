@@ -22,9 +22,21 @@ namespace {
 using ferry::testing::TempDir;
 using ferry::testing::TinyModel;
 
+// "mixtral" is llama with experts (Mixtral's GGUF architecture is "llama").
 TinyModel tiny(const std::string& arch) {
   TinyModel m;
-  m.arch = arch;
+  m.arch = arch == "mixtral" ? "llama" : arch;
+  if (arch == "mixtral") {
+    m.n_expert = 4;
+    m.n_expert_used = 2;
+    m.n_ff_expert = m.n_ff;
+  }
+  if (arch == "qwen3moe") {
+    m.head_dim = 32;
+    m.n_expert = 8;
+    m.n_expert_used = 3;
+    m.n_ff_expert = 64;
+  }
   if (arch == "qwen2") m.tied = true;
   if (arch == "qwen3") m.head_dim = 32;
   if (arch == "gemma3") {
@@ -39,7 +51,7 @@ TinyModel tiny(const std::string& arch) {
 
 std::unique_ptr<Engine> open(const TempDir& dir, const TinyModel& m, int32_t n_ctx = 64, int32_t n_seq = 2,
                              int32_t n_batch = 32, const std::string& device = "ref") {
-  const std::string path = dir.file(m.arch + ".gguf");
+  const std::string path = dir.file(m.arch + (m.n_expert > 0 ? "-moe" : "") + ".gguf");
   Status st = write_tiny_model(m, path);
   EXPECT_TRUE(st.is_ok()) << st.message();
   EngineOptions o;
@@ -184,7 +196,7 @@ TEST_P(EngineArch, SeqRmThenRedecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineArch,
-                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
+                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "mixtral"),
                                             ::testing::Values("ref", "cpu")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
@@ -193,7 +205,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, EngineArch,
 // moves logits of spread ~1 by up to ~0.1 through flipped activation levels; a real math error
 // (pairing, norm, mask, scale) moves them by about the spread.
 TEST(Engine, DevicesAgree) {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "mixtral"}) {
     TempDir dir;
     TinyModel m = tiny(arch);
     m.wtype = DType::Q8_0;

@@ -3,7 +3,7 @@
 list(APPEND FERRY_TEST_SOURCES ref_ops_test.cc)
 list(APPEND FERRY_TEST_DEPS kernels_ref tensor base)
 # CPU kernels (CPU-kernel helper): CpuOps at every dispatch level vs RefOps / quant references.
-list(APPEND FERRY_TEST_SOURCES test_cpu_matmul.cc test_cpu_ops.cc test_cpu_thread_pool.cc)
+list(APPEND FERRY_TEST_SOURCES test_cpu_matmul.cc test_cpu_ops.cc test_cpu_thread_pool.cc test_moe_ops.cc)
 list(APPEND FERRY_TEST_SOURCES test_cpu_token_groups.cc)  # batch-invariant numerics (serve helper)
 list(APPEND FERRY_TEST_DEPS kernels_cpu)
 include(${CMAKE_SOURCE_DIR}/bench/micro/micro.cmake OPTIONAL)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "format/gguf.h"
 #include "model/model_spec.h"
@@ -160,6 +161,124 @@ TEST(ModelSpec, Gemma3WithoutWindowHasNoLocalLayers) {
   ASSERT_TRUE(l.spec.has_value()) << l.spec.status().message();
   EXPECT_FALSE(l.spec->is_swa_layer(0));
   EXPECT_FLOAT_EQ(l.spec->layer_rope_base(0), 10000.f);
+}
+
+TinyModel qwen3moe() {
+  TinyModel m;
+  m.arch = "qwen3moe";
+  m.head_dim = 32;
+  m.n_expert = 8;
+  m.n_expert_used = 2;
+  m.n_ff_expert = 32;
+  return m;
+}
+
+TEST(ModelSpec, Qwen3Moe) {
+  TempDir dir;
+  Loaded l = load(qwen3moe(), dir);
+  ASSERT_TRUE(l.spec.has_value()) << l.spec.status().message();
+  const ModelSpec& s = *l.spec;
+  EXPECT_EQ(s.arch, Arch::kQwen3Moe);
+  EXPECT_TRUE(s.qk_norm && s.rope_neox && s.expert_weights_norm);
+  EXPECT_EQ(s.n_expert, 8);
+  EXPECT_EQ(s.n_expert_used, 2);
+  EXPECT_EQ(s.n_ff_expert, 32);
+  auto w = bind_weights(s, *l.file);
+  ASSERT_TRUE(w.has_value()) << w.status().message();
+  const LayerWeights& L = w->layers[1];
+  EXPECT_FALSE(present(L.ffn_gate));
+  EXPECT_EQ(L.ffn_gate_inp.ne[1], 8);
+  EXPECT_EQ(L.ffn_down_exps.ne[0], 32);
+  EXPECT_EQ(L.ffn_down_exps.ne[1], 64);
+  EXPECT_EQ(L.ffn_down_exps.ne[2], 8);
+  EXPECT_EQ(L.ffn_up_exps.nb[2], L.ffn_up_exps.nb[1] * 32);
+}
+
+TEST(ModelSpec, Qwen3MoeExpertWidthDefaultsToFfnOverUsed) {
+  TempDir dir;
+  TinyModel m = qwen3moe();
+  m.n_ff_expert = 48;  // = n_ff 96 / 2 used
+  m.drop_keys = {"qwen3moe.expert_feed_forward_length"};
+  Loaded l = load(m, dir);
+  ASSERT_TRUE(l.spec.has_value()) << l.spec.status().message();
+  EXPECT_EQ(l.spec->n_ff_expert, 48);
+}
+
+TEST(ModelSpec, MixtralIsLlamaWithExperts) {
+  TempDir dir;
+  TinyModel m;
+  m.n_expert = 4;
+  m.n_expert_used = 2;
+  m.n_ff_expert = m.n_ff;
+  Loaded l = load(m, dir);
+  ASSERT_TRUE(l.spec.has_value()) << l.spec.status().message();
+  EXPECT_EQ(l.spec->arch, Arch::kLlama);
+  EXPECT_EQ(l.spec->n_expert, 4);
+  EXPECT_EQ(l.spec->n_ff_expert, 96);
+  EXPECT_TRUE(l.spec->expert_weights_norm);
+  EXPECT_FALSE(l.spec->qk_norm);
+  EXPECT_TRUE(bind_weights(*l.spec, *l.file).has_value());
+}
+
+TEST(ModelSpecErrors, ExpertKeys) {
+  struct Case {
+    TinyModel m;
+    const char* needle;
+  };
+  std::vector<Case> cases;
+  {
+    TinyModel m = qwen3moe();
+    m.drop_keys = {"qwen3moe.expert_count"};
+    cases.push_back({m, "without experts"});
+  }
+  {
+    TinyModel m = qwen3moe();
+    m.override_u32["qwen3moe.expert_used_count"] = 9;
+    cases.push_back({m, "expert_used_count = 9"});
+  }
+  {
+    TinyModel m = qwen3moe();
+    m.drop_keys = {"qwen3moe.expert_used_count"};
+    cases.push_back({m, "qwen3moe.expert_used_count"});
+  }
+  {
+    TinyModel m;
+    m.arch = "qwen2";
+    m.tied = true;
+    m.n_expert = 4;
+    m.n_expert_used = 2;
+    m.n_ff_expert = 96;
+    cases.push_back({m, "mixture-of-experts qwen2"});
+  }
+  for (const Case& c : cases) {
+    TempDir dir;
+    Loaded l = load(c.m, dir);
+    ASSERT_FALSE(l.spec.has_value()) << c.needle;
+    EXPECT_NE(l.spec.status().message().find(c.needle), std::string::npos) << l.spec.status().message();
+  }
+}
+
+TEST(ModelSpecErrors, ExpertTensors) {
+  {
+    TinyModel m = qwen3moe();
+    m.drop_tensors = {"blk.1.ffn_up_exps.weight"};
+    Status st = bind(m);
+    EXPECT_EQ(st.code(), ErrorCode::kNotFound);
+    EXPECT_EQ(st.message(), "missing tensor 'blk.1.ffn_up_exps.weight' (expected shape [64, 32, 8])");
+  }
+  {
+    TinyModel m = qwen3moe();
+    m.reshape["blk.0.ffn_down_exps.weight"] = {32, 64, 7};
+    Status st = bind(m);
+    EXPECT_EQ(st.code(), ErrorCode::kCorrupt);
+    EXPECT_EQ(st.message(), "tensor 'blk.0.ffn_down_exps.weight': expected shape [32, 64, 8], found [32, 64, 7]");
+  }
+  {
+    TinyModel m = qwen3moe();
+    m.reshape["blk.0.ffn_gate_inp.weight"] = {64, 9};
+    Status st = bind(m);
+    EXPECT_EQ(st.message(), "tensor 'blk.0.ffn_gate_inp.weight': expected shape [64, 8], found [64, 9]");
+  }
 }
 
 TEST(ModelSpecErrors, UnknownArchitecture) {

@@ -15,6 +15,7 @@
 #include "format/gguf.h"
 #include "model/model_spec.h"
 #include "model/synth.h"
+#include "model/synth_route_skew.h"
 #include "tensor/quant.h"
 
 namespace ferry::model {
@@ -61,7 +62,8 @@ TEST(SynthPresets, NamesAndRequiredPresets) {
   std::set<std::string> names;
   for (const auto& p : synth_presets()) EXPECT_TRUE(names.insert(p.name).second) << p.name;
   for (const char* n : {"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "llama3-8b", "minitron-8b",
-                        "qwen3-4b", "qwen3-8b", "gemma3-4b"})
+                        "qwen3-4b", "qwen3-8b", "gemma3-4b", "tiny-qwen3moe", "tiny-mixtral", "qwen3-30b-a3b",
+                        "qwen3-235b-a22b", "mixtral-8x7b"})
     EXPECT_TRUE(names.count(n)) << n;
   EXPECT_EQ(find_synth_preset("nope"), nullptr);
 }
@@ -81,20 +83,40 @@ TEST(SynthPresets, PublishedShapes) {
   EXPECT_TRUE(preset("qwen3-4b").tied_output);
   EXPECT_FALSE(preset("qwen3-8b").tied_output);
   EXPECT_EQ(preset("gemma3-4b").sliding_window, 1024);
+  const SynthPreset& a3b = preset("qwen3-30b-a3b");
+  EXPECT_EQ(a3b.n_layer, 48);
+  EXPECT_EQ(a3b.n_embd, 2048);
+  EXPECT_EQ(a3b.n_kv_head, 4);
+  EXPECT_EQ(a3b.n_expert, 128);
+  EXPECT_EQ(a3b.n_expert_used, 8);
+  EXPECT_EQ(a3b.n_ff_expert, 768);
+  const SynthPreset& a22b = preset("qwen3-235b-a22b");
+  EXPECT_EQ(a22b.n_layer, 94);
+  EXPECT_EQ(a22b.n_embd, 4096);
+  EXPECT_EQ(a22b.n_head, 64);
+  EXPECT_EQ(a22b.n_ff_expert, 1536);
+  const SynthPreset& mx = preset("mixtral-8x7b");
+  EXPECT_EQ(mx.arch, Arch::kLlama);
+  EXPECT_EQ(mx.n_expert, 8);
+  EXPECT_EQ(mx.n_expert_used, 2);
+  EXPECT_EQ(mx.n_ff_expert, 14336);
+  EXPECT_EQ(mx.n_vocab, 32000);
 }
 
 // Every preset in every weight type: no tensor needs the fallback (all rows are multiples of 256),
-// 1-D tensors are F32, and tiny presets stay under 10 MB even in F32.
+// 1-D tensors and MoE routers are F32, and tiny presets stay under 10 MB even in F32 (32 MB with experts:
+// 256-wide experts, for the k-quants, and more than a couple of them per layer).
 TEST(SynthPresets, EveryTypeFitsEveryPreset) {
   for (const auto& p : synth_presets()) {
     for (DType t : kWeightTypes) {
       auto ts = synth_tensors(p, t);
       ASSERT_TRUE(ts.has_value()) << ts.status().message();
       for (const auto& x : *ts) {
-        if (x.ne.size() == 1) EXPECT_EQ(x.type, DType::F32) << x.name;
+        const bool router = x.name.find("ffn_gate_inp") != std::string::npos;
+        if (x.ne.size() == 1 || router) EXPECT_EQ(x.type, DType::F32) << x.name;
         else EXPECT_EQ(x.type, t) << p.name << " " << x.name;
       }
-      if (p.tiny) EXPECT_LT(data_bytes(*ts), 10u << 20) << p.name << " " << dtype_name(t);
+      if (p.tiny) EXPECT_LT(data_bytes(*ts), (p.n_expert > 0 ? 32u : 10u) << 20) << p.name << " " << dtype_name(t);
     }
   }
 }
@@ -117,6 +139,20 @@ TEST(SynthPresets, TensorNamesFollowTheConverter) {
   for (const char* n : {"blk.5.post_attention_norm.weight", "blk.5.post_ffw_norm.weight", "blk.5.attn_q_norm.weight",
                         "blk.5.attn_k_norm.weight"})
     EXPECT_TRUE(gemma.count(n)) << n;
+  auto moe = names("tiny-qwen3moe");
+  for (const char* n : {"blk.1.ffn_gate_inp.weight", "blk.1.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight",
+                        "blk.1.ffn_down_exps.weight", "blk.1.attn_q_norm.weight"})
+    EXPECT_TRUE(moe.count(n)) << n;
+  EXPECT_FALSE(moe.count("blk.1.ffn_gate.weight"));
+  auto mixtral = names("tiny-mixtral");
+  EXPECT_TRUE(mixtral.count("blk.0.ffn_down_exps.weight"));
+  EXPECT_FALSE(mixtral.count("blk.0.attn_q_norm.weight"));
+  for (const auto& t : *synth_tensors(preset("qwen3-30b-a3b"), DType::Q4_K, 1)) {
+    if (t.name == "blk.0.ffn_gate_inp.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{2048, 128}));
+    if (t.name == "blk.0.ffn_up_exps.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{2048, 768, 128}));
+    if (t.name == "blk.0.ffn_down_exps.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{768, 2048, 128}));
+    if (t.name == "blk.0.attn_q.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{2048, 4096}));
+  }
   const auto big = synth_tensors(preset("qwen3-8b"), DType::Q4_K, 2);
   for (const auto& t : *big) {
     if (t.name == "blk.1.attn_q.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{4096, 4096}));
@@ -277,9 +313,77 @@ TEST(SynthWrite, ModelSpecReadsEveryTinyPreset) {
     EXPECT_EQ(spec->sliding_window, p.sliding_window);
     EXPECT_FLOAT_EQ(spec->rope_base, p.rope_base);
     EXPECT_EQ(spec->has_rope_freqs, p.llama3_rope_factor > 0);
+    EXPECT_EQ(spec->n_expert, p.n_expert);
+    EXPECT_EQ(spec->n_expert_used, p.n_expert_used);
+    EXPECT_EQ(spec->n_ff_expert, p.n_ff_expert);
     const std::vector<int32_t> sections = synth_rope_sections(p);
     for (int i = 0; i < 4; ++i) EXPECT_EQ(spec->rope_sections[i], sections[i]) << p.name;
   }
+}
+
+// The MoE presets' routers (model/synth_route_skew.h): reserved residual dimensions 0..n_p that only the
+// router reads and no block writes, the constant in the embeddings, the biases; the same in --fast files.
+TEST(SynthWrite, MoeRoutersReadReservedDimensions) {
+  Scratch dir;
+  for (bool fast : {false, true}) {
+    const std::string path = dir.file(fast ? "fast.gguf" : "full.gguf");
+    SynthOptions o;
+    o.preset = "tiny-qwen3moe";
+    o.type = DType::Q8_0;
+    o.path = path;
+    o.route_skew = 1.0;
+    o.fast = fast;
+    o.n_threads = 2;
+    ASSERT_TRUE(synth_write(o).has_value());
+    auto f = gguf::ModelFile::open(path);
+    ASSERT_TRUE(f.has_value());
+    const SynthPreset& p = preset("tiny-qwen3moe");
+    const int64_t d = p.n_embd, np = route_feature_dims(d), E = p.n_expert, ffe = p.n_ff_expert;
+    auto values = [&](const std::string& name) {
+      const gguf::TensorInfo* t = (*f)->find_tensor(name);
+      EXPECT_NE(t, nullptr) << name;
+      int64_t n = 1;
+      for (int i = 0; i < 4; ++i) n *= t->ne[i];
+      std::vector<float> x(static_cast<size_t>(n));
+      dequantize_row(t->dtype, t->data, x.data(), n);
+      return x;
+    };
+    const std::vector<float> emb = values("token_embd.weight");
+    for (int64_t t = 0; t < p.n_vocab; t += 37) EXPECT_NEAR(emb[t * d], 6.0 / 16.0, 0.01) << t;  // 3 sd = 6/sqrt(d)
+    for (int il = 0; il < p.n_layer; ++il) {
+      const std::string b = "blk." + std::to_string(il) + ".";
+      const std::vector<float> wo = values(b + "attn_output.weight");  // [qd, d]: row r = output r
+      const int64_t qd = int64_t{p.n_head} * p.head_dim;
+      for (int64_t r = 0; r <= np; ++r)
+        for (int64_t c = 0; c < qd; ++c) ASSERT_EQ(wo[r * qd + c], 0.f) << b << " attn_output row " << r;
+      const std::vector<float> down = values(b + "ffn_down_exps.weight");  // [ffe, d, E]
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = 0; r <= np; ++r)
+          for (int64_t c = 0; c < ffe; c += 17) ASSERT_EQ(down[(e * d + r) * ffe + c], 0.f) << b << " down " << e;
+      const std::vector<float> up = values(b + "ffn_up_exps.weight");  // [d, ffe, E]
+      for (int64_t row = 0; row < ffe * E; row += 13)
+        for (int64_t c = 0; c <= np; ++c) ASSERT_EQ(up[row * d + c], 0.f) << b << " up column " << c;
+      const std::vector<float> router = values(b + "ffn_gate_inp.weight");  // [d, E], F32
+      double bias_sum = 0;
+      std::set<float> biases;
+      for (int64_t e = 0; e < E; ++e) {
+        bias_sum += router[e * d];
+        biases.insert(router[e * d]);
+        for (int64_t c = np + 1; c < d; ++c) ASSERT_EQ(router[e * d + c], 0.f) << b << " router " << e;
+      }
+      EXPECT_NEAR(bias_sum, 0.0, 1e-4);                        // centered
+      EXPECT_EQ(biases.size(), static_cast<size_t>(E));        // one rank each
+      EXPECT_NEAR(*biases.rbegin() - *biases.begin(), std::log(16.0), 1e-4);  // S * ln(E): ranks 1..16
+    }
+  }
+  // No experts, no skew.
+  SynthOptions o;
+  o.preset = "tiny-llama";
+  o.path = dir.file("dense.gguf");
+  o.route_skew = 1.0;
+  auto bad = synth_write(o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("mixture-of-experts"), std::string::npos);
 }
 
 TEST(SynthWrite, BytesDependOnSeedNotThreads) {

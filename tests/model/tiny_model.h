@@ -37,6 +37,11 @@ struct TinyModel {
   bool write_key_length = true;
   DType wtype = DType::F32;    // 2-D weights (token_embd included)
   uint64_t seed = 1;
+  // Mixture of experts (arch "qwen3moe", or "llama" for Mixtral): experts per layer, per token, width.
+  // The router (ffn_gate_inp) is written in F32, as converters do.
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_expert = 0;
 
   std::set<std::string> drop_tensors;                       // tensor names not written
   std::map<std::string, std::vector<int64_t>> reshape;      // tensor name -> shape written instead
@@ -83,7 +88,7 @@ inline std::vector<std::string> gpt2_byte_tokens() {
 struct TinyTensor {
   std::string name;
   std::vector<int64_t> ne;
-  bool matrix;  // 2-D weight (wtype) vs norm/bias (F32)
+  bool matrix;  // 2-D weight or stacked experts (wtype; a router F32) vs norm/bias (F32)
   float norm_center;  // vectors: values around this (1 for norms, 0 for biases)
 };
 
@@ -94,7 +99,8 @@ inline std::vector<TinyTensor> tiny_tensor_list(const TinyModel& m) {
   t.push_back({"token_embd.weight", {d, nv}, true, 0});
   t.push_back({"output_norm.weight", {d}, false, 1});
   if (!m.tied) t.push_back({"output.weight", {d, nv}, true, 0});
-  const bool qwen2 = m.arch == "qwen2", qk_norm = m.arch == "qwen3" || m.arch == "gemma3", gemma = m.arch == "gemma3";
+  const bool qwen2 = m.arch == "qwen2", gemma = m.arch == "gemma3";
+  const bool qk_norm = m.arch == "qwen3" || m.arch == "gemma3" || m.arch == "qwen3moe";
   for (int il = 0; il < m.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     t.push_back({p + "attn_norm.weight", {d}, false, 1});
@@ -113,6 +119,14 @@ inline std::vector<TinyTensor> tiny_tensor_list(const TinyModel& m) {
     }
     if (gemma) t.push_back({p + "post_attention_norm.weight", {d}, false, 1});
     t.push_back({p + "ffn_norm.weight", {d}, false, 1});
+    if (m.n_expert > 0) {
+      const int64_t ne = m.n_expert, ffe = m.n_ff_expert;
+      t.push_back({p + "ffn_gate_inp.weight", {d, ne}, true, 0});
+      t.push_back({p + "ffn_gate_exps.weight", {d, ffe, ne}, true, 0});
+      t.push_back({p + "ffn_up_exps.weight", {d, ffe, ne}, true, 0});
+      t.push_back({p + "ffn_down_exps.weight", {ffe, d, ne}, true, 0});
+      continue;
+    }
     t.push_back({p + "ffn_gate.weight", {d, ff}, true, 0});
     t.push_back({p + "ffn_up.weight", {d, ff}, true, 0});
     t.push_back({p + "ffn_down.weight", {ff, d}, true, 0});
@@ -148,6 +162,11 @@ inline Status write_tiny_model(const TinyModel& m, const std::string& path) {
   f32(a + ".attention.layer_norm_rms_epsilon", m.rms_eps);
   f32(a + ".rope.freq_base", m.rope_base);
   if (m.sliding_window > 0) u32(a + ".attention.sliding_window", m.sliding_window);
+  if (m.n_expert > 0) {
+    u32(a + ".expert_count", m.n_expert);
+    u32(a + ".expert_used_count", m.n_expert_used);
+    if (a == "qwen3moe") u32(a + ".expert_feed_forward_length", m.n_ff_expert);
+  }
 
   // Vocabulary: 256 byte tokens, "ab", then filler tokens, the last one an end-of-text special.
   std::vector<std::string> tokens = gpt2_byte_tokens();
@@ -174,7 +193,7 @@ inline Status write_tiny_model(const TinyModel& m, const std::string& path) {
   std::vector<DType> dtypes;
   for (const TinyTensor& t : list) {
     if (m.drop_tensors.count(t.name)) continue;
-    DType dt = t.matrix ? m.wtype : DType::F32;
+    DType dt = t.matrix && t.name.find("ffn_gate_inp") == std::string::npos ? m.wtype : DType::F32;
     if (auto it = m.retype.find(t.name); it != m.retype.end()) dt = it->second;
     std::vector<int64_t> ne = t.ne;
     if (auto it = m.reshape.find(t.name); it != m.reshape.end()) ne = it->second;
@@ -185,7 +204,7 @@ inline Status write_tiny_model(const TinyModel& m, const std::string& path) {
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
   for (const TinyTensor& t : list) {
     if (m.drop_tensors.count(t.name)) continue;
-    DType dt = t.matrix ? m.wtype : DType::F32;
+    DType dt = t.matrix && t.name.find("ffn_gate_inp") == std::string::npos ? m.wtype : DType::F32;
     if (auto it = m.retype.find(t.name); it != m.retype.end()) dt = it->second;
     std::vector<int64_t> ne = t.ne;
     if (auto it = m.reshape.find(t.name); it != m.reshape.end()) ne = it->second;

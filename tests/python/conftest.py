@@ -47,6 +47,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         line = (f"{case:24s} rows {s.get('rows', 0):3d}  err/spread max {s.get('max_err', float('nan')):.3f} "
                 f"rms {s.get('rms_err', float('nan')):.4f}  top-1 differs {s.get('top1_differs', '?')} "
                 f"(gap <= {s.get('top1_max_gap', float('nan')):.3f})  greedy {s.get('greedy', '?')}")
+        if s.get("route_ties"):
+            line += f"  route ties {s['route_ties']}"
+        if "route_tie_step" in s:
+            line += f"  parted at a route tie (step {s['route_tie_step']})"
         if s.get("near_tie"):
             ties += 1
             line += f"  near tie ({s['near_tie_margin']:.3f} spreads)"

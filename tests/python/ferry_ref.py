@@ -8,6 +8,7 @@ distribution of the token at position r + 1.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
@@ -97,3 +98,67 @@ def row_errors(ours: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 def row_scale(ref_row: np.ndarray) -> float:
     return float(max(1.0, np.std(ref_row.astype(np.float64))))
+
+
+class _GgmlTensor(ctypes.Structure):
+    """The head of ggml.h's struct ggml_tensor, as far as `name` (what the eval callback reads)."""
+
+    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p), ("ne", ctypes.c_int64 * 4),
+                ("nb", ctypes.c_size_t * 4), ("op", ctypes.c_int), ("op_params", ctypes.c_int32 * 16),
+                ("flags", ctypes.c_int32), ("src", ctypes.c_void_p * 10), ("view_src", ctypes.c_void_p),
+                ("view_offs", ctypes.c_size_t), ("data", ctypes.c_void_p), ("name", ctypes.c_char * 64)]
+
+
+def llama_router_logits(model: Path, ids: list[int], n_ctx: int) -> dict[int, np.ndarray]:
+    """llama.cpp's router logits ("ffn_moe_logits-<layer>", F32 [n_expert, n_tokens] on the CPU backend)
+    for the token ids evaluated in one sequence: layer -> [len(ids), n_expert]."""
+    import llama_cpp
+    from llama_cpp import llama_cpp as lc
+
+    rows: dict[int, list[np.ndarray]] = {}
+
+    def on_tensor(t_ptr, ask, _user):
+        t = ctypes.cast(t_ptr, ctypes.POINTER(_GgmlTensor)).contents
+        name = t.name.decode(errors="replace")
+        if not name.startswith("ffn_moe_logits-"):
+            return False
+        if ask:
+            return True
+        assert t.type == 0, f"{name}: type {t.type}, expected F32"  # GGML_TYPE_F32
+        n_expert, n_tok = int(t.ne[0]), int(t.ne[1])
+        data = np.ctypeslib.as_array(ctypes.cast(t.data, ctypes.POINTER(ctypes.c_float)), shape=(n_tok, n_expert))
+        rows.setdefault(int(name.split("-")[1]), []).append(data.copy())
+        return True
+
+    callback = lc.ggml_backend_sched_eval_callback(on_tensor)
+    default_params = lc.llama_context_default_params
+
+    def params_with_callback():
+        p = default_params()
+        p.cb_eval = callback
+        p.cb_eval_user_data = None
+        return p
+
+    lc.llama_context_default_params = params_with_callback
+    try:
+        llm = llama_cpp.Llama(model_path=str(model), n_ctx=n_ctx, logits_all=True, n_threads=2, n_threads_batch=2,
+                              n_gpu_layers=0,
+                              seed=0, verbose=False)
+    finally:
+        lc.llama_context_default_params = default_params
+    try:
+        llm.eval(list(ids))
+    finally:
+        if hasattr(llm, "close"):
+            llm.close()
+    return {layer: np.concatenate(parts, axis=0) for layer, parts in sorted(rows.items())}
+
+
+def route_margins(router_logits: dict[int, np.ndarray], n_used: int) -> np.ndarray:
+    """[n_tokens] the smallest gap, over layers, between the n_used-th and the next largest router logit:
+    how close each token's expert choice came to picking another expert."""
+    gaps = []
+    for logits in router_logits.values():
+        s = -np.sort(-logits.astype(np.float64), axis=1)
+        gaps.append(s[:, n_used - 1] - s[:, n_used])
+    return np.min(np.stack(gaps), axis=0)

@@ -2,7 +2,8 @@
 
 Models: the two bundled real models (SmolLM2-135M-Instruct Q4_1, Gemma-3-270M Q4_K_M) and tiny synthetic
 models of every architecture (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3) in every weight type
-(F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K), written by `ferry synth`.
+(F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K), written by `ferry synth`, and the
+mixture-of-experts presets tiny-qwen3moe and tiny-mixtral in the same types.
 The same prompt ids go through both (ferry gets them with `--tokens`, so the tokenizer is not under
 test here), then 32 greedy tokens. "spread" below is max(1, std(llama.cpp's logits row)).
 
@@ -22,6 +23,14 @@ Contract (the numbers and their measurements are in docs/TESTING.md):
    the step where they part); such cases are counted and printed in the session summary ("greedy
    divergences accepted as near ties"). llama.cpp parts from itself the same way (flash attention on
    vs off: tiny-llama Q4_K at step 8, tiny-qwen3 Q6_K at step 19 with a 0.084 gap).
+
+Mixture-of-experts presets (tiny-qwen3moe, tiny-mixtral) add one rule. A token's routing is a choice: where
+llama.cpp's router logits put the n_used-th and the next expert within ROUTE_TIE of each other at some layer,
+the rounding differences that rule 1 allows can pick the other expert, and that token's hidden state (so its
+logits row) then differs by whole spreads. Such rows ("route ties", found from llama.cpp's own router logits
+through its eval callback) may break rules 1 and 2: they are then left out and counted in the summary
+("route ties"); the greedy runs may part at one. ROUTE_TIE: 0.02 for the block-quantized types, where the flips seen were at gaps of 0.0056 and 0.0085
+(tiny-mixtral Q3_K, tiny-qwen3moe Q8_0); 0.005 for BF16, 0.001 for F32 / F16 (no flip seen without it).
 
 Skips cleanly when llama-cpp-python, the ferry binary, a real model file, or `ferry synth` for a
 preset/type is missing. Environment: FERRY_BUILD (binary folder, default /work/main/build),
@@ -66,7 +75,12 @@ REAL_MODELS = {
     "smollm2-135m-q4_1": "smollm2-135m-instruct-q4_1.gguf",
     "gemma3-270m-q4_k_m": "gemma-3-270m-q4_k_m.gguf",
 }
-PRESETS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-qwen2.5-vl"]
+PRESETS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-qwen2.5-vl", "tiny-qwen3moe", "tiny-mixtral"]
+# Mixture-of-experts presets: experts each token runs (the router's top k).
+MOE_USED = {"tiny-qwen3moe": 4, "tiny-mixtral": 2}
+# A routing decision closer than this (router logits of the n_used-th and the next expert) is a near tie, by
+# weight class: as rule 1's tolerances, it follows how far rounding moves the hidden states.
+ROUTE_TIE = {"float": 0.001, "bf16": 0.005, "quant": 0.02}
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 
 
@@ -88,6 +102,10 @@ class Case:
         return TOLERANCES["bf16" if self.dtype == "BF16" else "quant"]
 
     @property
+    def route_tie(self) -> float:
+        return ROUTE_TIE["float" if self.dtype in ("F32", "F16") else "bf16" if self.dtype == "BF16" else "quant"]
+
+    @property
     def tie(self) -> float:
         return TIE_REAL if self.real else TIE
 
@@ -104,6 +122,7 @@ class Result:
     ref: ferry_ref.Run
     diverge: int          # first step where greedy tokens differ (N_GEN if none)
     compared_rows: int    # rows comparable: prompt rows + generated rows before the runs part
+    route_tie: np.ndarray  # [rows] True where the token's expert choice is a near tie (MoE; else all False)
 
 
 def _model_path(case: Case, work: Path) -> Path:
@@ -143,7 +162,12 @@ def _compute(case: Case, work: Path) -> Result:
     ours = ferry_ref.ferry_greedy(model, prompt, N_GEN, work / f"{case.id}.logits", n_ctx=256,
                                   batch=case.batch or None, device=DEVICE)
     diverge = next((j for j in range(N_GEN) if ours.tokens[j:j + 1] != ref.tokens[j:j + 1]), N_GEN)
-    return Result(ours=ours, ref=ref, diverge=diverge, compared_rows=len(prompt) + min(diverge, N_GEN - 1))
+    route_tie = np.zeros(len(ref.logits), dtype=bool)
+    if case.preset in MOE_USED:
+        router = ferry_ref.llama_router_logits(model, prompt + ref.tokens[:N_GEN - 1], n_ctx=256)
+        route_tie = ferry_ref.route_margins(router, MOE_USED[case.preset]) < case.route_tie
+    return Result(ours=ours, ref=ref, diverge=diverge, compared_rows=len(prompt) + min(diverge, N_GEN - 1),
+                  route_tie=route_tie)
 
 
 def _tie_gap(ref_row: np.ndarray, ours_pick: int) -> float:
@@ -189,8 +213,11 @@ def test_logits(case: Case, diff_results, diff_summary):
     err_max = np.abs(ours - ref).max(axis=1) / scale
     err_rms = np.sqrt(((ours - ref) ** 2).mean(axis=1)) / scale
     tol_max, tol_rms = case.tol
+    # Rows over the tolerance at a route tie are left out (module docstring), and counted.
+    excused = r.route_tie[:n] & ((err_max > tol_max) | (err_rms > tol_rms))
+    err_max[excused], err_rms[excused] = 0.0, 0.0
     s = diff_summary.setdefault(case.id, {})
-    s.update(rows=n, max_err=float(err_max.max()), rms_err=float(err_rms.max()))
+    s.update(rows=n, max_err=float(err_max.max()), rms_err=float(err_rms.max()), route_ties=int(excused.sum()))
     worst = int(np.argmax(err_max / tol_max + err_rms / tol_rms))
     where = "prompt" if worst < n_prompt else "generated"
     assert err_max.max() <= tol_max and err_rms.max() <= tol_rms, (
@@ -204,6 +231,7 @@ def test_top1(case: Case, diff_results, diff_summary):
     n = r.compared_rows
     picks = r.ours.logits[:n].argmax(axis=1)
     gaps = np.array([_tie_gap(r.ref.logits[i], int(picks[i])) for i in range(n)])
+    gaps[r.route_tie[:n] & (gaps > case.tie)] = 0.0  # a different top-1 at a route tie: excused
     s = diff_summary.setdefault(case.id, {})
     s.update(top1_differs=int((gaps > 0).sum()), top1_max_gap=float(gaps.max()))
     bad = np.nonzero(gaps > case.tie)[0]
@@ -227,6 +255,9 @@ def test_greedy(case: Case, diff_results, diff_summary):
     j = r.diverge
     gap = _tie_gap(r.ref.logits[n_prompt - 1 + j], r.ours.tokens[j])
     s["greedy"] = f"{j}/{N_GEN}"
+    if gap > case.tie and r.route_tie[n_prompt - 1 + j]:
+        s.update(route_tie_step=j)
+        return
     if gap > case.tie:
         pytest.fail(f"{case.id}: greedy token {j} differs: ferry {r.ours.tokens[j]}, llama.cpp {r.ref.tokens[j]}, "
                     f"{gap:.3f} spreads apart in llama.cpp's logits (near-tie allowance {case.tie}); "

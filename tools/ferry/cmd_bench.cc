@@ -81,11 +81,16 @@ void mean_sd(const std::vector<double>& v, double* mean, double* sd) {
 }
 
 // Weight bytes a decode step reads: every tensor except the token embedding (one row of it is read),
-// unless the output head is tied to it.
-uint64_t decode_weight_bytes(const ferry::gguf::ModelFile& f, bool tied_output) {
+// unless the output head is tied to it; of a layer's stacked experts (ffn_*_exps), the n_expert_used that
+// one token is routed to.
+uint64_t decode_weight_bytes(const ferry::gguf::ModelFile& f, const ferry::model::ModelSpec& spec) {
   uint64_t total = 0;
-  for (const ferry::gguf::TensorInfo& t : f.tensors())
-    if (t.name != "token_embd.weight" || tied_output) total += t.nbytes;
+  for (const ferry::gguf::TensorInfo& t : f.tensors()) {
+    if (t.name == "token_embd.weight" && !spec.tied_output) continue;
+    const bool experts = spec.n_expert > 0 && t.name.find("_exps.") != std::string::npos;
+    total += experts ? t.nbytes / static_cast<uint64_t>(spec.n_expert) * static_cast<uint64_t>(spec.n_expert_used)
+                     : t.nbytes;
+  }
   return total;
 }
 
@@ -234,7 +239,7 @@ int run(const BenchArgs& a) {
   if (!tg.empty()) mean_sd(tg, &tg_mean, &tg_sd);
   mean_sd(ttft, &ttft_mean, &ttft_sd);
 
-  const uint64_t wbytes = decode_weight_bytes(engine.file(), spec.tied_output);
+  const uint64_t wbytes = decode_weight_bytes(engine.file(), spec);
   const double decode_gb_s = static_cast<double>(wbytes) * tg_mean / 1e9;
   const double host_gb_s = a.membw ? ferry::kernels::measure_read_gbs(a.threads) : 0.0;
   const ferry::CpuInfo& ci = ferry::cpu_info();

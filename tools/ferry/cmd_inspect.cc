@@ -1,6 +1,8 @@
 // ferry inspect: what a GGUF file holds — metadata (long arrays abbreviated), tensors (name, type,
 // shape, bytes), totals by dtype, the architecture's hyperparameters when ferry supports it, and the
-// sub-layer table (kind, layer, bytes) the planner places. --json prints the same as one JSON object.
+// sub-layer table (kind, layer, bytes) the planner places; a mixture-of-experts layer is a router and its
+// experts in groups of 8 (--per-expert: one row per expert), each with its bytes. --json prints the same as
+// one JSON object.
 // Only the file is read (no weights are touched beyond the table), so it is fast on any size.
 #include <cinttypes>
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "format/gguf.h"
@@ -79,12 +82,27 @@ json spec_to_json(const ferry::model::ModelSpec& s) {
               {"sliding_window", s.sliding_window},
               {"tied_output", s.tied_output},
               {"n_expert", s.n_expert},
-              {"n_expert_used", s.n_expert_used}};
+              {"n_expert_used", s.n_expert_used},
+              {"n_ff_expert", s.n_ff_expert}};
+}
+
+ferry::model::SubLayerOptions sublayer_options(bool per_expert) {
+  ferry::model::SubLayerOptions o;
+  if (per_expert) o.experts_per_group = 1;
+  return o;
+}
+
+// Bytes of one expert (its gate, up and down) of a layer, from the first expert group of `subs`.
+uint64_t expert_bytes(const std::vector<ferry::model::SubLayer>& subs) {
+  for (const auto& sl : subs)
+    if (sl.kind == ferry::model::SubLayerKind::kExperts)
+      return sl.weight_bytes / static_cast<uint64_t>(sl.expert_end - sl.expert_begin);
+  return 0;
 }
 
 // The planner's unit table: one row per sub-layer, in execution order.
-void print_sublayers(const ferry::model::ModelSpec& spec, const ferry::gguf::ModelFile& f) {
-  auto subs = ferry::model::build_sublayers(spec, f);
+void print_sublayers(const ferry::model::ModelSpec& spec, const ferry::gguf::ModelFile& f, bool per_expert) {
+  auto subs = ferry::model::build_sublayers(spec, f, sublayer_options(per_expert));
   if (!subs) {
     std::printf("\nsub-layers: %s\n", subs.status().message().c_str());
     return;
@@ -101,9 +119,15 @@ void print_sublayers(const ferry::model::ModelSpec& spec, const ferry::gguf::Mod
   std::printf("  %-20s %-8s %6s %8s %14" PRIu64 " (%s)\n", "sum", "", "", "", total,
               human_bytes(static_cast<double>(total)).c_str());
   if (spec.tied_output) std::printf("  (tied output: token_embd.weight is counted in both embed and head)\n");
+  if (spec.n_expert > 0) {
+    const uint64_t e = expert_bytes(*subs);
+    std::printf("  (experts: %d per layer, %s each; a token runs %d of them: %s of expert weights per layer)\n",
+                spec.n_expert, human_bytes(static_cast<double>(e)).c_str(), spec.n_expert_used,
+                human_bytes(static_cast<double>(e) * spec.n_expert_used).c_str());
+  }
 }
 
-int inspect(const std::string& path, bool as_json) {
+int inspect(const std::string& path, bool as_json, bool per_expert) {
   auto opened = ferry::gguf::ModelFile::open(path);
   if (!opened) return ferry::cli::report(opened.status());
   const ferry::gguf::ModelFile& f = **opened;
@@ -147,8 +171,9 @@ int inspect(const std::string& path, bool as_json) {
     j["totals"] = json{{"tensors", f.tensors().size()}, {"bytes", total_bytes}, {"by_type", by_type}};
     if (spec) {
       j["spec"] = spec_to_json(*spec);
-      auto subs = ferry::model::build_sublayers(*spec, f);
+      auto subs = ferry::model::build_sublayers(*spec, f, sublayer_options(per_expert));
       if (subs) {
+        if (spec->n_expert > 0) j["spec"]["expert_bytes"] = expert_bytes(*subs);
         json table = json::array();
         for (const auto& sl : *subs) {
           json row{{"label", sl.label()}, {"kind", ferry::model::sublayer_kind_name(sl.kind)}, {"layer", sl.layer},
@@ -194,7 +219,10 @@ int inspect(const std::string& path, bool as_json) {
     std::printf("\nmodel: %s (%s), %d layers, d=%d, heads %d/%d kv, head dim %d, ffn %d, vocab %d, ctx %d%s\n",
                 s.name.c_str(), ferry::model::arch_name(s.arch), s.n_layer, s.n_embd, s.n_head, s.n_kv_head,
                 s.head_dim, s.n_ff, s.n_vocab, s.n_ctx_train, s.tied_output ? ", tied output" : "");
-    print_sublayers(s, f);
+    if (s.n_expert > 0)
+      std::printf("  mixture of experts: %d experts of width %d per layer, %d per token\n", s.n_expert, s.n_ff_expert,
+                  s.n_expert_used);
+    print_sublayers(s, f, per_expert);
   } else if (auto vision = ferry::model::VisionSpec::from_gguf(f); vision) {
     const auto& v = *vision;
     std::printf("\nvision tower (mmproj, %s): %d blocks, d=%d, heads %d, ffn %d, patch %d px, full attention every "
@@ -214,10 +242,12 @@ int cmd_inspect(int argc, char** argv) {
   CLI::App app{"Print a GGUF file's metadata, tensors and sub-layers.", "ferry inspect"};
   app.add_option("file", path, "GGUF file")->required();
   app.add_flag("--json", as_json, "print one JSON object");
+  bool per_expert = false;
+  app.add_flag("--per-expert", per_expert, "mixture of experts: one sub-layer row per expert (default: groups of 8)");
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;
   try {
-    return inspect(path, as_json);
+    return inspect(path, as_json, per_expert);
   } catch (const std::exception& e) {
     return ferry::cli::fail(std::string("unexpected failure: ") + e.what());
   }

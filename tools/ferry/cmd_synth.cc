@@ -1,6 +1,6 @@
 // ferry synth: write a GGUF with random weights at a named preset.
 //   ferry synth --list
-//   ferry synth --preset NAME --type TYPE -o FILE [--seed S] [--layers N] [-t THREADS] [--fast]
+//   ferry synth --preset NAME --type TYPE -o FILE [--seed S] [--layers N] [-t THREADS] [--fast] [--route-skew S]
 //               [--mmproj-out MMPROJ [--mmproj-type TYPE]]   (qwen2vl presets: the vision tower too)
 // The file streams to disk with a progress bar on stderr (bytes, %, MB/s; a line every 10 % when
 // stderr is not a terminal). Unknown preset or unsupported type: one `error:` line, exit 2. The file is
@@ -43,19 +43,23 @@ void remove_partial_on_signals(const std::string& path) {
 }
 
 double params_of(const ferry::model::SynthPreset& p) {
-  double per_layer = 2.0 * p.n_embd * p.n_head * p.head_dim + 2.0 * p.n_embd * p.n_kv_head * p.head_dim +
-                     3.0 * p.n_embd * p.n_ff;
+  const double ffn = p.n_expert > 0 ? (3.0 * p.n_ff_expert + 1.0) * p.n_embd * p.n_expert : 3.0 * p.n_embd * p.n_ff;
+  const double per_layer = 2.0 * p.n_embd * p.n_head * p.head_dim + 2.0 * p.n_embd * p.n_kv_head * p.head_dim + ffn;
   return per_layer * p.n_layer + (p.tied_output ? 1.0 : 2.0) * p.n_embd * p.n_vocab;
 }
 
 void print_list() {
-  std::printf("%-15s %-7s %6s %6s %5s %4s %5s %7s %7s  %s\n", "preset", "arch", "layers", "d", "heads", "kv",
-              "hdim", "ffn", "vocab", "params / shapes of");
+  std::printf("%-15s %-8s %6s %6s %5s %4s %5s %7s %12s %7s  %s\n", "preset", "arch", "layers", "d", "heads", "kv",
+              "hdim", "ffn", "experts", "vocab", "params / shapes of");
   for (const auto& p : ferry::model::synth_presets()) {
     const double n = params_of(p);
-    std::printf("%-15s %-7s %6d %6d %5d %4d %5d %7d %7d  %.2f%s, %s\n", p.name, ferry::model::arch_name(p.arch),
-                p.n_layer, p.n_embd, p.n_head, p.n_kv_head, p.head_dim, p.n_ff, p.n_vocab, n >= 1e9 ? n / 1e9 : n / 1e6,
-                n >= 1e9 ? "B" : "M", p.description);
+    // Experts: count x width, top k per token.
+    std::string experts = "-";
+    if (p.n_expert > 0)
+      experts = std::to_string(p.n_expert) + "x" + std::to_string(p.n_ff_expert) + "/" + std::to_string(p.n_expert_used);
+    std::printf("%-15s %-8s %6d %6d %5d %4d %5d %7d %12s %7d  %.2f%s, %s\n", p.name, ferry::model::arch_name(p.arch),
+                p.n_layer, p.n_embd, p.n_head, p.n_kv_head, p.head_dim, p.n_ff, experts.c_str(), p.n_vocab,
+                n >= 1e9 ? n / 1e9 : n / 1e6, n >= 1e9 ? "B" : "M", p.description);
   }
   std::printf("\ntypes: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K\n");
 }
@@ -117,6 +121,11 @@ int cmd_synth(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "generation threads (default: all cores)")->check(CLI::Range(1, 256));
   bool fast = false;
   app.add_flag("--fast", fast, "speed studies: repeat 2 quantized chunks per tensor instead of quantizing every row");
+  double route_skew = 0;
+  app.add_option("--route-skew", route_skew,
+                 "mixture-of-experts presets: skew expert popularity (Zipf-like, larger = more skewed; 0: random "
+                 "routers, ~uniform)")
+      ->check(CLI::Range(0.0, 8.0));
   std::string mmproj_out, mmproj_type_name = "F16";
   app.add_option("--mmproj-out", mmproj_out, "vision-language presets: also write the vision tower (mmproj GGUF) here");
   app.add_option("--mmproj-type", mmproj_type_name, "weight type of the mmproj's matrices")->capture_default_str();
@@ -131,6 +140,8 @@ int cmd_synth(int argc, char** argv) {
     return ferry::cli::usage_error("ferry synth needs --preset, --type and -o (or --list)");
   if (ferry::model::find_synth_preset(preset) == nullptr)
     return ferry::cli::usage_error("unknown preset '" + preset + "' (see `ferry synth --list`)");
+  if (route_skew > 0 && ferry::model::find_synth_preset(preset)->n_expert == 0)
+    return ferry::cli::usage_error("--route-skew needs a mixture-of-experts preset ('" + preset + "' has no experts)");
   const auto type = ferry::dtype_from_name(type_name);
   if (!type || !ferry::traits(*type).weight_type)
     return ferry::cli::usage_error("unsupported type '" + type_name +
@@ -153,6 +164,7 @@ int cmd_synth(int argc, char** argv) {
   opt.n_layer = layers;
   opt.n_threads = threads;
   opt.fast = fast;
+  opt.route_skew = route_skew;
   ProgressBar bar;
   ferry::model::SynthProgress last;
   opt.on_progress = [&](const ferry::model::SynthProgress& p) {

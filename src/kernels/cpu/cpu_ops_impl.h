@@ -3,11 +3,14 @@
 // size nothing allocates.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -34,6 +37,38 @@ class Scratch {
   size_t cap_ = 0;
 };
 
+// Direct path: rows are handed out in guided chunks, each (remaining rows) / (kGuidedDiv x threads)
+// long but at least the grain, so chunks start large (few chunk starts) and shrink towards the end: a
+// thread that finishes early waits at most about one grain (~16 KB of weights) for the others. Fixed
+// chunks (say 8 per thread) would leave it waiting about half a chunk, which on an 8B model's gate/up
+// is a visible share of a decode step spent spinning in the pool.
+inline constexpr int64_t kGuidedDiv = 2;
+
+// Direct path with several token groups: rows are walked in sub-chunks that stay in L2 while every
+// token group passes over them.
+inline constexpr size_t kDirectL2Bytes = 256 * 1024;
+
+// Calls fn(r0, r1) over [0, n) in guided chunks on the pool.
+template <typename F>
+void guided_for(ThreadPool& pool, int64_t n, int64_t grain, F&& fn) {
+  if (pool.size() == 1 || n <= grain) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  const int64_t div = kGuidedDiv * pool.size();
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    int64_t b = next.load(std::memory_order_relaxed);
+    while (b < n) {
+      const int64_t len = std::min(n - b, std::max(grain, (n - b) / div));
+      if (next.compare_exchange_weak(b, b + len, std::memory_order_relaxed)) {
+        fn(b, b + len);
+        b = next.load(std::memory_order_relaxed);
+      }
+    }
+  });
+}
+
 class CpuOps final : public Ops {
  public:
   CpuOps(int n_threads, CpuIsa isa);
@@ -54,6 +89,9 @@ class CpuOps final : public Ops {
                  TensorView out) override;
   void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) override;
   void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) override;
+  void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids,
+                 TensorView* outs) override;
+  void moe_combine(const TensorView& y, const TensorView& weights, TensorView out) override;
   // vision_ops.cc
   void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) override;
   void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& bounds,
@@ -88,6 +126,16 @@ class CpuOps final : public Ops {
   std::string name_;
   Scratch act_;        // matmul: converted activations
   Scratch per_thread_; // matmul panels, attention scores, RoPE tables (one slice per thread)
+  Scratch moe_x_;      // matmul_id: inputs gathered in expert order [K, pairs] F32
+  Scratch moe_y_;      // matmul_id: outputs in expert order, per weight [N_i, pairs] F32
+  std::vector<int64_t> moe_first_;  // matmul_id: first pair of each expert (n_expert + 1)
+  std::vector<int64_t> moe_order_;  // matmul_id: pairs (t * n_used + j) grouped by expert
+  std::vector<int64_t> moe_next_;   // matmul_id: the counting sort's cursors
+  struct IdSegment {
+    int64_t e, first_row;  // a routed expert, the global index of its first row in the decode job
+    int w;                 // which weight
+  };
+  std::vector<IdSegment> moe_segments_;  // matmul_id decode: (routed expert, weight) rows, in job order
   int32_t group_tokens_ = 0;   // set_token_groups: the step's token count,
   int32_t group_decode_ = -1;  // and its leading decode tokens (< 0: off)
 };

@@ -6,7 +6,6 @@
 //     into a panel (decoded once) and multiplies it with all tokens, kPanelCols at a time; up to 4
 //     panels per task share each pass over the tokens.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "base/status.h"
@@ -16,41 +15,9 @@ namespace ferry::kernels::cpu {
 
 namespace {
 
-// Direct path with several token groups: rows are walked in sub-chunks that stay in L2 while every
-// token group passes over them.
-constexpr size_t kDirectL2Bytes = 256 * 1024;
-
 // Panel path: up to this many panels per thread task, while their packed bytes fit this L2 budget.
 constexpr int kMaxPanelGroup = 4;
 constexpr size_t kPanelGroupL2Bytes = size_t{1} << 20;
-
-// Direct path: rows are handed out in guided chunks, each (remaining rows) / (kGuidedDiv x threads)
-// long but at least the grain, so chunks start large (few chunk starts) and shrink towards the end: a
-// thread that finishes early waits at most about one grain (~16 KB of weights) for the others. Fixed
-// chunks (say 8 per thread) would leave it waiting about half a chunk, which on an 8B model's gate/up
-// is a visible share of a decode step spent spinning in the pool.
-constexpr int64_t kGuidedDiv = 2;
-
-// Calls fn(r0, r1) over [0, n) in guided chunks on the pool.
-template <typename F>
-void guided_for(ThreadPool& pool, int64_t n, int64_t grain, F&& fn) {
-  if (pool.size() == 1 || n <= grain) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  const int64_t div = kGuidedDiv * pool.size();
-  std::atomic<int64_t> next{0};
-  pool.run([&](int, int) {
-    int64_t b = next.load(std::memory_order_relaxed);
-    while (b < n) {
-      const int64_t len = std::min(n - b, std::max(grain, (n - b) / div));
-      if (next.compare_exchange_weak(b, b + len, std::memory_order_relaxed)) {
-        fn(b, b + len);
-        b = next.load(std::memory_order_relaxed);
-      }
-    }
-  });
-}
 
 }  // namespace
 

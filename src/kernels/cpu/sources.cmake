@@ -15,6 +15,7 @@ endif()
 ferry_module(kernels_cpu DEPS tensor base SOURCES
   kernels/cpu/cpu_ops.cc
   kernels/cpu/matmul.cc
+  kernels/cpu/matmul_id.cc
   kernels/cpu/attention.cc
   kernels/cpu/vision_ops.cc
   kernels/cpu/dispatch.cc

@@ -853,6 +853,20 @@ void CudaOps::gather_rows(const TensorView& x, const int32_t* rows, TensorView o
         "gather_rows");
 }
 
+void CudaOps::copy_to_host(const TensorView& src, void* dst, size_t bytes) {
+  forget_stash();
+  if (!ctx_.ok()) return;
+  check(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, ctx_.stream()), "copy_to_host");
+  check(cudaStreamSynchronize(ctx_.stream()), "copy_to_host");
+}
+
+void CudaOps::copy_from_host(const void* src, TensorView dst, size_t bytes) {
+  forget_stash();
+  if (!ctx_.ok()) return;
+  check(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, ctx_.stream()), "copy_from_host");
+  check(cudaStreamSynchronize(ctx_.stream()), "copy_from_host");
+}
+
 void CudaOps::argmax_rows(const TensorView& x, TensorView out) {
   forget_stash();
   if (!ctx_.ok()) return;

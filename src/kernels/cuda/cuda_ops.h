@@ -215,6 +215,10 @@ class CudaOps final : public Ops {
   void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) override;
   void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& bounds,
                           float scale, TensorView out) override;
+  // Synchronous copies (they wait for the stream): the mixture-of-experts ops use Ops' defaults, which read
+  // the routing on the host through these. No MoE step is graph-captured or planned on the GPU yet.
+  void copy_to_host(const TensorView& src, void* dst, size_t bytes) override;
+  void copy_from_host(const void* src, TensorView dst, size_t bytes) override;
 
   // ---- beyond Ops (tests, benchmarks, sampling) ----------------------------------------------------
   // matmul forced through one path: 0 = matvec kernels, 1 = dequantize + cuBLAS.
