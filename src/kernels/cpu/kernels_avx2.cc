@@ -1,6 +1,8 @@
-// AVX2 + FMA + F16C kernels (Haswell / Zen 1 and later): direct matmul for every weight type on 256-bit
-// vectors, vector exp / GLU / softmax / F16 attention rows. Compiled with -mavx2 -mfma -mf16c -mbmi2
-// (sources.cmake); see the ODR rule in kernels.h.
+// AVX2 + FMA + F16C kernels (Haswell / Zen 1 and later): direct (decode) matmul for every weight type
+// on 256-bit vectors, the shared panel (prefill) kernels on ymm (panel_impl.h, V256, int8 dots by
+// vpmaddubsw + vpmaddwd), vector exp / GLU / softmax / F16 attention rows. The AVX-VNNI level
+// (kernels_avx2_vnni.cc) replaces the quantized kernels of this table with vpdpbusd ones. Compiled with
+// -mavx2 -mfma -mf16c -mbmi2 (sources.cmake); see the ODR rule in kernels.h.
 #include <immintrin.h>
 
 namespace ferry::kernels::cpu {
@@ -21,6 +23,7 @@ inline __m256i dot_s8s8(__m256i a, __m256i b) {
 }  // namespace
 }  // namespace ferry::kernels::cpu
 
+#include "kernels/cpu/panel_impl.h"
 #include "kernels/cpu/simd_math_impl.h"
 
 namespace ferry::kernels::cpu {
@@ -85,6 +88,13 @@ void act_f16_avx2(const float* x, int64_t K, void* act) {
   for (; i < K; ++i) y[i] = h2f(f2h(x[i]));
 }
 
+// Panels: from this many tokens the panel path beats the direct one; float panels take 6 interleaved
+// act columns (12 accumulators + 2 panel rows + a broadcast of the 16 ymm) in K blocks of 256 (a
+// panel's block is 16 KB, the act's 6 KB: both stay in L1).
+constexpr int kMinQ = 8, kMinF = 8;
+constexpr int kFIlCols = 6;
+constexpr int64_t kFKBlock = 256;
+
 }  // namespace
 
 void fill_avx2(KernelTable* t) {
@@ -95,6 +105,8 @@ void fill_avx2(KernelTable* t) {
   t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_avx2;
   t->mat[static_cast<uint32_t>(DType::BF16)].direct = direct_by_cols<FloatK<LoadBF16>>;
   set_simd_math(t);
+  set_qpanels<V256>(t, kMinQ);
+  set_fpanels<V256, kFIlCols>(t, kMinF, kFKBlock);
 }
 
 }  // namespace ferry::kernels::cpu
