@@ -14,6 +14,7 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
 }
 inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_add_epi32(acc, dot_u8s8(u, s)); }
 constexpr bool kDotU8Full = false;  // pmaddubsw saturates past 127 * 127 * 2
+inline __m256i dot_i16_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 // signed x signed: |a| x (b with a's sign); |a| <= 128 and |b| <= 127 keep pmaddubsw exact.
 inline __m256i dot_s8s8(__m256i a, __m256i b) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)),

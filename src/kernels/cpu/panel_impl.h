@@ -186,6 +186,20 @@ void qpack(int64_t K, const uint8_t* w, size_t w_stride, int n_rows, uint8_t* pa
     }
 }
 
+// The first `rows` lanes of p (all past L: none; none for rows <= 0), others 0; and the store of them.
+template <typename V>
+inline typename V::F load_rows(const float* p, int rows) {
+  return rows >= V::kLanes ? V::load(p) : rows > 0 ? V::load_n(p, rows) : V::zero();
+}
+template <typename V>
+inline void store_rows(float* p, typename V::F v, int rows) {
+  if (rows >= V::kLanes) {
+    V::store(p, v);
+  } else if (rows > 0) {
+    V::store_n(p, v, rows);
+  }
+}
+
 // ---- quantized panels: multiply ----------------------------------------------------------------------
 // A weight type as the panel kernel sees it: group size, the offset folded into the integer dot
 // (value = scale * (u - Off): Q4_0 8, Q5_0 16, Q8_0 as u = q + 128: 128), the largest level, and
@@ -334,22 +348,19 @@ void qpanel_mul(const MatArgs& a) {
   const uint8_t* col[C];
   for (int c = 0; c < C; ++c) col[c] = a.act + c * a.act_stride;
   F acc[NV][C];
+#pragma GCC unroll 4
   for (int v = 0; v < NV; ++v)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[v][c] = V::zero();
   for (int64_t g = 0; g < ng; ++g) {
     F sc[NV];
     for (int v = 0; v < NV; ++v) sc[v] = V::load(psc + g * R + v * L);
     qpanel_group<V, QT, C, 0>(pq + g * G * R, col, g, o, sc, pmn + g * R, acc);
   }
+#pragma GCC unroll 16
   for (int c = 0; c < C; ++c)
-    for (int v = 0; v < NV; ++v) {
-      const int rows = static_cast<int>(a.n_rows) - v * L;
-      if (rows >= L) {
-        V::store(a.out + c * a.out_stride + v * L, acc[v][c]);
-      } else if (rows > 0) {
-        V::store_n(a.out + c * a.out_stride + v * L, acc[v][c], rows);
-      }
-    }
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) store_rows<V>(a.out + c * a.out_stride + v * L, acc[v][c], static_cast<int>(a.n_rows) - v * L);
 }
 
 // ---- float panels ----------------------------------------------------------------------------------------
@@ -441,31 +452,27 @@ void fpanel_il_mul(const MatArgs& a) {
   const auto* p0 = reinterpret_cast<const float*>(a.w);
   const auto* p1 = reinterpret_cast<const float*>(a.w + a.w_stride);
   const auto* x = reinterpret_cast<const float*>(a.act);
-  auto rows_of = [&](int v) { return static_cast<int>(a.n_rows) - v * L; };  // valid rows of vector v
-  auto out_at = [&](int c, int v) { return a.out + c * a.out_stride + v * L; };
+  const int n_rows = static_cast<int>(a.n_rows);
   F acc[NV][C];
+#pragma GCC unroll 16
   for (int c = 0; c < C; ++c)
-    for (int v = 0; v < NV; ++v) {
-      const int rows = rows_of(v);
-      acc[v][c] = !a.accumulate || rows <= 0 ? V::zero() : rows >= L ? V::load(out_at(c, v)) : V::load_n(out_at(c, v), rows);
-    }
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[v][c] = a.accumulate ? load_rows<V>(a.out + c * a.out_stride + v * L, n_rows - v * L) : V::zero();
   for (int64_t k = 0; k < a.K; ++k) {
     F w[NV];
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) w[v] = V::load((v < NVP ? p0 : p1) + k * R + (v % NVP) * L);
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const F xv = V::bcast(x + k * S + c);
+#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[v][c] = V::fmadd(w[v], xv, acc[v][c]);
     }
   }
+#pragma GCC unroll 16
   for (int c = 0; c < C; ++c)
-    for (int v = 0; v < NV; ++v) {
-      const int rows = rows_of(v);
-      if (rows >= L) {
-        V::store(out_at(c, v), acc[v][c]);
-      } else if (rows > 0) {
-        V::store_n(out_at(c, v), acc[v][c], rows);
-      }
-    }
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) store_rows<V>(a.out + c * a.out_stride + v * L, acc[v][c], n_rows - v * L);
 }
 
 // Column-count dispatch: KT::run<C> for C = 1 .. kMax (n_cols past kMax: kMax).
