@@ -1,6 +1,7 @@
 // AVX2 + FMA + F16C kernels (Haswell / Zen 1 and later): direct (decode) matmul for every weight type
 // on 256-bit vectors, the shared panel (prefill) kernels on ymm (panel_impl.h, V256, int8 dots by
-// vpmaddubsw + vpmaddwd), vector exp / GLU / softmax / F16 attention rows. The AVX-VNNI level
+// vpmaddubsw + vpmaddwd), the shared decode attention cells kernels (attn_cells_impl.h), vector exp /
+// GLU / softmax / F16 attention rows. The AVX-VNNI level
 // (kernels_avx2_vnni.cc) replaces the quantized kernels of this table with vpdpbusd ones. Compiled with
 // -mavx2 -mfma -mf16c -mbmi2 (sources.cmake); see the ODR rule in kernels.h.
 #include <immintrin.h>
@@ -24,6 +25,7 @@ inline __m256i dot_s8s8(__m256i a, __m256i b) {
 }  // namespace
 }  // namespace ferry::kernels::cpu
 
+#include "kernels/cpu/attn_cells_impl.h"
 #include "kernels/cpu/panel_impl.h"
 #include "kernels/cpu/simd_math_impl.h"
 
@@ -106,6 +108,7 @@ void fill_avx2(KernelTable* t) {
   t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_avx2;
   t->mat[static_cast<uint32_t>(DType::BF16)].direct = direct_by_cols<FloatK<LoadBF16>>;
   set_simd_math(t);
+  set_attn_cells<V256>(t);
   set_qpanels<V256>(t, kMinQ);
   set_fpanels<V256, kFIlCols>(t, kMinF, kFKBlock);
 }
