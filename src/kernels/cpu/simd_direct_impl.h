@@ -11,6 +11,8 @@
 
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/cpu/generic_impl.h"
 #include "kernels/cpu/prefetch_stream.h"
 
@@ -201,6 +203,94 @@ void direct_legacy(const MatArgs& a) {
   }
 }
 
+// Q4_0 / Q4_1 rows up to kNibMaxK, two blocks per ymm: the kernel above spends ~10 instructions per
+// 32-level block (a 16-byte nibble load and split, the dot, a convert and an FMA per block). Here a
+// ymm holds the 16 nibble bytes of blocks 2j and 2j + 1 (one per 128-bit lane), split into low and high
+// nibbles (elements 0..15 and 16..31 of each block); the act columns are copied once per call with the
+// middle quarters of every 64 bytes swapped to match. Per pair one (VNNI: two) integer dots leave each
+// block's sum in 4 int32 lanes; three vphaddd fold 4 pairs into one vector of 8 block sums (lanes in
+// block order 0 2 4 6 1 3 5 7), and the chunk's offset correction, convert and FMA with d * dx run on
+// that vector: ~5 instructions per block. d (and m) of the chunk come from one gather in that order.
+constexpr int64_t kNibMaxK = 32768;
+
+template <typename Dec, int C>
+void direct_nib(const MatArgs& a) {
+  static_assert(Dec::kOff == 8 || Dec::kOff == 0, "Q4_0 / Q4_1");
+  using Block = typename Dec::BlockT;
+  const int64_t nb = a.K / 32;
+  alignas(32) int8_t yb[C][kNibMaxK + 256];
+  ActView act[C];
+  for (int c = 0; c < C; ++c) {
+    act[c] = act_view(a.act + c * a.act_stride, a.K, 32);
+    for (int64_t b = 0; b < nb; b += 2) {
+      const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b));
+      const __m256i y1 = b + 1 < nb ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b + 32))
+                                    : _mm256_setzero_si256();
+      _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b), _mm256_permute2x128_si256(y0, y1, 0x20));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b + 32), _mm256_permute2x128_si256(y0, y1, 0x31));
+    }
+    for (int64_t b = (nb + 1) / 2 * 2; b < (nb + 7) / 8 * 8; ++b)  // the last chunk's blocks past the row
+      _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b), _mm256_setzero_si256());
+  }
+  const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i gidx = _mm256_mullo_epi32(perm, _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
+  const __m256i mf = _mm256_set1_epi8(0x0F);
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
+    __m256 acc[C], macc[C];
+    for (int c = 0; c < C; ++c) acc[c] = macc[c] = _mm256_setzero_ps();
+    // A chunk of 8 blocks from b0; kTail: the row's last, partial chunk (n < 8).
+    auto chunk = [&](int64_t b0, int n, auto tail) {
+      constexpr bool kTail = decltype(tail)::value;
+      pf.advance(blocks + b0 + 8);
+      const __m256i lanes = kTail ? _mm256_cmpgt_epi32(_mm256_set1_epi32(n), perm) : _mm256_set1_epi32(-1);
+      const __m256i g = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + b0), gidx, lanes, 1);
+      const __m256 dw = halves_to_f32(g, false);  // 0 past the row: the padded act is 0 there too
+      __m256i v[4][C];
+      for (int j = 0; j < 4; ++j) {
+        // Past the row's last block, the pair's missing half repeats its first (times a zero act).
+        int64_t i0 = b0 + 2 * j, i1 = i0 + 1;
+        if constexpr (kTail) {
+          i0 = i0 < nb ? i0 : nb - 1;
+          i1 = i1 < nb ? i1 : i0;
+        }
+        const __m256i w = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(blocks[i1].qs),
+                                              reinterpret_cast<const __m128i*>(blocks[i0].qs));
+        const __m256i lo = _mm256_and_si256(w, mf), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mf);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* y = yb[c] + 32 * (b0 + 2 * j);
+          const __m256i ylo = _mm256_load_si256(reinterpret_cast<const __m256i*>(y));
+          const __m256i yhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(y + 32));
+          if constexpr (kDotU8Full) {
+            v[j][c] = dot_u8s8_acc(dot_u8s8(lo, ylo), hi, yhi);
+          } else {  // nibble products: |sum of 4| <= 4 * 15 * 127, exact in int16
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
+            v[j][c] = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+          }
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        __m256i sum = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0][c], v[1][c]), _mm256_hadd_epi32(v[2][c], v[3][c]));
+        if constexpr (Dec::kOff > 0) {
+          const __m256i qs = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].qs + b0)), perm);
+          sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(qs, 3));  // -8 * qs, exact
+        }
+        const __m256 dx = _mm256_permutevar8x32_ps(_mm256_loadu_ps(act[c].dx + b0), perm);
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, dx), acc[c]);
+        if constexpr (Dec::kMin) {
+          const __m256 sy = _mm256_permutevar8x32_ps(_mm256_loadu_ps(act[c].sy + b0), perm);
+          macc[c] = _mm256_fmadd_ps(halves_to_f32(g, true), sy, macc[c]);
+        }
+      }
+    };
+    int64_t b0 = 0;
+    for (; b0 + 8 <= nb; b0 += 8) chunk(b0, 8, std::false_type{});
+    if (b0 < nb) chunk(b0, static_cast<int>(nb - b0), std::true_type{});
+    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(_mm256_add_ps(acc[c], macc[c]));
+  }
+}
+
 }  // namespace
 }  // namespace ferry::kernels::cpu
 
@@ -224,6 +314,15 @@ struct LegacyK {
   template <int C>
   static void run(const MatArgs& a) { direct_legacy<Dec, C>(a); }
 };
+// Q4_0 / Q4_1: the paired kernel for rows up to kNibMaxK, else the per-block one.
+template <typename Dec>
+struct NibK {
+  template <int C>
+  static void run(const MatArgs& a) {
+    if (a.K > kNibMaxK) return direct_legacy<Dec, C>(a);
+    direct_nib<Dec, C>(a);
+  }
+};
 template <typename Dec>
 struct KquantK {
   template <int C>
@@ -245,7 +344,7 @@ inline void set_direct_quant(KernelTable* t) {
     void (*fn)(const MatArgs&);
   };
   const Entry entries[] = {
-      {DType::Q4_0, direct_by_cols<LegacyK<DecQ4_0>>}, {DType::Q4_1, direct_by_cols<LegacyK<DecQ4_1>>},
+      {DType::Q4_0, direct_by_cols<NibK<DecQ4_0>>},     {DType::Q4_1, direct_by_cols<NibK<DecQ4_1>>},
       {DType::Q5_0, direct_by_cols<LegacyK<DecQ5_0>>}, {DType::Q5_1, direct_by_cols<LegacyK<DecQ5_1>>},
       {DType::Q8_0, direct_by_cols<LegacyK<DecQ8_0>>}, {DType::Q2_K, direct_by_cols<KquantK<DecQ2_K>>},
       {DType::Q3_K, direct_by_cols<KquantK<DecQ3_K>>}, {DType::Q4_K, direct_by_cols<KquantK4<DecQ4_K>>},
