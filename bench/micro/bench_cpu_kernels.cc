@@ -170,7 +170,7 @@ void bm_pool(benchmark::State& st) {
 
 int main(int argc, char** argv) {
   for (DType t : ferry::kWeightTypes) {
-    for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    for (CpuIsa isa : kAllCpuIsas) {
       if (!cpu_isa_supported(isa)) continue;
       const std::string tag = std::string(ferry::dtype_name(t)) + "/" + cpu_isa_name(isa);
       benchmark::RegisterBenchmark(("matvec/" + tag).c_str(), bm_matvec, t, isa, false)

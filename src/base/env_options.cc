@@ -130,8 +130,8 @@ EnvOptions parse_env_options(const std::function<const char*(const char*)>& look
   Parser p{lookup, out};
   if (const char* v = p.value("FERRY_CPU_ISA")) {
     const std::string_view s(v);
-    if (s == "scalar" || s == "avx2" || s == "avx512" || s == "amx") out.cpu_isa = v;
-    else p.bad("FERRY_CPU_ISA", v, "scalar, avx2, avx512 or amx");
+    if (s == "scalar" || s == "avx2" || s == "avx2-vnni" || s == "avx512" || s == "amx") out.cpu_isa = v;
+    else p.bad("FERRY_CPU_ISA", v, "scalar, avx2, avx2-vnni, avx512 or amx");
   }
   std::optional<bool> huge_pages;
   p.flag("FERRY_CPU_HUGEPAGES", &huge_pages);

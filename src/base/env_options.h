@@ -51,7 +51,7 @@ struct CudaExperiments {
 };
 
 struct EnvOptions {
-  std::string cpu_isa;                          // FERRY_CPU_ISA: scalar | avx2 | avx512 | amx; "": the best
+  std::string cpu_isa;                          // FERRY_CPU_ISA: scalar | avx2 | avx2-vnni | avx512 | amx; "": the best
   bool cpu_huge_pages = true;                   // FERRY_CPU_HUGEPAGES: 0 | 1
   std::optional<uint64_t> gemm_staging_bytes;   // FERRY_GEMM_STAGING_MB (MiB; 0: a whole matrix)
   CudaExperiments cuda;                         // experiments build only; empty in a production build

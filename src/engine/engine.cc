@@ -24,10 +24,14 @@ namespace ferry::engine {
 namespace {
 
 // The Ops that computes everything on `device`: "cpu" is CpuOps on n_threads threads (0: physical
-// cores); "ref" is RefOps with llama.cpp's rounding points, "ref-exact" RefOps with the math as
+// cores) at dispatch level cpu_isa; "ref" is RefOps with llama.cpp's rounding points, "ref-exact" RefOps with the math as
 // written (both single-threaded).
-Expected<std::unique_ptr<kernels::Ops>> make_ops(const std::string& device, int32_t n_threads) {
-  if (device == "cpu") return kernels::make_cpu_ops(n_threads);
+Expected<std::unique_ptr<kernels::Ops>> make_ops(const std::string& device, int32_t n_threads,
+                                                 const std::string& cpu_isa) {
+  if (device == "cpu") {
+    FERRY_ASSIGN_OR_RETURN(kernels::CpuIsa isa, kernels::resolve_cpu_isa(cpu_isa));
+    return kernels::make_cpu_ops(n_threads, isa);
+  }
   if (device == "ref") return kernels::make_ref_ops(kernels::RefNumerics::kLlamaCpp);
   if (device == "ref-exact") return kernels::make_ref_ops(kernels::RefNumerics::kExact);
   if (device == "cuda" || device == "emulated")
@@ -102,7 +106,7 @@ Expected<std::unique_ptr<Engine>> EngineImpl::load(const EngineOptions& options)
                            options.runner_factory(e->spec_, e->weights_, *e->file_, n_ctx, e->options_.n_batch));
     return std::unique_ptr<Engine>(std::move(e));
   }
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Ops> ops, make_ops(options.device, options.n_threads));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Ops> ops, make_ops(options.device, options.n_threads, options.cpu_isa));
   if (options.device == "cpu" && options.cpu_huge_pages && env_options().cpu_huge_pages)
     e->huge_weights_ = copy_weights_to_huge_pages(*e->file_, &e->weights_, options.n_threads);
   FERRY_ASSIGN_OR_RETURN(e->runner_,

@@ -78,6 +78,10 @@ struct EngineOptions {
   std::string device = "cpu";  // cpu | ref | ref-exact (ref: RefOps with llama.cpp's rounding points;
                                // ref-exact: RefOps, math as written). cuda / emulated: runtime::open.
   uint64_t vram_budget = 0;    // bytes; 0 = no budget (whole model on the device if it fits)
+  // device "cpu": the CPU kernels' dispatch level by name (kernels::resolve_cpu_isa): "" or "auto" for
+  // the default (the best this CPU has, or FERRY_CPU_ISA), else scalar | avx2 | avx2-vnni | avx512 |
+  // amx; one this CPU lacks is an error.
+  std::string cpu_isa;
   // device "cpu": copy the weights into transparent huge pages (engine/huge_weights.h) when that is
   // possible; the environment variable FERRY_CPU_HUGEPAGES=0 also turns it off.
   bool cpu_huge_pages = true;

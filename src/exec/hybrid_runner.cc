@@ -195,7 +195,7 @@ Status HybridRunnerImpl::allocate_arena(LoadBlocks* blocks) {
                            CudaOpsBundle::create(*device_, *compute_stream_, sizes_.shape, options_.cuda_ops));
     arena_tags_.emplace_back("cuda ops scratch + cuBLAS workspace", sizes_.cuda_ops);
   } else {
-    emulated_ops_ = kernels::make_cpu_ops(options_.cpu_threads);
+    emulated_ops_ = kernels::make_cpu_ops(options_.cpu_threads, options_.cpu_isa.value_or(kernels::default_cpu_isa()));
   }
   return Status::ok();
 }
@@ -250,7 +250,7 @@ Status HybridRunnerImpl::init() {
   pin_stats_.mode = PinMode::kCopy;
   if (options_.pin_mode == PinMode::kRegister) register_streamed();
   FERRY_RETURN_IF_ERROR(create_streams_and_events());
-  cpu_ops_ = kernels::make_cpu_ops(options_.cpu_threads);
+  cpu_ops_ = kernels::make_cpu_ops(options_.cpu_threads, options_.cpu_isa.value_or(kernels::default_cpu_isa()));
   LoadBlocks blocks;
   FERRY_RETURN_IF_ERROR(allocate_arena(&blocks));
   FERRY_RETURN_IF_ERROR(allocate_pinned());

@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "exec/device.h"
 #include "exec/timeline.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "model/forward.h"
 #include "model/model_spec.h"
@@ -69,6 +70,7 @@ struct HybridOptions {
   int32_t n_cells = 4096;    // KV cells (the engine's n_ctx); also the planned context
   int32_t n_batch = 512;     // most tokens per step; the largest tier
   int32_t cpu_threads = 0;   // CpuOps threads (0 = physical cores)
+  std::optional<kernels::CpuIsa> cpu_isa;  // CpuOps dispatch level; nullopt: kernels::default_cpu_isa()
   int32_t max_sequences = 1; // logits rows the device head computes per chunk
   // Use this strategy's placement in every tier where the planner found it feasible (tests, studies).
   std::optional<plan::Strategy> force_strategy;

@@ -69,6 +69,7 @@ HardwareProfile describe_machine(const CpuKernels& cpu, GpuProber* gpu, const Pr
   p.mode = opt.quick ? "quick" : "full";
   p.created = now_utc();
   p.machine = detect_machine();
+  if (!cpu.simd.empty()) p.machine.simd = cpu.simd;
   if (gpu) {
     p.machine.gpu_name = gpu->name();
     p.machine.gpu_driver = gpu->driver();

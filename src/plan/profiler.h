@@ -24,6 +24,10 @@ struct CpuKernels {
   // An Ops computing on the host with `threads` threads.
   std::function<std::unique_ptr<kernels::Ops>(int32_t threads)> make_ops;
   bool multithreaded = true;  // false: only 1 thread is measured (e.g. RefOps)
+  // The SIMD level the kernels run at when it is not the one this machine's kernels use by default
+  // (a --cpu-isa choice); recorded as machine.simd, so such a profile is cached apart from the default
+  // one. Empty: the machine's own (detect_machine).
+  std::string simd;
 };
 
 struct ProfileOptions {

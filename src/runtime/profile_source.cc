@@ -25,13 +25,26 @@ bool exists(const std::string& path) {
 
 }  // namespace
 
-plan::CpuKernels host_kernels() {
+plan::CpuKernels host_kernels(std::optional<kernels::CpuIsa> isa) {
   plan::CpuKernels k;
   k.name = "cpu";  // CpuOps: SIMD dispatch + thread pool, what `ferry run` computes with
   k.multithreaded = true;
-  k.make_ops = [](int32_t threads) { return kernels::make_cpu_ops(threads); };
+  const kernels::CpuIsa level = isa.value_or(kernels::default_cpu_isa());
+  k.make_ops = [level](int32_t threads) { return kernels::make_cpu_ops(threads, level); };
+  if (level != kernels::default_cpu_isa()) k.simd = kernels::cpu_isa_name(level);
   return k;
 }
+
+namespace {
+
+// This machine as the profile cache knows it, with the kernels' level when it is not the default.
+plan::MachineInfo this_machine(std::optional<kernels::CpuIsa> isa) {
+  plan::MachineInfo m = plan::detect_machine();
+  if (const std::string simd = host_kernels(isa).simd; !simd.empty()) m.simd = simd;
+  return m;
+}
+
+}  // namespace
 
 std::unique_ptr<plan::GpuProber> make_gpu_prober(const NoteFn& note, uint64_t process_cap) {
   if (!exec::cuda_available(nullptr)) return nullptr;  // no GPU (or a build without CUDA): CPU profile
@@ -46,13 +59,14 @@ std::unique_ptr<plan::GpuProber> make_gpu_prober(const NoteFn& note, uint64_t pr
 
 Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path, std::string* origin, bool* cached_out,
                                                         const NoteFn& note, const ProgressFn& progress,
+                                                        std::optional<kernels::CpuIsa> isa,
                                                         uint64_t gpu_process_cap) {
   if (cached_out) *cached_out = false;
   if (!path.empty()) {
     if (origin) *origin = path;
     return plan::load_profile(path);
   }
-  plan::MachineInfo m = plan::detect_machine();
+  plan::MachineInfo m = this_machine(isa);
   std::unique_ptr<plan::GpuProber> gpu = make_gpu_prober(note, gpu_process_cap);
   if (gpu) {
     m.gpu_name = gpu->name();
@@ -72,7 +86,7 @@ Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path,
   plan::ProfileOptions opt;
   opt.quick = true;
   opt.progress = progress;
-  FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile p, plan::measure_profile(host_kernels(), gpu.get(), opt));
+  FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile p, plan::measure_profile(host_kernels(isa), gpu.get(), opt));
   if (!cached.empty()) {
     const Status s = plan::save_profile(p, cached);
     if (s) {
@@ -88,18 +102,20 @@ Expected<plan::HardwareProfile> load_or_measure_profile(const std::string& path,
 
 Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::string* origin, bool* cached,
                                                  const NoteFn& note, const ProgressFn& progress,
-                                                 uint64_t gpu_process_cap) {
+                                                 std::optional<kernels::CpuIsa> isa,
+                                                        uint64_t gpu_process_cap) {
   if (path.empty() && !exec::cuda_available(nullptr)) {
     // Measuring here would give a profile without a GPU: only this machine's cached profile can do, and
     // only if someone copied a GPU machine's there.
-    const std::string cached_path = plan::cached_profile_path(plan::detect_machine());
+    const std::string cached_path = plan::cached_profile_path(this_machine(isa));
     if (!exists(cached_path))
       return make_error(ErrorCode::kInvalidArgument,
                         "the emulated device plans for a GPU described by a profile, and this machine has neither "
                         "a GPU nor a cached GPU profile: pass one measured on a GPU machine (--profile FILE, "
                         "written by `ferry profile -o FILE` there)");
   }
-  FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile prof, load_or_measure_profile(path, origin, cached, note, progress, gpu_process_cap));
+  FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile prof, load_or_measure_profile(path, origin, cached, note, progress, isa,
+                                                                              gpu_process_cap));;
   if (!prof.has_gpu())
     return make_error(ErrorCode::kInvalidArgument,
                       "the profile (%s) has no GPU: a VRAM budget needs a profile measured on a GPU machine "
@@ -109,7 +125,8 @@ Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::s
 }
 
 std::string check_profile_after_run(const std::vector<exec::TierStats>& stats, const std::string& origin,
-                                    bool profile_cached, const std::vector<DType>& weight_types) {
+                                    bool profile_cached, const std::vector<DType>& weight_types,
+                                    std::optional<kernels::CpuIsa> isa) {
   const std::optional<double> cv = exec::cpu_vs_profile(stats);
   if (!cv || !plan::cpu_time_off(*cv)) return "";
   plan::ProfileRecheck r;
@@ -117,7 +134,7 @@ std::string check_profile_after_run(const std::vector<exec::TierStats>& stats, c
   r.weight_types = weight_types;
   r.profile_path = origin;
   r.cached = profile_cached;
-  const Expected<std::string> said = plan::recheck_profile_after_run(r, host_kernels(), plan::ProfileOptions{});
+  const Expected<std::string> said = plan::recheck_profile_after_run(r, host_kernels(isa), plan::ProfileOptions{});
   if (said) return *said;
   return "warning: profile check: " + said.status().message();
 }

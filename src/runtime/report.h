@@ -28,6 +28,7 @@ struct HybridState {
   std::string profile_origin;
   bool profile_cached = false;           // profile_origin is this machine's cached profile
   std::vector<DType> weight_types;       // the model's matmul weight types (the run-time profile check)
+  kernels::CpuIsa cpu_isa = kernels::CpuIsa::kScalar;  // the CPU kernels' level (as resolved by open)
   double link_gbs = 0;                   // P of the profile: the prefill limit (W-R)/P
 };
 

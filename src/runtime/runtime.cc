@@ -120,6 +120,7 @@ class RuntimeImpl final : public Runtime {
   exec::HybridRunner* runner() override { return state_.runner; }
   const ProcessBudget& budget() const override { return state_.budget; }
   const std::string& profile_origin() const override { return state_.profile_origin; }
+  kernels::CpuIsa cpu_isa() const override { return state_.cpu_isa; }
 
   ProcessMemory vram_peak_process() override {
     if (!peak_) return ProcessMemory{0, "none"};
@@ -139,7 +140,7 @@ class RuntimeImpl final : public Runtime {
   std::string check_profile_after_run() override {
     if (!state_.runner) return "";
     return runtime::check_profile_after_run(state_.runner->stats(), state_.profile_origin, state_.profile_cached,
-                                           state_.weight_types);
+                                           state_.weight_types, state_.cpu_isa);
   }
   Expected<exec::Timeline> record_timeline(int32_t max_steps, const std::string& title,
                                            const std::function<Status()>& steps) override {
@@ -174,6 +175,7 @@ engine::RunnerFactory hybrid_factory(RuntimeImpl* rt, const OpenOptions& o, plan
     s.options.n_cells = n_ctx;
     s.options.n_batch = n_batch;
     s.options.cpu_threads = threads;
+    s.options.cpu_isa = rt->state_.cpu_isa;
     s.options.max_sequences = n_seq;
     s.options.measure = ex.measure;
     s.options.pin_mode = ex.pin;
@@ -219,7 +221,7 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
   const uint64_t probe_cap = cuda && !rt->whole_model_ && o.vram_budget ? *o.vram_budget : 0;
   FERRY_ASSIGN_OR_RETURN(plan::HardwareProfile profile,
                          load_gpu_profile(o.profile_path, &st.profile_origin, &st.profile_cached, o.on_note,
-                                          o.on_progress, probe_cap));
+                                          o.on_progress, st.cpu_isa, probe_cap));
   st.link_gbs = plan::CostModel(profile, o.n_threads).link_gbs();
   const uint64_t reserve = exec::kCudaGrowthReserve;
   if (cuda) {
@@ -270,6 +272,7 @@ Status check_gpu_model(const OpenOptions& o) {
 Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
   if (o.n_batch < 0) return make_error(ErrorCode::kInvalidArgument, "n_batch must be >= 0 (got %d)", o.n_batch);
   auto rt = std::make_unique<RuntimeImpl>();
+  FERRY_ASSIGN_OR_RETURN(rt->state_.cpu_isa, kernels::resolve_cpu_isa(o.cpu_isa));
   FERRY_ASSIGN_OR_RETURN(rt->device_, resolve_device(o));
   rt->n_threads_ = o.n_threads;
   rt->whole_model_ = rt->device_ == "cuda" && !o.vram_budget;
@@ -280,6 +283,7 @@ Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
   eo.n_seq_max = o.n_seq_max;
   eo.device = rt->device_;
   eo.cpu_huge_pages = o.cpu_huge_pages;
+  eo.cpu_isa = kernels::cpu_isa_name(rt->state_.cpu_isa);
   // Default chunk: 1024 tokens with the whole model on the GPU (larger prefill GEMMs run faster there;
   // bench/RESULTS.md), 512 otherwise (the hybrid executor's tiers stop at 512, where activations are budget).
   eo.n_batch = o.n_batch > 0 ? o.n_batch : rt->whole_model_ ? 1024 : 512;

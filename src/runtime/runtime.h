@@ -52,6 +52,10 @@ struct OpenOptions {
   // then goes on the GPU, in its free memory). 0 is an error that names the model's minimum.
   std::optional<uint64_t> vram_budget;
   int32_t n_threads = 0;   // CPU threads (0 = physical cores)
+  // The CPU kernels' dispatch level (CpuOps on the cpu device and in hybrid plans, and the profile they
+  // are priced with): "" or "auto" for the default, else scalar | avx2 | avx2-vnni | avx512 | amx
+  // (kernels::resolve_cpu_isa); a level this CPU lacks is an error.
+  std::string cpu_isa;
   int32_t n_ctx = 4096;    // KV cells shared by all sequences (0 = the model's training context)
   int32_t n_seq_max = 1;   // sequences live at once
   int32_t n_batch = 0;     // most tokens per step; 0 = 1024 with the whole model on a GPU, else 512
@@ -84,6 +88,7 @@ class Runtime {
   // encode_image); on cpu / ref, on the CPU. The encoder must not outlive the Runtime.
   virtual Expected<std::unique_ptr<engine::VisionEncoder>> open_vision(const std::string& mmproj_path) = 0;
   virtual const std::string& device() const = 0;  // as resolved: cpu, ref, ref-exact, cuda, emulated
+  virtual kernels::CpuIsa cpu_isa() const = 0;      // the CPU kernels' level, as resolved
   virtual int32_t n_batch() const = 0;            // as resolved (the engine's; <= n_ctx)
 
   // The hybrid executor (cuda / emulated), or null (cpu / ref). Its plan(), stats() and placements()

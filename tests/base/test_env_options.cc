@@ -56,7 +56,7 @@ TEST(EnvOptions, BadValuesAreNamedWithWhatWasExpected) {
                               {"FERRY_CUDA_ABLATE", "norm+bogus"}},
                              true);
   ASSERT_EQ(o.errors.size(), 8u);
-  EXPECT_EQ(o.errors[0], "FERRY_CPU_ISA='avx9': expected scalar, avx2, avx512 or amx");
+  EXPECT_EQ(o.errors[0], "FERRY_CPU_ISA='avx9': expected scalar, avx2, avx2-vnni, avx512 or amx");
   EXPECT_EQ(o.errors[1], "FERRY_CPU_HUGEPAGES='yes': expected 0 or 1");
   EXPECT_NE(o.errors[2].find("FERRY_GEMM_STAGING_MB='16M'"), std::string::npos);
   EXPECT_EQ(o.errors[3], "FERRY_CUDA_MATVEC='4': expected a whole number from 2 to 3");

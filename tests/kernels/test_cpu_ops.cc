@@ -22,7 +22,7 @@ namespace {
 
 std::vector<CpuIsa> levels() {
   std::vector<CpuIsa> v;
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512})
+  for (CpuIsa isa : kAllCpuIsas)
     if (cpu_isa_supported(isa)) v.push_back(isa);
   return v;
 }

@@ -3,12 +3,12 @@
 list(APPEND FERRY_TEST_SOURCES ref_ops_test.cc)
 list(APPEND FERRY_TEST_DEPS kernels_ref tensor base)
 # CPU kernels (CPU-kernel helper): CpuOps at every dispatch level vs RefOps / quant references.
-list(APPEND FERRY_TEST_SOURCES test_cpu_matmul.cc test_cpu_ops.cc test_cpu_thread_pool.cc test_moe_ops.cc)
+list(APPEND FERRY_TEST_SOURCES test_cpu_matmul.cc test_cpu_ops.cc test_cpu_thread_pool.cc test_moe_ops.cc test_cpu_isa.cc)
 list(APPEND FERRY_TEST_SOURCES test_cpu_token_groups.cc)  # batch-invariant numerics (serve helper)
 list(APPEND FERRY_TEST_DEPS kernels_cpu)
 include(${CMAKE_SOURCE_DIR}/bench/micro/micro.cmake OPTIONAL)
 list(APPEND FERRY_TEST_SOURCES test_vision_ops.cc)  # rope_multi, attention_segments (vision-language models)
-list(APPEND FERRY_TEST_SOURCES test_cpu_q4k_decode.cc)  # Q4_K AVX-512 decode kernel, long rows (h6)
+list(APPEND FERRY_TEST_SOURCES test_cpu_kquant_decode.cc)  # chunked Q4_K / Q5_K decode kernels, long rows
 # AMX panel kernels (h-amx): against AVX-512 on real tiles where usable, and everywhere on emulated
 # tiles (amx_emulated.cc recompiles kernels_amx.cc with the AVX-512 flags and software tiles).
 if(FERRY_KCPU_ISA_SOURCES)

@@ -278,3 +278,49 @@ def test_ignored_experiment_switch_is_named(model):
         pytest.skip("an experiments build (-DFERRY_EXPERIMENTS=ON) reads the FERRY_CUDA_* switches")
     warning = [l for l in res.stderr.splitlines() if "this build ignores" in l]
     assert len(warning) == 1 and "FERRY_CUDA_FUSE" in warning[0] and "FERRY_CUDA_ABLATE" in warning[0]
+
+
+def cpu_levels() -> list[str]:
+    """The CPU kernel levels this machine has, from /proc/cpuinfo's flags (x86 Linux)."""
+    try:
+        flags = next(l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return ["scalar"]
+    have = set(flags)
+    levels = ["scalar"]
+    if {"avx2", "fma", "f16c"} <= have:
+        levels.append("avx2")
+        if "avx_vnni" in have:
+            levels.append("avx2-vnni")
+        if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= have:
+            levels.append("avx512")
+    return levels
+
+
+@pytest.mark.parametrize("cmd", ["run", "bench"])
+def test_cpu_isa_unknown_is_usage_error(model, cmd):
+    """--cpu-isa: an unknown level is one error line naming the accepted ones (exit 2)."""
+    res = ferry(cmd, "-m", str(model), "-p", "1", "-n", "1", "--cpu-isa", "avx9")
+    assert_error(res, 2)
+    assert "avx2-vnni" in res.stderr
+
+
+def test_cpu_isa_missing_level_is_error(model):
+    """--cpu-isa with a level this CPU lacks: one error line naming the levels it has (exit 2)."""
+    missing = [l for l in ("avx2", "avx2-vnni", "avx512") if l not in cpu_levels()]
+    if not missing:
+        pytest.skip("this CPU has every vector level")
+    res = ferry("bench", "-m", str(model), "-p", "1", "-n", "1", "--no-membw", "--cpu-isa", missing[0])
+    assert_error(res, 2)
+    assert "cannot run" in res.stderr and "scalar" in res.stderr
+
+
+def test_cpu_isa_levels_run_and_report(model):
+    """Every level this CPU has runs, and `ferry bench --json` reports the level it ran (numerical parity
+    of the levels is the kernel tests' business: tests/kernels)."""
+    for level in cpu_levels():
+        bench = ferry("bench", "-m", str(model), "-p", "16", "-n", "2", "--no-membw", "--json", "--cpu-isa", level)
+        assert bench.returncode == 0, bench.stderr
+        assert json.loads(bench.stdout)["cpu_isa"] == level
+        run = ferry("run", "-m", str(model), "-p", "Hello", "-n", "4", "--json", "--cpu-isa", level)
+        assert run.returncode == 0, run.stderr

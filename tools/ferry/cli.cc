@@ -70,6 +70,13 @@ Status check_output_writable(const std::string& path) {
   return Status::ok();
 }
 
+void add_cpu_isa_option(CLI::App& app, std::string* level) {
+  app.add_option("--cpu-isa", *level,
+                 "CPU kernels: auto (the best this CPU has), scalar, avx2, avx2-vnni (AVX2 with AVX-VNNI), avx512 "
+                 "or amx (AVX-512 with AMX tiles for quantized prefill)")
+      ->default_str("auto");
+}
+
 CLI::Validator finite_number() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

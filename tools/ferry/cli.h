@@ -28,6 +28,11 @@ bool parse(CLI::App& app, int argc, char** argv, int* exit_code);
 // and removed in the deepest folder that exists). A path that is a folder fails too.
 Status check_output_writable(const std::string& path);
 
+// --cpu-isa LEVEL (run, bench, profile): the CPU kernels' dispatch level instead of the automatic one.
+// The value is checked when the model is opened (kernels::resolve_cpu_isa: a level this CPU lacks is
+// an `error:` line naming the ones it has).
+void add_cpu_isa_option(CLI::App& app, std::string* level);
+
 // A CLI11 check that the value is a finite number (CLI::Range and CLI::PositiveNumber let NaN through).
 CLI::Validator finite_number();
 

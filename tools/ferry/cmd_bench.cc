@@ -45,6 +45,7 @@ struct BenchArgs {
   int32_t n_prompt = 512;
   int32_t n_gen = 128;
   int32_t threads = 0;
+  std::string cpu_isa;  // --cpu-isa
   int32_t batch = 0;  // 0: 1024 for the whole model on a GPU, else 512 (runtime::OpenOptions::n_batch)
   int32_t reps = 1;
   std::string device = "cpu";
@@ -126,6 +127,7 @@ int run(const BenchArgs& a) {
   opt.model_path = a.model;
   opt.n_ctx = a.n_prompt + a.n_gen + 1;
   opt.n_threads = a.threads;
+  opt.cpu_isa = a.cpu_isa;
   opt.n_batch = a.batch;
   opt.device = a.device;
   // GPU: --device cuda alone = whole model on the GPU; --vram = the hybrid executor (runtime::open).
@@ -244,7 +246,7 @@ int run(const BenchArgs& a) {
   const double host_gb_s = a.membw ? ferry::kernels::measure_read_gbs(a.threads) : 0.0;
   const ferry::CpuInfo& ci = ferry::cpu_info();
   const int threads = a.threads > 0 ? a.threads : ci.physical_cores;
-  const char* isa = ferry::kernels::cpu_isa_name(ferry::kernels::default_cpu_isa());
+  const char* isa = ferry::kernels::cpu_isa_name(rt.cpu_isa());
 
   if (a.json) {
     nlohmann::json j;
@@ -315,6 +317,7 @@ int cmd_bench(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-n,--n-gen", a.n_gen, "decode steps")->check(CLI::Range(0, 1 << 20))->capture_default_str();
   app.add_option("-t,--threads", a.threads, "CPU threads (0: physical cores)")->check(CLI::Range(0, 4096));
+  ferry::cli::add_cpu_isa_option(app, &a.cpu_isa);
   app.add_option("-b,--batch-size", a.batch,
                  "most tokens per prefill step (default: 1024 with the whole model on a GPU, else 512)")
       ->check(CLI::Range(1, 1 << 20));

@@ -17,12 +17,16 @@ int cmd_profile(int argc, char** argv) {
   std::string out;
   int threads = 0;
   bool print_json = false;
+  std::string cpu_isa;
   app.add_flag("--quick", quick, "quick mode (<= 30 s; what `ferry plan` runs on first use)");
   app.add_option("-o,--output", out, "write the profile here (default: the per-machine cache)");
   app.add_option("-t,--threads", threads, "most CPU threads to measure (default: physical cores)")->check(CLI::Range(1, 4096));
   app.add_flag("--json", print_json, "also print the profile JSON on stdout");
+  cli::add_cpu_isa_option(app, &cpu_isa);
   int rc = 0;
   if (!cli::parse(app, argc, argv, &rc)) return rc;
+  const Expected<kernels::CpuIsa> isa = kernels::resolve_cpu_isa(cpu_isa);
+  if (!isa) return cli::report(isa.status());
 
   // Where the profile goes must be writable before the measuring starts, not after it.
   if (out.empty() && plan::profile_cache_dir().empty())
@@ -35,7 +39,7 @@ int cmd_profile(int argc, char** argv) {
   opt.quick = quick;
   opt.max_threads = threads;
   opt.progress = cli::progress_bar(quick ? "profile (quick)" : "profile");
-  const plan::CpuKernels kernels = cli::host_kernels();
+  const plan::CpuKernels kernels = cli::host_kernels(*isa);
   Expected<plan::HardwareProfile> p = plan::measure_profile(kernels, gpu.get(), opt);
   if (!p) return cli::report(p.status());
 

@@ -61,6 +61,7 @@ struct RunArgs {
   int32_t n_predict = 128;
   ferry::engine::SamplerParams sampling;
   int32_t threads = 0;
+  std::string cpu_isa;  // --cpu-isa
   int32_t ctx = 4096;
   int32_t batch = 0;  // 0: 1024 for the whole model on a GPU, else 512 (runtime::OpenOptions::n_batch)
   std::string device = "cpu";
@@ -121,6 +122,7 @@ int run(const RunArgs& a) {
   opt.model_path = a.model;
   opt.n_ctx = a.ctx;
   opt.n_threads = a.threads;
+  opt.cpu_isa = a.cpu_isa;
   opt.n_batch = a.batch;
   opt.device = a.device;
   if (ferry::Status hs = ferry::cli::fill_open_options(a.hybrid, &opt); !hs.is_ok()) return ferry::cli::report(hs);
@@ -279,6 +281,7 @@ int cmd_run(int argc, char** argv) {
       ->check(CLI::Range(-1, INT32_MAX))->capture_default_str();
   app.add_option("-s,--seed", a.sampling.seed, "sampling seed")->capture_default_str();
   app.add_option("-t,--threads", a.threads, "CPU threads (0: physical cores)")->check(CLI::Range(0, 4096));
+  ferry::cli::add_cpu_isa_option(app, &a.cpu_isa);
   app.add_option("-c,--ctx-size", a.ctx, "context size in tokens (0: the model's)")->check(CLI::Range(0, INT32_MAX))
       ->capture_default_str();
   app.add_option("-b,--batch-size", a.batch,

@@ -13,7 +13,7 @@
 
 namespace ferry::cli {
 
-plan::CpuKernels host_kernels() { return runtime::host_kernels(); }
+plan::CpuKernels host_kernels(std::optional<kernels::CpuIsa> isa) { return runtime::host_kernels(isa); }
 
 std::unique_ptr<plan::GpuProber> make_gpu_prober() {
   return runtime::make_gpu_prober([](const std::string& text) { std::fprintf(stderr, "ferry: %s\n", text.c_str()); });

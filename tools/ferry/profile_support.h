@@ -6,17 +6,19 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "plan/gpu_prober.h"
 #include "plan/profile.h"
 #include "plan/profiler.h"
 
 namespace ferry::cli {
 
-// The host kernels ferry runs (CpuOps when built, RefOps until then), as an Ops factory.
-plan::CpuKernels host_kernels();
+// The host kernels ferry runs (CpuOps at dispatch level `isa`; nullopt: the default), as an Ops factory.
+plan::CpuKernels host_kernels(std::optional<kernels::CpuIsa> isa = std::nullopt);
 
 // The GPU to measure (CUDA device 0), or nullptr when there is none or ferry is built without CUDA.
 std::unique_ptr<plan::GpuProber> make_gpu_prober();

@@ -1,4 +1,5 @@
-// The CPU kernel table: one set of function pointers per dispatch level (scalar, AVX2, AVX-512, AMX),
+// The CPU kernel table: one set of function pointers per dispatch level (scalar, AVX2, AVX2 + AVX-VNNI,
+// AVX-512, AMX),
 // filled by per-ISA translation units compiled with their own -m flags (sources.cmake). CpuOps picks
 // a table once from cpuid and never branches on the ISA again.
 //
@@ -30,7 +31,7 @@
 
 namespace ferry::kernels::cpu {
 
-inline constexpr int kPanelRows = 16;  // AVX-512 panel: one zmm lane per weight row
+inline constexpr int kPanelRows = 16;  // panel rows: one 32-bit lane each (a zmm, or two ymm)
 inline constexpr int kPanelCols = 8;   // act columns per panel-kernel call
 inline constexpr int kMaxDirectCols = 4;
 
@@ -58,7 +59,7 @@ struct MatKernel {
   // Packs n_rows (<= kPanelRows) weight rows; rows past n_rows are zero. tmp: pack_tmp_bytes(K).
   void (*pack)(int64_t K, const uint8_t* w, size_t w_stride, int n_rows, uint8_t* panel, uint8_t* tmp) = nullptr;
   size_t (*pack_tmp_bytes)(int64_t K) = nullptr;
-  void (*panel_mul)(const MatArgs& a) = nullptr;
+  void (*panel_mul)(const MatArgs& a) = nullptr;  // null for float panels (they have panel_il)
   int panel_min_tokens = 1 << 30;  // use the panel path from this many act columns on
   // Float panels only ([K][kPanelRows] f32 panel, F32 act), optional:
   //   panel_il: one or two consecutive packed panels (a.w; a.w + a.w_stride when a.n_rows > kPanelRows)
@@ -127,6 +128,7 @@ const KernelTable& kernel_table(CpuIsa isa);
 // Fillers, one per ISA translation unit.
 void fill_scalar(KernelTable* t);
 void fill_avx2(KernelTable* t);
+void fill_avx2_vnni(KernelTable* t);  // over fill_avx2: the quantized kernels with AVX-VNNI
 void fill_avx512(KernelTable* t);
 void fill_avx512_panel(KernelTable* t);
 void fill_avx512_kquants(KernelTable* t);

@@ -17,7 +17,7 @@
 
 #include "kernels/cpu/dot_vnni256.h"
 
-#include "kernels/cpu/simd_direct_impl.h"
+#include "kernels/cpu/panel_impl.h"
 
 #ifndef FERRY_AMX_EMULATED
 // Own wrappers instead of GCC's _tile_* macros, whose ldtilecfg declares 8 of its 64 bytes as read.
@@ -39,9 +39,6 @@
 namespace ferry::kernels::cpu {
 namespace {
 
-constexpr int R = kPanelRows;
-
-#include "kernels/cpu/panel_impl.h"  // NOLINT(build/include): shared per-ISA code, see its header
 static_assert(R == 16, "a C tile row holds 16 int32: one per panel row");
 static_assert(kPanelCols <= 8, "amx_panel_cols dispatches up to 8 act columns (tile rows <= 16)");
 constexpr int kTileInts = 16 * R;  // a C tile of up to 16 x 16 int32, stored with 64-byte rows
@@ -82,25 +79,7 @@ inline void configure_tiles(int G, int M) {
   tls_tile_shape = shape;
 }
 
-// ---- pack: the AVX-512 panel with signed levels ------------------------------------------------------
-// One row -> s (K signed levels u - Dec::kOff), sc and mn (K/G each), as the AVX-512 panel's unpack.
-template <typename Dec>
-void unpack_row_legacy(const uint8_t* row, int64_t K, uint8_t* s, float* sc, float* mn) {
-  const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(row);
-  const __m256i off = _mm256_set1_epi8(static_cast<char>(Dec::kOff));  // 128: -128 as a byte, same wrap
-  const int64_t nb = K / 32;
-  for (int64_t b0 = 0; b0 < nb; b0 += 16) {
-    const int n = static_cast<int>(nb - b0 < 16 ? nb - b0 : 16);
-    alignas(32) float d[16], m[16];
-    block_scales16<Dec>(blocks + b0, n, d, m);
-    for (int i = 0; i < n; ++i) {
-      sc[b0 + i] = d[i];
-      mn[b0 + i] = Dec::kMin ? m[i] : -static_cast<float>(Dec::kOff) * d[i];
-      const __m256i u = Dec::levels(blocks[b0 + i]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + 32 * (b0 + i)), _mm256_sub_epi8(u, off));
-    }
-  }
-}
+// ---- pack: the AVX-512 panel with signed levels (unpack_row_legacy<Dec, true>) --------------------
 // ---- multiply ----------------------------------------------------------------------------------------
 // M act columns (tile rows) times one panel. Groups go 4 at a time through C tiles 0-3 (A and B tiles
 // alternate 4/6 and 5/7; the C tiles land in a 4 KB stack buffer, L1), so that out-of-order execution
@@ -198,16 +177,16 @@ void set_panel(KernelTable* t, DType type, void (*pk)(int64_t, const uint8_t*, s
 }  // namespace
 
 void FERRY_AMX_FILL(KernelTable* t) {
-  set_panel<32, 8>(t, DType::Q4_0, qpack<32, unpack_row_legacy<DecQ4_0>>);
-  set_panel<32>(t, DType::Q4_1, qpack<32, unpack_row_legacy<DecQ4_1>>);
-  set_panel<32, 16>(t, DType::Q5_0, qpack<32, unpack_row_legacy<DecQ5_0>>);
-  set_panel<32>(t, DType::Q5_1, qpack<32, unpack_row_legacy<DecQ5_1>>);
-  set_panel<32, 128>(t, DType::Q8_0, qpack<32, unpack_row_legacy<DecQ8_0>>);
-  set_panel<16>(t, DType::Q2_K, qpack<16, unpack_row_kquant<DecQ2_K>>);
-  set_panel<16>(t, DType::Q3_K, qpack<16, unpack_row_kquant<DecQ3_K>>);
-  set_panel<32>(t, DType::Q4_K, qpack<32, unpack_row_kquant<DecQ4_K>>);
-  set_panel<32>(t, DType::Q5_K, qpack<32, unpack_row_kquant<DecQ5_K>>);
-  set_panel<16>(t, DType::Q6_K, qpack<16, unpack_row_kquant<DecQ6_K>>);
+  set_panel<32, 8>(t, DType::Q4_0, qpack<V512, 32, unpack_row_legacy<DecQ4_0, true>>);
+  set_panel<32>(t, DType::Q4_1, qpack<V512, 32, unpack_row_legacy<DecQ4_1, true>>);
+  set_panel<32, 16>(t, DType::Q5_0, qpack<V512, 32, unpack_row_legacy<DecQ5_0, true>>);
+  set_panel<32>(t, DType::Q5_1, qpack<V512, 32, unpack_row_legacy<DecQ5_1, true>>);
+  set_panel<32, 128>(t, DType::Q8_0, qpack<V512, 32, unpack_row_legacy<DecQ8_0, true>>);
+  set_panel<16>(t, DType::Q2_K, qpack<V512, 16, unpack_row_kquant<DecQ2_K>>);
+  set_panel<16>(t, DType::Q3_K, qpack<V512, 16, unpack_row_kquant<DecQ3_K>>);
+  set_panel<32>(t, DType::Q4_K, qpack<V512, 32, unpack_row_kquant<DecQ4_K>>);
+  set_panel<32>(t, DType::Q5_K, qpack<V512, 32, unpack_row_kquant<DecQ5_K>>);
+  set_panel<16>(t, DType::Q6_K, qpack<V512, 16, unpack_row_kquant<DecQ6_K>>);
 }
 
 }  // namespace ferry::kernels::cpu

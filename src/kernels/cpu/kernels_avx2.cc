@@ -1,6 +1,9 @@
-// AVX2 + FMA + F16C kernels (Haswell / Zen 1 and later): direct matmul for every weight type on 256-bit
-// vectors, vector exp / GLU / softmax / F16 attention rows. Compiled with -mavx2 -mfma -mf16c -mbmi2
-// (sources.cmake); see the ODR rule in kernels.h.
+// AVX2 + FMA + F16C kernels (Haswell / Zen 1 and later): direct (decode) matmul for every weight type
+// on 256-bit vectors, the shared panel (prefill) kernels on ymm (panel_impl.h, V256, int8 dots by
+// vpmaddubsw + vpmaddwd), the shared decode attention cells kernels (attn_cells_impl.h), vector exp /
+// GLU / softmax / F16 attention rows. The AVX-VNNI level
+// (kernels_avx2_vnni.cc) replaces the quantized kernels of this table with vpdpbusd ones. Compiled with
+// -mavx2 -mfma -mf16c -mbmi2 (sources.cmake); see the ODR rule in kernels.h.
 #include <immintrin.h>
 
 namespace ferry::kernels::cpu {
@@ -12,6 +15,7 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
 }
 inline __m256i dot_u8s8_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_add_epi32(acc, dot_u8s8(u, s)); }
 constexpr bool kDotU8Full = false;  // pmaddubsw saturates past 127 * 127 * 2
+inline __m256i dot_i16_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 // signed x signed: |a| x (b with a's sign); |a| <= 128 and |b| <= 127 keep pmaddubsw exact.
 inline __m256i dot_s8s8(__m256i a, __m256i b) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)),
@@ -21,6 +25,8 @@ inline __m256i dot_s8s8(__m256i a, __m256i b) {
 }  // namespace
 }  // namespace ferry::kernels::cpu
 
+#include "kernels/cpu/attn_cells_impl.h"
+#include "kernels/cpu/panel_impl.h"
 #include "kernels/cpu/simd_math_impl.h"
 
 namespace ferry::kernels::cpu {
@@ -85,6 +91,13 @@ void act_f16_avx2(const float* x, int64_t K, void* act) {
   for (; i < K; ++i) y[i] = h2f(f2h(x[i]));
 }
 
+// Panels: from this many tokens the panel path beats the direct one; float panels take 6 interleaved
+// act columns (12 accumulators + 2 panel rows + a broadcast of the 16 ymm) in K blocks of 256 (a
+// panel's block is 16 KB, the act's 6 KB: both stay in L1).
+constexpr int kMinQ = 8, kMinF = 8;
+constexpr int kFIlCols = 6;
+constexpr int64_t kFKBlock = 256;
+
 }  // namespace
 
 void fill_avx2(KernelTable* t) {
@@ -95,6 +108,9 @@ void fill_avx2(KernelTable* t) {
   t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_avx2;
   t->mat[static_cast<uint32_t>(DType::BF16)].direct = direct_by_cols<FloatK<LoadBF16>>;
   set_simd_math(t);
+  set_attn_cells<V256>(t);
+  set_qpanels<V256>(t, kMinQ);
+  set_fpanels<V256, kFIlCols>(t, kMinF, kFKBlock);
 }
 
 }  // namespace ferry::kernels::cpu

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/dot_vnni256.h"
 
+#include "kernels/cpu/attn_cells_impl.h"
 #include "kernels/cpu/simd_math_impl.h"
 
 namespace ferry::kernels::cpu {
@@ -303,130 +304,6 @@ void act_f16_512(const float* x, int64_t K, void* act) {
   }
 }
 
-// Horizontal sums of 4 vectors: lane i of the result = sum of a_i's 16 lanes.
-inline __m128 hsum4_512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-  const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
-  const __m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
-  // Per 128-bit lane: [a0, a1, a2, a3] partial sums.
-  const __m512d p01 = _mm512_castps_pd(s01), p23 = _mm512_castps_pd(s23);
-  __m512 t = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(p01, p23)), _mm512_castpd_ps(_mm512_unpackhi_pd(p01, p23)));
-  t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0x4E));
-  t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0xB1));
-  return _mm512_castps512_ps128(t);
-}
-
-inline __m512 load_h16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-inline void prefetch_bytes(const uint8_t* p, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T0);
-}
-
-// Cells kernels (KernelTable::attn_cells_*), hd % 16 == 0. Each cell's whole K / V row (all KV heads)
-// is prefetched a few cells / one block ahead: rows of consecutive cells are contiguous, but a cell's
-// index comes from the visible list.
-constexpr int kScorePfCells = 3;
-constexpr int kValueBlock = 8;  // cells whose V rows are applied per pass over the accumulators
-
-// Dots of NG query heads (hd floats each, consecutive) with one K slice; d[g] = the dot of head g.
-template <int NG>
-inline void dots_ng(const float* qh, int hd, const uint16_t* kh, float* d) {
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-  for (int i = 0; i < hd; i += 16) {
-    const __m512 kv = load_h16(kh + i);
-    for (int g = 0; g < NG; ++g) acc[g] = _mm512_fmadd_ps(_mm512_loadu_ps(qh + g * hd + i), kv, acc[g]);
-  }
-  _mm_store_ps(d, hsum4_512(acc[0], acc[1], acc[2], acc[3]));
-}
-
-void attn_cells_scores512(const float* q, int n_kv, int group, int hd, const uint8_t* k, size_t k_stride,
-                          const int32_t* cells, int n, float scale, float softcap, float* s, int64_t s_stride) {
-  const size_t row_bytes = static_cast<size_t>(n_kv) * hd * 2, slice_bytes = static_cast<size_t>(hd) * 2;
-  for (int j = 0; j < n && j < kScorePfCells; ++j) prefetch_bytes(k + static_cast<size_t>(cells[j]) * k_stride, row_bytes);
-  for (int j = 0; j < n; ++j) {
-    // The row kScorePfCells ahead, one head's slice per head computed here (a whole row of prefetches
-    // at once stalled on the fill buffers).
-    const uint8_t* pf = j + kScorePfCells < n ? k + static_cast<size_t>(cells[j + kScorePfCells]) * k_stride : nullptr;
-    const auto* kr = reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(cells[j]) * k_stride);
-    for (int h = 0; h < n_kv; ++h) {
-      if (pf != nullptr) prefetch_bytes(pf + h * slice_bytes, slice_bytes);
-      const uint16_t* kh = kr + static_cast<size_t>(h) * hd;
-      for (int g0 = 0; g0 < group; g0 += 4) {
-        const int ng = group - g0 < 4 ? group - g0 : 4;
-        const float* qh = q + static_cast<size_t>(h * group + g0) * hd;
-        alignas(16) float d[4];
-        switch (ng) {
-          case 4: dots_ng<4>(qh, hd, kh, d); break;
-          case 3: dots_ng<3>(qh, hd, kh, d); break;
-          case 2: dots_ng<2>(qh, hd, kh, d); break;
-          default: dots_ng<1>(qh, hd, kh, d); break;
-        }
-        for (int g = 0; g < ng; ++g) s[(h * group + g0 + g) * s_stride + j] = softcap_score(d[g] * scale, softcap);
-      }
-    }
-  }
-}
-
-// One block of up to kValueBlock cells for query heads [g0, g0 + NG) of KV head h, W zmm of output
-// dims at a time.
-template <int W, int NG>
-inline void values_dims(const float* p, int64_t p_stride, const uint16_t* const* vr, int nb, int i, float* out,
-                        int hd) {
-  __m512 acc[NG][W];
-  for (int g = 0; g < NG; ++g)
-    for (int w = 0; w < W; ++w) acc[g][w] = _mm512_loadu_ps(out + g * hd + i + 16 * w);
-  for (int jj = 0; jj < nb; ++jj) {
-    __m512 v[W];
-    for (int w = 0; w < W; ++w) v[w] = load_h16(vr[jj] + i + 16 * w);
-    for (int g = 0; g < NG; ++g) {
-      const __m512 pw = _mm512_set1_ps(p[g * p_stride + jj]);
-      for (int w = 0; w < W; ++w) acc[g][w] = _mm512_fmadd_ps(pw, v[w], acc[g][w]);
-    }
-  }
-  for (int g = 0; g < NG; ++g)
-    for (int w = 0; w < W; ++w) _mm512_storeu_ps(out + g * hd + i + 16 * w, acc[g][w]);
-}
-
-template <int NG>
-inline void values_heads(const float* p, int64_t p_stride, const uint16_t* const* vr, int nb, float* out, int hd) {
-  int i = 0;
-  for (; i + 32 <= hd; i += 32) values_dims<2, NG>(p, p_stride, vr, nb, i, out, hd);
-  if (i < hd) values_dims<1, NG>(p, p_stride, vr, nb, i, out, hd);
-}
-
-void attn_cells_values512(const float* p, int64_t p_stride, int n_kv, int group, int hd, const uint8_t* v,
-                          size_t v_stride, const int32_t* cells, int n, float* out) {
-  const size_t row_bytes = static_cast<size_t>(n_kv) * hd * 2, slice_bytes = static_cast<size_t>(hd) * 2;
-  for (int j = 0; j < n && j < kValueBlock; ++j) prefetch_bytes(v + static_cast<size_t>(cells[j]) * v_stride, row_bytes);
-  for (int j0 = 0; j0 < n; j0 += kValueBlock) {
-    const int nb = n - j0 < kValueBlock ? n - j0 : kValueBlock;
-    // The next block's rows, one head's slices per head computed here.
-    const int npf = n - (j0 + kValueBlock) < kValueBlock ? n - (j0 + kValueBlock) : kValueBlock;
-    const uint16_t* rows[kValueBlock];
-    for (int jj = 0; jj < nb; ++jj)
-      rows[jj] = reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(cells[j0 + jj]) * v_stride);
-    for (int h = 0; h < n_kv; ++h) {
-      for (int jj = 0; jj < npf; ++jj)
-        prefetch_bytes(v + static_cast<size_t>(cells[j0 + kValueBlock + jj]) * v_stride + h * slice_bytes, slice_bytes);
-      const uint16_t* vr[kValueBlock];
-      for (int jj = 0; jj < nb; ++jj) vr[jj] = rows[jj] + static_cast<size_t>(h) * hd;
-      for (int g0 = 0; g0 < group; g0 += 4) {
-        const int ng = group - g0 < 4 ? group - g0 : 4;
-        const int head = h * group + g0;
-        const float* ph = p + head * p_stride + j0;
-        float* oh = out + static_cast<size_t>(head) * hd;
-        switch (ng) {
-          case 4: values_heads<4>(ph, p_stride, vr, nb, oh, hd); break;
-          case 3: values_heads<3>(ph, p_stride, vr, nb, oh, hd); break;
-          case 2: values_heads<2>(ph, p_stride, vr, nb, oh, hd); break;
-          default: values_heads<1>(ph, p_stride, vr, nb, oh, hd); break;
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
 
 void fill_avx512(KernelTable* t) {
@@ -441,9 +318,7 @@ void fill_avx512(KernelTable* t) {
   t->glu = glu512;
   t->softmax = softmax512;
   t->f32_to_f16 = f32_to_f16_512;
-  t->attn_cells_scores = attn_cells_scores512;
-  t->attn_cells_values = attn_cells_values512;
-  t->attn_cells_hd_multiple = 16;
+  set_attn_cells<V512>(t);
 }
 
 }  // namespace ferry::kernels::cpu

@@ -4,11 +4,14 @@
 //   dot_u8s8(u, s): 8 x int32, lane k = sum of u[4k..4k+3] * s[4k..4k+3] (u <= 63 unsigned)
 //   dot_u8s8_acc(acc, u, s): acc + dot_u8s8(u, s)
 //   dot_s8s8(a, b): the same with both operands signed (Q8_0 weights)
+//   dot_i16_acc(acc, a, b): acc + vpmaddwd(a, b) (int16 pairs; vpdpwssd where VNNI has it)
 //   kDotU8Full: whether dot_u8s8 is exact for u up to 255 (VNNI: yes; pmaddubsw saturates)
 // (AVX2: pmaddubsw + pmaddwd; AVX-512 VNNI: vpdpbusd). Same ODR rules as generic_impl.h.
 #pragma once
 
 #include <immintrin.h>
+
+#include <type_traits>
 
 #include "kernels/cpu/generic_impl.h"
 #include "kernels/cpu/prefetch_stream.h"
@@ -200,182 +203,101 @@ void direct_legacy(const MatArgs& a) {
   }
 }
 
-// ---- k-quant decoders: super-block -> 8 x 32 levels, scales/mins per group (G = 16 or 32) --------
-// Scale unpacking is vectorized: 8 or 16 small integers -> floats times the super-block scale.
-inline void store_scaled_u8x8(__m128i bytes8, float d, float* out) {  // out[0..8) = d * bytes[0..8)
-  _mm256_store_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes8)), _mm256_set1_ps(d)));
-}
-inline void store_scaled_i8x16(__m128i bytes16, float d, float* out) {  // out[0..16) = d * int8[0..16)
-  _mm256_store_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes16)), _mm256_set1_ps(d)));
-  _mm256_store_ps(out + 8,
-                  _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes16, 8))), _mm256_set1_ps(d)));
-}
-inline void store_neg_scaled16(const float* sc, float k, float* mn) {  // mn = -k * sc, 16 values
-  const __m256 nk = _mm256_set1_ps(-k);
-  _mm256_store_ps(mn, _mm256_mul_ps(_mm256_load_ps(sc), nk));
-  _mm256_store_ps(mn + 8, _mm256_mul_ps(_mm256_load_ps(sc + 8), nk));
-}
-// Q4_K / Q5_K: the 12 packed bytes -> 8 6-bit scales and 8 6-bit mins (bytes 0..7 and 8..15).
-inline __m128i unpack_scales_k4(const uint8_t* scales) {
-  uint32_t u[4];
-  memcpy(u, scales, 12);
-  const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
-  u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
-  const uint32_t aux = u[1] & km1;
-  u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
-  u[2] = aux;
-  u[0] &= km1;
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
-}
-inline void kquant_scales_32_v(uint16_t dh, uint16_t dminh, const uint8_t* scales, float* sc, float* mn) {
-  const __m128i v = unpack_scales_k4(scales);
-  store_scaled_u8x8(v, h2f(dh), sc);
-  store_scaled_u8x8(_mm_srli_si128(v, 8), -h2f(dminh), mn);
-}
-// Q3_K: the 12 packed bytes -> 16 6-bit scales, minus 32.
-inline __m128i unpack_scales_q3k(const uint8_t* scales) {
-  uint32_t a[4];
-  memcpy(a, scales, 12);
-  const uint32_t km1 = 0x03030303, km2 = 0x0f0f0f0f, tmp = a[2];
-  a[2] = ((a[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
-  a[3] = ((a[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
-  a[0] = (a[0] & km2) | (((tmp >> 0) & km1) << 4);
-  a[1] = (a[1] & km2) | (((tmp >> 2) & km1) << 4);
-  return _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), _mm_set1_epi8(32));
-}
-struct DecQ2_K {
-  using BlockT = BlockQ2_K;
-  static constexpr int G = 16;
-  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
-    const __m256i m3 = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
-      for (int s = 0; s < 4; ++s) u[4 * h + s] = _mm256_and_si256(srl16(q, 2 * s), m3);
-    }
-    const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-    const __m128i lo = _mm_and_si128(sb, _mm_set1_epi8(0x0F));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F));
-    store_scaled_i8x16(lo, h2f(b.d), sc);  // levels <= 15: signed and unsigned widening agree
-    store_scaled_i8x16(hi, -h2f(b.dmin), mn);
-  }
-};
-struct DecQ3_K {
-  using BlockT = BlockQ3_K;
-  static constexpr int G = 16;
-  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
-    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
-    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
-      for (int s = 0; s < 4; ++s) {
-        const __m256i lo = _mm256_and_si256(srl16(q, 2 * s), m3);
-        const __m256i hb = _mm256_and_si256(srl16(hm, 4 * h + s), m1);
-        u[4 * h + s] = _mm256_add_epi8(lo, _mm256_slli_epi16(hb, 2));
-      }
-    }
-    store_scaled_i8x16(unpack_scales_q3k(b.scales), h2f(b.d), sc);
-    store_neg_scaled16(sc, 4.f, mn);
-  }
-};
-struct DecQ4_K {
-  using BlockT = BlockQ4_K;
-  static constexpr int G = 32;
-  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
-    const __m256i mf = _mm256_set1_epi8(0x0F);
-    for (int j = 0; j < 4; ++j) {
-      const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
-      u[2 * j] = _mm256_and_si256(t, mf);
-      u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(t, 4), mf);
-    }
-    kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
-  }
-};
-struct DecQ5_K {
-  using BlockT = BlockQ5_K;
-  static constexpr int G = 32;
-  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
-    const __m256i mf = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-    for (int j = 0; j < 4; ++j) {
-      const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * j), m1), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * j + 1), m1), 4);
-      u[2 * j] = _mm256_or_si256(_mm256_and_si256(t, mf), h0);
-      u[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 4), mf), h1);
-    }
-    kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
-  }
-};
-struct DecQ6_K {
-  using BlockT = BlockQ6_K;
-  static constexpr int G = 16;
-  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
-    const __m256i mf = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4);
-      const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4);
-      const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4);
-      u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, mf), h0);
-      u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, mf), h1);
-      u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mf), h2);
-      u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mf), h3);
-    }
-    store_scaled_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), h2f(b.d), sc);
-    store_neg_scaled16(sc, 32.f, mn);
-  }
-};
+// Q4_0 / Q4_1 rows up to kNibMaxK, two blocks per ymm: the kernel above spends ~10 instructions per
+// 32-level block (a 16-byte nibble load and split, the dot, a convert and an FMA per block). Here a
+// ymm holds the 16 nibble bytes of blocks 2j and 2j + 1 (one per 128-bit lane), split into low and high
+// nibbles (elements 0..15 and 16..31 of each block); the act columns are copied once per call with the
+// middle quarters of every 64 bytes swapped to match. Per pair one (VNNI: two) integer dots leave each
+// block's sum in 4 int32 lanes; three vphaddd fold 4 pairs into one vector of 8 block sums (lanes in
+// block order 0 2 4 6 1 3 5 7), and the chunk's offset correction, convert and FMA with d * dx run on
+// that vector: ~5 instructions per block. d (and m) of the chunk come from one gather in that order.
+constexpr int64_t kNibMaxK = 32768;
 
-// K-quant rows: per super-block, sum_j cvt(dot_j) * scale_j (scales folded per 32-lane vector), times
-// the act's dx; mins: sum_g mn[g] * sy[g] as vectors.
 template <typename Dec, int C>
-void direct_kquant(const MatArgs& a) {
-  constexpr int G = Dec::G, NG = 256 / G;
-  const int64_t nsb = a.K / 256;
+void direct_nib(const MatArgs& a) {
+  static_assert(Dec::kOff == 8 || Dec::kOff == 0, "Q4_0 / Q4_1");
+  using Block = typename Dec::BlockT;
+  const int64_t nb = a.K / 32;
+  alignas(32) int8_t yb[C][kNibMaxK + 256];
   ActView act[C];
-  for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, G);
+  for (int c = 0; c < C; ++c) {
+    act[c] = act_view(a.act + c * a.act_stride, a.K, 32);
+    for (int64_t b = 0; b < nb; b += 2) {
+      const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b));
+      const __m256i y1 = b + 1 < nb ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b + 32))
+                                    : _mm256_setzero_si256();
+      _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b), _mm256_permute2x128_si256(y0, y1, 0x20));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b + 32), _mm256_permute2x128_si256(y0, y1, 0x31));
+    }
+    for (int64_t b = (nb + 1) / 2 * 2; b < (nb + 7) / 8 * 8; ++b)  // the last chunk's blocks past the row
+      _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b), _mm256_setzero_si256());
+  }
+  const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i gidx = _mm256_mullo_epi32(perm, _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
+  const __m256i mf = _mm256_set1_epi8(0x0F);
   PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
-    const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(a.w + r * a.w_stride);
+    const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
     __m256 acc[C], macc[C];
     for (int c = 0; c < C; ++c) acc[c] = macc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nsb; ++i) {
-      pf.advance(blocks + i + 1);
-      __m256i u[8];
-      alignas(32) float sc[16], mn[16];
-      Dec::decode(blocks[i], u, sc, mn);
-      __m256 scv[8];
-      if constexpr (G == 32) {
-        for (int j = 0; j < 8; ++j) scv[j] = bcast_ss(&sc[j]);
-      } else {  // ymm j covers groups 2j (lanes 0..3) and 2j + 1 (lanes 4..7)
-        const __m256 s0 = _mm256_load_ps(sc), s1 = _mm256_load_ps(sc + 8);
-        for (int j = 0; j < 8; ++j) {
-          const __m256i idx = _mm256_setr_epi32(2 * (j % 4), 2 * (j % 4), 2 * (j % 4), 2 * (j % 4), 2 * (j % 4) + 1,
-                                                2 * (j % 4) + 1, 2 * (j % 4) + 1, 2 * (j % 4) + 1);
-          scv[j] = _mm256_permutevar8x32_ps(j < 4 ? s0 : s1, idx);
+    // A chunk of 8 blocks from b0; kTail: the row's last, partial chunk (n < 8).
+    auto chunk = [&](int64_t b0, int n, auto tail) {
+      constexpr bool kTail = decltype(tail)::value;
+      pf.advance(blocks + b0 + 8);
+      const __m256i lanes = kTail ? _mm256_cmpgt_epi32(_mm256_set1_epi32(n), perm) : _mm256_set1_epi32(-1);
+      const __m256i g = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + b0), gidx, lanes, 1);
+      const __m256 dw = halves_to_f32(g, false);  // 0 past the row: the padded act is 0 there too
+      __m256i v[4][C];
+      for (int j = 0; j < 4; ++j) {
+        // Past the row's last block, the pair's missing half repeats its first (times a zero act).
+        int64_t i0 = b0 + 2 * j, i1 = i0 + 1;
+        if constexpr (kTail) {
+          i0 = i0 < nb ? i0 : nb - 1;
+          i1 = i1 < nb ? i1 : i0;
+        }
+        const __m256i w = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(blocks[i1].qs),
+                                              reinterpret_cast<const __m128i*>(blocks[i0].qs));
+        const __m256i lo = _mm256_and_si256(w, mf), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mf);
+        for (int c = 0; c < C; ++c) {
+          const int8_t* y = yb[c] + 32 * (b0 + 2 * j);
+          const __m256i ylo = _mm256_load_si256(reinterpret_cast<const __m256i*>(y));
+          const __m256i yhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(y + 32));
+          if constexpr (kDotU8Full) {
+            v[j][c] = dot_u8s8_acc(dot_u8s8(lo, ylo), hi, yhi);
+          } else {  // nibble products: |sum of 4| <= 4 * 15 * 127, exact in int16
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
+            v[j][c] = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+          }
         }
       }
-      const __m256 mn0 = _mm256_load_ps(mn);
-      const __m256 mn1 = G == 16 ? _mm256_load_ps(mn + 8) : _mm256_setzero_ps();
       for (int c = 0; c < C; ++c) {
-        const int8_t* y = act[c].q + 256 * i;
-        __m256 s = _mm256_setzero_ps();
-        for (int j = 0; j < 8; ++j) {
-          const __m256i yv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j));
-          s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(u[j], yv)), scv[j], s);
+        __m256i sum = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0][c], v[1][c]), _mm256_hadd_epi32(v[2][c], v[3][c]));
+        if constexpr (Dec::kOff > 0) {
+          const __m256i qs = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].qs + b0)), perm);
+          sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(qs, 3));  // -8 * qs, exact
         }
-        acc[c] = _mm256_fmadd_ps(s, bcast_ss(&act[c].dx[i * NG]), acc[c]);
-        const float* sy = act[c].sy + i * NG;
-        macc[c] = _mm256_fmadd_ps(mn0, _mm256_loadu_ps(sy), macc[c]);
-        if constexpr (G == 16) macc[c] = _mm256_fmadd_ps(mn1, _mm256_loadu_ps(sy + 8), macc[c]);
+        const __m256 dx = _mm256_permutevar8x32_ps(_mm256_loadu_ps(act[c].dx + b0), perm);
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, dx), acc[c]);
+        if constexpr (Dec::kMin) {
+          const __m256 sy = _mm256_permutevar8x32_ps(_mm256_loadu_ps(act[c].sy + b0), perm);
+          macc[c] = _mm256_fmadd_ps(halves_to_f32(g, true), sy, macc[c]);
+        }
       }
-    }
-    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(acc[c]) + hsum256(macc[c]);
+    };
+    int64_t b0 = 0;
+    for (; b0 + 8 <= nb; b0 += 8) chunk(b0, 8, std::false_type{});
+    if (b0 < nb) chunk(b0, static_cast<int>(nb - b0), std::true_type{});
+    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(_mm256_add_ps(acc[c], macc[c]));
   }
 }
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
+
+#include "kernels/cpu/simd_kquant_impl.h"
+
+namespace ferry::kernels::cpu {
+namespace {
 
 // Dispatch on the column count (1..kMaxDirectCols). KT::run<C> is the kernel for C columns.
 template <typename KT>
@@ -392,10 +314,28 @@ struct LegacyK {
   template <int C>
   static void run(const MatArgs& a) { direct_legacy<Dec, C>(a); }
 };
+// Q4_0 / Q4_1: the paired kernel for rows up to kNibMaxK, else the per-block one.
+template <typename Dec>
+struct NibK {
+  template <int C>
+  static void run(const MatArgs& a) {
+    if (a.K > kNibMaxK) return direct_legacy<Dec, C>(a);
+    direct_nib<Dec, C>(a);
+  }
+};
 template <typename Dec>
 struct KquantK {
   template <int C>
   static void run(const MatArgs& a) { direct_kquant<Dec, C>(a); }
+};
+// Q4_K / Q5_K: the chunked kernel for rows up to kK4MaxK (simd_kquant_impl.h), else the plain one.
+template <typename Dec>
+struct KquantK4 {
+  template <int C>
+  static void run(const MatArgs& a) {
+    if (a.K > kK4MaxK) return direct_kquant<Dec, C>(a);
+    direct_k4<Dec, C>(a);
+  }
 };
 
 inline void set_direct_quant(KernelTable* t) {
@@ -404,11 +344,11 @@ inline void set_direct_quant(KernelTable* t) {
     void (*fn)(const MatArgs&);
   };
   const Entry entries[] = {
-      {DType::Q4_0, direct_by_cols<LegacyK<DecQ4_0>>}, {DType::Q4_1, direct_by_cols<LegacyK<DecQ4_1>>},
+      {DType::Q4_0, direct_by_cols<NibK<DecQ4_0>>},     {DType::Q4_1, direct_by_cols<NibK<DecQ4_1>>},
       {DType::Q5_0, direct_by_cols<LegacyK<DecQ5_0>>}, {DType::Q5_1, direct_by_cols<LegacyK<DecQ5_1>>},
       {DType::Q8_0, direct_by_cols<LegacyK<DecQ8_0>>}, {DType::Q2_K, direct_by_cols<KquantK<DecQ2_K>>},
-      {DType::Q3_K, direct_by_cols<KquantK<DecQ3_K>>}, {DType::Q4_K, direct_by_cols<KquantK<DecQ4_K>>},
-      {DType::Q5_K, direct_by_cols<KquantK<DecQ5_K>>}, {DType::Q6_K, direct_by_cols<KquantK<DecQ6_K>>},
+      {DType::Q3_K, direct_by_cols<KquantK<DecQ3_K>>}, {DType::Q4_K, direct_by_cols<KquantK4<DecQ4_K>>},
+      {DType::Q5_K, direct_by_cols<KquantK4<DecQ5_K>>}, {DType::Q6_K, direct_by_cols<KquantK<DecQ6_K>>},
   };
   for (const Entry& e : entries) {
     MatKernel& m = t->mat[static_cast<uint32_t>(e.type)];

@@ -5,6 +5,7 @@ set(FERRY_KCPU_ISA_SOURCES)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   set(FERRY_KCPU_ISA_SOURCES
     kernels/cpu/kernels_avx2.cc
+    kernels/cpu/kernels_avx2_vnni.cc
     kernels/cpu/kernels_avx512.cc
     kernels/cpu/kernels_avx512_panel.cc
     kernels/cpu/kernels_avx512_kquants.cc
@@ -34,6 +35,9 @@ set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_l
   PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX512};-mavx512vbmi")
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx2.cc
   PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX2}")
+# AVX-VNNI (VEX vpdpbusd): installed only when cpuid reports it (dispatch.cc, level avx2-vnni).
+set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx2_vnni.cc
+  PROPERTIES COMPILE_OPTIONS "${FERRY_KCPU_AVX2};-mavxvnni")
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512.cc
   ${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_panel.cc
   ${CMAKE_SOURCE_DIR}/src/kernels/cpu/kernels_avx512_kquants.cc

@@ -1,0 +1,368 @@
+// The k-quant (Q2_K .. Q6_K) direct (decode) kernels on 256-bit vectors, part of simd_direct_impl.h
+// (which includes this after its helpers; see its header for the dot primitives the includer defines).
+// Per super-block of 256 weights: the levels as 8 ymm of 32 unsigned levels in natural order, the
+// groups' scales as int16 vectors, and per act column the whole super-block's dot in int32: vpmaddubsw
+// of levels and act (int16 pairs, exact: levels <= 63), then vpmaddwd / vpdpwssd with the scales, as
+// ggml's k-quant dots do; one convert and one FMA with d * dx apply it. Same ODR rules as generic_impl.h.
+#pragma once
+
+#include <immintrin.h>
+
+#include "kernels/cpu/simd_direct_impl.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+// ---- k-quant decoders: super-block -> 8 x 32 levels, scales/mins per group (G = 16 or 32) --------
+// Scale unpacking is vectorized: 8 or 16 small integers -> floats times the super-block scale.
+inline void store_scaled_u8x8(__m128i bytes8, float d, float* out) {  // out[0..8) = d * bytes[0..8)
+  _mm256_store_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes8)), _mm256_set1_ps(d)));
+}
+inline void store_scaled_i8x16(__m128i bytes16, float d, float* out) {  // out[0..16) = d * int8[0..16)
+  _mm256_store_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes16)), _mm256_set1_ps(d)));
+  _mm256_store_ps(out + 8,
+                  _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes16, 8))), _mm256_set1_ps(d)));
+}
+inline void store_neg_scaled16(const float* sc, float k, float* mn) {  // mn = -k * sc, 16 values
+  const __m256 nk = _mm256_set1_ps(-k);
+  _mm256_store_ps(mn, _mm256_mul_ps(_mm256_load_ps(sc), nk));
+  _mm256_store_ps(mn + 8, _mm256_mul_ps(_mm256_load_ps(sc + 8), nk));
+}
+// Q4_K / Q5_K: the 12 packed bytes -> 8 6-bit scales and 8 6-bit mins (bytes 0..7 and 8..15).
+inline __m128i unpack_scales_k4(const uint8_t* scales) {
+  uint32_t u[4];
+  memcpy(u, scales, 12);
+  const uint32_t km1 = 0x3f3f3f3f, km2 = 0x0f0f0f0f, km3 = 0x03030303;
+  u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
+  const uint32_t aux = u[1] & km1;
+  u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
+  u[2] = aux;
+  u[0] &= km1;
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
+}
+inline void kquant_scales_32_v(uint16_t dh, uint16_t dminh, const uint8_t* scales, float* sc, float* mn) {
+  const __m128i v = unpack_scales_k4(scales);
+  store_scaled_u8x8(v, h2f(dh), sc);
+  store_scaled_u8x8(_mm_srli_si128(v, 8), -h2f(dminh), mn);
+}
+// Q3_K: the 12 packed bytes -> 16 6-bit scales, minus 32.
+inline __m128i unpack_scales_q3k(const uint8_t* scales) {
+  uint32_t a[4];
+  memcpy(a, scales, 12);
+  const uint32_t km1 = 0x03030303, km2 = 0x0f0f0f0f, tmp = a[2];
+  a[2] = ((a[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
+  a[3] = ((a[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
+  a[0] = (a[0] & km2) | (((tmp >> 0) & km1) << 4);
+  a[1] = (a[1] & km2) | (((tmp >> 2) & km1) << 4);
+  return _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), _mm_set1_epi8(32));
+}
+// Integer scales for the direct kernels: per ymm of levels j, the int16 scale of each of its 16 int16
+// lanes after vpmaddubsw (lane l holds elements 2l, 2l + 1).
+// G = 32: ymm j is group j, every lane scale[j] (8 unsigned scales in the low bytes of s8).
+inline void scales16_g32(__m128i s8, __m256i* sc16) {
+  const __m256i s32 = _mm256_cvtepu8_epi32(s8);
+  alignas(32) int32_t pair[8];  // (scale, scale) as two int16: one broadcast load per vector
+  _mm256_store_si256(reinterpret_cast<__m256i*>(pair), _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
+  for (int j = 0; j < 8; ++j) sc16[j] = bcast_d(&pair[j]);
+}
+// G = 16: ymm j holds groups 2j (lanes 0..7) and 2j + 1 (lanes 8..15); 16 signed scales in s8.
+inline void scales16_g16(__m128i s8, __m256i* sc16) {
+  const __m256i lo = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s8));
+  const __m256i hi = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s8, 8)));
+  for (int j = 0; j < 4; ++j) {
+    const char a = static_cast<char>(4 * j), b = static_cast<char>(4 * j + 2);
+    const __m256i idx = _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                         b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1);
+    sc16[j] = _mm256_shuffle_epi8(lo, idx);
+    sc16[4 + j] = _mm256_shuffle_epi8(hi, idx);
+  }
+}
+
+// Q4_K / Q5_K (the same header: d, dmin, 12 packed bytes of 6-bit scales and mins).
+template <typename Block>
+inline void scales_int_k4(const Block& b, __m256i* sc16, float* d, float* mn) {
+  const __m128i v = unpack_scales_k4(b.scales);
+  scales16_g32(v, sc16);
+  store_scaled_u8x8(_mm_srli_si128(v, 8), -h2f(b.dmin), mn);
+  *d = h2f(b.d);
+}
+
+// Each decoder: levels() the 8 x 32 unsigned levels of a super-block (natural order); decode() those
+// plus float scales and mins per group (the panel packer); scales_int() the int16 scale vectors of the
+// 8 level vectors (scales16_g*), the super-block scale d and the float min terms per group (the direct
+// kernel: value = d * sc * u + mn).
+struct DecQ2_K {
+  using BlockT = BlockQ2_K;
+  static constexpr int G = 16;
+  static void levels(const BlockT& b, __m256i* u) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
+      for (int s = 0; s < 4; ++s) u[4 * h + s] = _mm256_and_si256(srl16(q, 2 * s), m3);
+    }
+  }
+  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
+    levels(b, u);
+    const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m128i lo = _mm_and_si128(sb, _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F));
+    store_scaled_i8x16(lo, h2f(b.d), sc);  // levels <= 15: signed and unsigned widening agree
+    store_scaled_i8x16(hi, -h2f(b.dmin), mn);
+  }
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) {
+    const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    scales16_g16(_mm_and_si128(sb, _mm_set1_epi8(0x0F)), sc16);
+    store_scaled_i8x16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)), -h2f(b.dmin), mn);
+    *d = h2f(b.d);
+  }
+};
+struct DecQ3_K {
+  using BlockT = BlockQ3_K;
+  static constexpr int G = 16;
+  static void levels(const BlockT& b, __m256i* u) {
+    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
+      for (int s = 0; s < 4; ++s) {
+        const __m256i lo = _mm256_and_si256(srl16(q, 2 * s), m3);
+        const __m256i hb = _mm256_and_si256(srl16(hm, 4 * h + s), m1);
+        u[4 * h + s] = _mm256_add_epi8(lo, _mm256_slli_epi16(hb, 2));
+      }
+    }
+  }
+  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
+    levels(b, u);
+    store_scaled_i8x16(unpack_scales_q3k(b.scales), h2f(b.d), sc);
+    store_neg_scaled16(sc, 4.f, mn);
+  }
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) {
+    const __m128i s = unpack_scales_q3k(b.scales);
+    scales16_g16(s, sc16);
+    *d = h2f(b.d);
+    store_scaled_i8x16(s, -4.f * *d, mn);
+  }
+};
+struct DecQ4_K {
+  using BlockT = BlockQ4_K;
+  static constexpr int G = 32;
+  static void levels(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
+      u[2 * j] = _mm256_and_si256(t, mf);
+      u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(t, 4), mf);
+    }
+  }
+  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
+    levels(b, u);
+    kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
+  }
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) { scales_int_k4(b, sc16, d, mn); }
+};
+struct DecQ5_K {
+  using BlockT = BlockQ5_K;
+  static constexpr int G = 32;
+  static void levels(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    for (int j = 0; j < 4; ++j) {
+      const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
+      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * j), m1), 4);
+      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * j + 1), m1), 4);
+      u[2 * j] = _mm256_or_si256(_mm256_and_si256(t, mf), h0);
+      u[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 4), mf), h1);
+    }
+  }
+  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
+    levels(b, u);
+    kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
+  }
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) { scales_int_k4(b, sc16, d, mn); }
+};
+struct DecQ6_K {
+  using BlockT = BlockQ6_K;
+  static constexpr int G = 16;
+  static void levels(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4);
+      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4);
+      const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4);
+      const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4);
+      u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, mf), h0);
+      u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, mf), h1);
+      u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mf), h2);
+      u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mf), h3);
+    }
+  }
+  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
+    levels(b, u);
+    store_scaled_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), h2f(b.d), sc);
+    store_neg_scaled16(sc, 32.f, mn);
+  }
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) {
+    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    scales16_g16(s, sc16);
+    *d = h2f(b.d);
+    store_scaled_i8x16(s, -32.f * *d, mn);
+  }
+};
+
+// K-quant rows, any type: per super-block its scales decoded (scales_int), then per column the int32
+// dot and the mins through the act's group sums as floats. Two int32 chains (even / odd vectors).
+template <typename Dec, int C>
+void direct_kquant(const MatArgs& a) {
+  constexpr int G = Dec::G, NG = 256 / G;
+  const int64_t nsb = a.K / 256;
+  ActView act[C];
+  for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, G);
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(a.w + r * a.w_stride);
+    __m256 acc[C], macc[C];
+    for (int c = 0; c < C; ++c) acc[c] = macc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; ++i) {
+      pf.advance(blocks + i + 1);
+      __m256i u[8], sc16[8];
+      alignas(32) float mn[16];
+      float d;
+      Dec::levels(blocks[i], u);
+      Dec::scales_int(blocks[i], sc16, &d, mn);
+      alignas(16) float ddx[C];
+      for (int c = 0; c < C; ++c) ddx[c] = d * act[c].dx[i * NG];
+      const __m256 mn0 = _mm256_load_ps(mn);
+      const __m256 mn1 = G == 16 ? _mm256_load_ps(mn + 8) : _mm256_setzero_ps();
+      for (int c = 0; c < C; ++c) {
+        const int8_t* y = act[c].q + 256 * i;
+        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j += 2) {
+          const __m256i p0 = _mm256_maddubs_epi16(u[j], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j)));
+          const __m256i p1 = _mm256_maddubs_epi16(u[j + 1], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j + 32)));
+          s0 = dot_i16_acc(s0, p0, sc16[j]);
+          s1 = dot_i16_acc(s1, p1, sc16[j + 1]);
+        }
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), bcast_ss(&ddx[c]), acc[c]);
+        const float* sy = act[c].sy + i * NG;
+        macc[c] = _mm256_fmadd_ps(mn0, _mm256_loadu_ps(sy), macc[c]);
+        if constexpr (G == 16) macc[c] = _mm256_fmadd_ps(mn1, _mm256_loadu_ps(sy + 8), macc[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(acc[c]) + hsum256(macc[c]);
+  }
+}
+
+
+// Q4_K / Q5_K rows up to kK4MaxK, the decode workhorses: the per-super-block scale work of
+// direct_kquant (scalar unpacking of the 12 packed bytes, fp16 conversions) took as many instructions
+// as the dots. Here it is done 8 super-blocks at a time:
+//   - d and dmin of the chunk by one gather; d * dx and dmin * dx per column into small tables;
+//   - the 6-bit scales and mins of 2 super-blocks per ymm (one 128-bit lane each, vpshufb), the scales
+//     as (s, s) int16 pairs (one broadcast load per level vector), the mins as int16;
+//   - the mins: one vpmaddwd of the 8 mins with the act's group sums as int16 (exact), a convert and an
+//     FMA with dmin * dx. The act's group sums and dx per super-block are copied once per call.
+// Equal to direct_kquant up to float rounding (the min terms are summed in integers first).
+constexpr int64_t kK4MaxK = 32768;
+
+// Per 128-bit lane: a super-block's first 16 bytes (d, dmin, s0..s11) -> bytes 0..7 the scales, 8..15
+// the mins. j < 4: sc = s[j] & 63, m = s[j+4] & 63; j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4,
+// m = (s[j+4] >> 4) | (s[j] >> 6) << 4.
+inline __m256i unpack_scales_k4_x2(__m256i hdr) {
+  const __m256i p = _mm256_shuffle_epi8(hdr, _mm256_broadcastsi128_si256(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15)));
+  const __m256i q = _mm256_shuffle_epi8(hdr, _mm256_broadcastsi128_si256(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
+  const __m256i m1 = _mm256_broadcastsi128_si256(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+  const __m256i m2 = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+  const __m256i lo = _mm256_or_si256(_mm256_and_si256(p, m1), _mm256_and_si256(_mm256_srli_epi16(p, 4), m2));
+  return _mm256_or_si256(lo, _mm256_and_si256(_mm256_srli_epi16(q, 2), _mm256_set1_epi8(0x30)));  // q: 0 where unused
+}
+
+template <typename Dec, int C>
+void direct_k4(const MatArgs& a) {
+  using Block = typename Dec::BlockT;
+  static_assert(Dec::G == 32, "Q4_K / Q5_K layout");
+  constexpr int kChunk = 8;  // super-blocks per scale chunk
+  const int64_t nsb = a.K / 256, nch = (nsb + kChunk - 1) / kChunk;
+  alignas(32) int16_t qs16[C][kK4MaxK / 256][8];      // per super-block: the act's 8 group sums
+  alignas(32) float dxs[C][kK4MaxK / 256 + kChunk];  // dx per super-block, zero-padded to whole chunks
+  for (int c = 0; c < C; ++c) {
+    const ActView v = act_view(a.act + c * a.act_stride, a.K, 32);
+    for (int64_t i = 0; i < nsb; ++i) {
+      const __m256i g = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v.qs + 8 * i));  // |sum| <= 32 * 127
+      _mm_store_si128(reinterpret_cast<__m128i*>(qs16[c][i]),
+                      _mm_packs_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1)));
+      dxs[c][i] = v.dx[8 * i];
+    }
+    for (int64_t i = nsb; i < kChunk * nch; ++i) dxs[c][i] = 0.f;
+  }
+  const __m256i goff = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
+    __m256 acc[C];
+    __m128 macc[C];
+    for (int c = 0; c < C; ++c) {
+      acc[c] = _mm256_setzero_ps();
+      macc[c] = _mm_setzero_ps();
+    }
+    for (int64_t ch = 0; ch < nch; ++ch) {
+      const int64_t i0 = kChunk * ch;
+      const int n = static_cast<int>(nsb - i0 < kChunk ? nsb - i0 : kChunk);
+      const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), iota);
+      const __m256i hdr = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + i0), goff, lanes, 1);
+      const __m256 d = halves_to_f32(hdr, false), dmin = halves_to_f32(hdr, true);
+      alignas(32) float ddx[C][kChunk], mdx[C][kChunk];
+      for (int c = 0; c < C; ++c) {
+        const __m256 dx = _mm256_load_ps(dxs[c] + i0);
+        _mm256_store_ps(ddx[c], _mm256_mul_ps(d, dx));
+        _mm256_store_ps(mdx[c], _mm256_mul_ps(dmin, dx));
+      }
+      // Scales as (s, s) int16 pairs and mins as int16, per super-block of the chunk.
+      alignas(32) int32_t pairs[kChunk][8];
+      alignas(16) int16_t mins[kChunk][8];
+      for (int k = 0; k < n; k += 2) {
+        const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + i0 + k));
+        const __m128i h1 = k + 1 < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + i0 + k + 1)) : h0;
+        const __m256i sm = unpack_scales_k4_x2(_mm256_set_m128i(h1, h0));
+        for (int h = 0; h < 2; ++h) {
+          const __m128i v = h == 0 ? _mm256_castsi256_si128(sm) : _mm256_extracti128_si256(sm, 1);
+          const __m256i s32 = _mm256_cvtepu8_epi32(v);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[k + h]), _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
+          _mm_store_si128(reinterpret_cast<__m128i*>(mins[k + h]), _mm_cvtepu8_epi16(_mm_srli_si128(v, 8)));
+        }
+      }
+      for (int k = 0; k < n; ++k) {
+        const int64_t i = i0 + k;
+        pf.advance(blocks + i + 1);
+        __m256i u[8], sc16[8];
+        Dec::levels(blocks[i], u);
+        for (int j = 0; j < 8; ++j) sc16[j] = bcast_d(&pairs[k][j]);
+        const __m128i m16 = _mm_load_si128(reinterpret_cast<const __m128i*>(mins[k]));
+        for (int c = 0; c < C; ++c) {
+          const int8_t* y = act_view(a.act + c * a.act_stride, a.K, 32).q + 256 * i;
+          __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+          for (int j = 0; j < 8; j += 2) {
+            const __m256i p0 = _mm256_maddubs_epi16(u[j], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j)));
+            const __m256i p1 = _mm256_maddubs_epi16(u[j + 1], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j + 32)));
+            s0 = dot_i16_acc(s0, p0, sc16[j]);
+            s1 = dot_i16_acc(s1, p1, sc16[j + 1]);
+          }
+          acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), bcast_ss(&ddx[c][k]), acc[c]);
+          const __m128i mq = _mm_madd_epi16(m16, _mm_load_si128(reinterpret_cast<const __m128i*>(qs16[c][i])));
+          macc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(mq), _mm_broadcast_ss(&mdx[c][k]), macc[c]);
+        }
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      __m128 s4 = _mm_add_ps(macc[c], _mm_movehl_ps(macc[c], macc[c]));
+      s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+      a.out[c * a.out_stride + r] = hsum256(acc[c]) - _mm_cvtss_f32(s4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
