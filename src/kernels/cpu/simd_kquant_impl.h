@@ -143,9 +143,18 @@ struct DecQ3_K {
     store_scaled_i8x16(s, -4.f * *d, mn);
   }
 };
-struct DecQ4_K {
-  using BlockT = BlockQ4_K;
+// Q4_K and Q5_K: groups of 32 with the 6-bit packed scales and mins; each decoder brings its levels().
+template <typename Dec, typename Block>
+struct KQuant32Dec {
+  using BlockT = Block;
   static constexpr int G = 32;
+  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
+    Dec::levels(b, u);
+    kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
+  }
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) { scales_int_k4(b, sc16, d, mn); }
+};
+struct DecQ4_K : KQuant32Dec<DecQ4_K, BlockQ4_K> {
   static void levels(const BlockT& b, __m256i* u) {
     const __m256i mf = _mm256_set1_epi8(0x0F);
     for (int j = 0; j < 4; ++j) {
@@ -154,15 +163,8 @@ struct DecQ4_K {
       u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(t, 4), mf);
     }
   }
-  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
-    levels(b, u);
-    kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
-  }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) { scales_int_k4(b, sc16, d, mn); }
 };
-struct DecQ5_K {
-  using BlockT = BlockQ5_K;
-  static constexpr int G = 32;
+struct DecQ5_K : KQuant32Dec<DecQ5_K, BlockQ5_K> {
   static void levels(const BlockT& b, __m256i* u) {
     const __m256i mf = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
@@ -174,11 +176,6 @@ struct DecQ5_K {
       u[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 4), mf), h1);
     }
   }
-  static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
-    levels(b, u);
-    kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
-  }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) { scales_int_k4(b, sc16, d, mn); }
 };
 struct DecQ6_K {
   using BlockT = BlockQ6_K;
