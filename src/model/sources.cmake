@@ -4,6 +4,7 @@ ferry_module(model DEPS format tensor image base SOURCES
   model/sublayer.cc
   model/forward.cc
   model/synth.cc
+  model/synth_vocab.cc
   model/synth_route_skew.cc
   model/vision/vision_model.cc
   model/vision/vision_input.cc
