@@ -24,9 +24,19 @@ void* counted_alloc(std::size_t n, std::size_t align) {
 }
 }  // namespace
 
-// Replacements for the whole test binary (libstdc++'s array and nothrow forms call these).
+// Replacements for the whole test binary (libstdc++'s array forms call these). The nothrow forms are
+// replaced too: under ASan its own nothrow new would otherwise pair with the free() below
+// (std::stable_sort's temporary buffer takes memory that way).
 void* operator new(std::size_t n) { return counted_alloc(n, 0); }
 void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return counted_alloc(n, 0);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }

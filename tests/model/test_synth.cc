@@ -147,7 +147,8 @@ TEST(SynthPresets, TensorNamesFollowTheConverter) {
   auto mixtral = names("tiny-mixtral");
   EXPECT_TRUE(mixtral.count("blk.0.ffn_down_exps.weight"));
   EXPECT_FALSE(mixtral.count("blk.0.attn_q_norm.weight"));
-  for (const auto& t : *synth_tensors(preset("qwen3-30b-a3b"), DType::Q4_K, 1)) {
+  const auto moe_big = synth_tensors(preset("qwen3-30b-a3b"), DType::Q4_K, 1);  // held: the loop reads into it
+  for (const auto& t : *moe_big) {
     if (t.name == "blk.0.ffn_gate_inp.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{2048, 128}));
     if (t.name == "blk.0.ffn_up_exps.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{2048, 768, 128}));
     if (t.name == "blk.0.ffn_down_exps.weight") EXPECT_EQ(t.ne, (std::vector<int64_t>{768, 2048, 128}));
