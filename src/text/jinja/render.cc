@@ -182,6 +182,18 @@ struct Spec {
   char type = 0;
 };
 
+// A width or precision of a format: its digits at s[i..], i moved past them. Bounded, so a hostile
+// template neither overflows the int nor asks for gigabytes of padding.
+constexpr int kMaxFormatCount = 1 << 20;
+int format_count(std::string_view s, size_t& i) {
+  int n = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    n = n * 10 + (s[i] - '0');
+    if (n > kMaxFormatCount) throw RenderError("format width or precision over " + std::to_string(kMaxFormatCount));
+  }
+  return n;
+}
+
 Spec parse_spec(std::string_view s) {
   Spec sp;
   size_t i = 0;
@@ -197,12 +209,11 @@ Spec parse_spec(std::string_view s) {
   if (i < s.size() && (s[i] == '+' || s[i] == '-' || s[i] == ' ')) sp.sign = s[i++];
   if (i < s.size() && s[i] == '#') sp.alt = true, ++i;
   if (i < s.size() && s[i] == '0') sp.zero = true, ++i;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') sp.width = std::max(sp.width, 0) * 10 + (s[i++] - '0');
+  if (i < s.size() && s[i] >= '0' && s[i] <= '9') sp.width = format_count(s, i);
   if (i < s.size() && (s[i] == ',' || s[i] == '_')) ++i;  // grouping: not applied
   if (i < s.size() && s[i] == '.') {
     ++i;
-    sp.precision = 0;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') sp.precision = sp.precision * 10 + (s[i++] - '0');
+    sp.precision = format_count(s, i);
   }
   if (i < s.size()) sp.type = s[i++];
   if (i != s.size()) throw RenderError("Invalid format specifier '" + std::string(s) + "'");
@@ -345,11 +356,10 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
       if (fmt[i] == '#') sp.alt = true;
       if (fmt[i] == '0') sp.zero = true;
     }
-    while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') sp.width = std::max(sp.width, 0) * 10 + (fmt[i++] - '0');
+    if (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') sp.width = format_count(fmt, i);
     if (i < fmt.size() && fmt[i] == '.') {
-      sp.precision = 0;
-      for (++i; i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9'; ++i)
-        sp.precision = sp.precision * 10 + (fmt[i] - '0');
+      ++i;
+      sp.precision = format_count(fmt, i);
     }
     if (i >= fmt.size()) throw RenderError("incomplete format");
     const char conv = fmt[i];
