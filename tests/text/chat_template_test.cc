@@ -163,6 +163,8 @@ TEST(ChatTemplate, HostileTemplatesFailCleanly) {
       "{% for x in range(10) %}{% for y in range(10) %}{{ loop(x) }}{% endfor %}{% endfor %}",
       "{{ '% -9223372036854775807s' % {'a': 1} }}{{ '%.99999999999f' % 1.5 }}{{ '{:99999999999}'.format(1) }}",
       "{{ '%999999999s' % 'a' }}",
+      "{{ '{111111111111111111111111111111x}!'.format(x=3) }}{{ '{99999999999999999999}'.format(1) }}",
+      "{{ [{'a': 1}] | map(attribute='99999999999999999999999.a') | list }}",
       "{% raw %}never ends",
       "{# never ends",
       "{{ 'never ends",

@@ -44,8 +44,8 @@ Value attr_path(const Value& item, const std::string& path) {
   while (true) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    v = get_item(v, digits ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
+    const std::optional<int64_t> index = decimal_index(part);
+    v = get_item(v, index ? Value(*index) : Value(part));
     if (dot == std::string::npos) return v;
     start = dot + 1;
   }

@@ -409,6 +409,16 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
   return out;
 }
 
+std::optional<int64_t> decimal_index(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  int64_t n = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9' || n > (INT64_MAX - (c - '0')) / 10) return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
 std::string str_format(const std::string& fmt, const CallArgs& args, bool escape) {
   std::string out;
   size_t auto_index = 0;
@@ -445,8 +455,9 @@ std::string str_format(const std::string& fmt, const CallArgs& args, bool escape
       field.resize(bang);
     }
     const Value* v = nullptr;
-    if (field.empty() || (field[0] >= '0' && field[0] <= '9')) {
-      size_t idx = field.empty() ? auto_index++ : static_cast<size_t>(std::stoul(field));
+    const std::optional<int64_t> index = decimal_index(field);
+    if (field.empty() || index) {
+      size_t idx = field.empty() ? auto_index++ : static_cast<size_t>(*index);
       if (idx >= args.args.size()) throw RenderError("Replacement index " + std::to_string(idx) + " out of range");
       v = &args.args[idx];
     } else {

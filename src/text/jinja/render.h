@@ -3,6 +3,8 @@
 // operators templates use: printf-style `fmt % args` and str.format.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +22,9 @@ std::string py_repr(const Value& v);  // repr(v): strings quoted
 std::string percent_format(const std::string& fmt, const Value& args, bool escape = false);
 // fmt.format(*args, **kwargs), with the same `escape`.
 std::string str_format(const std::string& fmt, const CallArgs& args, bool escape = false);
+// A decimal index written in a template ("0", "12"): its value, or nothing when s is not all digits or is
+// past int64 (such a field is then a name, as Python's str.format and jinja2's attribute paths read it).
+std::optional<int64_t> decimal_index(std::string_view s);
 // & < > " ' as HTML entities, as markupsafe.escape writes them.
 std::string html_escape(std::string_view s);
 
