@@ -71,6 +71,25 @@ struct AttnParams {
 
 enum class Activation : uint8_t { kSilu, kGeluTanh };
 
+// One group of a mixture-of-experts layer's experts: experts [begin, begin + n) of the layer's stacked
+// weights, as views [K, N, n] (a slice of the [K, N, n_expert] tensors, or a copy of it in device memory).
+struct ExpertGroup {
+  TensorView gate;  // [d, ffe, n]
+  TensorView up;    // [d, ffe, n]
+  TensorView down;  // [ffe, d, n]
+  int32_t begin = 0;  // the global id of the group's first expert
+  Activation act = Activation::kSilu;
+  int32_t size() const { return static_cast<int32_t>(gate.ne[2]); }
+  bool holds(int32_t e) const { return e >= begin && e - begin < size(); }
+};
+
+// Scratch of Ops::moe_experts, where the Ops computes: gate / up [ffe, n_used, T], y [d, n_used, T] F32.
+struct MoeScratch {
+  TensorView gate;
+  TensorView up;
+  TensorView y;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -174,15 +193,27 @@ class Ops {
   // weight first, and their mixing weights [n_used, T] F32 (kernels/moe_route.h: route_token).
   virtual void moe_route(const TensorView& logits, const MoeRoute& r, TensorView ids, TensorView weights);
   // The expert matmul (ggml's mul_mat_id): outs[i][:, j, t] = expert ids[j, t] of ws[i] times x[:, j', t],
-  // for n stacked expert weights ws[i] [K, N_i, n_expert] of one input. x [K, 1 or n_used, T] F32: with
+  // for n stacked expert weights ws[i] [K, N_i, E] of one input. x [K, 1 or n_used, T] F32: with
   // one row per token every slot multiplies it (gate / up, j' = 0), else slot j its own row (down, j' = j).
-  // outs[i] [N_i, n_used, T] F32. Only the routed experts' weights are read. The default is one matmul
-  // per (slot, token) over views of the expert's matrix.
+  // outs[i] [N_i, n_used, T] F32. The stack holds experts [expert_begin, expert_begin + E): a slot whose
+  // expert is outside it is skipped (its output columns are left as they are), so one group of a layer's
+  // experts computes its share of the slots. Only the routed experts' weights are read. The default is
+  // one matmul per (slot, token) over views of the expert's matrix.
   virtual void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids,
-                         TensorView* outs);
+                         int32_t expert_begin, TensorView* outs);
   // out[:, t] = sum over j = 0, 1, ... of weights[j, t] * y[:, j, t]: each product rounded to F32, then
   // added left to right (ggml's mul, then its adds in slot order). y [d, n_used, T] may be overwritten.
   virtual void moe_combine(const TensorView& y, const TensorView& weights, TensorView out);
+  // One expert group's share of a mixture-of-experts block, weighted and summed: for each token t, over its
+  // slots j in order whose expert e = ids[j, t] the group holds,
+  //   out[:, t] (+)= weights[j, t] * down_e(act(gate_e x_t) * up_e x_t),
+  // each product rounded before its add (as moe_combine). x [d, T] F32; ids / weights as moe_route writes
+  // them; accumulate = false: out = that sum (zeros for a token none of whose slots the group holds).
+  // With one group of every expert this is forward_moe's matmul_id, glu, matmul_id, moe_combine. The
+  // default composes those ops on the scratch (slots the group does not hold carry scratch values through
+  // glu and are never read).
+  virtual void moe_experts(const ExpertGroup& g, const TensorView& x, const TensorView& ids, const TensorView& weights,
+                           const MoeScratch& s, bool accumulate, TensorView out);
   // Bytes between this Ops' memory and the host, complete when the call returns (the MoE defaults read
   // the routing through them). The defaults are memcpy: host Ops need nothing else.
   virtual void copy_to_host(const TensorView& src, void* dst, size_t bytes) {
@@ -264,7 +295,7 @@ inline void Ops::moe_route(const TensorView& logits, const MoeRoute& r, TensorVi
 }
 
 inline void Ops::matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids,
-                           TensorView* outs) {
+                           int32_t expert_begin, TensorView* outs) {
   const int64_t k = ids.ne[0], T = ids.ne[1];
   FERRY_ASSERT(ids.dtype == DType::I32 && ids.is_contiguous() && x.dtype == DType::F32);
   FERRY_ASSERT(x.ne[2] == T && (x.ne[1] == 1 || x.ne[1] == k));
@@ -275,8 +306,8 @@ inline void Ops::matmul_id(int n, const TensorView* const* ws, const TensorView&
     FERRY_ASSERT(w.ne[0] == x.ne[0] && outs[i].ne[0] == w.ne[1] && outs[i].ne[1] == k && outs[i].ne[2] == T);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t j = 0; j < k; ++j) {
-        const int32_t e = id[static_cast<size_t>(t * k + j)];
-        FERRY_ASSERT(e >= 0 && e < w.ne[2]);
+        const int32_t e = id[static_cast<size_t>(t * k + j)] - expert_begin;
+        if (e < 0 || e >= w.ne[2]) continue;  // another group's expert
         matmul(expert_view(w, e), column_view(x, x.ne[1] == 1 ? 0 : j, t), column_view(outs[i], j, t));
       }
   }
@@ -296,6 +327,55 @@ inline void Ops::moe_combine(const TensorView& y, const TensorView& weights, Ten
       const TensorView yj = column_view(y, j, t);
       scale(yj, w[static_cast<size_t>(t * k + j)], yj);
       add(o, yj, o);
+    }
+  }
+}
+
+inline void Ops::moe_experts(const ExpertGroup& g, const TensorView& x, const TensorView& ids,
+                             const TensorView& weights, const MoeScratch& s, bool accumulate, TensorView out) {
+  const int64_t d = x.ne[0], k = ids.ne[0], T = ids.ne[1], ffe = g.gate.ne[1];
+  FERRY_ASSERT(x.dtype == DType::F32 && x.is_contiguous() && x.ne[1] == T);
+  FERRY_ASSERT(g.up.ne[1] == ffe && g.down.ne[0] == ffe && g.down.ne[1] == d && g.up.ne[2] == g.size() &&
+               g.down.ne[2] == g.size());
+  FERRY_ASSERT(weights.ne[0] == k && weights.ne[1] == T && weights.is_contiguous());
+  FERRY_ASSERT(out.dtype == DType::F32 && out.ne[0] == d && out.ne[1] == T);
+  const TensorView gate = TensorView::make(DType::F32, s.gate.data, ffe, k, T, 1, s.gate.where);
+  const TensorView up = TensorView::make(DType::F32, s.up.data, ffe, k, T, 1, s.up.where);
+  TensorView y = TensorView::make(DType::F32, s.y.data, d, k, T, 1, s.y.where);
+  {
+    const TensorView* ws[2] = {&g.gate, &g.up};
+    TensorView outs[2] = {gate, up};
+    matmul_id(2, ws, TensorView::make(DType::F32, x.data, d, 1, T, 1, x.where), ids, g.begin, outs);
+  }
+  const TensorView gate2 = TensorView::make(DType::F32, s.gate.data, ffe, k * T, 1, 1, s.gate.where);
+  const TensorView up2 = TensorView::make(DType::F32, s.up.data, ffe, k * T, 1, 1, s.up.where);
+  glu(gate2, up2, g.act, gate2);
+  const TensorView* down = &g.down;
+  matmul_id(1, &down, gate, ids, g.begin, &y);
+
+  std::vector<int32_t> id(static_cast<size_t>(k * T), 0);
+  std::vector<float> w(static_cast<size_t>(k * T), 0.f);
+  copy_to_host(ids, id.data(), id.size() * sizeof(int32_t));
+  copy_to_host(weights, w.data(), w.size() * sizeof(float));
+  std::vector<float> zeros;
+  for (int64_t t = 0; t < T; ++t) {
+    const TensorView o = column_view(out, t, 0);
+    bool started = accumulate;
+    for (int64_t j = 0; j < k; ++j) {
+      const size_t p = static_cast<size_t>(t * k + j);
+      if (!g.holds(id[p])) continue;
+      const TensorView yj = column_view(y, j, t);
+      if (!started) {
+        scale(yj, w[p], o);
+        started = true;
+      } else {
+        scale(yj, w[p], yj);
+        add(o, yj, o);
+      }
+    }
+    if (!started) {
+      zeros.assign(static_cast<size_t>(d), 0.f);
+      copy_from_host(zeros.data(), o, zeros.size() * sizeof(float));
     }
   }
 }

@@ -327,7 +327,7 @@ void forward_moe(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   {
     const TensorView* ws[2] = {&L.ffn_gate_exps, &L.ffn_up_exps};
     TensorView outs[2] = {gate, up};
-    ops.matmul_id(2, ws, TensorView::make(DType::F32, xn.data, d, 1, n, 1, xn.where), ids, outs);
+    ops.matmul_id(2, ws, TensorView::make(DType::F32, xn.data, d, 1, n, 1, xn.where), ids, 0, outs);
   }
   record(hook, gate, "blk.%d.ffn_moe_gate", il);
   record(hook, up, "blk.%d.ffn_moe_up", il);
@@ -337,7 +337,7 @@ void forward_moe(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   record(hook, gate, "blk.%d.ffn_moe_swiglu", il);
   TensorView y = TensorView::make(DType::F32, s.moe_out.data, d, k, n, 1, s.moe_out.where);
   const TensorView* down = &L.ffn_down_exps;
-  ops.matmul_id(1, &down, gate, ids, &y);
+  ops.matmul_id(1, &down, gate, ids, 0, &y);
   record(hook, y, "blk.%d.ffn_moe_down", il);
   ops.moe_combine(y, weights, proj);
   record(hook, proj, "blk.%d.ffn_moe_out", il);

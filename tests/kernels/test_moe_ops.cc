@@ -156,7 +156,7 @@ TEST(MoeOps, MatmulIdMatchesRefAndPerExpertMatmul) {
           const TensorView* ws[2] = {&vg, &vu};
           TensorView outs[2] = {TensorView::make(DType::F32, want_g.data(), c.N, k, T),
                                 TensorView::make(DType::F32, want_u.data(), c.N, k, T)};
-          ref.matmul_id(2, ws, vx, vid, outs);
+          ref.matmul_id(2, ws, vx, vid, 0, outs);
         }
         for (CpuIsa isa : levels()) {
           SCOPED_TRACE(std::string(dtype_name(c.type)) + " " + cpu_isa_name(isa) + " T=" + std::to_string(T) +
@@ -166,7 +166,7 @@ TEST(MoeOps, MatmulIdMatchesRefAndPerExpertMatmul) {
           const TensorView* ws[2] = {&vg, &vu};
           TensorView outs[2] = {TensorView::make(DType::F32, got_g.data(), c.N, k, T),
                                 TensorView::make(DType::F32, got_u.data(), c.N, k, T)};
-          ops->matmul_id(2, ws, vx, vid, outs);
+          ops->matmul_id(2, ws, vx, vid, 0, outs);
           // Against the reference (one matmul per column): rounding of the activations' conversion.
           double scale = 0;
           for (float v : want_g) scale = std::max(scale, std::fabs(static_cast<double>(v)));
@@ -225,7 +225,7 @@ TEST(MoeOps, MatmulIdFollowsTokenGroups) {
         TensorView o = TensorView::make(DType::F32, out.data(), c.N, k, n);
         ops.set_token_groups(static_cast<int32_t>(n), d);
         ops.matmul_id(1, ws, TensorView::make(DType::F32, xs.data(), c.K, rows_x, n),
-                      TensorView::make(DType::I32, is.data(), k, n), &o);
+                      TensorView::make(DType::I32, is.data(), k, n), 0, &o);
         return out;
       };
       for (CpuIsa isa : levels()) {
@@ -259,12 +259,12 @@ TEST(MoeOps, MatmulIdMixedTypes) {
   std::vector<float> a0(N * k * T), b0(N * k * T), a1(N * k * T), b1(N * k * T);
   const TensorView* both[2] = {&va, &vb};
   TensorView outs[2] = {TensorView::make(DType::F32, a0.data(), N, k, T), TensorView::make(DType::F32, b0.data(), N, k, T)};
-  ops->matmul_id(2, both, vx, vid, outs);
+  ops->matmul_id(2, both, vx, vid, 0, outs);
   const TensorView* one_a = &va;
   const TensorView* one_b = &vb;
   TensorView oa = TensorView::make(DType::F32, a1.data(), N, k, T), ob = TensorView::make(DType::F32, b1.data(), N, k, T);
-  ops->matmul_id(1, &one_a, vx, vid, &oa);
-  ops->matmul_id(1, &one_b, vx, vid, &ob);
+  ops->matmul_id(1, &one_a, vx, vid, 0, &oa);
+  ops->matmul_id(1, &one_b, vx, vid, 0, &ob);
   EXPECT_EQ(a0, a1);
   EXPECT_EQ(b0, b1);
 }
@@ -295,11 +295,11 @@ TEST(MoeOps, MatmulIdReadsOnlyRoutedExperts) {
     for (CpuIsa isa : levels()) {
       auto ops = make_cpu_ops(2, isa);
       TensorView out = TensorView::make(DType::F32, got.data(), N, k, T);
-      ops->matmul_id(1, ws, vx, vid, &out);
+      ops->matmul_id(1, ws, vx, vid, 0, &out);
     }
     RefOps ref(RefNumerics::kLlamaCpp);
     TensorView out = TensorView::make(DType::F32, want.data(), N, k, T);
-    ref.matmul_id(1, ws, vx, vid, &out);
+    ref.matmul_id(1, ws, vx, vid, 0, &out);
     for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3) << "T=" << T << " at " << i;
   }
   munmap(map, expert_bytes * E);
@@ -320,6 +320,71 @@ TEST(MoeOps, CombineMatchesRef) {
       ops->moe_combine(TensorView::make(DType::F32, y.data(), d, k, T), TensorView::make(DType::F32, w.data(), k, T),
                        TensorView::make(DType::F32, got.data(), d, T));
       EXPECT_EQ(got, want) << cpu_isa_name(isa) << " T=" << T;
+    }
+  }
+}
+
+// Expert groups: moe_experts over a partition of the experts, accumulated, equals forward_moe's ops
+// (matmul_id, glu, matmul_id, moe_combine) over all of them within rounding; one group of every expert
+// equals them bit for bit; a group none of whose experts a token routes to writes zeros.
+TEST(MoeOps, ExpertGroupsSumToTheWholeBlock) {
+  const int64_t E = 8, k = 3, d = 64, ffe = 96;
+  const DType t = DType::Q8_0;
+  std::vector<uint8_t> gw = experts(t, d, ffe, E, 41), uw = experts(t, d, ffe, E, 42), dw = experts(t, ffe, d, E, 43);
+  auto stack = [&](std::vector<uint8_t>& b, int64_t K, int64_t N, int64_t e0, int64_t n) {
+    TensorView v = TensorView::make(t, b.data() + static_cast<size_t>(e0) * row_bytes(t, K) * N, K, N, n);
+    return v;
+  };
+  for (int64_t T : {1, 5, 40}) {
+    const std::vector<float> x = randn(static_cast<size_t>(d * T), 44);
+    const std::vector<int32_t> ids = routing(E, k, T, 45);
+    std::vector<float> w = randn(static_cast<size_t>(k * T), 46, 0.3f);
+    const TensorView vx = TensorView::make(DType::F32, const_cast<float*>(x.data()), d, T);
+    const TensorView vid = TensorView::make(DType::I32, const_cast<int32_t*>(ids.data()), k, T);
+    const TensorView vw = TensorView::make(DType::F32, w.data(), k, T);
+    std::vector<float> g(static_cast<size_t>(ffe * k * T)), u(g.size()), y(static_cast<size_t>(d * k * T));
+    const MoeScratch s{TensorView::make(DType::F32, g.data(), ffe, k, T), TensorView::make(DType::F32, u.data(), ffe, k, T),
+                       TensorView::make(DType::F32, y.data(), d, k, T)};
+    RefOps ref(RefNumerics::kLlamaCpp);
+    auto cpu = make_cpu_ops(2);
+    for (Ops* ops : {static_cast<Ops*>(&ref), static_cast<Ops*>(cpu.get())}) {
+      SCOPED_TRACE(std::string(ops->name()) + " T=" + std::to_string(T));
+      // The whole block through forward_moe's ops.
+      std::vector<float> want(static_cast<size_t>(d * T));
+      {
+        const TensorView* ws[2] = {&s.gate, &s.up};
+        TensorView gv = stack(gw, d, ffe, 0, E), uv = stack(uw, d, ffe, 0, E), dv = stack(dw, ffe, d, 0, E);
+        const TensorView* wgu[2] = {&gv, &uv};
+        TensorView outs[2] = {s.gate, s.up};
+        ops->matmul_id(2, wgu, TensorView::make(DType::F32, const_cast<float*>(x.data()), d, 1, T), vid, 0, outs);
+        (void)ws;
+        const TensorView g2 = TensorView::make(DType::F32, g.data(), ffe, k * T), u2 = TensorView::make(DType::F32, u.data(), ffe, k * T);
+        ops->glu(g2, u2, Activation::kSilu, g2);
+        const TensorView* wd = &dv;
+        TensorView yv = s.y;
+        ops->matmul_id(1, &wd, s.gate, vid, 0, &yv);
+        ops->moe_combine(s.y, vw, TensorView::make(DType::F32, want.data(), d, T));
+      }
+      // One group of every expert: bit for bit.
+      std::vector<float> one(static_cast<size_t>(d * T), NAN);
+      ExpertGroup all{stack(gw, d, ffe, 0, E), stack(uw, d, ffe, 0, E), stack(dw, ffe, d, 0, E), 0, Activation::kSilu};
+      ops->moe_experts(all, vx, vid, vw, s, false, TensorView::make(DType::F32, one.data(), d, T));
+      EXPECT_EQ(one, want);
+      // Groups [0, 3), [3, 5), [5, 8): summed within rounding.
+      std::vector<float> sum(static_cast<size_t>(d * T), NAN);
+      bool acc = false;
+      for (auto [e0, e1] : {std::pair<int64_t, int64_t>{0, 3}, {3, 5}, {5, 8}}) {
+        ExpertGroup grp{stack(gw, d, ffe, e0, e1 - e0), stack(uw, d, ffe, e0, e1 - e0), stack(dw, ffe, d, e0, e1 - e0),
+                        static_cast<int32_t>(e0), Activation::kSilu};
+        ops->moe_experts(grp, vx, vid, vw, s, acc, TensorView::make(DType::F32, sum.data(), d, T));
+        acc = true;
+      }
+      for (size_t i = 0; i < sum.size(); ++i) ASSERT_NEAR(sum[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << i;
+      // Expert 0 is never routed: its group alone writes zeros.
+      std::vector<float> none(static_cast<size_t>(d * T), NAN);
+      ExpertGroup e0{stack(gw, d, ffe, 0, 1), stack(uw, d, ffe, 0, 1), stack(dw, ffe, d, 0, 1), 0, Activation::kSilu};
+      ops->moe_experts(e0, vx, vid, vw, s, false, TensorView::make(DType::F32, none.data(), d, T));
+      EXPECT_EQ(none, std::vector<float>(none.size(), 0.f));
     }
   }
 }

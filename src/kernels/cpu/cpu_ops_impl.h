@@ -89,7 +89,7 @@ class CpuOps final : public Ops {
                  TensorView out) override;
   void glu(const TensorView& gate, const TensorView& up, Activation act, TensorView out) override;
   void gather_rows(const TensorView& x, const int32_t* rows, TensorView out) override;
-  void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids,
+  void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids, int32_t expert_begin,
                  TensorView* outs) override;
   void moe_combine(const TensorView& y, const TensorView& weights, TensorView out) override;
   // vision_ops.cc

@@ -26,15 +26,15 @@ constexpr int kMaxIdWeights = 4;
 }  // namespace
 
 void CpuOps::matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids,
-                       TensorView* outs) {
+                       int32_t expert_begin, TensorView* outs) {
   FERRY_ASSERT(n >= 1 && n <= kMaxIdWeights);
   for (int i = 1; i < n; ++i) {
     if (ws[i]->dtype != ws[0]->dtype) {  // one weight type per job: one call per weight
-      for (int w = 0; w < n; ++w) matmul_id(1, &ws[w], x, ids, &outs[w]);
+      for (int w = 0; w < n; ++w) matmul_id(1, &ws[w], x, ids, expert_begin, &outs[w]);
       return;
     }
   }
-  const int64_t K = x.ne[0], k = ids.ne[0], T = ids.ne[1], P = k * T, E = ws[0]->ne[2];
+  const int64_t K = x.ne[0], k = ids.ne[0], T = ids.ne[1], E = ws[0]->ne[2];
   FERRY_ASSERT(ids.dtype == DType::I32 && ids.where == Where::kHost && ids.is_contiguous());
   FERRY_ASSERT(x.dtype == DType::F32 && x.where == Where::kHost && x.ne[2] == T && (x.ne[1] == 1 || x.ne[1] == k));
   for (int i = 0; i < n; ++i) {
@@ -42,25 +42,33 @@ void CpuOps::matmul_id(int n, const TensorView* const* ws, const TensorView& x, 
     FERRY_ASSERT(w.ne[0] == K && w.ne[2] == E && w.ne[3] == 1 && w.where == Where::kHost);
     FERRY_ASSERT(outs[i].dtype == DType::F32 && outs[i].ne[0] == w.ne[1] && outs[i].ne[1] == k && outs[i].ne[2] == T);
   }
-  if (P == 0) return;
   const int32_t* id = ids.ptr<const int32_t>();
+  const int64_t all_pairs = k * T;
+  // The stack's index of pair p's expert; outside [0, E): another group's expert, skipped.
+  auto local = [&](int64_t p) { return static_cast<int64_t>(id[p]) - expert_begin; };
 
-  // 1. Pairs p = t * k + j grouped by expert (a counting sort keeps each group in token order).
+  // 1. The pairs p = t * k + j of the stack's experts grouped by expert (a counting sort keeps each group
+  // in token order); P of them.
   moe_first_.assign(static_cast<size_t>(E + 1), 0);
-  for (int64_t p = 0; p < P; ++p) {
-    FERRY_ASSERT(id[p] >= 0 && id[p] < E);
-    ++moe_first_[static_cast<size_t>(id[p]) + 1];
+  for (int64_t p = 0; p < all_pairs; ++p) {
+    const int64_t e = local(p);
+    if (e >= 0 && e < E) ++moe_first_[static_cast<size_t>(e) + 1];
   }
   int64_t max_group = 0;
   for (int64_t e = 0; e < E; ++e) {
     max_group = std::max(max_group, moe_first_[static_cast<size_t>(e) + 1]);
     moe_first_[static_cast<size_t>(e) + 1] += moe_first_[static_cast<size_t>(e)];
   }
+  const int64_t P = moe_first_[static_cast<size_t>(E)];
+  if (P == 0) return;
   moe_order_.resize(static_cast<size_t>(P));
   {
     std::vector<int64_t>& next = moe_next_;
     next.assign(moe_first_.begin(), moe_first_.end() - 1);
-    for (int64_t p = 0; p < P; ++p) moe_order_[static_cast<size_t>(next[static_cast<size_t>(id[p])]++)] = p;
+    for (int64_t p = 0; p < all_pairs; ++p) {
+      const int64_t e = local(p);
+      if (e >= 0 && e < E) moe_order_[static_cast<size_t>(next[static_cast<size_t>(e)]++)] = p;
+    }
   }
   const int64_t* first = moe_first_.data();
   const int64_t* order = moe_order_.data();
