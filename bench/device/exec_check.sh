@@ -92,7 +92,9 @@ if [ "${SKIP_EQ:-0}" != 1 ]; then
     timeout 120 "$F" run "${common[@]}" --device cpu --logits-out "$TMP/cpu.bin" > "$OUT/eq_${name}_cpu.json" 2> "$OUT/eq_${name}_cpu.err"
     # budgets: the minimum (from the error message), +50 % of the file, 2x the file
     timeout 120 "$F" run "${common[@]}" --device "$DEVICE" --vram 1K "${PROF_ARGS[@]}" > /dev/null 2> "$OUT/eq_${name}_min.err"
+    # "needs at least 718 MiB" (runtime::open) or "(123456 bytes)" (the executor): bytes, rounded up a MiB
     min=$(grep -o '([0-9]* bytes)' "$OUT/eq_${name}_min.err" | head -1 | tr -dc 0-9)
+    [ -n "$min" ] || min=$(python3 -c "import re,sys; m=re.search(r'needs at least ([0-9.]+) (KiB|MiB|GiB)', open(sys.argv[1]).read()); print(int((float(m.group(1)) + 1) * {'KiB': 2**10, 'MiB': 2**20, 'GiB': 2**30}[m.group(2)])) if m else print('')" "$OUT/eq_${name}_min.err")
     size=$(stat -L -c %s "$m")
     [ -n "$min" ] || { echo "$name: no minimum reported: $(tail -1 "$OUT/eq_${name}_min.err")" | tee -a "$summary"; continue; }
     for b in "$min" $(( min + size / 2 )) $(( min + 2 * size )); do

@@ -5,8 +5,10 @@
 #   command: bash bench/device/vision_check.sh
 # 1. test_cuda_ops --gtest_filter='CudaVision*': CudaOps::rope_multi and attention_segments vs RefOps.
 # 2. The tiny Qwen2.5-VL pair (TINY_TYPES, default "F16 Q8_0"; two images): `ferry run --image` on
-#    --device cuda, and with --vram at 1 GiB and at VRAM_SMALL (default 700M: the language model streams)
-#    against --device cpu. Gate: the images were encoded on cuda, the embeddings within EMBD_TOL (0.02) of
+#    --device cuda, and with --vram at 1 GiB and at VRAM_SMALL (default 760M, just above the minimum with the H100's measured CUDA context: the language model streams)
+#    against --device cpu. Gate: the images were encoded on cuda, the embeddings within EMBD_TOL (0.02 for F16 /
+#    F32 towers, 0.1 for quantized ones: the CPU multiplies them with Q8 activations, the GPU with F16, as for
+#    the logits gate of check_cuda.sh; measured on an H100: F16 2.4e-3, Q8_0 6.9e-2) of
 #    the CPU's in units of their std, the logits as check_cuda.sh gates them (compare_logits.py).
 # 3. The qwen2.5-vl-7b shape (LAYERS text layers, default 4, Q4_K; the full 32-block tower in F16): a 720p
 #    image at --vram 2G against --device cpu (the same gates), then a 1440p image at --vram 2G alone: the
@@ -62,8 +64,9 @@ v.write_png(sys.argv[1], v.test_pattern(int(sys.argv[2]), int(sys.argv[3]), int(
 
 # compare NAME A B: the embeddings and logits of two `ferry run --json` results (A the CPU reference).
 compare() {
-  local name=$1 a=$2 b=$3
-  python3 - "$name" "$a" "$b" "${EMBD_TOL:-0.02}" <<'EOF'
+  local name=$1 a=$2 b=$3 tol=${EMBD_TOL:-0.02}
+  case "$name" in *F16*|*F32*|*qwen2.5-vl-7b*) ;; *) tol=${EMBD_TOL:-0.1} ;; esac
+  python3 - "$name" "$a" "$b" "$tol" <<'EOF'
 import json, os, sys
 import numpy as np
 name, a, b, tol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
@@ -100,7 +103,7 @@ for t in ${TINY_TYPES:-F16 Q8_0}; do
     > "$tdir/synth.log" 2>&1 || { results+=("synth tiny $t: FAIL"); continue; }
   run_one "$tdir/$t.cpu" "$lm" "$mm" "$prompt" "${imgs[@]}" --device cpu -c 512 || {
     results+=("tiny $t cpu: FAIL $(grep -m1 error: "$tdir/$t.cpu.err")"); continue; }
-  for cfg in "whole:${WHOLE[*]}" "vram1G:--vram 1G" "vram${VRAM_SMALL:-700M}:--vram ${VRAM_SMALL:-700M}"; do
+  for cfg in "whole:${WHOLE[*]}" "vram1G:--vram 1G" "vram${VRAM_SMALL:-760M}:--vram ${VRAM_SMALL:-760M}"; do
     tag=${cfg%%:*}
     # shellcheck disable=SC2086
     if ! run_one "$tdir/$t.$tag" "$lm" "$mm" "$prompt" "${imgs[@]}" -c 512 "${GPU[@]}" ${cfg#*:}; then
