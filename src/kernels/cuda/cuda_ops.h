@@ -222,8 +222,8 @@ class CudaOps final : public Ops {
   // Mixture of experts (cuda_ops_moe.cc): device kernels, no host sync: moe_route for up to 256 experts and
   // 16 slots; matmul_id and moe_experts for weight stacks the v2 decode kernels read (matvec_v2_supported
   // rows, K % 64 == 0 for the quantized types), any token count (the routed pairs sorted by expert on the
-  // device, each routed expert's rows read once per pass of up to 8 of its tokens); moe_experts with the
-  // SiLU or GELU activation. Anything else takes Ops' defaults (host round trips).
+  // device, each routed expert's rows read from DRAM once per work item of up to 32 of its pairs);
+  // moe_experts with the SiLU or GELU activation. Anything else takes Ops' defaults (host round trips).
   void moe_route(const TensorView& logits, const MoeRoute& r, TensorView ids, TensorView weights) override;
   void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids, int32_t expert_begin,
                  TensorView* outs) override;

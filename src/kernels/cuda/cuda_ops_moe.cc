@@ -37,7 +37,7 @@ class Bump {
   uint64_t used_ = 0;
 };
 
-constexpr int32_t kItemPairs = 32;  // pairs of one expert per work item (4 passes of 8)
+constexpr int32_t kItemPairs = 32;  // pairs of one expert per work item (8 passes of 4)
 
 cu::MoePlanShape plan_shape(int64_t k, int64_t nt, int32_t E) {
   cu::MoePlanShape s;
@@ -172,7 +172,7 @@ void CudaOps::matmul_id(int n, const TensorView* const* ws, const TensorView& x,
       xds = sc.take<float2>(static_cast<uint64_t>(rows * (K / 32)) * sizeof(float2));
       check(cu::quantize_q8(x0, x_stride, K, static_cast<int>(rows), xq, xds, ctx_.stream()), "matmul_id: quantize_q8");
     }
-    check(cu::moe_matvec_quant(ws[0]->dtype, set, K, xq, xds, a, ctx_.stream()), "matmul_id: moe_matvec_quant");
+    check(cu::moe_matvec_quant(ws[0]->dtype, ws[0]->layout, set, K, xq, xds, a, ctx_.stream()), "matmul_id: moe_matvec_quant");
   }
 }
 
@@ -268,7 +268,7 @@ void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const Tenso
         xds = q8ds;
         check(cu::quantize_q8(xt, d, d, static_cast<int>(nt), xq, xds, ctx_.stream()), "moe_experts: quantize_q8");
       }
-      check(cu::moe_matvec_quant(g.gate.dtype, gu, d, xq, xds, a, ctx_.stream()), "moe_experts: gate/up");
+      check(cu::moe_matvec_quant(g.gate.dtype, g.gate.layout, gu, d, xq, xds, a, ctx_.stream()), "moe_experts: gate/up");
     } else {
       check(cu::moe_matvec_float(g.gate.dtype, gu, d, xt, d, a, ctx_.stream()), "moe_experts: gate/up");
     }
@@ -291,7 +291,7 @@ void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const Tenso
     add_to_set(&dn, g.down, y, d, k * d);
     a.shared_x = false;
     if (down_quant) {
-      check(cu::moe_matvec_quant(g.down.dtype, dn, ffe, q8, q8ds, a, ctx_.stream()), "moe_experts: down");
+      check(cu::moe_matvec_quant(g.down.dtype, g.down.layout, dn, ffe, q8, q8ds, a, ctx_.stream()), "moe_experts: down");
     } else {
       check(cu::moe_matvec_float(g.down.dtype, dn, ffe, h, ffe, a, ctx_.stream()), "moe_experts: down");
     }

@@ -174,12 +174,13 @@ struct MoeMatvecArgs {
   bool shared_x = true;
   int64_t max_per_expert = 1;
 };
-// Whether moe_matvec reads this weight stack: matvec_v2_supported rows, 16-byte aligned experts, K % 64 == 0
-// for the quantized types.
+// Whether moe_matvec reads this weight stack: rows the v2 chunk decoders read (matvec_v2_supported, 16-byte
+// aligned experts, K % 64 == 0 for the quantized types), or quantized rows in ggml's layout (K a multiple of
+// the block and of 32) through the v1 kernels' slices (slower: no weight loads issued ahead).
 bool moe_matvec_supported(DType type, Layout layout, const void* w, int64_t nb1, int64_t nb2, int64_t K);
 // Quantized weights: activation rows as quantize_q8 writes them (xq [rows][K], xds [rows][K / 32]).
-cudaError_t moe_matvec_quant(DType type, const MoeMatvecSet& set, int64_t K, const int8_t* xq, const float2* xds,
-                             const MoeMatvecArgs& a, cudaStream_t stream);
+cudaError_t moe_matvec_quant(DType type, Layout layout, const MoeMatvecSet& set, int64_t K, const int8_t* xq,
+                             const float2* xds, const MoeMatvecArgs& a, cudaStream_t stream);
 // F32 / F16 / BF16 weights: activation rows F32, x_stride floats apart (x and the stride 16-byte aligned).
 cudaError_t moe_matvec_float(DType type, const MoeMatvecSet& set, int64_t K, const float* x, int64_t x_stride,
                              const MoeMatvecArgs& a, cudaStream_t stream);

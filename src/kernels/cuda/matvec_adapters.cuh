@@ -120,6 +120,43 @@ struct FloatAdapter {
   }
 };
 
+// ggml-layout rows of the quantized types through the v1 kernels' slices (quant_units.h dot_slice): chunk c is
+// slice c % kSlices of block c / kSlices. The weights are read inside dot (no loads issued ahead), so it is
+// slower than the chunk decoders: the MoE kernels' path for stacks those do not read (a Q6_K or Q8_0 expert
+// width that the split layout does not take, e.g. 768).
+template <DType Q>
+struct SliceAdapter {
+  static constexpr int kSlices = SliceTraits<Q>::kSlices;
+  static constexpr int kBlockElems = SliceTraits<Q>::kElems;
+  static constexpr int kElems = kBlockElems / kSlices;
+  struct W {
+    const uint8_t* b;
+  };
+  struct X {
+    const int* x;
+    const XDs* ds;
+  };
+  struct Act {
+    const int8_t* xq;   // [T][K]
+    const float2* xds;  // [T][K / 32]
+    int64_t K;
+  };
+  __device__ __forceinline__ static Act act_row(const Act& a, int64_t r) {
+    return Act{a.xq + r * a.K, a.xds + r * (a.K / 32), a.K};
+  }
+  __device__ __forceinline__ static void load(const uint8_t* row, int64_t, int c, W& w) {
+    w.b = block_ptr<Q>(row, c / kSlices);
+  }
+  __device__ __forceinline__ static void load_x(int c, const Act& a, int t, X& x) {
+    const int64_t blk = c / kSlices;
+    x.x = reinterpret_cast<const int*>(a.xq + t * a.K) + blk * (kBlockElems / 4);
+    x.ds = a.xds + t * (a.K / 32) + blk * (kBlockElems / 32);
+  }
+  __device__ __forceinline__ static float dot(const W& w, int c, const X& x) {
+    return dot_slice<Q>(w.b, c % kSlices, x.x, x.ds);
+  }
+};
+
 // f(adapter) with the decoder adapter of a quantized type (Q4_K: the 32-byte one with q4k_wide, the lane-pair
 // one with q4k_pair too where K % 2048 == 0); only the adapter's type matters. cudaErrorInvalidValue for other types.
 template <class Fn>

@@ -1,8 +1,8 @@
 // The expert matvec of a mixture-of-experts layer (ggml's mul_mat_id), for any token count, reading each
 // routed expert's rows once per pass over its tokens: a block takes one work item of the plan (moe.cu:
 // up to item_pairs (slot, token) pairs routed to one expert) and 8 warps x RPW rows of that expert's matrix,
-// and runs the pairs through those rows NT at a time. The rows' bytes come from DRAM on the first pass and
-// from L1 / L2 on the next (an item of 32 pairs makes 4 passes of 8). Per row and pair the arithmetic is the
+// and runs the pairs through those rows NT (1 or 4) at a time. The rows' bytes come from DRAM on the first pass and
+// from L1 / L2 on the next (an item of 32 pairs makes 8 passes of 4). Per row and pair the arithmetic is the
 // v2 decode kernel's (matvec.cu: the same chunk decoders, 16-byte weight loads, lanes on consecutive chunks,
 // dp4a against the Q8 activations or F32 FMAs for float weights), so a pair's result does not depend on
 // which other pairs share its pass. Launched with a grid of the plan's largest item count: blocks past the
@@ -128,9 +128,9 @@ cudaError_t launch_moe(const MoeMatvecSet& set, int64_t K, const typename A::Act
   return cudaGetLastError();
 }
 
-// Variants: one token per pass where no expert can have more than one pair (decode), else 8; rows that one
-// warp load covers (32 chunks or fewer) take 4 rows per warp, longer ones 2 rows x 2 chunks a lane: either way
-// 4 weight loads in flight per lane.
+// Variants: one token per pass where no expert can have more than one pair (decode), else 4 (8 spill the
+// k-quants' registers at 2 blocks per SM); rows that one warp load covers (32 chunks or fewer) take 4 rows per
+// warp, longer ones 2 rows x 2 chunks a lane: either way 4 weight loads in flight per lane.
 template <class A>
 cudaError_t moe_with(const MoeMatvecSet& set, int64_t K, const typename A::Act& act, const MoeMatvecArgs& a,
                      cudaStream_t stream) {
@@ -138,7 +138,7 @@ cudaError_t moe_with(const MoeMatvecSet& set, int64_t K, const typename A::Act& 
   if (a.max_per_expert <= 1) {
     return one_round ? launch_moe<A, 1, 4, 1>(set, K, act, a, stream) : launch_moe<A, 1, 2, 2>(set, K, act, a, stream);
   }
-  return one_round ? launch_moe<A, 8, 4, 1>(set, K, act, a, stream) : launch_moe<A, 8, 2, 2>(set, K, act, a, stream);
+  return one_round ? launch_moe<A, 4, 4, 1>(set, K, act, a, stream) : launch_moe<A, 4, 2, 2>(set, K, act, a, stream);
 }
 
 bool args_ok(const MoeMatvecSet& set, const MoeMatvecArgs& a) {
@@ -150,14 +150,66 @@ bool args_ok(const MoeMatvecSet& set, const MoeMatvecArgs& a) {
 
 }  // namespace
 
-bool moe_matvec_supported(DType type, Layout layout, const void* w, int64_t nb1, int64_t nb2, int64_t K) {
+namespace {
+
+// The chunk decoders read these stacks (16-byte loads); other quantized ggml-layout stacks go through slices.
+bool chunked(DType type, Layout layout, const void* w, int64_t nb1, int64_t nb2, int64_t K) {
   return matvec_v2_supported(type, layout, w, nb1, K) && nb2 % 16 == 0 && (!traits(type).quantized || K % 64 == 0);
 }
 
-cudaError_t moe_matvec_quant(DType type, const MoeMatvecSet& set, int64_t K, const int8_t* xq, const float2* xds,
-                             const MoeMatvecArgs& a, cudaStream_t stream) {
-  if (!args_ok(set, a) || K % 64 != 0) return cudaErrorInvalidValue;
+bool sliced(DType type, Layout layout, int64_t K) {
+  switch (type) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return layout == Layout::kGgml && K > 0 && K % traits(type).block_elems == 0 && K % 32 == 0;
+    default:
+      return false;
+  }
+}
+
+template <DType Q>
+cudaError_t moe_sliced(const MoeMatvecSet& set, int64_t K, const int8_t* xq, const float2* xds, const MoeMatvecArgs& a,
+                       cudaStream_t stream) {
+  return moe_with<SliceAdapter<Q>>(set, K, {xq, xds, K}, a, stream);
+}
+
+}  // namespace
+
+bool moe_matvec_supported(DType type, Layout layout, const void* w, int64_t nb1, int64_t nb2, int64_t K) {
+  return chunked(type, layout, w, nb1, nb2, K) || sliced(type, layout, K);
+}
+
+cudaError_t moe_matvec_quant(DType type, Layout layout, const MoeMatvecSet& set, int64_t K, const int8_t* xq,
+                             const float2* xds, const MoeMatvecArgs& a, cudaStream_t stream) {
+  if (!args_ok(set, a) || K % 32 != 0) return cudaErrorInvalidValue;
   if (a.shape.n_pairs == 0 || ablated("matvec")) return cudaSuccess;
+  bool chunks = K % 64 == 0;
+  for (int m = 0; m < set.n; ++m)
+    chunks = chunks && chunked(type, layout, set.w[m], set.w_nb1[m], set.w_nb2[m], K);
+  if (!chunks) {
+    if (!sliced(type, layout, K)) return cudaErrorInvalidValue;
+    switch (type) {
+      case DType::Q4_0: return moe_sliced<DType::Q4_0>(set, K, xq, xds, a, stream);
+      case DType::Q4_1: return moe_sliced<DType::Q4_1>(set, K, xq, xds, a, stream);
+      case DType::Q5_0: return moe_sliced<DType::Q5_0>(set, K, xq, xds, a, stream);
+      case DType::Q5_1: return moe_sliced<DType::Q5_1>(set, K, xq, xds, a, stream);
+      case DType::Q8_0: return moe_sliced<DType::Q8_0>(set, K, xq, xds, a, stream);
+      case DType::Q2_K: return moe_sliced<DType::Q2_K>(set, K, xq, xds, a, stream);
+      case DType::Q3_K: return moe_sliced<DType::Q3_K>(set, K, xq, xds, a, stream);
+      case DType::Q4_K: return moe_sliced<DType::Q4_K>(set, K, xq, xds, a, stream);
+      case DType::Q5_K: return moe_sliced<DType::Q5_K>(set, K, xq, xds, a, stream);
+      case DType::Q6_K: return moe_sliced<DType::Q6_K>(set, K, xq, xds, a, stream);
+      default: return cudaErrorInvalidValue;
+    }
+  }
   switch (type) {
     case DType::Q4_0: return moe_with<QuantAdapter<DType::Q4_0>>(set, K, {xq, xds, K}, a, stream);
     case DType::Q4_1: return moe_with<QuantAdapter<DType::Q4_1>>(set, K, {xq, xds, K}, a, stream);
