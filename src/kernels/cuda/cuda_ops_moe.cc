@@ -97,8 +97,9 @@ void CudaOps::moe_route(const TensorView& logits, const MoeRoute& r, TensorView 
   FERRY_ASSERT(logits.dtype == DType::F32 && ids.dtype == DType::I32 && weights.dtype == DType::F32);
   FERRY_ASSERT(k > 0 && k <= E && ids.ne[0] == k && ids.ne[1] == T && weights.ne[0] == k && weights.ne[1] == T);
   FERRY_ASSERT(ids.is_contiguous() && weights.is_contiguous());
-  if (!options_.moe_kernels || E > cu::kMoeRouteMaxExperts || k > cu::kMoeRouteMaxUsed || logits.nb[0] != 4 ||
-      logits.ne[2] != 1 || logits.ne[3] != 1) {
+  const bool known = r.gating == MoeGating::kSoftmax || r.gating == MoeGating::kSoftmaxSelected;
+  if (!options_.moe_kernels || !known || E > cu::kMoeRouteMaxExperts || k > cu::kMoeRouteMaxUsed ||
+      logits.nb[0] != 4 || logits.ne[2] != 1 || logits.ne[3] != 1) {
     forget_stash();
     Ops::moe_route(logits, r, ids, weights);
     return;
@@ -194,6 +195,11 @@ void CudaOps::moe_combine(const TensorView& y, const TensorView& weights, Tensor
                         out.ptr<float>(), static_cast<int64_t>(out.nb[1] / 4), ctx_.stream()),
         "moe_combine");
 }
+
+// The kernels compute gate, up, down and the activation of a group and nothing else: a field added to
+// ExpertGroup (a bias, another activation) must be checked below (else Ops' default) before this compiles.
+static_assert(sizeof(ExpertGroup) == 3 * sizeof(TensorView) + 8,
+              "ExpertGroup changed: teach CudaOps::moe_experts its new fields or fall back to Ops::moe_experts");
 
 void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const TensorView& ids, const TensorView& weights,
                           const MoeScratch& s, bool accumulate, TensorView out) {
