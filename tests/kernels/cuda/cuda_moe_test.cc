@@ -484,7 +484,7 @@ TEST(CudaMoeWide, ExpertsMatchRef) {
   for (const MoeCase c : {MoeCase{DType::Q4_K, false}, MoeCase{DType::Q8_0, true}, MoeCase{DType::Q2_K, true},
                           MoeCase{DType::Q3_K, true}, MoeCase{DType::Q6_K, true}}) {
     std::mt19937 rng(static_cast<unsigned>(c.type) + 100);
-    const int64_t n_expert = 8, k = 4, d = 2048, ffe = 2048;
+    const int64_t n_expert = 6, k = 4, d = 2048, ffe = 2048;
     auto gate = make_stack(E, rng, c.type, c.split, d, ffe, n_expert);
     auto up = make_stack(E, rng, c.type, c.split, d, ffe, n_expert);
     auto down = make_stack(E, rng, c.type, c.split, ffe, d, n_expert);
