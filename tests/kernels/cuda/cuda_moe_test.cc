@@ -206,7 +206,7 @@ std::unique_ptr<Stack> make_stack(Env* E, std::mt19937& rng, DType t, bool split
   s->N = N;
   s->n = n;
   s->host = random_weights(rng, t, K, N * n);
-  s->dev = std::make_unique<DevTensor>(*E, split ? to_split(s->host) : s->host);
+  if (E != nullptr) s->dev = std::make_unique<DevTensor>(*E, split ? to_split(s->host) : s->host);
   s->deq.resize(static_cast<size_t>(K * N * n));
   for (int64_t r = 0; r < N * n; ++r) dequantize_row(t, s->host.view.row(r), s->deq.data() + r * K, K);
   return s;
@@ -280,9 +280,11 @@ const MoeCase kMoeCases[] = {{DType::F16, false},  {DType::BF16, false}, {DType:
 std::string case_name(const MoeCase& c) { return std::string(dtype_name(c.type)) + (c.split ? "_split" : ""); }
 
 // Decode-path tolerance against the reference with the kernels' activation rounding (as CudaMatmul's), and
-// against RefOps' llama.cpp numerics (Q8_K / Q8_1 / F16 activations, rounded differently).
+// against RefOps' llama.cpp numerics (Q8_K / Q8_1 / F16 activations, rounded differently: the k-quants'
+// 256-element Q8_K blocks put a whole expert block near 0.015-0.018 from the kernels' 32-element ones,
+// CudaMoeReference; the same 0.06 as check_cuda.sh's whole-model gate for quantized weights).
 double tight_tol(DType t) { return traits(t).quantized ? 2e-3 : 1e-5; }
-constexpr double kLlamaTol = 3e-2;
+constexpr double kLlamaTol = 6e-2;
 
 class CudaMoe : public ::testing::TestWithParam<MoeCase> {};
 
@@ -474,7 +476,51 @@ TEST_P(CudaMoe, ExpertsMatchRef) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ExpertTypes, CudaMoe, ::testing::ValuesIn(kMoeCases),
+// The references above against RefOps, on the host (runs without a GPU): emulate_experts is RefOps' exact
+// composition for float weights, and within the activation rounding for quantized ones.
+TEST(CudaMoeReference, EmulationMatchesRefOps) {
+  for (DType t : {DType::F16, DType::BF16, DType::Q4_K, DType::Q4_0, DType::Q4_1, DType::Q2_K, DType::Q6_K}) {
+    std::mt19937 rng(static_cast<unsigned>(t) + 7);
+    const int64_t n_expert = 8, k = 3, d = 256, ffe = 256, T = 5;
+    auto gate = make_stack(nullptr, rng, t, false, d, ffe, n_expert);
+    auto up = make_stack(nullptr, rng, t, false, d, ffe, n_expert);
+    auto down = make_stack(nullptr, rng, t, false, ffe, d, n_expert);
+    const std::vector<int32_t> ids = routing(n_expert, k, T, 4);
+    const std::vector<float> x = uniform(rng, static_cast<size_t>(d * T)), w = uniform(rng, static_cast<size_t>(k * T), 0.f, 1.f);
+    for (bool accumulate : {false, true}) {
+      const std::vector<float> out0 = uniform(rng, static_cast<size_t>(d * T));
+      const bool q = traits(t).quantized;
+      const std::vector<float> want = emulate_experts(*gate, *up, *down, 2, 4, x, ids, w, k, T, Activation::kSilu,
+                                                      accumulate, out0, q, q);
+      std::vector<float> out = out0, hg(static_cast<size_t>(ffe * k * T)), hu(hg.size()), hy(static_cast<size_t>(d * k * T));
+      ExpertGroup g;
+      g.gate = slice(gate->h(), 2, 4);
+      g.up = slice(up->h(), 2, 4);
+      g.down = slice(down->h(), 2, 4);
+      g.begin = 2;
+      MoeScratch hs{TensorView::make(DType::F32, hg.data(), ffe, k, T), TensorView::make(DType::F32, hu.data(), ffe, k, T),
+                    TensorView::make(DType::F32, hy.data(), d, k, T)};
+      HostTensor hx = host_f32(x, d, T), hids = host_i32(ids, k, T), hw = host_f32(w, k, T);
+      std::vector<float> lout = out0;
+      RefOps ref, llama(RefNumerics::kLlamaCpp);
+      ref.moe_experts(g, hx.view, hids.view, hw.view, hs, accumulate, TensorView::make(DType::F32, out.data(), d, T));
+      llama.moe_experts(g, hx.view, hids.view, hw.view, hs, accumulate, TensorView::make(DType::F32, lout.data(), d, T));
+      std::vector<float> want_d = want;
+      if (accumulate) {
+        for (size_t i = 0; i < out.size(); ++i) {
+          out[i] -= out0[i];
+          lout[i] -= out0[i];
+          want_d[i] -= out0[i];
+        }
+      }
+      const std::string what = std::string(dtype_name(t)) + (accumulate ? " acc" : "");
+      expect_close_vec(want_d, out, q ? 2e-2 : 1e-5, what);
+      expect_close_vec(want_d, lout, kLlamaTol, what + " vs llama");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaMoeTypes, CudaMoe, ::testing::ValuesIn(kMoeCases),
                          [](const ::testing::TestParamInfo<MoeCase>& i) { return case_name(i.param); });
 
 // Widths of 2048: the Q4_K rows the wide decoder reads (32-byte chunks), rows longer than one warp load (Q8_0:
