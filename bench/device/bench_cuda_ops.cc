@@ -8,6 +8,8 @@
 //   attention  decode (1 token, long context) and causal prefill, both kernels
 //   layer      the sum of one llama3-8b layer's decode matmuls -> an upper bound on decode tok/s; also with
 //              matmul_many (q/k/v in one call, gate/up in one call)
+//   moe        one qwen3-30b-a3b MoE layer (moe_experts, Q4_K) at 1, 16 and 512 tokens: the device kernels vs
+//              Ops' default composition, GB/s of routed expert bytes; the router alone
 // Lines starting with "RESULT" are machine-readable: RESULT <name> <value> <unit>.
 #include <algorithm>
 #include <cmath>
@@ -414,6 +416,84 @@ void bench_layer() {
   }
 }
 
+// One qwen3-30b-a3b mixture-of-experts layer (d 2048, 128 experts of ffe 768, 8 a token, Q4_K): moe_experts
+// with every expert in one group, the device kernels (cuda_ops_moe.cc) against Ops' default composition (host
+// reads of the routing, one matvec per slot and token); the stacks rotate over copies larger than L2, so the
+// routed experts come from DRAM. GB/s: bytes of the distinct routed experts' gate / up / down rows per call.
+// Also the router alone (moe_route, 128 experts, top 8, softmax and normalised).
+void bench_moe() {
+  std::printf("\n== qwen3-30b-a3b MoE layer: moe_experts, d 2048, ffe 768, 128 experts, top 8, Q4_K ==\n");
+  const int64_t d = 2048, ffe = 768, n_expert = 128, k = 8;
+  const DType t = DType::Q4_K;
+  auto stack = [&](int64_t K, int64_t N) {
+    auto w = make_weights(t, K, N * n_expert, kRotateBytes / 3);
+    w->view.ne[1] = N;
+    w->view.ne[2] = n_expert;
+    w->view.nb[2] = w->view.nb[1] * static_cast<size_t>(N);
+    w->view.nb[3] = w->view.nb[2] * static_cast<size_t>(n_expert);
+    return w;
+  };
+  auto gate = stack(d, ffe), up = stack(d, ffe), down = stack(ffe, d);
+  const double expert_bytes = 3.0 * static_cast<double>(gate->bytes) / static_cast<double>(n_expert);
+  kernels::CudaOpsOptions plain_opt;
+  plain_opt.moe_kernels = false;
+  kernels::CudaOps plain(*E->ctx, plain_opt);
+  kernels::CudaOps fast(*E->ctx);
+  std::mt19937 rng(5);
+  std::printf("%6s %8s %12s %10s %12s %10s %9s\n", "T", "experts", "kernels us", "GB/s", "default us", "GB/s", "speedup");
+  for (int64_t T : {1, 16, 512}) {
+    // Uniform routing: k distinct experts a token.
+    std::vector<int32_t> ids(static_cast<size_t>(k * T));
+    std::vector<int32_t> pool(static_cast<size_t>(n_expert));
+    std::vector<bool> used(static_cast<size_t>(n_expert), false);
+    for (int64_t tk = 0; tk < T; ++tk) {
+      std::iota(pool.begin(), pool.end(), 0);
+      std::shuffle(pool.begin(), pool.end(), rng);
+      for (int64_t j = 0; j < k; ++j) {
+        ids[static_cast<size_t>(tk * k + j)] = pool[static_cast<size_t>(j)];
+        used[static_cast<size_t>(pool[static_cast<size_t>(j)])] = true;
+      }
+    }
+    const int64_t distinct = std::count(used.begin(), used.end(), true);
+    HostTensor hids(DType::I32, k, T), hw(DType::F32, k, T), hx(DType::F32, d, T);
+    std::memcpy(hids.bytes.data(), ids.data(), ids.size() * 4);
+    fill_uniform(rng, hw.data<float>(), hw.n(), 0.f, 0.2f);
+    fill_uniform(rng, hx.data<float>(), hx.n());
+    DevTensor dids(*E, hids), dw(*E, hw), dx(*E, hx), out(*E, DType::F32, d, T);
+    DevTensor sg(*E, DType::F32, ffe, k, T), su(*E, DType::F32, ffe, k, T), sy(*E, DType::F32, d, k, T);
+    const kernels::MoeScratch s{sg.view, su.view, sy.view};
+    auto run = [&](kernels::CudaOps& ops, int i) {
+      kernels::ExpertGroup g;
+      g.gate = gate->at(i);
+      g.up = up->at(i);
+      g.down = down->at(i);
+      ops.moe_experts(g, dx.view, dids.view, dw.view, s, false, out.view);
+    };
+    const double ms = time_ms(T >= 512 ? 10 : 50, [&](int i) { run(fast, i); });
+    const double ms_plain = time_ms(T >= 512 ? 1 : 5, [&](int i) { run(plain, i); });
+    const double bytes = static_cast<double>(distinct) * expert_bytes;
+    std::printf("%6lld %8lld %12.1f %10.0f %12.1f %10.0f %8.1fx\n", static_cast<long long>(T),
+                static_cast<long long>(distinct), ms * 1e3, bytes / (ms * 1e6), ms_plain * 1e3,
+                bytes / (ms_plain * 1e6), ms_plain / ms);
+    const std::string sfx = "_T" + std::to_string(T);
+    result("moe_experts_us" + sfx, ms * 1e3, "us");
+    result("moe_experts_gbps" + sfx, bytes / (ms * 1e6), "GB/s");
+    result("moe_default_us" + sfx, ms_plain * 1e3, "us");
+  }
+  // The router alone.
+  for (int64_t T : {1, 512}) {
+    HostTensor hl(DType::F32, n_expert, T);
+    fill_uniform(rng, hl.data<float>(), hl.n(), -4.f, 4.f);
+    DevTensor dl(*E, hl), ids(*E, DType::I32, k, T), w(*E, DType::F32, k, T);
+    kernels::MoeRoute r;
+    r.n_used = static_cast<int32_t>(k);
+    r.normalize = true;
+    const double ms = time_ms(100, [&](int) { fast.moe_route(dl.view, r, ids.view, w.view); });
+    std::printf("moe_route T=%lld: %.1f us\n", static_cast<long long>(T), ms * 1e3);
+    result("moe_route_us_T" + std::to_string(T), ms * 1e3, "us");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -440,5 +520,6 @@ int main(int argc, char** argv) {
   if (want("crossover")) bench_crossover();
   if (want("gemm")) bench_gemm();
   if (want("attention")) bench_attention();
+  if (want("moe")) bench_moe();
   return 0;
 }

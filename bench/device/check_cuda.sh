@@ -5,7 +5,7 @@
 #   command: bash bench/device/check_cuda.sh
 # Writes under $OUT (set on the GPU host; ./out/check_cuda otherwise): env.txt (nvidia-smi, ldd),
 # test_cuda_ops.log, bench_cuda_ops.log, summary.txt; prints the summary table last.
-# BUILD=<folder> picks another build folder; BENCH_ONLY=matvec|layer|crossover|gemm|attention runs
+# BUILD=<folder> picks another build folder; BENCH_ONLY=matvec|layer|crossover|gemm|attention|moe runs
 # one benchmark section; SKIP_TESTS=1 / SKIP_BENCH=1 / SKIP_MODELS=1 skip a part.
 # Whole-model check (needs $BUILD/ferry): tiny synthetic models of every architecture (MODEL_TYPES, default
 # "Q4_0 Q4_K Q5_1 F16") plus any GGUF under models/ (REAL_MODELS=0 skips them): `ferry run --device cuda
@@ -141,6 +141,10 @@ fi
         for (c = 512; c <= 32768; c *= 8) {
           k = "attn_decode_us_ctx" c;
           if (k in v) printf "%-44s %8.1f us %5.0f GB/s\n", "attention decode ctx " c, v[k], v["attn_decode_gbps_ctx" c];
+        }
+        for (T = 1; T <= 512; T *= 2) {
+          k = "moe_experts_us_T" T;
+          if (k in v) printf "%-44s %8.1f us %5.0f GB/s (Ops default %.0f us)\n", "qwen3-30b-a3b moe_experts Q4_K T=" T, v[k], v["moe_experts_gbps_T" T], v["moe_default_us_T" T];
         }
         for (T = 512; T <= 4096; T *= 8) {
           k = "attn_prefill_tflops_T" T;

@@ -132,6 +132,10 @@ struct CudaOpsOptions {
   // x * nw, and norm_matmul_many / norm_matmul_glu scale their row sums instead of running a norm kernel.
   // Needs fuse. FERRY_CUDA_NORM_FOLD=0|1 (experiments build).
   bool matvec_norm_fold = true;
+  // The mixture-of-experts ops on the device without a host round trip (cuda_ops_moe.cc: moe_route,
+  // matmul_id, moe_combine, moe_experts through moe.cu / moe_matvec.cu); false = Ops' defaults, which read
+  // the routing on the host (bench_cuda_ops moe compares them).
+  bool moe_kernels = true;
 };
 
 // `options` with an experiments build's FERRY_CUDA_* switches applied over it; a production build's
@@ -215,8 +219,19 @@ class CudaOps final : public Ops {
   void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) override;
   void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& bounds,
                           float scale, TensorView out) override;
-  // Synchronous copies (they wait for the stream): the mixture-of-experts ops use Ops' defaults, which read
-  // the routing on the host through these. No MoE step is graph-captured or planned on the GPU yet.
+  // Mixture of experts (cuda_ops_moe.cc): device kernels, no host sync: moe_route for up to 256 experts and
+  // 16 slots; matmul_id and moe_experts for weight stacks the v2 decode kernels read (matvec_v2_supported
+  // rows, K % 64 == 0 for the quantized types), any token count (the routed pairs sorted by expert on the
+  // device, each routed expert's rows read from DRAM once per work item of up to 32 of its pairs);
+  // moe_experts with the SiLU or GELU activation. Anything else takes Ops' defaults (host round trips).
+  void moe_route(const TensorView& logits, const MoeRoute& r, TensorView ids, TensorView weights) override;
+  void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids, int32_t expert_begin,
+                 TensorView* outs) override;
+  void moe_combine(const TensorView& y, const TensorView& weights, TensorView out) override;
+  void moe_experts(const ExpertGroup& g, const TensorView& x, const TensorView& ids, const TensorView& weights,
+                   const MoeScratch& s, bool accumulate, TensorView out) override;
+  // Synchronous copies (they wait for the stream); the mixture-of-experts ops' fallbacks (Ops' defaults)
+  // read the routing on the host through these.
   void copy_to_host(const TensorView& src, void* dst, size_t bytes) override;
   void copy_from_host(const void* src, TensorView dst, size_t bytes) override;
 
@@ -279,6 +294,12 @@ class CudaOps final : public Ops {
   // kernels: the stash's image when `stashed`, else quantize_q8 into the start of the scratch.
   void q8_of(const TensorView& x, int64_t t0, int nt, bool stashed, int8_t** xq, void** xds);
   void note_write(const TensorView& t);         // forgets the stash when t overlaps its source
+  // Mixture of experts (cuda_ops_moe.cc): whether the expert kernels read stack w [K, N, E]; the tokens per
+  // pass that fit the scratch (plan + Q8 rows of q8_elems int8 per token), 0 if not even one; the stash's Q8
+  // image of `rows` contiguous F32 rows of K at data, or false.
+  bool moe_stack_ok(const TensorView& w, int64_t K) const;
+  int64_t moe_token_chunk(int64_t T, int64_t k, int32_t E, int64_t q8_elems) const;
+  bool moe_stash_rows(const void* data, int64_t K, int64_t rows, int8_t** xq, void** xds) const;
   void forget_stash() {
     stash_ = {};
     hint_ = {};

@@ -117,6 +117,81 @@ cudaError_t dequant_rows_f16(DType type, const void* w, int64_t w_stride, int64_
 cudaError_t convert_activations(const float* x, int64_t x_stride, int64_t K, int64_t T, void* out, bool bf16,
                                 cudaStream_t stream);
 
+// ---- mixture of experts (moe.cu, moe_matvec.cu) ------------------------------------------------------
+// Ops::moe_route for up to kMoeRouteMaxExperts experts and kMoeRouteMaxUsed slots: logits [E, T] F32 (row
+// stride logits_stride floats) -> ids, weights [k, T] contiguous. gating: 0 = kSoftmax, 1 = kSoftmaxSelected.
+inline constexpr int kMoeRouteMaxExperts = 256;
+inline constexpr int kMoeRouteMaxUsed = 16;
+cudaError_t moe_route(const float* logits, int64_t logits_stride, int E, int T, int k, int gating, bool normalize,
+                      int32_t* ids, float* weights, cudaStream_t stream);
+
+// The routed pairs of one expert group, by expert (moe_plan): pair p = t * k + j is slot j of token t; the
+// pairs whose expert ids[p] - expert_begin lies in [0, n_expert) are listed expert by expert and cut into
+// work items of at most item_pairs pairs of one expert. Int32 plan buffer (device):
+//   [0] items, [1] pairs held, item_expert [max_items], item_begin [max_items], item_end [max_items]
+//   (ranges of pairs[]), pairs [n_pairs].
+inline constexpr int kMoePlanMaxExperts = 8192;  // the plan kernel's shared-memory counters
+struct MoePlanShape {
+  int64_t n_pairs = 0;
+  int32_t n_expert = 0;
+  int32_t item_pairs = 32;
+  __host__ __device__ int64_t max_items() const {
+    return (n_pairs < n_expert ? n_pairs : n_expert) + n_pairs / item_pairs;
+  }
+  __host__ __device__ int64_t ints() const { return 2 + 3 * max_items() + n_pairs; }
+};
+struct MoePlanView {
+  int32_t* plan;
+  MoePlanShape s;
+  __host__ __device__ int32_t* item_expert() const { return plan + 2; }
+  __host__ __device__ int32_t* item_begin() const { return plan + 2 + s.max_items(); }
+  __host__ __device__ int32_t* item_end() const { return plan + 2 + 2 * s.max_items(); }
+  __host__ __device__ int32_t* pairs() const { return plan + 2 + 3 * s.max_items(); }
+};
+cudaError_t moe_plan(const int32_t* ids, int32_t expert_begin, const MoePlanShape& s, int32_t* plan,
+                     cudaStream_t stream);
+
+// Up to kMatvecMaxMats stacked expert weights [K, N_m, E] of one type and layout that multiply the same
+// activations: out_m[:, j, t] = expert ids[j, t] of w_m times the pair's activation row, for the pairs of a
+// plan. Column (j, t) of out_m starts at out[m] + j * out_s1[m] + t * out_s2[m] (floats).
+struct MoeMatvecSet {
+  const void* w[kMatvecMaxMats] = {};
+  int64_t w_nb1[kMatvecMaxMats] = {};  // bytes between rows
+  int64_t w_nb2[kMatvecMaxMats] = {};  // bytes between experts
+  int64_t rows[kMatvecMaxMats] = {};   // N_m
+  float* out[kMatvecMaxMats] = {};
+  int64_t out_s1[kMatvecMaxMats] = {};
+  int64_t out_s2[kMatvecMaxMats] = {};
+  int n = 0;
+};
+// The plan and the activations' rows: pair p reads row p / k (shared_x: one row per token, gate / up) or
+// row p (one per slot, down). max_per_expert: an upper bound of any expert's pairs (the token count) that
+// picks the kernel's tokens per pass.
+struct MoeMatvecArgs {
+  const int32_t* plan = nullptr;
+  MoePlanShape shape;
+  int k = 1;
+  bool shared_x = true;
+  int64_t max_per_expert = 1;
+};
+// Whether moe_matvec reads this weight stack: rows the v2 chunk decoders read (matvec_v2_supported, 16-byte
+// aligned experts, K % 64 == 0 for the quantized types), or quantized rows in ggml's layout (K a multiple of
+// the block and of 32) through the v1 kernels' slices (slower: no weight loads issued ahead).
+bool moe_matvec_supported(DType type, Layout layout, const void* w, int64_t nb1, int64_t nb2, int64_t K);
+// Quantized weights: activation rows as quantize_q8 writes them (xq [rows][K], xds [rows][K / 32]).
+cudaError_t moe_matvec_quant(DType type, Layout layout, const MoeMatvecSet& set, int64_t K, const int8_t* xq,
+                             const float2* xds, const MoeMatvecArgs& a, cudaStream_t stream);
+// F32 / F16 / BF16 weights: activation rows F32, x_stride floats apart (x and the stride 16-byte aligned).
+cudaError_t moe_matvec_float(DType type, const MoeMatvecSet& set, int64_t K, const float* x, int64_t x_stride,
+                             const MoeMatvecArgs& a, cudaStream_t stream);
+// out[:, t] (+)= sum over the slots j of token t (in order) whose expert ids[j, t] - expert_begin lies in
+// [0, n_expert) of w[j, t] * y[:, j, t] (y column (j, t) at y + j * y_s1 + t * y_s2 floats), each product
+// rounded before its add; without accumulate a token with no such slot gets zeros. ids == nullptr: every
+// slot (Ops::moe_combine).
+cudaError_t moe_combine(const float* y, int64_t y_s1, int64_t y_s2, const int32_t* ids, const float* w, int k,
+                        int64_t d, int T, int32_t expert_begin, int32_t n_expert, bool accumulate, float* out,
+                        int64_t out_stride, cudaStream_t stream);
+
 // ---- rows ------------------------------------------------------------------------------------------
 // out[:, t] = dequant(table row tokens[t]) * scale; tokens device I32 [n]; ids outside [0, vocab) -> zeros.
 // split: the table's rows are in the split layout (Q4_0 / Q8_0 / Q6_K).

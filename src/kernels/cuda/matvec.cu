@@ -11,6 +11,7 @@
 // Bytes moved per call ~= N * row_bytes (+ the small x): bench_cuda_ops reports GB/s against a d2d copy.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/matvec_adapters.cuh"
 #include "kernels/cuda/quant_chunks.h"
 #include "tensor/repack.h"
 
@@ -234,104 +235,6 @@ __device__ __forceinline__ RowRef row_ref(const MatvecSet& s, int64_t n) {
   return RowRef{static_cast<const uint8_t*>(w) + (n - start) * stride, out + (n - start), out_stride};
 }
 
-// Adapters giving the quantized and the float weights one interface for the kernel: load (weights),
-// load_x (token t's activations for a chunk), dot.
-// MinBlocks: blocks per SM the register budget is set for (1-2 tokens; 3-8 tokens use 2): 3 = 80
-// registers, 24 warps per SM; the k-quants with big chunk images keep 2 (128 registers, 16 warps), as 80
-// spilled (ptxas -v; Q4_1 / Q5_0 / Q5_1 spill 4-12 bytes at 80, kept: occupancy is worth more).
-// U: chunks per lane and v3 tile. V3U / V3MB: the 1-token v3 kernel's tile and blocks per SM (its
-// register budget): Q4_0 runs 2 chunks a tile at 4 blocks per SM (64 registers, 32 warps per SM): its
-// dot-product chains are short, and more warps hide their latency better than more chunks per lane do.
-template <class Dec, int MinBlocks, int U = 4, int V3U = U, int V3MB = 2>
-struct DecoderAdapter {
-  using D = Dec;
-  using W = typename D::W;
-  using X = typename D::X;
-  static constexpr int kElems = D::kElems;
-  static constexpr int kMinBlocks = MinBlocks;
-  static constexpr int kUnroll = U;
-  static constexpr int kV3Unroll = V3U;
-  static constexpr int kV3MinBlocks = V3MB;
-  struct Act {
-    const int8_t* xq;   // [T][K]
-    const float2* xds;  // [T][K / 32]
-    int64_t K;
-  };
-  __device__ __forceinline__ static void load(const uint8_t* row, int64_t K, int c, W& w) { D::load(row, K, c, w); }
-  __device__ __forceinline__ static void load_x(int c, const Act& a, int t, X& x) {
-    D::load_x(c, a.xq + t * a.K, a.xds + t * (a.K / 32), x);
-  }
-  __device__ __forceinline__ static float dot(const W& w, int c, const X& x) { return D::dot(w, c, x); }
-};
-template <DType Q>
-using QuantAdapter = DecoderAdapter<ChunkDec<Q>, (Q == DType::Q2_K || Q == DType::Q3_K || Q == DType::Q5_K ||
-                                                  Q == DType::Q6_K) ? 2 : 3, 4, Q == DType::Q4_0 ? 2 : 4,
-                                    Q == DType::Q4_0 ? 4 : 2>;
-// The 32-byte Q4_K chunks: 2 a tile per lane in v2, so a tile covers as many weights as ChunkDec<Q4_K>'s
-// 4; the 1-token v3 kernel takes 1 a tile at 4 blocks per SM (64 registers), for the same reason as
-// Q4_0: more warps per SM hide the chunk's latency.
-using WideQ4KAdapter = DecoderAdapter<ChunkDecQ4KWide, 3, 2, 1, 4>;
-
-// Q4_K for K % 2048 == 0 by lane pairs (quant_chunks.h ChunkDecQ4KPair, scale step q4k_pair_int).
-using PairQ4KAdapter = DecoderAdapter<ChunkDecQ4KPair<>, 3, 2, 1, 4>;
-
-// Float weights: a chunk is 16 bytes (8 F16/BF16 or 4 F32 values); products and sums in F32.
-template <typename Wt>
-struct FloatAdapter {
-  static constexpr int kElems = 16 / static_cast<int>(sizeof(Wt));
-  static constexpr int kMinBlocks = 3;
-  static constexpr int kUnroll = 4;
-  static constexpr int kV3Unroll = 4;
-  static constexpr int kV3MinBlocks = 2;
-  struct W {
-    Q16 q;
-  };
-  struct X {
-    float f[kElems];
-  };
-  struct Act {
-    const float* x;  // [T][x_stride]
-    int64_t stride;
-  };
-  __device__ __forceinline__ static void load(const uint8_t* row, int64_t, int c, W& w) {
-    w.q = ld_q16(row + 16 * static_cast<int64_t>(c));
-  }
-  __device__ __forceinline__ static void load_x(int c, const Act& a, int t, X& x) {
-    const float4* p = reinterpret_cast<const float4*>(a.x + t * a.stride + static_cast<int64_t>(kElems) * c);
-#pragma unroll
-    for (int i = 0; i < kElems / 4; ++i) {
-      const float4 v = __ldg(p + i);
-      x.f[4 * i] = v.x;
-      x.f[4 * i + 1] = v.y;
-      x.f[4 * i + 2] = v.z;
-      x.f[4 * i + 3] = v.w;
-    }
-  }
-  __device__ __forceinline__ static float dot(const W& w, int, const X& x) {
-    float wf[kElems];
-    if constexpr (sizeof(Wt) == 4) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) wf[i] = __uint_as_float(w.q.w[i]);
-    } else if constexpr (std::is_same_v<Wt, __half>) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w.q.w[i]));
-        wf[2 * i] = f.x;
-        wf[2 * i + 1] = f.y;
-      }
-    } else {  // BF16 bits
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        wf[2 * i] = __uint_as_float(w.q.w[i] << 16);
-        wf[2 * i + 1] = __uint_as_float(w.q.w[i] & 0xffff0000u);
-      }
-    }
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < kElems; ++i) s = fmaf(wf[i], x.f[i], s);
-    return s;
-  }
-};
 
 // A NormFold consumer's row scale: the norm's s from the producer's group parts (the same loads and
 // shuffles in every warp, so every row gets the same s); 1 without a fold, so those rows are unchanged.
@@ -780,28 +683,6 @@ bool set_ok(const MatvecSet& set, int T) {
   return true;
 }
 
-// f(adapter) with the decoder adapter of a quantized type (Q4_K: the 32-byte one with q4k_wide, the lane-pair
-// one with q4k_pair too where K % 2048 == 0); only the adapter's type matters. cudaErrorInvalidValue for other types.
-template <class Fn>
-cudaError_t with_quant_adapter(DType type, const MatvecLaunch& l, int64_t K, Fn&& f) {
-  switch (type) {
-    case DType::Q4_0: return f(QuantAdapter<DType::Q4_0>{});
-    case DType::Q4_1: return f(QuantAdapter<DType::Q4_1>{});
-    case DType::Q5_0: return f(QuantAdapter<DType::Q5_0>{});
-    case DType::Q5_1: return f(QuantAdapter<DType::Q5_1>{});
-    case DType::Q8_0: return f(QuantAdapter<DType::Q8_0>{});
-    case DType::Q2_K: return f(QuantAdapter<DType::Q2_K>{});
-    case DType::Q3_K: return f(QuantAdapter<DType::Q3_K>{});
-    case DType::Q5_K: return f(QuantAdapter<DType::Q5_K>{});
-    case DType::Q6_K: return f(QuantAdapter<DType::Q6_K>{});
-    case DType::Q4_K:
-      if (l.q4k_wide && l.q4k_pair && K % 2048 == 0) return f(PairQ4KAdapter{});
-      if (l.q4k_wide) return f(WideQ4KAdapter{});
-      return f(QuantAdapter<DType::Q4_K>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
 
 }  // namespace
 

@@ -8,6 +8,9 @@ ferry_module(kernels_cuda DEPS tensor base CUDA_SOURCES
   kernels/cuda/elementwise.cu
   kernels/cuda/attention.cu
   kernels/cuda/vision.cu
+  kernels/cuda/moe.cu
+  kernels/cuda/moe_matvec.cu
+  kernels/cuda/cuda_ops_moe.cc
 )
 if(TARGET ferry_kernels_cuda)
   # CMake 3.25 has no nvcc flag for CUDA20 (CMAKE_CUDA_STANDARD 20 fails to configure); the .cu files need
