@@ -7,6 +7,7 @@
 #include "serve/tool_calls.h"
 
 #include <algorithm>
+#include <cctype>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 
@@ -312,6 +313,24 @@ std::vector<ToolSegment> ToolCallParser::flush() {
   buf_.clear();
   ws_.clear();
   return out;
+}
+
+std::string tool_call_id(ToolFormat format, const std::string& model_id, uint64_t random) {
+  static constexpr char kAlnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  const bool nemo = format == ToolFormat::kMistralNemo;
+  if (nemo && model_id.size() == 9 &&
+      std::all_of(model_id.begin(), model_id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }))
+    return model_id;
+  std::string id = nemo ? "" : "call_";
+  const int n = nemo ? 9 : 24;
+  for (int i = 0; i < n; ++i) {  // splitmix64 steps from `random`
+    random += 0x9E3779B97F4A7C15ull;
+    uint64_t z = random;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    id += kAlnum[(z ^ (z >> 31)) % 62];
+  }
+  return id;
 }
 
 ParsedReply parse_tool_reply(ToolFormat format, std::string_view reply) {

@@ -82,6 +82,11 @@ class ToolCallParser {
   bool after_call_ = false;    // a call ended and no text followed yet (leading whitespace is dropped)
 };
 
+// An id for a call the reply made: "call_" and 24 random letters and digits (OpenAI's shape), except for
+// mistral-nemo, whose template takes ids of exactly 9 letters and digits back: the model's own when it gave
+// such an id, else 9 random ones.
+std::string tool_call_id(ToolFormat format, const std::string& model_id, uint64_t random);
+
 // Text and calls of a whole reply (push + flush), for a non-streamed response.
 struct ParsedReply {
   std::string content;  // the text outside the calls
