@@ -1,5 +1,6 @@
 // The generation endpoints: parse and check the body, format the chat and tokenize, submit to the
-// scheduler, then answer with one JSON body or stream server-sent events as the text becomes final.
+// scheduler, then answer with one JSON body or stream server-sent events as the text becomes final (with
+// tools, the reply goes through the template format's ToolCallParser into text and tool calls).
 #include <chrono>
 #include <ctime>
 #include <memory>
