@@ -276,7 +276,9 @@ bool ToolCallParser::scan_call(bool at_end, std::vector<ToolSegment>* out) {
         break;
       }
     }
-    if (failed) body_end = std::min(scanned_ + 1, buf_.size());
+    // A failed call is text up to the character that broke it (which text mode reads again: it may start
+    // a call, and releasing it alone could split a UTF-8 character).
+    if (failed) body_end = std::min(scanned_, buf_.size());
     else if (body_end == std::string::npos && at_end) failed = true, body_end = buf_.size();
   }
   if (!failed && body_end == std::string::npos) return false;  // wait for more

@@ -98,6 +98,10 @@ TEST(ToolCalls, MalformedCallsAreText) {
   check(ToolFormat::kMistralNemo, "[TOOL_CALLS][{\"name\": \"f\"", {"[TOOL_CALLS][{\"name\": \"f\"", {}});
   check(ToolFormat::kMistralArgs, "[TOOL_CALLS]bad name[ARGS]{}", {"[TOOL_CALLS]bad name[ARGS]{}", {}});
   check(ToolFormat::kLlama3, "{\"answer\": 42}", {"{\"answer\": 42}", {}});
+  // The character that breaks a call is text mode's again: it may start the next call.
+  check(ToolFormat::kMistralNemo, "[TOOL_CALLS]\u00e9t\u00e9", {"[TOOL_CALLS]\u00e9t\u00e9", {}});
+  check(ToolFormat::kMistralNemo, "[TOOL_CALLS]x[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]",
+        {"[TOOL_CALLS]x", {{"f", "{}"}}});
 }
 
 TEST(ToolCalls, Llama3BareJsonAndPythonTag) {
