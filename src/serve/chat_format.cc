@@ -34,14 +34,18 @@ Expected<std::string> gemma_turns(const text::ChatRequest& r) {
 
 }  // namespace
 
-Expected<ChatFormatter> ChatFormatter::for_engine(const engine::Engine& engine) {
+Expected<ChatFormatter> ChatFormatter::for_engine(const engine::Engine& engine, std::string_view template_source) {
   ChatFormatter f;
   f.engine_ = &engine;
-  auto tmpl = engine::model_chat_template(engine);
+  const bool given = !template_source.empty();
+  auto tmpl = given ? text::ChatTemplate::parse(template_source) : engine::model_chat_template(engine);
   if (tmpl) {
     f.kind_ = Kind::kTemplate;
     f.template_ = std::move(*tmpl);
-    f.origin_ = "the model's chat template";
+    f.origin_ = given ? "the chat template given to the server" : "the model's chat template";
+    f.tool_format_ = detect_tool_format(f.template_->source());
+  } else if (given) {
+    return tmpl.status();
   } else if (tmpl.status().code() != ErrorCode::kNotFound) {
     return tmpl.status();
   } else if (engine.spec().arch == model::Arch::kGemma3) {
@@ -52,6 +56,19 @@ Expected<ChatFormatter> ChatFormatter::for_engine(const engine::Engine& engine) 
     f.origin_ = "none: " + f.none_reason_;
   }
   return f;
+}
+
+std::string ChatFormatter::tools_refusal(const std::string& model) const {
+  if (kind_ == Kind::kTemplate && tool_format_ != ToolFormat::kNone) return "";
+  std::string why;
+  if (kind_ != Kind::kTemplate) why = "has no chat template to tell it about tools (" + origin_ + ")";
+  else if (!template_reads_tools(template_->source())) why = "has a chat template (" + origin_ + ") that does not render tools";
+  else
+    why = "has a chat template (" + origin_ +
+          ") whose tool-call format ferry does not parse (it parses hermes <tool_call>, llama3 JSON with ipython, "
+          "mistral [TOOL_CALLS])";
+  return "tools cannot be used with model '" + model + "': it " + why +
+         "; send the request without tools, or serve it with a --chat-template-file that has a known tool format";
 }
 
 Expected<std::string> ChatFormatter::format(text::ChatRequest request) const {

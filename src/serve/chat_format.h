@@ -6,17 +6,20 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "serve/tool_calls.h"
 #include "text/chat_template.h"
 
 namespace ferry::serve {
 
 class ChatFormatter {
  public:
-  // For `engine`'s model. Errors: a template that does not parse (kInvalidArgument, naming the line).
-  static Expected<ChatFormatter> for_engine(const engine::Engine& engine);
+  // For `engine`'s model, with its own template or, when template_source is not empty, that one (llama-server's
+  // --chat-template-file). Errors: a template that does not parse (kCorrupt, naming the line).
+  static Expected<ChatFormatter> for_engine(const engine::Engine& engine, std::string_view template_source = {});
 
   // The prompt text (before tokenize_prompt) of request.messages with the assistant's turn opened when
   // request.add_generation_prompt. Errors: kUnsupported when the model has no chat format; the
@@ -28,6 +31,12 @@ class ChatFormatter {
   const std::string& origin() const { return origin_; }
   bool can_chat() const { return kind_ != Kind::kNone; }
 
+  // The format the template's model writes tool calls in (tool_calls.h); kNone without a template.
+  ToolFormat tool_format() const { return tool_format_; }
+  // Why a request with tools cannot be served ("" when it can): no template, a template that does not
+  // render tools, or one whose call format ferry does not parse. `model` names the model in the message.
+  std::string tools_refusal(const std::string& model) const;
+
  private:
   enum class Kind { kTemplate, kGemma, kNone };
   const engine::Engine* engine_ = nullptr;
@@ -35,6 +44,7 @@ class ChatFormatter {
   std::optional<text::ChatTemplate> template_;
   std::string origin_;
   std::string none_reason_;  // kNone: why
+  ToolFormat tool_format_ = ToolFormat::kNone;
 };
 
 }  // namespace ferry::serve

@@ -1,14 +1,17 @@
 // The generation endpoints: parse and check the body, format the chat and tokenize, submit to the
-// scheduler, then answer with one JSON body or stream server-sent events as the text becomes final.
+// scheduler, then answer with one JSON body or stream server-sent events as the text becomes final (with
+// tools, the reply goes through the template format's ToolCallParser into text and tool calls).
 #include <chrono>
 #include <ctime>
 #include <memory>
+#include <optional>
 
 #include "engine/generate.h"
 #include "engine/multimodal.h"
 #include "image/image.h"
 #include "serve/http_internal.h"
 #include "serve/openai_response.h"
+#include "serve/tool_calls.h"
 #include "text/tokenizer.h"
 
 namespace ferry::serve::http {
@@ -29,18 +32,55 @@ ApiError api_error(int status, std::string message, std::string type, std::strin
   return e;
 }
 
+bool send_event(httplib::DataSink& sink, const std::string& data) {
+  const std::string event = "data: " + data + "\n\n";
+  return sink.write(event.data(), event.size());
+}
+
+// A request's tool calls: the reply's parser, and the ids of the calls it finds.
+struct ToolState {
+  ToolFormat format = ToolFormat::kNone;
+  bool parallel = true;  // false: calls after the first are dropped
+  uint64_t random = 0;   // for the calls' ids
+  int n_calls = 0;
+
+  // Keeps the calls the request allows, each with its id.
+  bool take(ParsedToolCall* call) {
+    if (!parallel && n_calls > 0) return false;
+    call->id = tool_call_id(format, call->id, random + static_cast<uint64_t>(n_calls) * 0x100000001B3ull);
+    ++n_calls;
+    return true;
+  }
+};
+
 // A streamed request's state, shared by httplib's content provider and its releaser.
 struct Stream {
   std::shared_ptr<Request> req;
   ResponseContext ctx;
   bool include_usage = false;
   bool first = true;
+  std::optional<ToolCallParser> parser;  // a chat request with tools
+  ToolState tools;
 };
 
-bool send_event(httplib::DataSink& sink, const std::string& data) {
-  const std::string event = "data: " + data + "\n\n";
-  return sink.write(event.data(), event.size());
+// A streamed chat reply with tools: its new segments as chunks (text as content deltas, each call as an
+// opening chunk and an arguments chunk); the new tokens' logprobs ride on the first chunk.
+bool send_segments(Stream& s, httplib::DataSink& sink, std::vector<ToolSegment> segs, std::vector<TokenLogprob> lps) {
+  for (ToolSegment& seg : segs) {
+    if (seg.is_call) {
+      if (!s.tools.take(&seg.call)) continue;
+      const int index = s.tools.n_calls - 1;
+      if (!send_event(sink, dump(tool_call_chunk_json(s.ctx, index, seg.call, true))) ||
+          !send_event(sink, dump(tool_call_chunk_json(s.ctx, index, seg.call, false))))
+        return false;
+    } else if (!seg.text.empty()) {
+      if (!send_event(sink, dump(chunk_json(s.ctx, seg.text, lps, false, nullptr)))) return false;
+      lps.clear();
+    }
+  }
+  return lps.empty() || send_event(sink, dump(chunk_json(s.ctx, "", lps, false, nullptr)));
 }
+
 
 // One call of the content provider: waits briefly for news and writes it as events. Returns false to
 // drop the connection (the client is gone; the releaser cancels the request).
@@ -52,14 +92,24 @@ bool stream_step(Stream& s, httplib::DataSink& sink) {
   }
   RequestUpdate u;
   if (!s.req->wait(&u, kPollInterval)) return sink.is_writable();
-  if ((!u.text.empty() || !u.logprobs.empty()) && !send_event(sink, dump(chunk_json(s.ctx, u.text, u.logprobs, false, nullptr))))
+  if (s.parser) {
+    std::vector<ToolSegment> segs = s.parser->push(u.text);
+    if (u.finished) {
+      std::vector<ToolSegment> tail = s.parser->flush();
+      segs.insert(segs.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
+    }
+    if (!send_segments(s, sink, std::move(segs), std::move(u.logprobs))) return false;
+  } else if ((!u.text.empty() || !u.logprobs.empty()) &&
+             !send_event(sink, dump(chunk_json(s.ctx, u.text, u.logprobs, false, nullptr)))) {
     return false;
+  }
   if (!u.finished) return true;
   if (u.reason == FinishReason::kError || u.reason == FinishReason::kCancelled) {
     const std::string why = u.error.is_ok() ? "the request was cancelled" : u.error.message();
     if (!send_event(sink, dump(error_json(api_error(500, why, "server_error"))))) return false;
   } else {
-    if (!send_event(sink, dump(chunk_json(s.ctx, "", {}, false, api_finish_reason(u.reason))))) return false;
+    const char* reason = s.tools.n_calls > 0 ? "tool_calls" : api_finish_reason(u.reason);
+    if (!send_event(sink, dump(chunk_json(s.ctx, "", {}, false, reason)))) return false;
     if (s.include_usage &&
         !send_event(sink, dump(usage_chunk_json(s.ctx, u.prompt_tokens, u.completion_tokens))))
       return false;
@@ -78,6 +128,23 @@ void handle_generate(State& st, Endpoint endpoint, const httplib::Request& req, 
   ApiRequest& a = std::get<ApiRequest>(parsed);
   const engine::Engine& engine = *st.model.engine;
   Scheduler& sched = *st.model.scheduler;
+
+  ToolState tools;
+  if (a.tools) {
+    const std::string refusal = st.model.chat->tools_refusal(st.model.id);
+    if (!refusal.empty()) {
+      ApiError e = api_error(400, refusal, "invalid_request_error", "unsupported");
+      e.param = "tools";
+      return send_error(res, e);
+    }
+    tools.format = st.model.chat->tool_format();
+    tools.parallel = a.parallel_tool_calls;
+    tools.random = st.random_seed();
+  }
+  if (endpoint == Endpoint::kChat && !st.model.test_forced_reply.empty()) {
+    a.gen.forced_tokens = st.model.test_forced_reply;
+    a.gen.max_tokens = static_cast<int32_t>(a.gen.forced_tokens.size());
+  }
 
   PromptInput prompt;
   if (endpoint == Endpoint::kChat) {
@@ -160,13 +227,21 @@ void handle_generate(State& st, Endpoint endpoint, const httplib::Request& req, 
       return send_error(res, api_error(all.reason == FinishReason::kError ? 500 : 503,
                                        all.error.is_ok() ? "the request was cancelled" : all.error.message(),
                                        "server_error"));
-    res.set_content(dump(completion_json(ctx, all)), "application/json");
+    if (!a.tools) return res.set_content(dump(completion_json(ctx, all)), "application/json");
+    ParsedReply reply = parse_tool_reply(tools.format, all.text);
+    std::vector<ParsedToolCall> kept;
+    for (ParsedToolCall& c : reply.calls)
+      if (tools.take(&c)) kept.push_back(std::move(c));
+    reply.calls = std::move(kept);
+    res.set_content(dump(completion_json(ctx, all, &reply)), "application/json");
     return;
   }
   auto stream = std::make_shared<Stream>();
   stream->req = *submitted;
   stream->ctx = ctx;
   stream->include_usage = a.include_usage;
+  if (a.tools) stream->parser.emplace(tools.format);
+  stream->tools = tools;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream", [stream](size_t, httplib::DataSink& sink) { return stream_step(*stream, sink); },

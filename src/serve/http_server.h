@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -41,6 +42,8 @@ struct ServedModel {
   std::function<MemoryFigures()> memory;   // for /metrics
   // Images in chat requests (a vision-language model served with --mmproj; empty: they get a 400).
   std::function<Expected<engine::EncodedImage>(const image::RgbImage&)> encode_image;
+  // For tests (ferry serve --test-forced-reply): every chat reply is these tokens, then ends ("length").
+  std::vector<int32_t> test_forced_reply;
 };
 
 class HttpServer {

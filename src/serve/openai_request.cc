@@ -292,6 +292,64 @@ void read_prompt(Reader& r, ApiRequest* out) {
   if (out->prompt_tokens.empty()) r.fail("prompt", "prompt must not be empty");
 }
 
+// A tool's function name: what OpenAI allows (letters, digits, '_' and '-', at most 64).
+bool valid_tool_name(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+      return false;
+  return true;
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}];
+// tool_choice: "none" / "auto" / ("required" / {"type": "function", "function": {"name"}}: refused);
+// parallel_tool_calls: a boolean.
+void read_tools(Reader& r, ApiRequest* out) {
+  if (auto p = r.boolean("parallel_tool_calls")) out->parallel_tool_calls = *p;
+  const json* tools = r.get("tools");
+  if (tools && !tools->is_array()) return r.wrong("tools", "an array of {\"type\": \"function\", \"function\": {...}}", *tools);
+  const bool have_tools = tools && !tools->empty();
+  for (size_t i = 0; have_tools && i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    const std::string w = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) return r.wrong(w, "an object", t);
+    if (!t.contains("type") || !t["type"].is_string())
+      return r.fail(w + ".type", w + ".type must be \"function\"");
+    if (t["type"].get<std::string>() != "function")
+      return r.unsupported(w + ".type", "a tool of type '" + t["type"].get<std::string>() + "' (only \"function\")");
+    if (!t.contains("function") || !t["function"].is_object())
+      return r.fail(w + ".function", w + ".function must be an object {\"name\", \"description\", \"parameters\"}");
+    const json& f = t["function"];
+    if (!f.contains("name") || !f["name"].is_string())
+      return r.fail(w + ".function.name", w + ".function.name must be a string");
+    if (!valid_tool_name(f["name"].get<std::string>()))
+      return r.fail(w + ".function.name", w + ".function.name must be 1 to 64 letters, digits, '_' or '-', got '" +
+                                               f["name"].get<std::string>() + "'");
+    if (f.contains("description") && !f["description"].is_null() && !f["description"].is_string())
+      return r.wrong(w + ".function.description", "a string", f["description"]);
+    if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
+      return r.wrong(w + ".function.parameters", "an object (a JSON Schema)", f["parameters"]);
+    if (f.contains("strict") && !f["strict"].is_null() && !f["strict"].is_boolean())
+      return r.wrong(w + ".function.strict", "a boolean", f["strict"]);
+  }
+  std::string choice = have_tools ? "auto" : "none";
+  if (const json* c = r.get("tool_choice")) {
+    if (c->is_object()) {
+      return r.unsupported("tool_choice", "tool_choice naming a function (ferry cannot force a call: it has no "
+                                          "constrained decoding); use \"auto\"");
+    }
+    if (!c->is_string()) return r.wrong("tool_choice", "\"none\", \"auto\", \"required\" or an object", *c);
+    choice = c->get<std::string>();
+    if (choice == "required")
+      return r.unsupported("tool_choice", "tool_choice \"required\" (ferry cannot force a call: it has no "
+                                          "constrained decoding); use \"auto\"");
+    if (choice != "none" && choice != "auto")
+      return r.fail("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or an object, got '" + choice + "'");
+    if (choice == "auto" && !have_tools) return r.fail("tool_choice", "tool_choice \"auto\" needs tools");
+  }
+  out->tools = have_tools && choice == "auto";
+}
+
 void read_stop(Reader& r, GenerationParams* g) {
   const json* s = r.get("stop");
   if (!s) return;
@@ -313,12 +371,8 @@ void read_unsupported(Reader& r, Endpoint e) {
   if (const json* lb = r.get("logit_bias"); lb && !(lb->is_object() && lb->empty()))
     r.unsupported("logit_bias", "logit_bias");
   if (e == Endpoint::kChat) {
-    if (const json* t = r.get("tools"); t && !(t->is_array() && t->empty())) r.unsupported("tools", "tool calling");
     if (const json* t = r.get("functions"); t) r.unsupported("functions", "function calling");
     if (const json* t = r.get("function_call"); t) r.unsupported("function_call", "function calling");
-    if (const json* t = r.get("tool_choice"); t && !(t->is_string() && t->get<std::string>() == "none"))
-      r.unsupported("tool_choice", "tool calling");
-    r.boolean("parallel_tool_calls");
     if (const json* f = r.get("response_format")) {
       if (!f->is_object() || !f->contains("type") || !(*f)["type"].is_string())
         r.fail("response_format", "response_format must be {\"type\": ...}");
@@ -449,6 +503,7 @@ std::variant<ApiRequest, ApiError> parse_api_request(Endpoint e, std::string_vie
       else out.chat.extra_json = kw->dump();
     }
     read_messages(r, &out);
+    read_tools(r, &out);
   } else {
     if (auto lp = r.integer("logprobs", 0, kMaxTopLogprobs)) {
       out.logprobs = true;
@@ -458,6 +513,8 @@ std::variant<ApiRequest, ApiError> parse_api_request(Endpoint e, std::string_vie
   }
   read_unsupported(r, e);
   if (r.failed()) return r.take_error();
+  // The template prints the tools with tojson: in the client's key order (nlohmann::json sorts keys).
+  if (out.tools) out.chat.tools_json = nlohmann::ordered_json::parse(body.begin(), body.end())["tools"].dump();
   return out;
 }
 

@@ -1,6 +1,6 @@
 // The OpenAI API's request bodies (POST /v1/chat/completions and /v1/completions), parsed and checked
 // into what the scheduler runs. Every field is checked for its type and range; a field the endpoint does
-// not know, or knows but ferry does not do (tools, n > 1, echo, ...), is an error that names it, in
+// not know, or knows but ferry does not do (tool_choice "required", n > 1, echo, ...), is an error that names it, in
 // OpenAI's error shape, so a client learns what is wrong instead of getting a silently different result.
 //
 // Defaults where the client says nothing are llama-server's: temperature 0.8, top_k 40, top_p 0.95,
@@ -45,6 +45,12 @@ struct ApiRequest {
   // (the decoded base64, not yet checked as an image) go to `images`, in order.
   text::ChatRequest chat;
   std::vector<std::string> images;
+  // Tools (chat): true when the client gave tools and tool_choice is "auto" (the default with tools); then
+  // chat.tools_json holds its `tools` array as JSON text in the client's key order, and the reply is parsed
+  // for calls. tool_choice "none" leaves the tools out of the prompt (OpenAI's behaviour); "required" and a
+  // named function are refused (ferry has no constrained decoding to force a call).
+  bool tools = false;
+  bool parallel_tool_calls = true;  // false: the reply's first call only
   // Endpoint::kCompletions: the prompt as text, or as token ids when the client sent ids.
   std::string prompt;
   std::vector<int32_t> prompt_tokens;

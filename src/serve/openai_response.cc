@@ -62,12 +62,22 @@ json usage_json(int32_t prompt_tokens, int32_t completion_tokens) {
               {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
-json completion_json(const ResponseContext& ctx, const RequestUpdate& all) {
+json completion_json(const ResponseContext& ctx, const RequestUpdate& all, const ParsedReply* tools) {
   const bool chat = ctx.endpoint == Endpoint::kChat;
   json j = base(ctx, chat ? "chat.completion" : "text_completion");
-  json choice = {{"index", 0}, {"finish_reason", api_finish_reason(all.reason)}};
+  const bool calls = tools && !tools->calls.empty();
+  json choice = {{"index", 0}, {"finish_reason", calls ? "tool_calls" : api_finish_reason(all.reason)}};
   if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", all.text}};
+    if (tools) {
+      choice["message"]["content"] = tools->content.empty() && calls ? json(nullptr) : json(tools->content);
+      if (calls) {
+        json list = json::array();
+        for (const ParsedToolCall& c : tools->calls)
+          list.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+        choice["message"]["tool_calls"] = list;
+      }
+    }
     choice["logprobs"] = ctx.logprobs ? chat_logprobs(ctx, all.logprobs) : json(nullptr);
   } else {
     choice["text"] = all.text;
@@ -93,6 +103,22 @@ json chunk_json(const ResponseContext& ctx, const std::string& text, const std::
     choice["text"] = text;
     choice["logprobs"] = ctx.logprobs && !lps.empty() ? completion_logprobs(ctx, lps, 0) : json(nullptr);
   }
+  j["choices"] = json::array({choice});
+  return j;
+}
+
+json tool_call_chunk_json(const ResponseContext& ctx, int index, const ParsedToolCall& call, bool opening) {
+  json j = base(ctx, "chat.completion.chunk");
+  json tc = {{"index", index}};
+  if (opening) {
+    tc["id"] = call.id;
+    tc["type"] = "function";
+    tc["function"] = {{"name", call.name}, {"arguments", ""}};
+  } else {
+    tc["function"] = {{"arguments", call.arguments}};
+  }
+  json choice = {{"index", 0}, {"delta", {{"tool_calls", json::array({tc})}}}, {"logprobs", nullptr},
+                 {"finish_reason", nullptr}};
   j["choices"] = json::array({choice});
   return j;
 }

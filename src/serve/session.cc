@@ -9,7 +9,7 @@ Expected<std::unique_ptr<Session>> Session::open(SessionOptions options) {
   options.open.n_seq_max = options.scheduler.n_parallel;
   auto s = std::unique_ptr<Session>(new Session());
   FERRY_ASSIGN_OR_RETURN(s->runtime_, runtime::open(options.open));
-  FERRY_ASSIGN_OR_RETURN(s->chat_, ChatFormatter::for_engine(s->runtime_->engine()));
+  FERRY_ASSIGN_OR_RETURN(s->chat_, ChatFormatter::for_engine(s->runtime_->engine(), options.chat_template));
   FERRY_ASSIGN_OR_RETURN(s->scheduler_, Scheduler::start(s->runtime_->engine(), options.scheduler));
   return s;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -18,6 +19,7 @@ namespace ferry::serve {
 struct SessionOptions {
   runtime::OpenOptions open;  // n_seq_max is set to scheduler.n_parallel
   SchedulerOptions scheduler;
+  std::string chat_template;  // a Jinja chat template to use instead of the model's ("" = the model's)
 };
 
 class Session {

@@ -5,6 +5,7 @@
 ferry_module(serve DEPS runtime engine model image text format tensor base SOURCES
   serve/request.cc
   serve/stop_text.cc
+  serve/tool_calls.cc
   serve/token_choice.cc
   serve/scheduler.cc
   serve/chat_format.cc

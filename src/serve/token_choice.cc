@@ -10,7 +10,8 @@ TokenChooser::TokenChooser(const GenerationParams& params)
     : sampler_(params.sampling),
       presence_(params.presence_penalty),
       frequency_(params.frequency_penalty),
-      top_logprobs_(params.top_logprobs) {}
+      top_logprobs_(params.top_logprobs),
+      forced_(params.forced_tokens) {}
 
 int32_t TokenChooser::choose(const float* logits, int32_t n_vocab, TokenLogprob* logprob) {
   const float* row = logits;
@@ -20,7 +21,9 @@ int32_t TokenChooser::choose(const float* logits, int32_t n_vocab, TokenLogprob*
       if (token >= 0 && token < n_vocab) adjusted_[token] -= presence_ + frequency_ * static_cast<float>(count);
     row = adjusted_.data();
   }
-  const int32_t token = sampler_.sample(row, n_vocab);
+  const bool forced = n_chosen_ < forced_.size() && forced_[n_chosen_] >= 0 && forced_[n_chosen_] < n_vocab;
+  const int32_t token = forced ? forced_[n_chosen_] : sampler_.sample(row, n_vocab);
+  ++n_chosen_;
   sampler_.accept(token);
   ++generated_[token];
 

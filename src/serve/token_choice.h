@@ -30,6 +30,8 @@ class TokenChooser {
   int32_t top_logprobs_;
   std::unordered_map<int32_t, int32_t> generated_;  // token -> times generated
   std::vector<float> adjusted_;                     // scratch: logits after the penalties
+  std::vector<int32_t> forced_;                     // GenerationParams::forced_tokens
+  size_t n_chosen_ = 0;
 };
 
 }  // namespace ferry::serve

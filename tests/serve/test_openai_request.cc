@@ -68,6 +68,37 @@ TEST(OpenAiRequest, ChatFields) {
   EXPECT_EQ(r.chat.messages[3].tool_call_id, "c1");
 }
 
+TEST(OpenAiRequest, ToolsKeepTheClientsKeyOrderAndToolChoiceNoneLeavesThemOut) {
+  const std::string tools =
+      R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", )"
+      R"("properties": {"zeta": {"type": "string"}, "alpha": {"type": "number"}}}}}])";
+  const std::string msgs = R"("messages": [{"role": "user", "content": "q"}])";
+  const ApiRequest r = ok(Endpoint::kChat, "{" + msgs + R"(, "tools": )" + tools + "}");
+  EXPECT_TRUE(r.tools);
+  EXPECT_TRUE(r.parallel_tool_calls);
+  EXPECT_NE(r.chat.tools_json.find(R"("zeta":{"type":"string"},"alpha")"), std::string::npos) << r.chat.tools_json;
+  const ApiRequest a = ok(Endpoint::kChat, "{" + msgs + R"(, "tool_choice": "auto", "parallel_tool_calls": false, "tools": )" + tools + "}");
+  EXPECT_TRUE(a.tools);
+  EXPECT_FALSE(a.parallel_tool_calls);
+  const ApiRequest n = ok(Endpoint::kChat, "{" + msgs + R"(, "tool_choice": "none", "tools": )" + tools + "}");
+  EXPECT_FALSE(n.tools);
+  EXPECT_TRUE(n.chat.tools_json.empty());
+  EXPECT_FALSE(ok(Endpoint::kChat, "{" + msgs + R"(, "tools": []})").tools);
+}
+
+TEST(OpenAiRequest, BadToolsNameTheField) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "q"}], )";
+  EXPECT_EQ(bad(Endpoint::kChat, "{" + msgs + R"("tools": [{"function": {"name": "f"}}]})").param, "tools[0].type");
+  EXPECT_EQ(bad(Endpoint::kChat, "{" + msgs + R"("tools": [{"type": "function", "function": {"name": ""}}]})").param,
+            "tools[0].function.name");
+  EXPECT_EQ(bad(Endpoint::kChat, "{" + msgs + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]})").param,
+            "tools[0].function.parameters");
+  const ApiError req = bad(Endpoint::kChat, "{" + msgs + R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"})");
+  EXPECT_EQ(req.param, "tool_choice");
+  EXPECT_EQ(req.code, "unsupported");
+  EXPECT_EQ(bad(Endpoint::kChat, "{" + msgs + R"("functions": []})").param, "functions");
+}
+
 TEST(OpenAiRequest, CompletionsPrompts) {
   EXPECT_EQ(ok(Endpoint::kCompletions, R"({"prompt": "abc"})").prompt, "abc");
   EXPECT_EQ(ok(Endpoint::kCompletions, R"({"prompt": ["abc"]})").prompt, "abc");
@@ -150,6 +181,51 @@ TEST(OpenAiResponse, Shapes) {
   const nlohmann::json ej = error_json(e);
   EXPECT_EQ(ej["error"]["param"], "p");
   EXPECT_TRUE(ej["error"]["code"].is_null());
+}
+
+TEST(OpenAiResponse, ToolCallShapes) {
+  ResponseContext ctx;
+  ctx.id = "chatcmpl-1";
+  RequestUpdate all;
+  all.text = "<tool_call>...</tool_call>";
+  all.reason = FinishReason::kLength;
+  ParsedReply reply;
+  reply.calls.push_back({"call_x", "f", R"({"a":1})"});
+  const nlohmann::json j = completion_json(ctx, all, &reply);
+  const nlohmann::json& m = j["choices"][0]["message"];
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_TRUE(m["content"].is_null());  // no text outside the calls
+  EXPECT_EQ(m["tool_calls"][0]["id"], "call_x");
+  EXPECT_EQ(m["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], R"({"a":1})");
+  // A reply with tools but no calls: its text, finish_reason as the generation ended.
+  ParsedReply text;
+  text.content = "hi";
+  const nlohmann::json t = completion_json(ctx, all, &text);
+  EXPECT_EQ(t["choices"][0]["message"]["content"], "hi");
+  EXPECT_FALSE(t["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_EQ(t["choices"][0]["finish_reason"], "length");
+  const nlohmann::json open = tool_call_chunk_json(ctx, 1, reply.calls[0], true);
+  const nlohmann::json& d = open["choices"][0]["delta"]["tool_calls"][0];
+  EXPECT_EQ(d["index"], 1);
+  EXPECT_EQ(d["id"], "call_x");
+  EXPECT_EQ(d["function"]["name"], "f");
+  EXPECT_EQ(d["function"]["arguments"], "");
+  const nlohmann::json args = tool_call_chunk_json(ctx, 1, reply.calls[0], false);
+  EXPECT_FALSE(args["choices"][0]["delta"]["tool_calls"][0].contains("id"));
+  EXPECT_EQ(args["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], R"({"a":1})");
+}
+
+TEST(ToolCallIds, OpenAiShapeAndMistralNemosNine) {
+  const std::string a = tool_call_id(ToolFormat::kHermes, "", 1), b = tool_call_id(ToolFormat::kHermes, "", 2);
+  EXPECT_EQ(a.rfind("call_", 0), 0u);
+  EXPECT_EQ(a.size(), 29u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(tool_call_id(ToolFormat::kMistralNemo, "abcDEF123", 1), "abcDEF123");
+  const std::string n = tool_call_id(ToolFormat::kMistralNemo, "call_1", 1);
+  EXPECT_EQ(n.size(), 9u);
+  EXPECT_EQ(n.find('_'), std::string::npos);
 }
 
 }  // namespace

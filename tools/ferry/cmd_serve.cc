@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -18,6 +20,7 @@
 #include "hybrid_support.h"
 #include "serve/http_server.h"
 #include "serve/session.h"
+#include "text/tokenizer.h"
 
 namespace {
 
@@ -35,6 +38,8 @@ struct ServeArgs {
   std::string device = "cpu";
   std::string api_key;
   std::string mmproj;
+  std::string chat_template_file;
+  std::string test_forced_reply;
   ferry::cli::HybridArgs hybrid;
 };
 
@@ -101,6 +106,16 @@ int serve(const ServeArgs& a) {
   so.scheduler.n_parallel = a.parallel;
   so.scheduler.ctx_per_request = a.ctx_per_request;
   so.scheduler.queue_size = a.queue;
+  if (!a.chat_template_file.empty()) {
+    std::ifstream in(a.chat_template_file, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in || text.str().empty()) {
+      stop_all();
+      return ferry::cli::fail("cannot read chat template file '" + a.chat_template_file + "'");
+    }
+    so.chat_template = text.str();
+  }
   if (ferry::Status hs = ferry::cli::fill_open_options(a.hybrid, &so.open); !hs.is_ok()) {
     stop_all();
     return ferry::cli::report(hs);
@@ -108,6 +123,8 @@ int serve(const ServeArgs& a) {
   auto session = ferry::serve::Session::open(so);
   if (!session) {
     stop_all();
+    if (!a.chat_template_file.empty() && session.status().code() == ferry::ErrorCode::kCorrupt)
+      return ferry::cli::fail(a.chat_template_file + ": " + session.status().message());
     return ferry::cli::report(session.status());
   }
   ferry::serve::Session& s = **session;
@@ -126,6 +143,10 @@ int serve(const ServeArgs& a) {
   m.scheduler = &s.scheduler();
   m.chat = &s.chat();
   m.id = a.alias.empty() ? model_id(a.model) : a.alias;
+  if (!a.test_forced_reply.empty()) {
+    for (int32_t t : s.engine().tokenizer().encode(a.test_forced_reply, false, true))
+      m.test_forced_reply.push_back(t);
+  }
   if (s.has_vision()) {
     ferry::serve::Session* sp = &s;
     m.encode_image = [sp](const ferry::image::RgbImage& img) { return sp->encode_image(img); };
@@ -181,6 +202,11 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--device", a.device, "where to compute")
       ->check(CLI::IsMember({"cpu", "ref", "ref-exact", "cuda", "emulated"}))->capture_default_str();
+  app.add_option("--chat-template-file", a.chat_template_file,
+                 "a Jinja chat template to use instead of the model's (its tool-call format is detected from it)");
+  app.add_option("--test-forced-reply", a.test_forced_reply,
+                 "for tests: every chat reply is this text's tokens (chosen in place of sampling), then ends")
+      ->group("");  // hidden from --help
   ferry::cli::add_hybrid_options(app, &a.hybrid, false);
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;
