@@ -14,7 +14,8 @@
 //   x[i] ~= dx[g] * q[i], qs[g] = sum(q of group g), sy[g] = dx[g] * qs[g] (Q8_1: ggml's fp16 s).
 // Every weight group is unpacked as value[i] = scale[g] * u[i] + min[g] with u[i] unsigned 8-bit, so a
 // group's dot is scale * dx * sum(u * q) + min * sy: one integer dot product and two float terms.
-// Types whose min is a fixed multiple of the scale (Q4_0: -8, Q5_0: -16, Q8_0 as u = q + 128: -128)
+// Types whose min is a fixed multiple of the scale (Q4_0: -8, Q5_0: -16, Q8_0 as u = q + 128: -128;
+// MXFP4 as u = (doubled E2M1 value) + 16 with the half E8M0 scale: -16)
 // instead fold it into the integer dot exactly: sum((u - off) * q) = sum(u * q) - off * qs, as ggml's
 // integer dot of signed levels.
 //
@@ -74,7 +75,7 @@ struct MatKernel {
 
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
-  MatKernel mat[32];  // indexed by DType id; only weight types are set
+  MatKernel mat[kDTypeIdLimit];  // indexed by DType id; only weight types are set
 
   // Rows of n floats.
   double (*sum_sq)(const float* x, int64_t n) = nullptr;

@@ -235,7 +235,7 @@ void quantize_q8_k512(const float* x, int64_t K, void* act) {
 }
 
 void set_quantizers512(KernelTable* t) {
-  for (DType ty : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<false>;
+  for (DType ty : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::MXFP4}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<false>;
   for (DType ty : {DType::Q4_1, DType::Q5_1}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<true>;
   for (DType ty : {DType::Q2_K, DType::Q3_K, DType::Q6_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k512<16>;
   for (DType ty : {DType::Q4_K, DType::Q5_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k512<32>;

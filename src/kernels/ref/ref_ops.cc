@@ -87,6 +87,15 @@ void legacy_levels(DType t, const uint8_t* blk, int32_t lv[32], float* d, float*
       for (int j = 0; j < 32; ++j) lv[j] = b->qs[j];
       return;
     }
+    case DType::MXFP4: {  // the doubled E2M1 values with the half E8M0 scale, as ggml's vec_dot
+      const auto* b = reinterpret_cast<const BlockMXFP4*>(blk);
+      *d = e8m0_to_fp32_half(b->e);
+      for (int j = 0; j < 16; ++j) {
+        lv[j] = kMxfp4Values[b->qs[j] & 0x0F];
+        lv[j + 16] = kMxfp4Values[b->qs[j] >> 4];
+      }
+      return;
+    }
     default: FERRY_ASSERT_MSG(false, "legacy_levels: not a 32-element legacy quant");
   }
 }
@@ -159,7 +168,8 @@ DType activation_type(DType w) {
   switch (w) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0: return DType::Q8_0;
+    case DType::Q8_0:
+    case DType::MXFP4: return DType::Q8_0;
     case DType::Q4_1:
     case DType::Q5_1: return DType::Q8_1;
     case DType::Q2_K:
