@@ -83,7 +83,7 @@ struct KernelTable {
   void (*add)(const float* a, const float* b, float* y, int64_t n) = nullptr;
   void (*scale)(const float* x, float s, float* y, int64_t n) = nullptr;
   // silu(g) * u, or gelu_tanh(g) * u with ggml's F16 GELU (x <= -10: 0; x >= 10: x; else the value
-  // of fp16(x) rounded to fp16).
+  // of fp16(x) rounded to fp16), or ggml's swiglu_oai (scalar, libm expf).
   void (*glu)(const float* g, const float* u, float* y, int64_t n, Activation act) = nullptr;
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n) = nullptr;
   // Rotates pairs (x[i0], x[i1]) by angles with cos cs[i], sin sn[i], i < half; neox: i1 = i + half.
@@ -94,8 +94,9 @@ struct KernelTable {
   void (*attn_scores)(const float* q, int64_t q_stride, int ng, const uint8_t* k, size_t k_stride,
                       const int32_t* cells, int n, int hd, float scale, float softcap, float* s) = nullptr;
   // In place: s[j] = fp16(exp(s[j] - max) / sum) (ggml rounds the probabilities to F16 for the V
-  // product; the sum is taken in double).
-  void (*softmax)(float* s, int n) = nullptr;
+  // product; the sum is taken in double). sink: a logit that joins max and sum without a value row
+  // (attention sinks), -inf for none.
+  void (*softmax)(float* s, int n, float sink) = nullptr;
   // In place: s[j] = exp(s[j] - m) in F32; returns their sum (the vision tower's online softmax).
   float (*exp_sum)(float* s, int64_t n, float m) = nullptr;
   // A small F32 GEMM of row-major tiles: c[i * ldc + j] (+= with accumulate) sum_k a[i * lda + k] *
