@@ -112,7 +112,8 @@ class _GgmlTensor(ctypes.Structure):
 def llama_router_logits(model: Path, ids: list[int], n_ctx: int, name: str = "ffn_moe_logits") -> dict[int, np.ndarray]:
     """llama.cpp's router logits ("ffn_moe_logits-<layer>", F32 [n_expert, n_tokens] on the CPU backend)
     for the token ids evaluated in one sequence: layer -> [len(ids), n_expert]. gpt-oss picks its experts
-    from the biased logits: name "ffn_moe_logits_biased"."""
+    from the biased logits, which its graph names "ffn_moe_probs" last (softmax-weight gating: the probs
+    are the biased logits, one tensor under both names)."""
     import llama_cpp
     from llama_cpp import llama_cpp as lc
 
@@ -122,7 +123,7 @@ def llama_router_logits(model: Path, ids: list[int], n_ctx: int, name: str = "ff
     def on_tensor(t_ptr, ask, _user):
         t = ctypes.cast(t_ptr, ctypes.POINTER(_GgmlTensor)).contents
         tname = t.name.decode(errors="replace")
-        if not tname.startswith(prefix):
+        if not tname.startswith(prefix) or not tname[len(prefix):].isdigit():  # not "-0 (reshaped)" views
             return False
         if ask:
             return True
