@@ -18,6 +18,7 @@
 
 #include "base/status.h"
 #include "kernels/moe_route.h"
+#include "kernels/rope_yarn.h"
 #include "tensor/tensor_view.h"
 
 namespace ferry::kernels {
@@ -38,6 +39,14 @@ struct RopeParams {
   // The vision tower's 2-D RoPE (GGML_ROPE_TYPE_VISION): a head of 2 * n_rot, pairs (i, i + n_rot) for
   // i < n_rot, and each section's angle recurrence restarts at its first pair.
   bool vision = false;
+  // YaRN (kernels/rope_yarn.h; plain rope only): ext_factor 0 turns it off; attn_factor scales cos and
+  // sin (1 = none); the ramp between the correction dims of beta_fast / beta_slow over n_ctx_orig
+  // positions blends interpolated and unscaled angles.
+  float ext_factor = 0.f;
+  float attn_factor = 1.f;
+  float beta_fast = 32.f;
+  float beta_slow = 1.f;
+  int32_t n_ctx_orig = 0;
 };
 
 // Per-step metadata of a batch, as I32 vectors of length n_tokens, living where the Ops computes.
@@ -67,9 +76,17 @@ struct AttnParams {
   float scale = 1.f;        // applied to q.k
   int32_t window = 0;       // sliding window: token at p sees cells with p - p_cell < window; 0 = none
   float softcap = 0.f;      // logit soft-capping (0 = none)
+  // Attention sinks (gpt-oss): one learned logit per query head [n_head] F32 that joins each head's
+  // softmax denominator (max and sum) without a value row, as ggml_soft_max_add_sinks; data == nullptr:
+  // none. Lives where the Ops computes.
+  TensorView sinks;
 };
 
-enum class Activation : uint8_t { kSilu, kGeluTanh };
+// kSwigluOai: gpt-oss's clamped SwiGLU (ggml_swiglu_oai with alpha 1.702, limit 7): with
+// g' = min(g, 7) and u' = clamp(u, -7, 7), act = g' / (1 + exp(-1.702 g')) * (u' + 1).
+enum class Activation : uint8_t { kSilu, kGeluTanh, kSwigluOai };
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
 
 // One group of a mixture-of-experts layer's experts: experts [begin, begin + n) of the layer's stacked
 // weights, as views [K, N, n] (a slice of the [K, N, n_expert] tensors, or a copy of it in device memory).
@@ -79,6 +96,11 @@ struct ExpertGroup {
   TensorView down;  // [ffe, d, n]
   int32_t begin = 0;  // the global id of the group's first expert
   Activation act = Activation::kSilu;
+  // Per-expert biases (gpt-oss), added to each routed expert's gate / up / down output; data == nullptr:
+  // none. F32 [ffe, n], [ffe, n], [d, n]: the group's columns of the layer's [., n_expert] tensors.
+  TensorView gate_bias;
+  TensorView up_bias;
+  TensorView down_bias;
   int32_t size() const { return static_cast<int32_t>(gate.ne[2]); }
   bool holds(int32_t e) const { return e >= begin && e - begin < size(); }
 };
@@ -201,14 +223,19 @@ class Ops {
   // one matmul per (slot, token) over views of the expert's matrix.
   virtual void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids,
                          int32_t expert_begin, TensorView* outs);
+  // y[:, j, t] += bias[:, ids[j, t] - expert_begin] for each slot whose expert the bias holds (columns
+  // [expert_begin, expert_begin + bias.ne[1])); other slots are left as they are (ggml's add_id). bias
+  // [N, E] F32; y [N, n_used, T] F32. The default adds column by column.
+  virtual void add_expert_bias(const TensorView& bias, const TensorView& ids, int32_t expert_begin, TensorView y);
   // out[:, t] = sum over j = 0, 1, ... of weights[j, t] * y[:, j, t]: each product rounded to F32, then
   // added left to right (ggml's mul, then its adds in slot order). y [d, n_used, T] may be overwritten.
   virtual void moe_combine(const TensorView& y, const TensorView& weights, TensorView out);
   // One expert group's share of a mixture-of-experts block, weighted and summed: for each token t, over its
   // slots j in order whose expert e = ids[j, t] the group holds,
-  //   out[:, t] (+)= weights[j, t] * down_e(act(gate_e x_t) * up_e x_t),
+  //   out[:, t] (+)= weights[j, t] * (down_e(act(gate_e x_t + bg_e) * (up_e x_t + bu_e)) + bd_e),
   // each product rounded before its add (as moe_combine). x [d, T] F32; ids / weights as moe_route writes
   // them; accumulate = false: out = that sum (zeros for a token none of whose slots the group holds).
+  // The biases b*_e are the group's (zero where absent).
   // With one group of every expert this is forward_moe's matmul_id, glu, matmul_id, moe_combine. The
   // default composes those ops on the scratch (slots the group does not hold carry scratch values through
   // glu and are never read).
@@ -313,6 +340,21 @@ inline void Ops::matmul_id(int n, const TensorView* const* ws, const TensorView&
   }
 }
 
+inline void Ops::add_expert_bias(const TensorView& bias, const TensorView& ids, int32_t expert_begin, TensorView y) {
+  const int64_t k = ids.ne[0], T = ids.ne[1];
+  FERRY_ASSERT(ids.dtype == DType::I32 && ids.is_contiguous() && bias.dtype == DType::F32 && y.dtype == DType::F32);
+  FERRY_ASSERT(bias.ne[0] == y.ne[0] && y.ne[1] == k && y.ne[2] == T);
+  std::vector<int32_t> id(static_cast<size_t>(k * T), 0);
+  copy_to_host(ids, id.data(), id.size() * sizeof(int32_t));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = id[static_cast<size_t>(t * k + j)] - expert_begin;
+      if (e < 0 || e >= bias.ne[1]) continue;  // another group's expert
+      const TensorView yj = column_view(y, j, t);
+      add(yj, column_view(bias, e, 0), yj);
+    }
+}
+
 inline void Ops::moe_combine(const TensorView& y, const TensorView& weights, TensorView out) {
   const int64_t k = y.ne[1], T = y.ne[2];
   FERRY_ASSERT(y.dtype == DType::F32 && weights.dtype == DType::F32 && out.dtype == DType::F32);
@@ -347,11 +389,14 @@ inline void Ops::moe_experts(const ExpertGroup& g, const TensorView& x, const Te
     TensorView outs[2] = {gate, up};
     matmul_id(2, ws, TensorView::make(DType::F32, x.data, d, 1, T, 1, x.where), ids, g.begin, outs);
   }
+  if (g.up_bias.data != nullptr) add_expert_bias(g.up_bias, ids, g.begin, up);
+  if (g.gate_bias.data != nullptr) add_expert_bias(g.gate_bias, ids, g.begin, gate);
   const TensorView gate2 = TensorView::make(DType::F32, s.gate.data, ffe, k * T, 1, 1, s.gate.where);
   const TensorView up2 = TensorView::make(DType::F32, s.up.data, ffe, k * T, 1, 1, s.up.where);
   glu(gate2, up2, g.act, gate2);
   const TensorView* down = &g.down;
   matmul_id(1, &down, gate, ids, g.begin, &y);
+  if (g.down_bias.data != nullptr) add_expert_bias(g.down_bias, ids, g.begin, y);
 
   std::vector<int32_t> id(static_cast<size_t>(k * T), 0);
   std::vector<float> w(static_cast<size_t>(k * T), 0.f);

@@ -1,5 +1,5 @@
 // The forward (see forward.h). Reads top to bottom like the llama.cpp graphs it reproduces
-// (models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp, qwen3moe.cpp); the only per-architecture branches
+// (models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp, qwen3moe.cpp, openai-moe.cpp); the only per-architecture branches
 // are the ModelSpec flags. The residual stream x is updated in place; every other buffer is reused per block.
 #include "model/forward.h"
 
@@ -98,6 +98,11 @@ RopeParams layer_rope(const ModelSpec& spec, const ModelWeights& w, int32_t laye
   r.neox = spec.rope_neox;
   r.freq_factors = w.rope_freqs;  // data == nullptr when the file has none
   for (int i = 0; i < 4; ++i) r.sections[i] = spec.rope_sections[i];  // qwen2vl (rope_multi only)
+  r.ext_factor = spec.rope_ext_factor;  // YaRN (gpt-oss)
+  r.attn_factor = spec.rope_attn_factor;
+  r.beta_fast = spec.yarn_beta_fast;
+  r.beta_slow = spec.yarn_beta_slow;
+  r.n_ctx_orig = spec.n_ctx_orig_yarn;
   return r;
 }
 
@@ -203,7 +208,9 @@ void forward_attention(Ops& ops, const ModelSpec& spec, const ModelWeights& w, i
     if (prescale_q(spec)) ops.scale(q, spec.kq_scale(), q);
     ops.kv_store(k, v, batch, kv);
   }
-  ops.attention(q3, kv, batch, layer_attn(spec, il), attn);
+  AttnParams ap = layer_attn(spec, il);
+  ap.sinks = L.attn_sinks;  // gpt-oss (data == nullptr elsewhere)
+  ops.attention(q3, kv, batch, ap, attn);
   record(hook, attn, "blk.%d.kqv_out", il);
 
   // Without a bias, post-norm or a recorder, the projection is added to x where it is computed.
@@ -313,9 +320,13 @@ void forward_moe(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   const TensorView logits = s.moe_logits.rows(0, n);
   ops.matmul(L.ffn_gate_inp, xn, logits);
   record(hook, logits, "blk.%d.ffn_moe_logits", il);
+  if (present(L.ffn_gate_inp_bias)) {  // gpt-oss
+    ops.add(logits, L.ffn_gate_inp_bias, logits);
+    record(hook, logits, "blk.%d.ffn_moe_logits_biased", il);
+  }
   kernels::MoeRoute route;
   route.n_used = static_cast<int32_t>(k);
-  route.gating = kernels::MoeGating::kSoftmax;
+  route.gating = spec.expert_softmax_selected ? kernels::MoeGating::kSoftmaxSelected : kernels::MoeGating::kSoftmax;
   route.normalize = spec.expert_weights_norm;
   const TensorView ids = s.moe_ids.rows(0, n), weights = s.moe_weights.rows(0, n);
   ops.moe_route(logits, route, ids, weights);
@@ -331,13 +342,16 @@ void forward_moe(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   }
   record(hook, gate, "blk.%d.ffn_moe_gate", il);
   record(hook, up, "blk.%d.ffn_moe_up", il);
+  if (present(L.ffn_up_exps_bias)) ops.add_expert_bias(L.ffn_up_exps_bias, ids, 0, up);  // gpt-oss
+  if (present(L.ffn_gate_exps_bias)) ops.add_expert_bias(L.ffn_gate_exps_bias, ids, 0, gate);
   const TensorView gate2 = TensorView::make(DType::F32, s.gate.data, ffe, k * n, 1, 1, s.gate.where);
   const TensorView up2 = TensorView::make(DType::F32, s.up.data, ffe, k * n, 1, 1, s.up.where);
-  ops.glu(gate2, up2, Activation::kSilu, gate2);
-  record(hook, gate, "blk.%d.ffn_moe_swiglu", il);
+  ops.glu(gate2, up2, spec.swiglu_oai ? Activation::kSwigluOai : Activation::kSilu, gate2);
+  record(hook, gate, spec.swiglu_oai ? "blk.%d.ffn_moe_swiglu_oai" : "blk.%d.ffn_moe_swiglu", il);
   TensorView y = TensorView::make(DType::F32, s.moe_out.data, d, k, n, 1, s.moe_out.where);
   const TensorView* down = &L.ffn_down_exps;
   ops.matmul_id(1, &down, gate, ids, 0, &y);
+  if (present(L.ffn_down_exps_bias)) ops.add_expert_bias(L.ffn_down_exps_bias, ids, 0, y);
   record(hook, y, "blk.%d.ffn_moe_down", il);
   ops.moe_combine(y, weights, proj);
   record(hook, proj, "blk.%d.ffn_moe_out", il);

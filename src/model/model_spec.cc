@@ -20,6 +20,7 @@ const char* arch_name(Arch a) {
     case Arch::kGemma3: return "gemma3";
     case Arch::kQwen3Moe: return "qwen3moe";
     case Arch::kQwen2VL: return "qwen2vl";
+    case Arch::kGptOss: return "gpt-oss";
   }
   return "unknown";
 }
@@ -121,6 +122,7 @@ Expected<Arch> parse_arch(const std::string& name) {
   if (name == "gemma3") return Arch::kGemma3;
   if (name == "qwen3moe") return Arch::kQwen3Moe;
   if (name == "qwen2vl") return Arch::kQwen2VL;
+  if (name == "gpt-oss") return Arch::kGptOss;
   return make_error(ErrorCode::kUnsupported, "unsupported architecture '%s'", name.c_str());
 }
 
@@ -137,8 +139,11 @@ Expected<int64_t> read_vocab(const gguf::ModelFile& file, const Keys& keys) {
 }
 
 // RoPE scaling keys (llama.cpp: rope.scaling.type, rope.scaling.factor or the older rope.scale_linear).
-// Linear scaling divides positions by the factor; "none" never scales; YaRN / LongRoPE change the
-// rotation itself and are not implemented, so a file that needs them is refused rather than run wrong.
+// Linear scaling divides positions by the factor; "none" never scales; YaRN scales the angles by the
+// factor and blends them back towards the unscaled ones over the low frequencies (ext_factor 1, the
+// attention factor as llama.cpp's context computes it: get_mscale(factor) / (1 + 0.1 ln factor) times
+// rope.scaling.attn_factor, in float). LongRoPE changes the rotation itself and is not implemented, so a
+// file that needs it is refused rather than run wrong.
 Status read_rope_scaling(const Keys& keys, ModelSpec* spec) {
   FERRY_ASSIGN_OR_RETURN(std::string type, keys.string_or("rope.scaling.type", "linear"));
   double factor = 0.0;
@@ -152,7 +157,17 @@ Status read_rope_scaling(const Keys& keys, ModelSpec* spec) {
     spec->rope_freq_scale = 1.f;
   } else if (type == "linear") {
     spec->rope_freq_scale = factor == 0.0 ? 1.f : static_cast<float>(1.0 / factor);
-  } else if (type == "yarn" || type == "longrope") {
+  } else if (type == "yarn") {
+    spec->rope_freq_scale = factor == 0.0 ? 1.f : static_cast<float>(1.0 / factor);
+    FERRY_ASSIGN_OR_RETURN(const double attn, keys.real_or("rope.scaling.attn_factor", 1.0));
+    FERRY_ASSIGN_OR_RETURN(const int64_t orig, keys.count_or("rope.scaling.original_context_length", 0, false));
+    const float f = 1.0f / spec->rope_freq_scale;
+    float mscale = f <= 1.0f ? 1.0f : 0.1f * 1.0f * std::log(f) + 1.0f;
+    mscale *= 1.0f / (1.0f + 0.1f * std::log(f));
+    spec->rope_ext_factor = 1.0f;
+    spec->rope_attn_factor = mscale * static_cast<float>(attn);
+    spec->n_ctx_orig_yarn = static_cast<int32_t>(orig);  // 0: the training context (set by the caller)
+  } else if (type == "longrope") {
     if (factor != 0.0 && factor != 1.0)
       return make_error(ErrorCode::kUnsupported, "RoPE scaling type '%s' (factor %g) is not supported", type.c_str(),
                         factor);
@@ -188,12 +203,12 @@ Status read_rope_sections(const gguf::ModelFile& file, const Keys& keys, ModelSp
   return Status::ok();
 }
 
-// gemma3 sliding-window layout (llama.cpp load_swa_pattern with default 6): either a per-layer bool
-// array, or an integer n where layer il is local iff il % n < n - 1 (n == 0: every layer local).
-Status read_swa_pattern(const gguf::ModelFile& file, const Keys& keys, ModelSpec* spec) {
+// Sliding-window layout (llama.cpp load_swa_pattern; default n: gemma3 6, gpt-oss 2): either a per-layer
+// bool array, or an integer n where layer il is local iff il % n < n - 1 (n == 0: every layer local).
+Status read_swa_pattern(const gguf::ModelFile& file, const Keys& keys, ModelSpec* spec, int64_t default_period) {
   const std::string k = keys.key("attention.sliding_window_pattern");
   const gguf::Value* v = file.find(k);
-  int64_t period = 6;
+  int64_t period = default_period;
   if (v != nullptr) {
     if (const gguf::Array* arr = v->as_array()) {
       if (static_cast<int64_t>(arr->items.size()) < spec->n_layer)
@@ -226,18 +241,18 @@ Status read_swa_pattern(const gguf::ModelFile& file, const Keys& keys, ModelSpec
 }
 
 // Mixture-of-experts keys (llama.cpp: expert_count, expert_used_count, expert_feed_forward_length). qwen3moe
-// must have experts; llama with experts is Mixtral, whose experts are feed_forward_length wide; the other
+// and gpt-oss must have experts; llama with experts is Mixtral, whose experts are feed_forward_length wide; the other
 // architectures have none. Both routers are softmax, top-k, weights renormalised (build_moe_ffn with
 // norm_w = true and no weight scale for these two).
 Status read_experts(const Keys& keys, ModelSpec* s) {
   FERRY_ASSIGN_OR_RETURN(const int64_t n_expert, keys.count_or("expert_count", 0, false));
   if (n_expert == 0) {
-    if (s->arch == Arch::kQwen3Moe)
-      return make_error(ErrorCode::kCorrupt, "qwen3moe model without experts (%s is missing or 0)",
+    if (s->arch == Arch::kQwen3Moe || s->arch == Arch::kGptOss)
+      return make_error(ErrorCode::kCorrupt, "%s model without experts (%s is missing or 0)", arch_name(s->arch),
                         keys.key("expert_count").c_str());
     return Status::ok();
   }
-  if (s->arch != Arch::kQwen3Moe && s->arch != Arch::kLlama)
+  if (s->arch != Arch::kQwen3Moe && s->arch != Arch::kLlama && s->arch != Arch::kGptOss)
     return make_error(ErrorCode::kUnsupported, "mixture-of-experts %s models (%lld experts) are not supported",
                       arch_name(s->arch), static_cast<long long>(n_expert));
   FERRY_ASSIGN_OR_RETURN(const int64_t n_used, keys.count("expert_used_count", true));
@@ -254,6 +269,8 @@ Status read_experts(const Keys& keys, ModelSpec* s) {
   int64_t n_ff_expert = s->n_ff;
   if (s->arch == Arch::kQwen3Moe) {  // llama.cpp's default: n_ff / n_expert_used
     FERRY_ASSIGN_OR_RETURN(n_ff_expert, keys.count_or("expert_feed_forward_length", s->n_ff / n_used, true));
+  } else if (s->arch == Arch::kGptOss) {  // required there
+    FERRY_ASSIGN_OR_RETURN(n_ff_expert, keys.count("expert_feed_forward_length", true));
   }
   if (n_ff_expert <= 0)
     return make_error(ErrorCode::kCorrupt, "invalid model hyperparameter: expert feed-forward length %lld",
@@ -261,7 +278,8 @@ Status read_experts(const Keys& keys, ModelSpec* s) {
   s->n_expert = static_cast<int32_t>(n_expert);
   s->n_expert_used = static_cast<int32_t>(n_used);
   s->n_ff_expert = static_cast<int32_t>(n_ff_expert);
-  s->expert_weights_norm = true;
+  // gpt-oss: softmax over the picked logits, no renormalisation (build_moe_ffn's SOFTMAX_WEIGHT, norm_w false).
+  s->expert_weights_norm = s->arch != Arch::kGptOss;
   return Status::ok();
 }
 
@@ -314,8 +332,9 @@ Expected<ModelSpec> ModelSpec::from_gguf(const gguf::ModelFile& file) {
   FERRY_ASSIGN_OR_RETURN(const int64_t n_embd, keys.count("embedding_length", false));
   FERRY_ASSIGN_OR_RETURN(const int64_t n_ctx_train, keys.count("context_length", false));
   // qwen3moe has no dense FFN: feed_forward_length is informational there (llama.cpp reads it optionally).
-  FERRY_ASSIGN_OR_RETURN(const int64_t n_ff, arch == Arch::kQwen3Moe ? keys.count_or("feed_forward_length", 0, true)
-                                                                     : keys.count("feed_forward_length", true));
+  FERRY_ASSIGN_OR_RETURN(const int64_t n_ff, arch == Arch::kQwen3Moe || arch == Arch::kGptOss
+                                                 ? keys.count_or("feed_forward_length", 0, true)
+                                                 : keys.count("feed_forward_length", true));
   FERRY_ASSIGN_OR_RETURN(const int64_t n_head, keys.count("attention.head_count", true));
   // llama.cpp: head_count_kv defaults to head_count; key/value length to n_embd / n_head.
   FERRY_ASSIGN_OR_RETURN(const int64_t n_kv_head, keys.count_or("attention.head_count_kv", n_head, true));
@@ -340,6 +359,7 @@ Expected<ModelSpec> ModelSpec::from_gguf(const gguf::ModelFile& file) {
   s.rope_base = static_cast<float>(rope_base);
   s.rope_base_local = s.rope_base;
   FERRY_RETURN_IF_ERROR(read_rope_scaling(keys, &s));
+  if (s.n_ctx_orig_yarn == 0) s.n_ctx_orig_yarn = s.n_ctx_train;
 
   if (head_dim_v != head_dim)
     return make_error(ErrorCode::kUnsupported, "attention.value_length %lld differs from key_length %lld",
@@ -366,7 +386,7 @@ Expected<ModelSpec> ModelSpec::from_gguf(const gguf::ModelFile& file) {
       FERRY_ASSIGN_OR_RETURN(const int64_t window, keys.count_or("attention.sliding_window", 0, false));
       if (window > 0) {
         s.sliding_window = static_cast<int32_t>(window);
-        FERRY_RETURN_IF_ERROR(read_swa_pattern(file, keys, &s));
+        FERRY_RETURN_IF_ERROR(read_swa_pattern(file, keys, &s, 6));
         // Local layers: base 10000 (or rope.freq_base_swa), never scaled.
         FERRY_ASSIGN_OR_RETURN(const double base_swa, keys.real_or("rope.freq_base_swa", 10000.0));
         s.rope_base_local = static_cast<float>(base_swa);
@@ -389,7 +409,26 @@ Expected<ModelSpec> ModelSpec::from_gguf(const gguf::ModelFile& file) {
       s.rope_neox = true;
       s.qk_norm = true;
       break;
+    case Arch::kGptOss: {  // llama.cpp's openai-moe
+      s.rope_neox = true;
+      s.qkv_bias = true;
+      s.attn_sinks = true;
+      s.expert_biases = true;
+      s.expert_softmax_selected = true;
+      s.swiglu_oai = true;
+      FERRY_ASSIGN_OR_RETURN(const int64_t window, keys.count("attention.sliding_window", false));
+      if (window > 0) {
+        s.sliding_window = static_cast<int32_t>(window);
+        FERRY_RETURN_IF_ERROR(read_swa_pattern(file, keys, &s, 2));  // even layers slide
+        // Local layers: the global base unless rope.freq_base_swa says otherwise, scaled like the others.
+        FERRY_ASSIGN_OR_RETURN(const double base_swa, keys.real_or("rope.freq_base_swa", rope_base));
+        s.rope_base_local = static_cast<float>(base_swa);
+      }
+      s.attn_scale = 1.0f / std::sqrt(static_cast<float>(s.n_rot));  // build_attn's 1/sqrt(n_rot)
+      break;
+    }
   }
+  s.rope_freq_scale_local = arch == Arch::kGemma3 ? 1.f : s.rope_freq_scale;
   FERRY_RETURN_IF_ERROR(read_experts(keys, &s));
 
   s.tied_output = file.find_tensor("output.weight") == nullptr;

@@ -196,6 +196,7 @@ Expected<std::vector<SubLayer>> build(const ModelSpec& spec, Resolver resolve, c
       FERRY_RETURN_IF_ERROR(b.add(a, vec(blk(il, "attn_k_norm.weight"), hd)));
     }
     if (spec.post_norms) FERRY_RETURN_IF_ERROR(b.add(a, vec(blk(il, "post_attention_norm.weight"), d)));
+    if (spec.attn_sinks) FERRY_RETURN_IF_ERROR(b.add(a, vec(blk(il, "attn_sinks.weight"), spec.n_head)));
     if (rope_freqs) {
       a.weights.push_back(*rope_freqs);
       a.weight_bytes += rope_freqs->bytes;
@@ -220,8 +221,16 @@ Expected<std::vector<SubLayer>> build(const ModelSpec& spec, Resolver resolve, c
     SubLayer r;
     r.kind = SubLayerKind::kMoeRouter;
     r.layer = il;
-    FERRY_RETURN_IF_ERROR(b.add(r, vec(blk(il, "ffn_norm.weight"), d)));
+    // gpt-oss stores the norm before its experts as post_attention_norm.
+    FERRY_RETURN_IF_ERROR(
+        b.add(r, vec(blk(il, spec.arch == Arch::kGptOss ? "post_attention_norm.weight" : "ffn_norm.weight"), d)));
     FERRY_RETURN_IF_ERROR(b.add(r, mat(blk(il, "ffn_gate_inp.weight"), d, spec.n_expert)));
+    if (spec.expert_biases) {  // the router's bias, and the experts' (small: listed with the router)
+      FERRY_RETURN_IF_ERROR(b.add(r, vec(blk(il, "ffn_gate_inp.bias"), spec.n_expert)));
+      FERRY_RETURN_IF_ERROR(b.add(r, mat(blk(il, "ffn_gate_exps.bias"), spec.n_ff_expert, spec.n_expert)));
+      FERRY_RETURN_IF_ERROR(b.add(r, mat(blk(il, "ffn_up_exps.bias"), spec.n_ff_expert, spec.n_expert)));
+      FERRY_RETURN_IF_ERROR(b.add(r, mat(blk(il, "ffn_down_exps.bias"), d, spec.n_expert)));
+    }
     out.push_back(std::move(r));
     const int64_t ne = spec.n_expert, ffe = spec.n_ff_expert;
     std::vector<WeightRef> stacked;

@@ -70,6 +70,17 @@ const std::vector<SynthPreset> kPresets = {
     {"mixtral-8x7b", "Mixtral-8x7B-v0.1 (8 experts, 2 per token; byte-level BPE vocab of its size)", Arch::kLlama,
      false, 32, 4096, 32, 8, 128, 14336, 32000, 32768, 1e-5f, 1000000.f, 0.f, 0.f, 0.f, 0, false, false, false,
      V::kLlama3, 8, 2, 14336},
+    // gpt-oss (GGUF architecture gpt-oss): q/k/v/o biases, attention sinks, sliding window 128 on even
+    // layers, YaRN x32 over 4096, router and expert biases, clamped SwiGLU, MXFP4 experts; o200k vocab.
+    {"tiny-gpt-oss", "gpt-oss style (8 experts, top 2, sinks, window 16 on even layers, YaRN x32, MXFP4 experts)",
+     Arch::kGptOss, true, 2, 256, 8, 2, 64, 256, 1024, 131072, 1e-5f, 150000.f, 0.f, 0.f, 0.f, 16, false, true, true,
+     V::kGptOss, 8, 2, 256, 32.f, 4096},
+    {"gpt-oss-20b", "gpt-oss-20b (24 layers, 32 experts, 4 per token, MXFP4 experts)", Arch::kGptOss, false, 24,
+     2880, 64, 8, 64, 2880, 201088, 131072, 1e-5f, 150000.f, 0.f, 0.f, 0.f, 128, false, true, true, V::kGptOss, 32, 4,
+     2880, 32.f, 4096},
+    {"gpt-oss-120b", "gpt-oss-120b (36 layers, 128 experts, 4 per token, MXFP4 experts)", Arch::kGptOss, false, 36,
+     2880, 64, 8, 64, 2880, 201088, 131072, 1e-5f, 150000.f, 0.f, 0.f, 0.f, 128, false, true, true, V::kGptOss, 128,
+     4, 2880, 32.f, 4096},
     {"qwen2.5-vl-7b", "Qwen2.5-VL-7B-Instruct / Cosmos-Reason1-7B (text model; mmproj: `--mmproj-out`)",
      Arch::kQwen2VL, false, 28, 3584, 28, 4, 128, 18944, 152064, 128000, 1e-6f, 1000000.f, 0.f, 0.f, 0.f, 0, false,
      true, false, V::kQwen2},
@@ -109,6 +120,7 @@ uint32_t file_type_of(DType t) {
     case DType::Q5_K: return 16;  // Q5_K_S
     case DType::Q6_K: return 18;
     case DType::BF16: return 32;
+    case DType::MXFP4: return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
     default: return 0;
   }
 }
@@ -136,6 +148,13 @@ void write_metadata(gguf::Writer& w, const SynthPreset& p, int32_t n_layer, DTyp
     w.add_string(a + ".rope.scaling.type", "linear");
     w.add_f32(a + ".rope.scaling.factor", p.rope_linear_factor);
   }
+  if (p.yarn_factor > 0) {  // as the converter writes gpt-oss's rope_scaling
+    w.add_string(a + ".rope.scaling.type", "yarn");
+    w.add_f32(a + ".rope.scaling.factor", p.yarn_factor);
+    w.add_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(p.yarn_orig_ctx));
+    w.add_f32(a + ".rope.scaling.yarn_beta_fast", 32.f);
+    w.add_f32(a + ".rope.scaling.yarn_beta_slow", 1.f);
+  }
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", p.rms_eps);
   if (p.head_dim_keys) {
     w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(p.head_dim));
@@ -145,7 +164,8 @@ void write_metadata(gguf::Writer& w, const SynthPreset& p, int32_t n_layer, DTyp
   if (p.n_expert > 0) {
     w.add_u32(a + ".expert_count", static_cast<uint32_t>(p.n_expert));
     w.add_u32(a + ".expert_used_count", static_cast<uint32_t>(p.n_expert_used));
-    if (p.arch == Arch::kQwen3Moe) w.add_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(p.n_ff_expert));
+    if (p.arch == Arch::kQwen3Moe || p.arch == Arch::kGptOss)
+      w.add_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(p.n_ff_expert));
   }
   if (p.arch == Arch::kQwen2VL) {  // mrope_section padded to 4, as the converter writes it
     const std::vector<int32_t> sections = synth_rope_sections(p);
@@ -218,6 +238,13 @@ std::vector<Job> make_jobs(const SynthPreset& p, DType type, int32_t n_layer) {
   auto vec = [&](std::string name, int64_t n, Fill fill) {
     jobs.push_back({{std::move(name), DType::F32, {n}, DType::F32}, fill, fill == Fill::kBias ? 0.05f : 0.1f});
   };
+  const bool gpt_oss = p.arch == Arch::kGptOss;
+  // gpt-oss's experts: MXFP4 whatever --type says (its rows are whole 32-blocks at every preset width).
+  auto experts = [&](std::string name, int64_t in, int64_t out) {
+    if (!gpt_oss) return weight(std::move(name), in, out, Fill::kWeight, p.n_expert);
+    jobs.push_back({{std::move(name), DType::MXFP4, {in, out, p.n_expert}, DType::MXFP4}, Fill::kWeight,
+                    1.0f / std::sqrt(static_cast<float>(in))});
+  };
   weight("token_embd.weight", d, p.n_vocab, Fill::kEmbed);
   if (p.llama3_rope_factor > 0) vec("rope_freqs.weight", p.head_dim / 2, Fill::kRopeFreqs);
   for (int32_t i = 0; i < n_layer; ++i) {
@@ -236,14 +263,25 @@ std::vector<Job> make_jobs(const SynthPreset& p, DType type, int32_t n_layer) {
       vec(b + "attn_k_norm.weight", p.head_dim, Fill::kNorm);
     }
     weight(b + "attn_output.weight", q, d);
+    if (gpt_oss) {  // the output bias and the per-head sink logits
+      vec(b + "attn_output.bias", d, Fill::kBias);
+      jobs.push_back({{b + "attn_sinks.weight", DType::F32, {p.n_head}, DType::F32}, Fill::kBias, 0.5f});
+    }
     if (p.arch == Arch::kGemma3) vec(b + "post_attention_norm.weight", d, Fill::kNorm);
-    vec(b + "ffn_norm.weight", d, Fill::kNorm);
+    // gpt-oss's norm before the experts is named post_attention_norm (llama.cpp's openai-moe).
+    vec(b + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), d, Fill::kNorm);
     if (p.n_expert > 0) {
       const float sd = 1.0f / std::sqrt(static_cast<float>(d));
       jobs.push_back({{b + "ffn_gate_inp.weight", DType::F32, {d, p.n_expert}, DType::F32}, Fill::kRouter, sd});
-      weight(b + "ffn_gate_exps.weight", d, p.n_ff_expert, Fill::kWeight, p.n_expert);
-      weight(b + "ffn_up_exps.weight", d, p.n_ff_expert, Fill::kWeight, p.n_expert);
-      weight(b + "ffn_down_exps.weight", p.n_ff_expert, d, Fill::kWeight, p.n_expert);
+      experts(b + "ffn_gate_exps.weight", d, p.n_ff_expert);
+      experts(b + "ffn_up_exps.weight", d, p.n_ff_expert);
+      experts(b + "ffn_down_exps.weight", p.n_ff_expert, d);
+      if (gpt_oss) {  // the router's and the experts' biases, F32 as the converter keeps them
+        vec(b + "ffn_gate_inp.bias", p.n_expert, Fill::kBias);
+        jobs.push_back({{b + "ffn_gate_exps.bias", DType::F32, {p.n_ff_expert, p.n_expert}, DType::F32}, Fill::kBias, 0.05f});
+        jobs.push_back({{b + "ffn_up_exps.bias", DType::F32, {p.n_ff_expert, p.n_expert}, DType::F32}, Fill::kBias, 0.05f});
+        jobs.push_back({{b + "ffn_down_exps.bias", DType::F32, {d, p.n_expert}, DType::F32}, Fill::kBias, 0.05f});
+      }
       continue;
     }
     weight(b + "ffn_gate.weight", d, p.n_ff);

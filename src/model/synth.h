@@ -28,6 +28,7 @@ enum class SynthVocabStyle : uint8_t {
   kQwen2,   // gpt2 byte-level BPE, pre "qwen2", <|endoftext|> <|im_start|> ... then [PADn]
   kQwen3,   // as kQwen2 plus <think> / <tool_response> tokens
   kGemma,   // SentencePiece-style ("llama" model): scores, token types, <0xXX> byte tokens
+  kGptOss,  // gpt2 byte-level BPE, pre "gpt-4o" (o200k), then o200k_harmony's specials (<|start|>, ...)
 };
 
 struct SynthPreset {
@@ -58,6 +59,10 @@ struct SynthPreset {
   int32_t n_expert = 0;
   int32_t n_expert_used = 0;
   int32_t n_ff_expert = 0;
+  // gpt-oss: YaRN rope scaling (rope.scaling.type yarn, factor, original context; 0 = none). Its experts
+  // are always MXFP4, as the released files ship them; every other weight follows --type.
+  float yarn_factor = 0.f;
+  int32_t yarn_orig_ctx = 0;
 };
 
 // All presets, in `ferry synth --list` order.
@@ -75,7 +80,8 @@ struct SynthTensor {
 // The tensor list for a preset at a weight type: 2-D weights and stacked experts in `type` (with
 // llama-quantize's fallback for rows that are not a multiple of the block: Q2_K/Q3_K->Q4_0, Q4_K->Q5_0,
 // Q5_K->Q5_1, Q6_K->Q8_0, F16 when even that does not fit), norms / biases / rope factors and the MoE
-// routers (ffn_gate_inp, which llama-quantize never quantizes) in F32. `n_layer` 0 = preset's.
+// routers (ffn_gate_inp, which llama-quantize never quantizes) in F32; gpt-oss's experts in MXFP4.
+// `n_layer` 0 = preset's.
 // Errors: a type that is not a weight type => kInvalidArgument.
 Expected<std::vector<SynthTensor>> synth_tensors(const SynthPreset& preset, DType type, int32_t n_layer = 0);
 

@@ -72,7 +72,12 @@ void route_skew_shape_rows(const RouteSkew& k, const std::string& name, int64_t 
     for (int64_t r = r0; r < r1; ++r) v[(r - r0) * ne0] = static_cast<float>(channel(d));
   } else if (rest == "ffn_gate_exps.weight" || rest == "ffn_up_exps.weight") {
     for (int64_t r = r0; r < r1; ++r) std::fill_n(v + (r - r0) * ne0, np + 1, 0.f);
-  } else if (rest == "ffn_norm.weight" && r0 == 0) {
+  } else if (rest == "attn_output.bias" || rest == "ffn_down_exps.bias") {  // gpt-oss: no writes there either
+    for (int64_t r = r0; r < r1; ++r) std::fill_n(v + (r - r0) * ne0, np + 1, 0.f);
+  } else if (rest == "ffn_gate_inp.bias") {  // gpt-oss's router bias: popularity is the bias channel's
+    std::fill_n(v, (r1 - r0) * ne0, 0.f);
+  } else if ((rest == "ffn_norm.weight" || rest == "post_attention_norm.weight") && r0 == 0) {
+    // (gpt-oss names the norm before its experts post_attention_norm; only MoE presets get here)
     const double rms = residual_rms(layer);
     v[0] = static_cast<float>(rms / channel(d));  // the channel reaches the router as ~1
     for (int64_t i = 1; i <= np; ++i) v[i] = static_cast<float>(rms / embed_sd(d));  // features as ~N(0, 1)

@@ -34,8 +34,9 @@ struct RouteSkew {
 int64_t route_feature_dims(int64_t n_embd);
 
 // Adjusts the F32 values of rows [r0, r1) (each ne0 long) of tensor `name` (n_rows rows in all) before
-// quantization: token embeddings, the experts' gate / up, the FFN norm and the router. Other tensors are
-// left as they are.
+// quantization: token embeddings, the experts' gate / up, the FFN norm and the router (gpt-oss: also the
+// attention output's and the experts' down biases, zero on the reserved dimensions, and the router's bias,
+// zero). Other tensors are left as they are.
 void route_skew_shape_rows(const RouteSkew& skew, const std::string& name, int64_t ne0, int64_t n_rows, int64_t r0,
                            int64_t r1, float* values);
 

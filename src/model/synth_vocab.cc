@@ -56,6 +56,13 @@ constexpr std::pair<const char*, bool> kQwenSpecials[] = {
     {"<|repo_name|>", false}, {"<|file_sep|>", false}, {"<tool_response>", false}, {"</tool_response>", false},
     {"<think>", false}, {"</think>", false}};
 
+// o200k_harmony's special tokens from its first one (<|startoftext|>, id 199998 in the real vocabulary);
+// the unnamed ones are <|reserved_ID|>.
+constexpr std::pair<int, const char*> kHarmonySpecials[] = {
+    {0, "<|startoftext|>"}, {1, "<|endoftext|>"}, {4, "<|return|>"}, {5, "<|constrain|>"}, {7, "<|channel|>"},
+    {8, "<|start|>"},       {9, "<|end|>"},       {10, "<|message|>"}, {14, "<|call|>"}};
+constexpr int kHarmonyFirstId = 199998;
+
 constexpr const char* kLlama3Template =
     "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
     "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}{% if "
@@ -63,6 +70,10 @@ constexpr const char* kLlama3Template =
 constexpr const char* kChatmlTemplate =
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
     "'<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+// A minimal harmony rendering (gpt-oss's real template is tested from llama.cpp's copy in tests/python).
+constexpr const char* kHarmonyTemplate =
+    "{% for message in messages %}{{ '<|start|>' + message['role'] + '<|message|>' + message['content'] + "
+    "'<|end|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|start|>assistant' }}{% endif %}";
 constexpr const char* kGemmaTemplate =
     "{{ bos_token }}{% for message in messages %}{% set role = 'model' if message['role'] == 'assistant' else "
     "message['role'] %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
@@ -215,6 +226,16 @@ SynthVocab bpe_vocab(const SynthPreset& p) {
     }
     v.add_bos = true;
     v.chat_template = kLlama3Template;
+  } else if (p.vocab == V::kGptOss) {
+    v.pre = "gpt-4o";
+    const size_t n_special = p.tiny ? 16 : n_vocab - kHarmonyFirstId;  // 199998 normal tokens, then 1090
+    for (size_t i = 0; i < n_special; ++i) {
+      std::string text = "<|reserved_" + std::to_string(kHarmonyFirstId + i) + "|>";
+      for (const auto& [at, name] : kHarmonySpecials)
+        if (static_cast<size_t>(at) == i) text = name;
+      specials.emplace_back(text, 3);
+    }
+    v.chat_template = kHarmonyTemplate;
   } else {
     v.pre = "qwen2";
     const size_t n_special = p.vocab == V::kQwen3 ? 26 : 22;
@@ -248,6 +269,10 @@ SynthVocab bpe_vocab(const SynthPreset& p) {
   if (p.vocab == V::kLlama3) {
     v.bos = first_special;      // <|begin_of_text|>
     v.eos = first_special + 9;  // <|eot_id|> (instruct convention)
+  } else if (p.vocab == V::kGptOss) {
+    v.bos = first_special;      // <|startoftext|>
+    v.eos = first_special + 4;  // <|return|>
+    v.pad = first_special + 1;  // <|endoftext|>
   } else {
     v.bos = first_special;      // <|endoftext|>
     v.eos = first_special + 2;  // <|im_end|>

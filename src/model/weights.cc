@@ -110,7 +110,12 @@ Expected<ModelWeights> bind_weights(const ModelSpec& spec, const gguf::ModelFile
           b.bind(blk(il, "post_attention_norm.weight"), Kind::kVector, d, 1, Need::kRequired, &L.post_attention_norm));
       FERRY_RETURN_IF_ERROR(b.bind(blk(il, "post_ffw_norm.weight"), Kind::kVector, d, 1, Need::kRequired, &L.post_ffw_norm));
     }
-    FERRY_RETURN_IF_ERROR(b.bind(blk(il, "ffn_norm.weight"), Kind::kVector, d, 1, Need::kRequired, &L.ffn_norm));
+    // gpt-oss's norm before the experts is stored as post_attention_norm (llama.cpp's openai-moe graph).
+    const char* ffn_norm_name = spec.arch == Arch::kGptOss ? "post_attention_norm.weight" : "ffn_norm.weight";
+    FERRY_RETURN_IF_ERROR(b.bind(blk(il, ffn_norm_name), Kind::kVector, d, 1, Need::kRequired, &L.ffn_norm));
+    if (spec.attn_sinks)
+      FERRY_RETURN_IF_ERROR(
+          b.bind(blk(il, "attn_sinks.weight"), Kind::kVector, spec.n_head, 1, Need::kRequired, &L.attn_sinks));
     if (spec.n_expert > 0) {
       const int64_t ne = spec.n_expert, ffe = spec.n_ff_expert;
       FERRY_RETURN_IF_ERROR(b.bind(blk(il, "ffn_gate_inp.weight"), Kind::kMatrix, d, ne, Need::kRequired, &L.ffn_gate_inp));
@@ -120,9 +125,29 @@ Expected<ModelWeights> bind_weights(const ModelSpec& spec, const gguf::ModelFile
           b.bind(blk(il, "ffn_up_exps.weight"), Kind::kExperts, d, ffe, Need::kRequired, &L.ffn_up_exps, ne));
       FERRY_RETURN_IF_ERROR(
           b.bind(blk(il, "ffn_down_exps.weight"), Kind::kExperts, ffe, d, Need::kRequired, &L.ffn_down_exps, ne));
+      if (spec.expert_biases) {  // gpt-oss; F32 like every bias
+        FERRY_RETURN_IF_ERROR(
+            b.bind(blk(il, "ffn_gate_inp.bias"), Kind::kVector, ne, 1, Need::kRequired, &L.ffn_gate_inp_bias));
+        const struct {
+          const char* name;
+          int64_t rows;
+          TensorView* out;
+        } biases[] = {{"ffn_gate_exps.bias", ffe, &L.ffn_gate_exps_bias},
+                      {"ffn_up_exps.bias", ffe, &L.ffn_up_exps_bias},
+                      {"ffn_down_exps.bias", d, &L.ffn_down_exps_bias}};
+        for (const auto& bias : biases) {
+          FERRY_RETURN_IF_ERROR(b.bind(blk(il, bias.name), Kind::kMatrix, bias.rows, ne, Need::kRequired, bias.out));
+          if (bias.out->dtype != DType::F32)
+            return make_error(ErrorCode::kUnsupported, "tensor '%s': type %s is not supported for a bias (need F32)",
+                              blk(il, bias.name).c_str(), dtype_name(bias.out->dtype));
+        }
+      }
       // Expert biases and shared experts belong to other MoE architectures; refuse rather than ignore them.
       for (const char* extra : {"ffn_gate_inp.bias", "ffn_gate_exps.bias", "ffn_up_exps.bias", "ffn_down_exps.bias",
                                 "ffn_gate_shexp.weight", "exp_probs_b.bias"}) {
+        if (spec.expert_biases && std::string(extra).find(".bias") != std::string::npos &&
+            std::string(extra) != "exp_probs_b.bias")
+          continue;
         if (file.find_tensor(blk(il, extra)) != nullptr)
           return make_error(ErrorCode::kUnsupported, "tensor '%s' is not supported for %s", blk(il, extra).c_str(),
                             arch_name(spec.arch));
@@ -148,7 +173,8 @@ std::vector<TensorView*> all_views(ModelWeights& w) {
     for (TensorView* t : {&L.attn_norm, &L.attn_q, &L.attn_k, &L.attn_v, &L.attn_output, &L.attn_q_bias,
                           &L.attn_k_bias, &L.attn_v_bias, &L.attn_output_bias, &L.attn_q_norm, &L.attn_k_norm,
                           &L.post_attention_norm, &L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.post_ffw_norm,
-                          &L.ffn_gate_inp, &L.ffn_gate_exps, &L.ffn_up_exps, &L.ffn_down_exps})
+                          &L.ffn_gate_inp, &L.ffn_gate_exps, &L.ffn_up_exps, &L.ffn_down_exps, &L.attn_sinks,
+                          &L.ffn_gate_inp_bias, &L.ffn_gate_exps_bias, &L.ffn_up_exps_bias, &L.ffn_down_exps_bias})
       v.push_back(t);
   return v;
 }

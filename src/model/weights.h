@@ -34,7 +34,7 @@ struct LayerWeights {
   TensorView attn_output_bias;// [d] F32    optional (llama)
   TensorView attn_q_norm;     // [hd] F32   qwen3, gemma3
   TensorView attn_k_norm;     // [hd] F32   qwen3, gemma3
-  TensorView post_attention_norm;  // [d] F32  gemma3
+  TensorView post_attention_norm;  // [d] F32  gemma3 (gpt-oss names its FFN norm so: bound to ffn_norm)
   TensorView ffn_norm;        // [d] F32
   TensorView ffn_gate;        // [d, ff]   weight type
   TensorView ffn_up;          // [d, ff]   weight type
@@ -44,6 +44,12 @@ struct LayerWeights {
   TensorView ffn_up_exps;     // [d, ffe, E]     weight type
   TensorView ffn_down_exps;   // [ffe, d, E]     weight type
   TensorView post_ffw_norm;   // [d] F32   gemma3
+  // gpt-oss: attention sinks, the router's bias and the experts' biases.
+  TensorView attn_sinks;      // [n_head] F32
+  TensorView ffn_gate_inp_bias;   // [E] F32
+  TensorView ffn_gate_exps_bias;  // [ffe, E] F32
+  TensorView ffn_up_exps_bias;    // [ffe, E] F32
+  TensorView ffn_down_exps_bias;  // [d, E] F32
 };
 
 struct ModelWeights {

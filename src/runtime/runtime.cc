@@ -253,13 +253,23 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
   return Status::ok();
 }
 
-// A mixture-of-experts model on the GPU: refused before any profile is measured. The planner and the hybrid
-// executor do not place experts yet; the CPU runs these models (--device cpu).
+// A model the GPU path cannot run, refused before any profile is measured: gpt-oss (CudaOps has no MXFP4
+// kernels, no attention sinks, no clamped SwiGLU or expert biases yet), and any mixture-of-experts model
+// (the planner and the hybrid executor do not place experts yet); the CPU runs these models (--device cpu).
 Status check_gpu_model(const OpenOptions& o) {
   Expected<std::unique_ptr<gguf::ModelFile>> file = gguf::ModelFile::open(o.model_path);
   if (!file) return Status::ok();  // Engine::load reports it
   Expected<model::ModelSpec> spec = model::ModelSpec::from_gguf(**file);
-  if (!spec || spec->n_expert == 0) return Status::ok();
+  if (!spec) return Status::ok();
+  bool mxfp4 = false;
+  for (const gguf::TensorInfo& t : (*file)->tensors()) mxfp4 = mxfp4 || t.dtype == DType::MXFP4;
+  if (spec->arch == model::Arch::kGptOss || spec->attn_sinks || mxfp4)
+    return make_error(ErrorCode::kUnsupported,
+                      "%s is a %s model%s: the GPU path lacks what it needs (MXFP4 CUDA kernels, attention sinks, "
+                      "the clamped SwiGLU and expert biases in CudaOps); run it on the CPU (drop %s)",
+                      o.model_path.c_str(), model::arch_name(spec->arch), mxfp4 ? " with MXFP4 weights" : "",
+                      o.vram_budget ? "--vram" : "--device cuda");
+  if (spec->n_expert == 0) return Status::ok();
   return make_error(ErrorCode::kUnsupported,
                     "%s is a mixture-of-experts model (%s, %d experts, %d per token): ferry runs those on the CPU "
                     "only so far (the GPU planner does not place experts yet); drop %s",

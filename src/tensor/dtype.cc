@@ -30,6 +30,7 @@ constexpr DTypeTraits kTable[] = {
     {DType::I64, "I64", 1, 8, false, false},
     {DType::F64, "F64", 1, 8, false, false},
     {DType::BF16, "BF16", 1, 2, false, true},
+    {DType::MXFP4, "MXFP4", kQKMXFP4, sizeof(BlockMXFP4), true, true},
 };
 
 }  // namespace

@@ -30,6 +30,7 @@ enum class DType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct DTypeTraits {
@@ -58,5 +59,12 @@ inline size_t row_bytes(DType t, int64_t n) {
 inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                                          DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
                                          DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Weight types only mixture-of-experts tensors come in (gpt-oss's experts): CPU matmul and the reference
+// support them, the GPU kernels do not (yet), so they stay out of kWeightTypes.
+inline constexpr DType kExpertWeightTypes[] = {DType::MXFP4};
+
+// One past the largest DType id (tables indexed by id).
+inline constexpr uint32_t kDTypeIdLimit = 40;
 
 }  // namespace ferry

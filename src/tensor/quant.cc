@@ -168,6 +168,41 @@ void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t nb) {
   }
 }
 
+// MXFP4 (ggml's quantize_row_mxfp4_ref): the shared exponent e = floor(log2(amax)) - 2 + 127 puts amax
+// in [4, 8) times the half scale 2^(e - 128), so the largest E2M1 value 6 (12 doubled) covers it up to
+// rounding; each element takes the table entry nearest x / scale (the first one on ties, so +0 over -0).
+// amax below 2^-125 would make e negative, which ggml converts float -> uint8 through an int on x86;
+// the same wrap here keeps such blocks byte-identical (they dequantize to zeros either way).
+int mxfp4_best_index(float x, float d) {
+  int best = 0;
+  float best_err = std::fabs(static_cast<float>(kMxfp4Values[0]) * d - x);
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(static_cast<float>(kMxfp4Values[i]) * d - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
+    }
+  }
+  return best;
+}
+
+void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j)
+      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
+    const uint8_t e =
+        amax > 0.0f ? static_cast<uint8_t>(static_cast<int>(std::floor(std::log2(amax)) - 2 + 127)) : 0;
+    const float d = e8m0_to_fp32_half(e);
+    y[i].e = e;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int x0 = mxfp4_best_index(x[j], d);
+      const int x1 = mxfp4_best_index(x[kQK / 2 + j], d);
+      y[i].qs[j] = static_cast<uint8_t>(x0 | (x1 << 4));
+    }
+  }
+}
+
 // ---- dequantizers (ggml's dequantize_row_*) ---------------------------------------------------------
 
 void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
@@ -176,6 +211,16 @@ void dequantize_q4_0(const BlockQ4_0* x, float* y, int64_t nb) {
     for (int j = 0; j < kQK / 2; ++j) {
       y[j] = static_cast<float>((x[i].qs[j] & 0x0F) - 8) * d;
       y[j + kQK / 2] = static_cast<float>((x[i].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void dequantize_mxfp4(const BlockMXFP4* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = e8m0_to_fp32_half(x[i].e);
+    for (int j = 0; j < kQK / 2; ++j) {
+      y[j] = static_cast<float>(kMxfp4Values[x[i].qs[j] & 0x0F]) * d;
+      y[j + kQK / 2] = static_cast<float>(kMxfp4Values[x[i].qs[j] >> 4]) * d;
     }
   }
 }
@@ -276,6 +321,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: return kquant::dequantize_q5_k(as_blocks<BlockQ5_K>(src), dst, nb);
     case DType::Q6_K: return kquant::dequantize_q6_k(as_blocks<BlockQ6_K>(src), dst, nb);
     case DType::Q8_K: return kquant::dequantize_q8_k(as_blocks<BlockQ8_K>(src), dst, nb);
+    case DType::MXFP4: return dequantize_mxfp4(as_blocks<BlockMXFP4>(src), dst, nb);
     default: break;
   }
   FERRY_ASSERT_MSG(false, "dequantize_row: unsupported type");
@@ -309,6 +355,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q5_K: return kquant::quantize_q5_k(src, as_blocks<BlockQ5_K>(dst), nb);
     case DType::Q6_K: return kquant::quantize_q6_k(src, as_blocks<BlockQ6_K>(dst), nb);
     case DType::Q8_K: return kquant::quantize_q8_k(src, as_blocks<BlockQ8_K>(dst), nb);
+    case DType::MXFP4: return quantize_mxfp4(src, as_blocks<BlockMXFP4>(dst), nb);
     default: break;
   }
   FERRY_ASSERT_MSG(false, "quantize_row: unsupported type");

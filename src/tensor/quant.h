@@ -11,7 +11,7 @@
 namespace ferry {
 
 // Dequantize n elements (n a multiple of the type's block size) of type t from src into dst.
-// Supports every weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) and Q8_K.
+// Supports every weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, MXFP4) and Q8_K.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
 // Quantize n elements (multiple of the block size) of float32 into type t (all weight types, plus

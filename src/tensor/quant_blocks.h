@@ -62,6 +62,17 @@ struct BlockQ8_1 {
 };
 static_assert(sizeof(BlockQ8_1) == 36, "Q8_1 block");
 
+// ---- MXFP4 (OCP microscaling FP4): 32 E2M1 codes sharing one power-of-two scale ----------------
+// value[j] = kMxfp4Values[code] * e8m0_to_fp32_half(e): the table holds twice the E2M1 values (so
+// they are integers) and the scale is half of 2^(e - 127), as ggml keeps them. Element j < 16 is the
+// low nibble of qs[j], element j + 16 its high nibble (Q4_0's order).
+inline constexpr int kQKMXFP4 = 32;
+struct BlockMXFP4 {
+  uint8_t e;                    // E8M0 shared exponent
+  uint8_t qs[kQKMXFP4 / 2];     // 4-bit E2M1 codes
+};
+static_assert(sizeof(BlockMXFP4) == 17, "MXFP4 block");
+
 // ---- k-quants: 256-element super-blocks ---------------------------------------------------------
 inline constexpr int kQK_K = 256;
 inline constexpr int kKScaleSize = 12;
@@ -179,6 +190,18 @@ FERRY_HD uint16_t fp32_to_bf16(float f) {
   uint32_t x = fp32_to_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 64);
   return static_cast<uint16_t>((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
+}
+
+// Twice the E2M1 values of the 16 MXFP4 codes (sign bit 3): 0, 0.5, 1, 1.5, 2, 3, 4, 6 doubled.
+#if !defined(__CUDACC__)
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+#endif
+
+// Half of the E8M0 scale 2^(e - 127), exactly as a float: 2^(e - 128), subnormal for e < 2 (ggml's
+// ggml_e8m0_to_fp32_half; e == 255, NaN in the format, reads as 2^127 there too).
+FERRY_HD float e8m0_to_fp32_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  return fp32_from_bits(bits);
 }
 
 // Unpack the j-th (0..7) 6-bit scale and min of a Q4_K / Q5_K super-block.

@@ -46,11 +46,21 @@ constexpr const char* kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n{L}{N}]?[{L}]+|[{N}]"
     "| ?[^{WS}{L}{N}]+[\\r\\n]*|[{WS}]*[\\r\\n]+|[{WS}]+(?![^{WS}])|[{WS}]+";
 
+// GPT-4o / o200k (gpt-oss, llama4): llama.cpp's form of tokenizer.json's pattern, cased words spelt with
+// lookaheads: (?=[{L}])[^a-z] is a letter that is not ASCII lowercase (ASCII uppercase or any other
+// letter), (?=[{L}])[^A-Z] one that is not ASCII uppercase. llama.cpp runs it through std::regex over its
+// collapsed text, where every non-ASCII letter is one "letter" byte: the same sets as here.
+constexpr const char* kGpt4o =
+    "[^\\r\\n{L}{N}]?((?=[{L}])([^a-z]))*((?=[{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+    "|[^\\r\\n{L}{N}]?((?=[{L}])([^a-z]))+((?=[{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+    "|[{N}]{1,3}| ?[^{WS}{L}{N}]+[\\r\\n/]*|[{WS}]*[\\r\\n]+|[{WS}]+(?![^{WS}])|[{WS}]+";
+
 std::vector<const char*> patterns_for(PreKind kind) {
   switch (kind) {
     case PreKind::kGpt2: return {kGpt2};
     case PreKind::kLlama3: return {kLlama3};
     case PreKind::kQwen2: return {kQwen2};
+    case PreKind::kGpt4o: return {kGpt4o};
     case PreKind::kSmollm: return {"[{N}]", kGpt2};
     case PreKind::kDefault: return {"[{P}$+<=>^~|]+", kGpt2, "[{N}]+", "[0-9][0-9][0-9]"};
   }
@@ -108,6 +118,8 @@ constexpr NameInfo kNames[] = {
     {"command-r", {PreKind::kSmollm, false, false}},
     {"codeshell", {PreKind::kSmollm, false, false}},
     {"exaone", {PreKind::kSmollm, false, false}},
+    {"gpt-4o", {PreKind::kGpt4o, false, false}},  // gpt-oss (o200k)
+    {"llama4", {PreKind::kGpt4o, false, false}},
     {"gpt-2", {PreKind::kGpt2, false, false}},
     {"gpt2", {PreKind::kGpt2, false, false}},
     {"phi-2", {PreKind::kGpt2, false, false}},
@@ -125,6 +137,7 @@ const char* pre_kind_name(PreKind kind) {
     case PreKind::kLlama3: return "llama3";
     case PreKind::kQwen2: return "qwen2";
     case PreKind::kSmollm: return "smollm";
+    case PreKind::kGpt4o: return "gpt-4o";
   }
   return "?";
 }

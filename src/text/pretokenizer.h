@@ -15,7 +15,7 @@
 
 namespace ferry::text {
 
-enum class PreKind { kDefault, kGpt2, kLlama3, kQwen2, kSmollm };
+enum class PreKind { kDefault, kGpt2, kLlama3, kQwen2, kSmollm, kGpt4o };
 const char* pre_kind_name(PreKind kind);
 
 // What a tokenizer.ggml.pre name means (llama.cpp's llama_vocab::impl::load): the regex family and

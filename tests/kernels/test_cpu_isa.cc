@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/kernels.h"
@@ -50,7 +51,9 @@ TEST(CpuIsa, VectorLevelsInstallPanelsAndCells) {
     if (!cpu_isa_supported(isa)) continue;
     const cpu::KernelTable& t = cpu::kernel_table(isa);
     EXPECT_EQ(t.isa, isa);
-    for (DType type : kWeightTypes) {
+    std::vector<DType> types(std::begin(kWeightTypes), std::end(kWeightTypes));
+    types.insert(types.end(), std::begin(kExpertWeightTypes), std::end(kExpertWeightTypes));
+    for (DType type : types) {
       const cpu::MatKernel& m = t.mat[static_cast<uint32_t>(type)];
       SCOPED_TRACE(std::string(cpu_isa_name(isa)) + " " + dtype_name(type));
       EXPECT_NE(m.direct, nullptr);
@@ -65,7 +68,7 @@ TEST(CpuIsa, VectorLevelsInstallPanelsAndCells) {
   if (cpu_isa_supported(CpuIsa::kAvx2Vnni)) {
     const cpu::KernelTable& a = cpu::kernel_table(CpuIsa::kAvx2);
     const cpu::KernelTable& v = cpu::kernel_table(CpuIsa::kAvx2Vnni);
-    for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::MXFP4}) {
       EXPECT_NE(a.mat[static_cast<uint32_t>(type)].direct, v.mat[static_cast<uint32_t>(type)].direct) << dtype_name(type);
       EXPECT_NE(a.mat[static_cast<uint32_t>(type)].panel_mul, v.mat[static_cast<uint32_t>(type)].panel_mul) << dtype_name(type);
     }

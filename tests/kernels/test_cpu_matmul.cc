@@ -33,7 +33,8 @@ DType act_type(DType w) {
   switch (w) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0: return DType::Q8_0;
+    case DType::Q8_0:
+    case DType::MXFP4: return DType::Q8_0;
     case DType::Q4_1:
     case DType::Q5_1: return DType::Q8_1;
     case DType::Q2_K:
@@ -235,6 +236,9 @@ TEST_P(CpuMatmul, MatchesEmulationAndRef) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CpuMatmul, ::testing::ValuesIn(kWeightTypes),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+// MXFP4 (gpt-oss's experts) at every level: scalar, AVX2, AVX2-VNNI, AVX-512 where the CPU has them.
+INSTANTIATE_TEST_SUITE_P(ExpertWeightTypes, CpuMatmul, ::testing::ValuesIn(kExpertWeightTypes),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 // Strided output and activations (views into wider buffers), as the model code passes rows(0, n).

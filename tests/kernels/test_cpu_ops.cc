@@ -96,7 +96,7 @@ TEST(CpuOps, RmsNormAddScaleGlu) {
         expect_close(s1, s0, 0, 0, tag + " scale");
 
         std::vector<float> g = randn(d * T, 6, 3.f), u = randn(d * T, 7);
-        for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+        for (Activation act : {Activation::kSilu, Activation::kGeluTanh, Activation::kSwigluOai}) {
           ref.glu(f32(g, d, T), f32(u, d, T), act, f32(s0, d, T));
           std::vector<float> gc = g;
           ops->glu(f32(gc, d, T), f32(u, d, T), act, f32(gc, d, T));  // in place
@@ -107,11 +107,19 @@ TEST(CpuOps, RmsNormAddScaleGlu) {
     // Extreme activation inputs: no NaN, the right limits.
     std::vector<float> g = {-1000.f, -90.f, -20.f, 0.f, 20.f, 90.f, 1000.f, -1e-8f, 3.f}, u(g.size(), 1.f);
     std::vector<float> r0(g.size()), r1(g.size());
-    for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+    for (Activation act : {Activation::kSilu, Activation::kGeluTanh, Activation::kSwigluOai}) {
       ref.glu(f32(g, 9), f32(u, 9), act, f32(r0, 9));
       ops->glu(f32(g, 9), f32(u, 9), act, f32(r1, 9));
       expect_close(r1, r0, 2e-6, 1e-6, tag + " glu extremes", 0.2, 1.0 / 1024);
     }
+  }
+  // gpt-oss's clamped SwiGLU by hand: g' = min(g, 7), u' = clamp(u, -7, 7), g' / (1 + exp(-1.702 g')) * (u' + 1).
+  std::vector<float> g = {-3.f, 0.f, 2.f, 7.f, 9.f, 100.f}, u = {0.5f, -9.f, 8.f, 1.f, -2.f, 0.f}, y(6);
+  auto ops = make_cpu_ops(1, best_cpu_isa());
+  ops->glu(f32(g, 6), f32(u, 6), Activation::kSwigluOai, f32(y, 6));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = std::min(g[i], 7.f), v = std::clamp(u[i], -7.f, 7.f);
+    EXPECT_NEAR(y[i], x / (1.0 + std::exp(-1.702 * x)) * (v + 1.0), 1e-5 * (1 + std::fabs(y[i]))) << i;
   }
 }
 
@@ -148,8 +156,22 @@ TEST(CpuOps, Rope) {
       BatchMeta batch;
       batch.n_tokens = static_cast<int32_t>(T);
       batch.pos = i32(pos);
-      for (int variant = 0; variant < 4; ++variant) {
+      for (int variant = 0; variant < 5; ++variant) {
         RopeParams p;
+        if (variant == 4) {  // YaRN as gpt-oss sets it: factor 32 over 4096 positions, base 150000
+          p.n_rot = static_cast<int32_t>(hd);
+          p.freq_base = 150000.f;
+          p.freq_scale = 1.f / 32.f;
+          p.neox = true;
+          p.ext_factor = 1.f;
+          p.attn_factor = 1.f;
+          p.n_ctx_orig = 4096;
+          std::vector<float> x0 = randn(hd * n_head * T, 30), x1 = x0;
+          ref.rope(f32(x0, hd, n_head, T), batch, p);
+          ops->rope(f32(x1, hd, n_head, T), batch, p);
+          expect_close(x1, x0, 2e-5, 2e-5, std::string(cpu_isa_name(isa)) + " rope yarn");
+          continue;
+        }
         p.n_rot = variant == 3 ? 32 : static_cast<int32_t>(hd);  // partial rotary
         p.freq_base = variant == 2 ? 500000.f : 10000.f;
         p.freq_scale = variant == 2 ? 0.25f : 1.f;
@@ -213,6 +235,7 @@ struct AttnCase {
   int64_t hd, n_head, n_kv_head, T, n_prev;
   int window;
   float softcap;
+  bool sinks = false;  // gpt-oss's per-head sink logits
 };
 
 void run_attention_case(const AttnCase& c, uint32_t seed) {
@@ -262,6 +285,8 @@ void run_attention_case(const AttnCase& c, uint32_t seed) {
   ap.scale = 1.f / std::sqrt(static_cast<float>(c.hd));
   ap.window = c.window;
   ap.softcap = c.softcap;
+  std::vector<float> sinks = randn(c.n_head, seed + 6, 2.f);
+  if (c.sinks) ap.sinks = f32(sinks, c.n_head);
 
   auto kv_of = [&](std::vector<uint16_t>& kb, std::vector<uint16_t>& vb) {
     KvView kv;
@@ -310,6 +335,8 @@ TEST(CpuOps, Attention) {
     run_attention_case({64, 9, 3, T, 200, 0, 0.f}, seed++);   // GQA 3 (smollm2), several cell chunks
     run_attention_case({256, 4, 1, T, 130, 0, 0.f}, seed++);  // head_dim 256 (gemma3), MQA
     run_attention_case({80, 6, 2, T, 150, 9, 0.f}, seed++);   // head_dim % 32 == 16, window
+    run_attention_case({64, 8, 2, T, 40, 16, 0.f, true}, seed++);  // gpt-oss: sinks, window
+    run_attention_case({64, 8, 2, T, 300, 0, 0.f, true}, seed++);  // sinks over several cell chunks
     // llama3-8b heads, > 32 chunks of 64 cells (decode sizes only: the reference is slow at T = 69).
     if (T <= 3) run_attention_case({128, 32, 8, T, 2500, 0, 0.f}, seed);
     ++seed;

@@ -385,6 +385,55 @@ TEST(MoeOps, ExpertGroupsSumToTheWholeBlock) {
       ExpertGroup e0{stack(gw, d, ffe, 0, 1), stack(uw, d, ffe, 0, 1), stack(dw, ffe, d, 0, 1), 0, Activation::kSilu};
       ops->moe_experts(e0, vx, vid, vw, s, false, TensorView::make(DType::F32, none.data(), d, T));
       EXPECT_EQ(none, std::vector<float>(none.size(), 0.f));
+
+      // gpt-oss: per-expert biases and the clamped SwiGLU. Reference: the same composition with the biases
+      // added by hand to each routed slot; split into groups, each group takes its columns of the biases.
+      std::vector<float> bg = randn(static_cast<size_t>(ffe * E), 47, 0.5f), bu = randn(bg.size(), 48, 0.5f);
+      std::vector<float> bd = randn(static_cast<size_t>(d * E), 49, 0.5f);
+      auto cols = [](std::vector<float>& b, int64_t n, int64_t e0, int64_t ne) {
+        return TensorView::make(DType::F32, b.data() + e0 * n, n, ne);
+      };
+      std::vector<float> want_b(static_cast<size_t>(d * T));
+      {
+        TensorView gv = stack(gw, d, ffe, 0, E), uv = stack(uw, d, ffe, 0, E), dv = stack(dw, ffe, d, 0, E);
+        const TensorView* wgu[2] = {&gv, &uv};
+        TensorView outs[2] = {s.gate, s.up};
+        ops->matmul_id(2, wgu, TensorView::make(DType::F32, const_cast<float*>(x.data()), d, 1, T), vid, 0, outs);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < k; ++j) {
+            const int32_t e = ids[static_cast<size_t>(t * k + j)];
+            for (int64_t i = 0; i < ffe; ++i) {
+              g[static_cast<size_t>((t * k + j) * ffe + i)] += bg[static_cast<size_t>(e * ffe + i)];
+              u[static_cast<size_t>((t * k + j) * ffe + i)] += bu[static_cast<size_t>(e * ffe + i)];
+            }
+          }
+        const TensorView g2 = TensorView::make(DType::F32, g.data(), ffe, k * T), u2 = TensorView::make(DType::F32, u.data(), ffe, k * T);
+        ops->glu(g2, u2, Activation::kSwigluOai, g2);
+        const TensorView* wd = &dv;
+        TensorView yv = s.y;
+        ops->matmul_id(1, &wd, s.gate, vid, 0, &yv);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < k; ++j) {
+            const int32_t e = ids[static_cast<size_t>(t * k + j)];
+            for (int64_t i = 0; i < d; ++i) y[static_cast<size_t>((t * k + j) * d + i)] += bd[static_cast<size_t>(e * d + i)];
+          }
+        ops->moe_combine(s.y, vw, TensorView::make(DType::F32, want_b.data(), d, T));
+      }
+      std::vector<float> got_b(static_cast<size_t>(d * T), NAN);
+      ExpertGroup allb{stack(gw, d, ffe, 0, E), stack(uw, d, ffe, 0, E), stack(dw, ffe, d, 0, E), 0,
+                       Activation::kSwigluOai, cols(bg, ffe, 0, E), cols(bu, ffe, 0, E), cols(bd, d, 0, E)};
+      ops->moe_experts(allb, vx, vid, vw, s, false, TensorView::make(DType::F32, got_b.data(), d, T));
+      EXPECT_EQ(got_b, want_b);
+      std::vector<float> sum_b(static_cast<size_t>(d * T), NAN);
+      acc = false;
+      for (auto [e0, e1] : {std::pair<int64_t, int64_t>{0, 3}, {3, 5}, {5, 8}}) {
+        ExpertGroup grp{stack(gw, d, ffe, e0, e1 - e0), stack(uw, d, ffe, e0, e1 - e0), stack(dw, ffe, d, e0, e1 - e0),
+                        static_cast<int32_t>(e0), Activation::kSwigluOai, cols(bg, ffe, e0, e1 - e0),
+                        cols(bu, ffe, e0, e1 - e0), cols(bd, d, e0, e1 - e0)};
+        ops->moe_experts(grp, vx, vid, vw, s, acc, TensorView::make(DType::F32, sum_b.data(), d, T));
+        acc = true;
+      }
+      for (size_t i = 0; i < sum_b.size(); ++i) ASSERT_NEAR(sum_b[i], want_b[i], 1e-5 * (1 + std::fabs(want_b[i]))) << i;
     }
   }
 }

@@ -109,25 +109,28 @@ class _GgmlTensor(ctypes.Structure):
                 ("view_offs", ctypes.c_size_t), ("data", ctypes.c_void_p), ("name", ctypes.c_char * 64)]
 
 
-def llama_router_logits(model: Path, ids: list[int], n_ctx: int) -> dict[int, np.ndarray]:
+def llama_router_logits(model: Path, ids: list[int], n_ctx: int, name: str = "ffn_moe_logits") -> dict[int, np.ndarray]:
     """llama.cpp's router logits ("ffn_moe_logits-<layer>", F32 [n_expert, n_tokens] on the CPU backend)
-    for the token ids evaluated in one sequence: layer -> [len(ids), n_expert]."""
+    for the token ids evaluated in one sequence: layer -> [len(ids), n_expert]. gpt-oss picks its experts
+    from the biased logits, which its graph names "ffn_moe_probs" last (softmax-weight gating: the probs
+    are the biased logits, one tensor under both names)."""
     import llama_cpp
     from llama_cpp import llama_cpp as lc
 
     rows: dict[int, list[np.ndarray]] = {}
+    prefix = name + "-"
 
     def on_tensor(t_ptr, ask, _user):
         t = ctypes.cast(t_ptr, ctypes.POINTER(_GgmlTensor)).contents
-        name = t.name.decode(errors="replace")
-        if not name.startswith("ffn_moe_logits-"):
+        tname = t.name.decode(errors="replace")
+        if not tname.startswith(prefix) or not tname[len(prefix):].isdigit():  # not "-0 (reshaped)" views
             return False
         if ask:
             return True
-        assert t.type == 0, f"{name}: type {t.type}, expected F32"  # GGML_TYPE_F32
+        assert t.type == 0, f"{tname}: type {t.type}, expected F32"  # GGML_TYPE_F32
         n_expert, n_tok = int(t.ne[0]), int(t.ne[1])
         data = np.ctypeslib.as_array(ctypes.cast(t.data, ctypes.POINTER(ctypes.c_float)), shape=(n_tok, n_expert))
-        rows.setdefault(int(name.split("-")[1]), []).append(data.copy())
+        rows.setdefault(int(tname.split("-")[1]), []).append(data.copy())
         return True
 
     callback = lc.ggml_backend_sched_eval_callback(on_tensor)

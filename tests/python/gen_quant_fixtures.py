@@ -71,8 +71,9 @@ TYPES = {
     "Q5_K": (13, 256, 176, 5, 5),
     "Q6_K": (14, 256, 210, 5, 5),
     "Q8_K": (15, 256, 292, 5, 5),
+    "MXFP4": (39, 32, 17, 5, 9),  # last: adding it left the other types' seeds as they were
 }
-GGUF_PY_QUANTIZES = {"F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}
+GGUF_PY_QUANTIZES = {"F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4"}
 GGUF_PY_DEQUANTIZES = set(TYPES) - {"Q8_1", "Q8_K"}
 
 
@@ -227,6 +228,8 @@ def random_blocks(rng: np.random.Generator, name: str, nblocks: int, bbytes: int
         d = b[:, 0:2].copy().view(np.float16).astype(np.float32).reshape(-1)
         s = b[:, 4:36].view(np.int8).astype(np.float32).sum(axis=1) * d
         b[:, 2:4] = s.astype(np.float16).view(np.uint8).reshape(nblocks, 2)
+    elif name == "MXFP4":  # the E8M0 exponent byte: scales 2^-30 .. 2^10 (255 is NaN in the format)
+        b[:, 0] = rng.integers(97, 138, nblocks, dtype=np.uint8)
     else:  # where the fp16 scale fields sit
         offsets = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,),
                    "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}[name]

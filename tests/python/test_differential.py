@@ -3,7 +3,9 @@
 Models: the two bundled real models (SmolLM2-135M-Instruct Q4_1, Gemma-3-270M Q4_K_M) and tiny synthetic
 models of every architecture (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3) in every weight type
 (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K), written by `ferry synth`, and the
-mixture-of-experts presets tiny-qwen3moe and tiny-mixtral in the same types.
+mixture-of-experts presets tiny-qwen3moe, tiny-mixtral and tiny-gpt-oss (attention sinks, YaRN, sliding
+window, biased router and experts, clamped SwiGLU; experts MXFP4 whatever the type, so its rows take the
+block-quantized tolerances in every type) in the same types.
 The same prompt ids go through both (ferry gets them with `--tokens`, so the tokenizer is not under
 test here), then 32 greedy tokens. "spread" below is max(1, std(llama.cpp's logits row)).
 
@@ -24,7 +26,7 @@ Contract (the numbers and their measurements are in docs/TESTING.md):
    divergences accepted as near ties"). llama.cpp parts from itself the same way (flash attention on
    vs off: tiny-llama Q4_K at step 8, tiny-qwen3 Q6_K at step 19 with a 0.084 gap).
 
-Mixture-of-experts presets (tiny-qwen3moe, tiny-mixtral) add one rule. A token's routing is a choice: where
+Mixture-of-experts presets (tiny-qwen3moe, tiny-mixtral, tiny-gpt-oss) add one rule. A token's routing is a choice: where
 llama.cpp's router logits put the n_used-th and the next expert within ROUTE_TIE of each other at some layer,
 the rounding differences that rule 1 allows can pick the other expert, and that token's hidden state (so its
 logits row) then differs by whole spreads. Such rows ("route ties", found from llama.cpp's own router logits
@@ -75,9 +77,17 @@ REAL_MODELS = {
     "smollm2-135m-q4_1": "smollm2-135m-instruct-q4_1.gguf",
     "gemma3-270m-q4_k_m": "gemma-3-270m-q4_k_m.gguf",
 }
-PRESETS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-qwen2.5-vl", "tiny-qwen3moe", "tiny-mixtral"]
+PRESETS = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-qwen2.5-vl", "tiny-qwen3moe", "tiny-mixtral",
+           "tiny-gpt-oss"]
 # Mixture-of-experts presets: experts each token runs (the router's top k).
-MOE_USED = {"tiny-qwen3moe": 4, "tiny-mixtral": 2}
+MOE_USED = {"tiny-qwen3moe": 4, "tiny-mixtral": 2, "tiny-gpt-oss": 2}
+# The router tensor whose logits pick the experts (gpt-oss: the biased logits, named ffn_moe_probs last).
+ROUTER_TENSOR = {"tiny-gpt-oss": "ffn_moe_probs"}
+# Presets whose experts are block-quantized whatever the type (gpt-oss: MXFP4, with Q8_0 activations as
+# llama.cpp's): their rows take the quantized class's tolerances in every type. Measured on tiny-gpt-oss
+# F32: rows agree to 1e-6 spreads until a hidden state 1 ulp apart rounds one activation level the
+# other way (1e-2 spreads); exact activations (--device ref-exact) are 4e-2 spreads from llama.cpp.
+QUANT_EXPERTS = {"tiny-gpt-oss"}
 # A routing decision closer than this (router logits of the n_used-th and the next expert) is a near tie, by
 # weight class: as rule 1's tolerances, it follows how far rounding moves the hidden states.
 ROUTE_TIE = {"float": 0.001, "bf16": 0.005, "quant": 0.02}
@@ -94,16 +104,24 @@ class Case:
     batch: int = 0      # ferry -b (0: default); small values exercise chunked prefill
 
     @property
+    def weight_class(self) -> str:
+        if self.preset in QUANT_EXPERTS or self.dtype not in ("F32", "F16", "BF16"):
+            return "quant"
+        return "bf16" if self.dtype == "BF16" else "float"
+
+    @property
     def tol(self) -> tuple[float, float]:
         if self.real:
             return TOLERANCES["real"]
+        if self.preset in QUANT_EXPERTS:
+            return TOLERANCES["quant"]
         if self.dtype in ("F32", "F16"):
             return TOLERANCES["float"]
         return TOLERANCES["bf16" if self.dtype == "BF16" else "quant"]
 
     @property
     def route_tie(self) -> float:
-        return ROUTE_TIE["float" if self.dtype in ("F32", "F16") else "bf16" if self.dtype == "BF16" else "quant"]
+        return ROUTE_TIE[self.weight_class]
 
     @property
     def tie(self) -> float:
@@ -164,7 +182,8 @@ def _compute(case: Case, work: Path) -> Result:
     diverge = next((j for j in range(N_GEN) if ours.tokens[j:j + 1] != ref.tokens[j:j + 1]), N_GEN)
     route_tie = np.zeros(len(ref.logits), dtype=bool)
     if case.preset in MOE_USED:
-        router = ferry_ref.llama_router_logits(model, prompt + ref.tokens[:N_GEN - 1], n_ctx=256)
+        router = ferry_ref.llama_router_logits(model, prompt + ref.tokens[:N_GEN - 1], n_ctx=256,
+                                               name=ROUTER_TENSOR.get(case.preset, "ffn_moe_logits"))
         route_tie = ferry_ref.route_margins(router, MOE_USED[case.preset]) < case.route_tie
     return Result(ours=ours, ref=ref, diverge=diverge, compared_rows=len(prompt) + min(diverge, N_GEN - 1),
                   route_tie=route_tie)

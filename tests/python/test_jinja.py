@@ -133,7 +133,7 @@ def test_bundled_model_template(ferry_bin, tmp_path, model):
     assert not problems, "\n\n".join(problems)
 
 
-SYNTH_PRESETS = ["tiny-llama", "tiny-qwen3", "tiny-gemma3"]  # the three template families synth writes
+SYNTH_PRESETS = ["tiny-llama", "tiny-qwen3", "tiny-gemma3", "tiny-gpt-oss"]  # the template families synth writes
 
 
 @pytest.mark.parametrize("preset", SYNTH_PRESETS)

@@ -2,8 +2,8 @@
 
 Vocabularies: the two real models (SmolLM2: byte-level BPE, pre=smollm; Gemma 3: SentencePiece-style),
 SmolLM2's vocabulary and merges re-labelled with each other pre-tokenizer we support (llama-bpe, qwen2,
-gpt-2, default; a metadata-only GGUF written here), and `ferry synth` tiny models (llama-bpe, qwen2 and
-SentencePiece vocabularies). For each, every string of tokenizer_corpus.CORPUS (and the raw byte
+gpt-2, default, gpt-4o; a metadata-only GGUF written here), and `ferry synth` tiny models (llama-bpe, qwen2,
+gpt-4o and SentencePiece vocabularies). For each, every string of tokenizer_corpus.CORPUS (and the raw byte
 strings of BYTE_CASES) is tokenized by `ferry tokenize --lines` (one process per vocabulary and mode)
 and by llama.cpp with vocab_only=True; the ids must be identical, with (BOS, parse special) and without
 (no BOS, special text as plain text). The same holds for the text of every token (token_to_piece, with
@@ -35,8 +35,8 @@ REAL = {
     "smollm2": "smollm2-135m-instruct-q4_1.gguf",
     "gemma3": "gemma-3-270m-q4_k_m.gguf",
 }
-VARIANT_PRES = ["llama-bpe", "qwen2", "gpt-2", "default"]
-SYNTH = ["tiny-llama", "tiny-qwen2", "tiny-gemma3"]
+VARIANT_PRES = ["llama-bpe", "qwen2", "gpt-2", "default", "gpt-4o"]
+SYNTH = ["tiny-llama", "tiny-qwen2", "tiny-gemma3", "tiny-gpt-oss"]
 MODELS = list(REAL) + [f"smollm2-vocab-pre-{p}" for p in VARIANT_PRES] + [f"synth-{p}" for p in SYNTH]
 MODES = {"bos+special": (True, True), "plain": (False, False)}
 

@@ -159,14 +159,14 @@ TEST_P(QuantRandomBlocks, DotRowRefEqualsDequantizeDot) { check_dot(); }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantFixture,
                          ::testing::Values("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
-                                           "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K"),
+                                           "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "MXFP4"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 // Random valid blocks (bit patterns a quantizer never makes) dequantized by the reference.
 INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRandomBlocks,
                          ::testing::Values("Q4_0.random", "Q4_1.random", "Q5_0.random", "Q5_1.random", "Q8_0.random",
                                            "Q8_1.random", "Q2_K.random", "Q3_K.random", "Q4_K.random", "Q5_K.random",
-                                           "Q6_K.random", "Q8_K.random"),
+                                           "Q6_K.random", "Q8_K.random", "MXFP4.random"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            const std::string s = info.param;
                            return s.substr(0, s.find('.'));

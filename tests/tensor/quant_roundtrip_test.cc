@@ -22,7 +22,8 @@ namespace {
 //   Q8_0 5.33e-3   (6.5e-3)  Q8_1 5.33e-3 (6.5e-3)   Q8_K 6.89e-3 (8.5e-3)
 //   Q6_K 1.78e-2   (2.2e-2)  Q5_K 3.60e-2 (4.4e-2)   Q5_1 3.77e-2 (4.6e-2)   Q5_0 4.23e-2 (5.2e-2)
 //   Q4_K 7.11e-2   (8.7e-2)  Q4_1 7.80e-2 (9.5e-2)   Q4_0 8.56e-2 (0.105)
-//   Q3_K 0.151     (0.18)    Q2_K 0.296   (0.36)
+//   Q3_K 0.151     (0.18)    Q2_K 0.296   (0.36)    MXFP4 0.115 (0.14: numpy's Gaussian; 2 mantissa levels
+//   per octave and a power-of-two scale)
 // (For a Gaussian the step of a b-bit symmetric block is ~2.1 sigma / 2^(b-1), RMS error step/sqrt(12).)
 struct Bound {
   DType type;
@@ -32,7 +33,7 @@ constexpr Bound kBounds[] = {
     {DType::F32, 0.0},     {DType::F16, 2.6e-4},  {DType::BF16, 2.0e-3}, {DType::Q8_0, 6.5e-3},
     {DType::Q6_K, 2.2e-2}, {DType::Q5_0, 5.2e-2}, {DType::Q5_1, 4.6e-2}, {DType::Q5_K, 4.4e-2},
     {DType::Q4_0, 0.105},  {DType::Q4_1, 9.5e-2}, {DType::Q4_K, 8.7e-2}, {DType::Q3_K, 0.18},
-    {DType::Q2_K, 0.36},   {DType::Q8_1, 6.5e-3}, {DType::Q8_K, 8.5e-3},
+    {DType::Q2_K, 0.36},   {DType::Q8_1, 6.5e-3}, {DType::Q8_K, 8.5e-3}, {DType::MXFP4, 0.14},
 };
 
 std::vector<float> gaussian(size_t n, uint32_t seed, float scale) {
@@ -88,7 +89,10 @@ TEST_P(RoundTrip, SpecialBlocks) {
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_TRUE(std::isfinite(y[i])) << dtype_name(t) << " c=" << c << " i=" << i;
       ASSERT_LE(std::fabs(y[i]), amax * 1.25f) << dtype_name(t) << " c=" << c << " i=" << i;
-      if (std::fabs(c) > 0.1f) ASSERT_LE(std::fabs(y[i] - x[i]), amax * 0.2f) << dtype_name(t) << " c=" << c;
+      // MXFP4's scale 2^(floor(log2 amax) - 2) tops out at 1.5 * 2^floor(log2 amax): amax just under a
+      // power of two loses up to a quarter (ggml's rule; the outlier 125 here becomes 96).
+      const float rel = t == DType::MXFP4 ? 0.25f : 0.2f;
+      if (std::fabs(c) > 0.1f) ASSERT_LE(std::fabs(y[i] - x[i]), amax * rel) << dtype_name(t) << " c=" << c;
     }
   }
 }

@@ -29,6 +29,11 @@ constexpr int64_t kCellsMaxTokens = 4;
 constexpr int kCellsChunkMin = 64;
 constexpr int kCellsMaxChunks = 32;
 
+// Head h's sink logit, or -inf (none).
+float sink_of(const AttnParams& p, int64_t h) {
+  return p.sinks.data != nullptr ? p.sinks.ptr<const float>()[h] : -INFINITY;
+}
+
 }  // namespace
 
 void order_by_position(int32_t* vis, int n, const int32_t* cell_pos) {
@@ -46,6 +51,7 @@ void CpuOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
   FERRY_ASSERT(kv.k.ne[0] == hd * p.n_kv_head && kv.v.ne[0] == hd * p.n_kv_head && kv.n_cells <= kv.k.ne[1]);
   FERRY_ASSERT(batch.pos.dtype == DType::I32 && batch.seq.dtype == DType::I32);
   FERRY_ASSERT(kv.cell_pos.dtype == DType::I32 && kv.cell_seq.dtype == DType::I32);
+  FERRY_ASSERT(p.sinks.data == nullptr || (p.sinks.dtype == DType::F32 && p.sinks.ne[0] == p.n_head));
   if (n_tok == 0) return;
   // Tokens [0, n_cells_path) take the cells path, the others the work items: by the token count, or
   // with token groups on (set_token_groups) the decode tokens and the prompt tokens respectively.
@@ -108,7 +114,8 @@ void CpuOps::attention_items(const TensorView& q, const KvView& kv, const BatchM
       const auto* vbase = static_cast<const uint8_t*>(kv.v.data) + static_cast<size_t>(kvh * hd) * 2;
       tab_->attn_scores(q16, hd, item_heads, kbase, kv.k.nb[1], vis, n_vis, static_cast<int>(hd), p.scale,
                         p.softcap, scores);
-      for (int g = 0; g < item_heads; ++g) tab_->softmax(scores + static_cast<size_t>(g) * n_vis, n_vis);
+      for (int g = 0; g < item_heads; ++g)
+        tab_->softmax(scores + static_cast<size_t>(g) * n_vis, n_vis, sink_of(p, h0 + g));
       float* o = static_cast<float*>(out.row(t)) + h0 * hd;
       tab_->attn_values(scores, item_heads, vbase, kv.v.nb[1], vis, n_vis, static_cast<int>(hd), o);
     }
@@ -172,7 +179,7 @@ void CpuOps::attention_cells(const TensorView& q, const KvView& kv, const BatchM
   } else {
     scores_body(0, n_chunks);
   }
-  for (int h = 0; h < n_head; ++h) tab_->softmax(scores + static_cast<size_t>(h) * n_vis, n_vis);
+  for (int h = 0; h < n_head; ++h) tab_->softmax(scores + static_cast<size_t>(h) * n_vis, n_vis, sink_of(p, h));
 
   auto values_body = [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {

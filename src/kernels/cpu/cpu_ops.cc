@@ -111,14 +111,16 @@ void CpuOps::glu(const TensorView& gate, const TensorView& up, Activation act, T
 }
 
 // RoPE angles as ggml computes them (and RefOps' kLlamaCpp numerics): in float, theta_i = pos *
-// base^(-2i / n_rot) by repeated multiplication, th = freq_scale * (theta_i / freq_factor[i]), cosf /
-// sinf; then the rotation of every head of the token.
+// base^(-2i / n_rot) by repeated multiplication, th = freq_scale * (theta_i / freq_factor[i]) blended by
+// YaRN where it is on, cosf / sinf times attn_factor (kernels/rope_yarn.h); then the rotation of every
+// head of the token.
 namespace {
 
 struct RopeTables {
   int64_t half = 0;
   const float* ff = nullptr;  // freq factors or null
   float theta_scale = 1.f;
+  float corr_dims[2] = {0.f, 0.f};  // YaRN
   size_t slice = 0;           // per-thread bytes: cos + sin
 };
 
@@ -131,6 +133,7 @@ RopeTables rope_tables(const RopeParams& p, int64_t hd) {
     r.ff = p.freq_factors.ptr<const float>();
   }
   r.theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  rope_yarn_corr_dims(p.n_rot, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow, r.corr_dims);
   r.slice = static_cast<size_t>(r.half) * 2 * sizeof(float) + 64;
   return r;
 }
@@ -139,9 +142,8 @@ RopeTables rope_tables(const RopeParams& p, int64_t hd) {
 void rope_angles(const RopeTables& r, const RopeParams& p, int32_t pos, float* cs, float* sn) {
   float theta = static_cast<float>(pos);
   for (int64_t i = 0; i < r.half; ++i) {
-    const float th = p.freq_scale * (theta / (r.ff != nullptr ? r.ff[i] : 1.0f));
-    cs[i] = std::cos(th);
-    sn[i] = std::sin(th);
+    rope_yarn(theta / (r.ff != nullptr ? r.ff[i] : 1.0f), p.freq_scale, r.corr_dims, 2 * i, p.ext_factor,
+              p.attn_factor, &cs[i], &sn[i]);
     theta *= r.theta_scale;
   }
 }

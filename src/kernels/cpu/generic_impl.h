@@ -242,6 +242,24 @@ inline void unpack_q8_0(const BlockQ8_0& b, uint8_t* u, float* sc, float* mn) {
   mn[0] = -128.f * sc[0];
 }
 
+// MXFP4: u = doubled E2M1 value + 16 (4..28), scale = half the E8M0 scale (a power of two, exact), so
+// value = scale * (u - 16) is ggml's kvalues_mxfp4[code] * e8m0_half(e) bit for bit.
+inline constexpr uint8_t kMxfp4Levels[16] = {16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4};
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+inline void unpack_mxfp4(const BlockMXFP4& b, uint8_t* u, float* sc, float* mn) {
+  for (int j = 0; j < 16; ++j) {
+    u[j] = kMxfp4Levels[b.qs[j] & 0x0F];
+    u[j + 16] = kMxfp4Levels[b.qs[j] >> 4];
+  }
+  sc[0] = e8m0_half(b.e);
+  mn[0] = -16.f * sc[0];
+}
+
 // K-quants: B = 256; G = 16 (Q2_K, Q3_K, Q6_K) or 32 (Q4_K, Q5_K).
 inline void unpack_q2_k(const BlockQ2_K& b, uint8_t* u, float* sc, float* mn) {
   const float d = h2f(b.d), dmin = h2f(b.dmin);
@@ -338,6 +356,7 @@ using TQ4_1 = QType<BlockQ4_1, 32, 32, unpack_q4_1>;
 using TQ5_0 = QType<BlockQ5_0, 32, 32, unpack_q5_0>;
 using TQ5_1 = QType<BlockQ5_1, 32, 32, unpack_q5_1>;
 using TQ8_0 = QType<BlockQ8_0, 32, 32, unpack_q8_0>;
+using TMXFP4 = QType<BlockMXFP4, 32, 32, unpack_mxfp4>;
 using TQ2_K = QType<BlockQ2_K, 256, 16, unpack_q2_k>;
 using TQ3_K = QType<BlockQ3_K, 256, 16, unpack_q3_k>;
 using TQ4_K = QType<BlockQ4_K, 256, 32, unpack_q4_k>;
@@ -362,7 +381,8 @@ inline void set_quant_acts(KernelTable* t) {
   };
   const Entry entries[] = {
       {DType::Q4_0, 32, act_bytes_g32, quantize_q8_0_act}, {DType::Q5_0, 32, act_bytes_g32, quantize_q8_0_act},
-      {DType::Q8_0, 32, act_bytes_g32, quantize_q8_0_act}, {DType::Q4_1, 32, act_bytes_g32, quantize_q8_1_act},
+      {DType::Q8_0, 32, act_bytes_g32, quantize_q8_0_act}, {DType::MXFP4, 32, act_bytes_g32, quantize_q8_0_act},
+      {DType::Q4_1, 32, act_bytes_g32, quantize_q8_1_act},
       {DType::Q5_1, 32, act_bytes_g32, quantize_q8_1_act}, {DType::Q2_K, 16, act_bytes_g16, quantize_q8_k16_act},
       {DType::Q3_K, 16, act_bytes_g16, quantize_q8_k16_act}, {DType::Q4_K, 32, act_bytes_g32, quantize_q8_k32_act},
       {DType::Q5_K, 32, act_bytes_g32, quantize_q8_k32_act}, {DType::Q6_K, 16, act_bytes_g16, quantize_q8_k16_act},

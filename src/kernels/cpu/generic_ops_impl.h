@@ -40,8 +40,20 @@ inline float g_gelu_tanh(float x) {
   const float k = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
   return h2f(f2h(0.5f * h * (1.0f + __builtin_tanhf(k * h * (1.0f + 0.044715f * h * h)))));
 }
+// ggml's swiglu_oai, scalar as ggml computes it (libm expf).
+inline void g_swiglu_oai(const float* g, const float* u, float* y, int64_t n) {
+  const float alpha = kSwigluOaiAlpha, limit = kSwigluOaiLimit;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i] < limit ? g[i] : limit;
+    const float v = u[i] < -limit ? -limit : (u[i] > limit ? limit : u[i]);
+    const float out_glu = x / (1.f + __builtin_expf(alpha * (-x)));
+    y[i] = out_glu * (v + 1.f);
+  }
+}
 inline void g_glu(const float* g, const float* u, float* y, int64_t n, Activation act) {
-  if (act == Activation::kSilu) {
+  if (act == Activation::kSwigluOai) {
+    g_swiglu_oai(g, u, y, n);
+  } else if (act == Activation::kSilu) {
     for (int64_t i = 0; i < n; ++i) y[i] = g_silu(g[i]) * u[i];
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = g_gelu_tanh(g[i]) * u[i];
@@ -82,15 +94,18 @@ inline void g_attn_scores(const float* q, int64_t q_stride, int ng, const uint8_
     }
   }
 }
-// p[j] = fp16(exp(s[j] - max) * float(1 / sum)), the sum in double.
-inline void g_softmax(float* s, int n) {
+// p[j] = fp16(exp(s[j] - max) * float(1 / sum)), the sum in double; a sink logit (-inf: none) joins
+// the max and, after the scores, the sum (ggml's soft_max with sinks).
+inline void g_softmax(float* s, int n, float sink) {
   float mx = -__builtin_inff();
   for (int j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+  mx = sink > mx ? sink : mx;
   double sum = 0.0;
   for (int j = 0; j < n; ++j) {
     s[j] = __builtin_expf(s[j] - mx);
     sum += s[j];
   }
+  sum += static_cast<double>(__builtin_expf(sink - mx));
   const float inv = static_cast<float>(1.0 / sum);
   for (int j = 0; j < n; ++j) s[j] = h2f(f2h(s[j] * inv));
 }

@@ -14,7 +14,8 @@
 //   x[i] ~= dx[g] * q[i], qs[g] = sum(q of group g), sy[g] = dx[g] * qs[g] (Q8_1: ggml's fp16 s).
 // Every weight group is unpacked as value[i] = scale[g] * u[i] + min[g] with u[i] unsigned 8-bit, so a
 // group's dot is scale * dx * sum(u * q) + min * sy: one integer dot product and two float terms.
-// Types whose min is a fixed multiple of the scale (Q4_0: -8, Q5_0: -16, Q8_0 as u = q + 128: -128)
+// Types whose min is a fixed multiple of the scale (Q4_0: -8, Q5_0: -16, Q8_0 as u = q + 128: -128;
+// MXFP4 as u = (doubled E2M1 value) + 16 with the half E8M0 scale: -16)
 // instead fold it into the integer dot exactly: sum((u - off) * q) = sum(u * q) - off * qs, as ggml's
 // integer dot of signed levels.
 //
@@ -74,7 +75,7 @@ struct MatKernel {
 
 struct KernelTable {
   CpuIsa isa = CpuIsa::kScalar;
-  MatKernel mat[32];  // indexed by DType id; only weight types are set
+  MatKernel mat[kDTypeIdLimit];  // indexed by DType id; only weight types are set
 
   // Rows of n floats.
   double (*sum_sq)(const float* x, int64_t n) = nullptr;
@@ -82,7 +83,7 @@ struct KernelTable {
   void (*add)(const float* a, const float* b, float* y, int64_t n) = nullptr;
   void (*scale)(const float* x, float s, float* y, int64_t n) = nullptr;
   // silu(g) * u, or gelu_tanh(g) * u with ggml's F16 GELU (x <= -10: 0; x >= 10: x; else the value
-  // of fp16(x) rounded to fp16).
+  // of fp16(x) rounded to fp16), or ggml's swiglu_oai (scalar, libm expf).
   void (*glu)(const float* g, const float* u, float* y, int64_t n, Activation act) = nullptr;
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n) = nullptr;
   // Rotates pairs (x[i0], x[i1]) by angles with cos cs[i], sin sn[i], i < half; neox: i1 = i + half.
@@ -93,8 +94,9 @@ struct KernelTable {
   void (*attn_scores)(const float* q, int64_t q_stride, int ng, const uint8_t* k, size_t k_stride,
                       const int32_t* cells, int n, int hd, float scale, float softcap, float* s) = nullptr;
   // In place: s[j] = fp16(exp(s[j] - max) / sum) (ggml rounds the probabilities to F16 for the V
-  // product; the sum is taken in double).
-  void (*softmax)(float* s, int n) = nullptr;
+  // product; the sum is taken in double). sink: a logit that joins max and sum without a value row
+  // (attention sinks), -inf for none.
+  void (*softmax)(float* s, int n, float sink) = nullptr;
   // In place: s[j] = exp(s[j] - m) in F32; returns their sum (the vision tower's online softmax).
   float (*exp_sum)(float* s, int64_t n, float m) = nullptr;
   // A small F32 GEMM of row-major tiles: c[i * ldc + j] (+= with accumulate) sum_k a[i * lda + k] *

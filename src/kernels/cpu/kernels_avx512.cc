@@ -35,6 +35,7 @@ inline __m512 exp512(__m512 x) {
 inline __m512 round_h16(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
 
 void glu512(const float* g, const float* u, float* y, int64_t n, Activation act) {
+  if (act == Activation::kSwigluOai) return g_swiglu_oai(g, u, y, n);
   const __m512 one = _mm512_set1_ps(1.f);
   const __m512 k2 = _mm512_set1_ps(-2.f * 0.79788456080286535587989211986876f), c = _mm512_set1_ps(0.044715f);
   for (int64_t i = 0; i < n; i += 16) {
@@ -54,13 +55,14 @@ void glu512(const float* g, const float* u, float* y, int64_t n, Activation act)
   }
 }
 
-void softmax512(float* s, int n) {
+void softmax512(float* s, int n, float sink) {
   __m512 mv = _mm512_set1_ps(-__builtin_inff());
   for (int j = 0; j < n; j += 16) {
     const __mmask16 m = tail_mask(n - j);
     mv = _mm512_mask_max_ps(mv, m, mv, _mm512_maskz_loadu_ps(m, s + j));
   }
-  const float mx = _mm512_reduce_max_ps(mv);
+  float mx = _mm512_reduce_max_ps(mv);
+  mx = sink > mx ? sink : mx;
   const __m512 mb = _mm512_set1_ps(mx);
   __m512 sv = _mm512_setzero_ps();
   for (int j = 0; j < n; j += 16) {
@@ -71,7 +73,8 @@ void softmax512(float* s, int n) {
   }
   // 1 / sum in double as ggml (the 16 float partial sums agree with its double sum to ~1e-7), then the
   // probabilities rounded to F16.
-  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / static_cast<double>(_mm512_reduce_add_ps(sv))));
+  const double sum = static_cast<double>(_mm512_reduce_add_ps(sv)) + static_cast<double>(__builtin_expf(sink - mx));
+  const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / sum));
   for (int j = 0; j < n; j += 16) {
     const __mmask16 m = tail_mask(n - j);
     _mm512_mask_storeu_ps(s + j, m, round_h16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv)));
@@ -235,7 +238,7 @@ void quantize_q8_k512(const float* x, int64_t K, void* act) {
 }
 
 void set_quantizers512(KernelTable* t) {
-  for (DType ty : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<false>;
+  for (DType ty : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::MXFP4}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<false>;
   for (DType ty : {DType::Q4_1, DType::Q5_1}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<true>;
   for (DType ty : {DType::Q2_K, DType::Q3_K, DType::Q6_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k512<16>;
   for (DType ty : {DType::Q4_K, DType::Q5_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k512<32>;

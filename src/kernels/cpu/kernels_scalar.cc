@@ -72,6 +72,7 @@ void fill_scalar(KernelTable* t) {
   set_direct(t, DType::Q5_0, direct_quant<TQ5_0>);
   set_direct(t, DType::Q5_1, direct_quant<TQ5_1>);
   set_direct(t, DType::Q8_0, direct_quant<TQ8_0>);
+  set_direct(t, DType::MXFP4, direct_quant<TMXFP4>);
   set_direct(t, DType::Q2_K, direct_quant<TQ2_K>);
   set_direct(t, DType::Q3_K, direct_quant<TQ3_K>);
   set_direct(t, DType::Q4_K, direct_quant<TQ4_K>);

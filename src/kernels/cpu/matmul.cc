@@ -56,7 +56,7 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
   FERRY_ASSERT(x.ne[0] == K && out.ne[0] == N && out.ne[1] == T && x.ne[2] == 1 && out.ne[2] == 1);
   FERRY_ASSERT(w.ne[2] == 1 && w.ne[3] == 1 && w.where == Where::kHost);
   FERRY_ASSERT(x.data != out.data);
-  FERRY_ASSERT(static_cast<uint32_t>(w.dtype) < 32);
+  FERRY_ASSERT(static_cast<uint32_t>(w.dtype) < kDTypeIdLimit);
   const MatKernel& mk = tab_->mat[static_cast<uint32_t>(w.dtype)];
   FERRY_ASSERT_MSG(mk.direct != nullptr, "CpuOps::matmul: weight type not supported");
   FERRY_ASSERT_MSG(K % traits(w.dtype).block_elems == 0, "CpuOps::matmul: K not a multiple of the block size");
@@ -243,7 +243,7 @@ void CpuOps::matmul_many(int n, const TensorView* const* ws, const TensorView& x
   bool merge = n >= 2 && n <= kMaxMany && pool_.size() > 1 && all_direct;
   const MatKernel* mk = nullptr;
   if (merge) {
-    FERRY_ASSERT(static_cast<uint32_t>(ws[0]->dtype) < 32);
+    FERRY_ASSERT(static_cast<uint32_t>(ws[0]->dtype) < kDTypeIdLimit);
     mk = &tab_->mat[static_cast<uint32_t>(ws[0]->dtype)];
     merge = mk->direct != nullptr && T >= 1 && T <= mk->direct_cols && x.dtype == DType::F32 && x.ne[0] == K &&
             x.ne[2] == 1 && K % traits(ws[0]->dtype).block_elems == 0;

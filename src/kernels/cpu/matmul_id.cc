@@ -88,7 +88,7 @@ void CpuOps::matmul_id(int n, const TensorView* const* ws, const TensorView& x, 
     }
   }
 
-  FERRY_ASSERT(static_cast<uint32_t>(ws[0]->dtype) < 32);
+  FERRY_ASSERT(static_cast<uint32_t>(ws[0]->dtype) < kDTypeIdLimit);
   const MatKernel& mk = tab_->mat[static_cast<uint32_t>(ws[0]->dtype)];
   FERRY_ASSERT_MSG(mk.direct != nullptr, "CpuOps::matmul_id: weight type not supported");
   FERRY_ASSERT_MSG(K % traits(ws[0]->dtype).block_elems == 0, "CpuOps::matmul_id: K not a multiple of the block size");

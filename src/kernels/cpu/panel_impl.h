@@ -555,6 +555,7 @@ void set_qpanels(KernelTable* t, int min_tokens) {
   set_qpanel<V, QPanel<32, 16, 31>>(t, DType::Q5_0, qpack<V, 32, unpack_row_legacy<DecQ5_0>>, min_tokens);
   set_qpanel<V, QPanel<32, 0, 31>>(t, DType::Q5_1, qpack<V, 32, unpack_row_legacy<DecQ5_1>>, min_tokens);
   set_qpanel<V, Q8>(t, DType::Q8_0, qpack<V, 32, unpack_row_legacy<DecQ8_0, Q8::kSigned>>, min_tokens);
+  set_qpanel<V, QPanel<32, 16, 28>>(t, DType::MXFP4, qpack<V, 32, unpack_row_legacy<DecMXFP4>>, min_tokens);
   set_qpanel<V, QPanel<16, 0, 3>>(t, DType::Q2_K, qpack<V, 16, unpack_row_kquant<DecQ2_K>>, min_tokens);
   set_qpanel<V, QPanel<16, 0, 7>>(t, DType::Q3_K, qpack<V, 16, unpack_row_kquant<DecQ3_K>>, min_tokens);
   set_qpanel<V, QPanel<32, 0, 15>>(t, DType::Q4_K, qpack<V, 32, unpack_row_kquant<DecQ4_K>>, min_tokens);

@@ -77,6 +77,7 @@ struct LegacyDec {
   using BlockT = Block;
   static constexpr int kOff = Off;
   static constexpr bool kMin = Min;
+  static constexpr bool kE8M0 = false;  // the scale is an E8M0 byte at the block start, not an fp16
 };
 struct DecQ4_0 : LegacyDec<BlockQ4_0, 8, false> {
   static __m256i levels(const BlockT& b) { return nibbles32(b.qs); }
@@ -104,9 +105,23 @@ struct DecQ8_0 : LegacyDec<BlockQ8_0, 128, false> {
   static __m256i levels(const BlockT& b) { return _mm256_xor_si256(raw(b), _mm256_set1_epi8(static_cast<char>(0x80))); }
 };
 
+// MXFP4: each code looked up as its doubled E2M1 value + 16 (one vpshufb per block); the block's
+// scale is half its E8M0 exponent byte's power of two.
+struct DecMXFP4 : LegacyDec<BlockMXFP4, 16, false> {
+  static constexpr bool kE8M0 = true;
+  static __m256i levels(const BlockT& b) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Levels)));
+    return _mm256_shuffle_epi8(table, nibbles32(b.qs));
+  }
+};
+
 template <typename Dec>
 __m256i legacy_decode(const typename Dec::BlockT& b, float* sc, float* mn) {
-  *sc = h2f(b.d);
+  if constexpr (Dec::kE8M0) {
+    *sc = e8m0_half(b.e);
+  } else {
+    *sc = h2f(b.d);
+  }
   if constexpr (Dec::kMin) {
     *mn = h2f(b.m);
   } else {
@@ -126,6 +141,10 @@ inline __m256 halves_to_f32(__m256i v, bool high) {
 // the min in its high half for Q4_1 / Q5_1). Lanes >= n are 0.
 template <typename Dec>
 inline void block_scales16(const typename Dec::BlockT* blk, int n, float* d, float* m) {
+  if constexpr (Dec::kE8M0) {
+    for (int i = 0; i < 16; ++i) d[i] = i < n ? e8m0_half(blk[i].e) : 0.f;
+    return;
+  }
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i idx = _mm256_mullo_epi32(iota, _mm256_set1_epi32(static_cast<int>(sizeof(typename Dec::BlockT))));
   for (int h = 0; h < 2; ++h) {
@@ -346,7 +365,8 @@ inline void set_direct_quant(KernelTable* t) {
   const Entry entries[] = {
       {DType::Q4_0, direct_by_cols<NibK<DecQ4_0>>},     {DType::Q4_1, direct_by_cols<NibK<DecQ4_1>>},
       {DType::Q5_0, direct_by_cols<LegacyK<DecQ5_0>>}, {DType::Q5_1, direct_by_cols<LegacyK<DecQ5_1>>},
-      {DType::Q8_0, direct_by_cols<LegacyK<DecQ8_0>>}, {DType::Q2_K, direct_by_cols<KquantK<DecQ2_K>>},
+      {DType::Q8_0, direct_by_cols<LegacyK<DecQ8_0>>}, {DType::MXFP4, direct_by_cols<LegacyK<DecMXFP4>>},
+      {DType::Q2_K, direct_by_cols<KquantK<DecQ2_K>>},
       {DType::Q3_K, direct_by_cols<KquantK<DecQ3_K>>}, {DType::Q4_K, direct_by_cols<KquantK4<DecQ4_K>>},
       {DType::Q5_K, direct_by_cols<KquantK4<DecQ5_K>>}, {DType::Q6_K, direct_by_cols<KquantK<DecQ6_K>>},
   };

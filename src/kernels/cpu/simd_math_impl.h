@@ -34,6 +34,7 @@ inline __m256 round_h8(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM
 // silu(g) * u, and ggml's F16 GELU times u (see KernelTable::glu). gelu(h) = h * sigmoid(2u) with
 // u = sqrt(2/pi) * h * (1 + 0.044715 h^2), the same function as 0.5 h (1 + tanh(u)).
 inline void v_glu(const float* g, const float* u, float* y, int64_t n, Activation act) {
+  if (act == Activation::kSwigluOai) return g_swiglu_oai(g, u, y, n);
   int64_t i = 0;
   const __m256 one = _mm256_set1_ps(1.f);
   if (act == Activation::kSilu) {
@@ -66,7 +67,7 @@ inline void v_round_f16(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = h2f(f2h(x[i]));
 }
 
-inline void v_softmax(float* s, int n) {
+inline void v_softmax(float* s, int n, float sink) {
   int j = 0;
   __m256 mv = _mm256_set1_ps(-__builtin_inff());
   for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + j));
@@ -75,6 +76,7 @@ inline void v_softmax(float* s, int n) {
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
   float mx = _mm_cvtss_f32(m4);
   for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+  mx = sink > mx ? sink : mx;
   const __m256 mb = _mm256_set1_ps(mx);
   __m256 sv = _mm256_setzero_ps();
   j = 0;
@@ -89,6 +91,7 @@ inline void v_softmax(float* s, int n) {
     s[j] = __builtin_expf(s[j] - mx);
     sum += s[j];
   }
+  sum += static_cast<double>(__builtin_expf(sink - mx));  // the sink (0 for -inf: none)
   const float inv = static_cast<float>(1.0 / sum);
   g_scale(s, inv, s, n);
   v_round_f16(s, s, n);

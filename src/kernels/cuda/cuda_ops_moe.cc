@@ -198,7 +198,7 @@ void CudaOps::moe_combine(const TensorView& y, const TensorView& weights, Tensor
 
 // The kernels compute gate, up, down and the activation of a group and nothing else: a field added to
 // ExpertGroup (a bias, another activation) must be checked below (else Ops' default) before this compiles.
-static_assert(sizeof(ExpertGroup) == 3 * sizeof(TensorView) + 8,
+static_assert(sizeof(ExpertGroup) == 6 * sizeof(TensorView) + 8,
               "ExpertGroup changed: teach CudaOps::moe_experts its new fields or fall back to Ops::moe_experts");
 
 void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const TensorView& ids, const TensorView& weights,
@@ -214,7 +214,8 @@ void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const Tenso
   FERRY_ASSERT(ids.dtype == DType::I32 && ids.is_contiguous());
   const uint64_t h_bytes = static_cast<uint64_t>(ffe * k * T) * 4;
   const bool gu_quant = traits(g.gate.dtype).quantized, down_quant = traits(g.down.dtype).quantized;
-  bool fast = options_.moe_kernels && (g.act == Activation::kSilu || g.act == Activation::kGeluTanh) &&
+  const bool biased = g.gate_bias.data != nullptr || g.up_bias.data != nullptr || g.down_bias.data != nullptr;
+  bool fast = options_.moe_kernels && !biased && (g.act == Activation::kSilu || g.act == Activation::kGeluTanh) &&
               moe_stack_ok(g.gate, d) && moe_stack_ok(g.up, d) && moe_stack_ok(g.down, ffe) &&
               g.up.dtype == g.gate.dtype && g.up.layout == g.gate.layout && f32_rows(out) && out.nb[1] % 4 == 0 &&
               s.gate.data != nullptr && s.up.data != nullptr && s.y.data != nullptr && s.gate.nbytes() >= h_bytes &&

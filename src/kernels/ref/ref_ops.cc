@@ -87,6 +87,15 @@ void legacy_levels(DType t, const uint8_t* blk, int32_t lv[32], float* d, float*
       for (int j = 0; j < 32; ++j) lv[j] = b->qs[j];
       return;
     }
+    case DType::MXFP4: {  // the doubled E2M1 values with the half E8M0 scale, as ggml's vec_dot
+      const auto* b = reinterpret_cast<const BlockMXFP4*>(blk);
+      *d = e8m0_to_fp32_half(b->e);
+      for (int j = 0; j < 16; ++j) {
+        lv[j] = kMxfp4Values[b->qs[j] & 0x0F];
+        lv[j + 16] = kMxfp4Values[b->qs[j] >> 4];
+      }
+      return;
+    }
     default: FERRY_ASSERT_MSG(false, "legacy_levels: not a 32-element legacy quant");
   }
 }
@@ -159,7 +168,8 @@ DType activation_type(DType w) {
   switch (w) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0: return DType::Q8_0;
+    case DType::Q8_0:
+    case DType::MXFP4: return DType::Q8_0;
     case DType::Q4_1:
     case DType::Q5_1: return DType::Q8_1;
     case DType::Q2_K:
@@ -291,21 +301,33 @@ void RefOps::rope(TensorView x, const BatchMeta& batch, const RopeParams& p) {
   std::vector<double> cs(half), sn(half);
   // ggml's float recurrence: theta_i = theta_{i-1} * base^(-2 / n_rot), starting at pos.
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  float corr_dims[2];
+  rope_yarn_corr_dims(p.n_rot, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow, corr_dims);
   for (int64_t t = 0; t < n_tok; ++t) {
     float theta_f = static_cast<float>(pos[t]);
     for (int64_t i = 0; i < half; ++i) {
       if (llama()) {
-        const float th = p.freq_scale * (theta_f / (ff != nullptr ? ff[i] : 1.0f));
-        cs[i] = std::cos(th);
-        sn[i] = std::sin(th);
+        float c, s;
+        rope_yarn(theta_f / (ff != nullptr ? ff[i] : 1.0f), p.freq_scale, corr_dims, 2 * i, p.ext_factor,
+                  p.attn_factor, &c, &s);
+        cs[i] = c;
+        sn[i] = s;
         theta_f *= theta_scale;
         continue;
       }
-      double theta = static_cast<double>(pos[t]) * p.freq_scale *
-                     std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(i) / p.n_rot);
-      if (ff != nullptr) theta /= ff[i];
-      cs[i] = std::cos(theta);
-      sn[i] = std::sin(theta);
+      // The same blend in double: YaRN's ramp mixes the interpolated angle with the unscaled one.
+      double extrap = static_cast<double>(pos[t]) *
+                      std::pow(static_cast<double>(p.freq_base), -2.0 * static_cast<double>(i) / p.n_rot);
+      if (ff != nullptr) extrap /= ff[i];
+      double theta = p.freq_scale * extrap, mscale = p.attn_factor;
+      if (p.ext_factor != 0.f) {
+        const double y = (static_cast<double>(i) - corr_dims[0]) / std::max(0.001, static_cast<double>(corr_dims[1] - corr_dims[0]));
+        const double mix = (1.0 - std::min(1.0, std::max(0.0, y))) * p.ext_factor;
+        theta = theta * (1.0 - mix) + extrap * mix;
+        mscale *= 1.0 + 0.1 * std::log(1.0 / p.freq_scale);
+      }
+      cs[i] = std::cos(theta) * mscale;
+      sn[i] = std::sin(theta) * mscale;
     }
     for (int64_t h = 0; h < n_head; ++h) {
       float* v = frow(x, h, t);
@@ -500,11 +522,15 @@ void RefOps::attention(const TensorView& q, const KvView& kv, const BatchMeta& b
         score[j] = s;
         mx = std::max(mx, s);
       }
+      const bool sink = p.sinks.data != nullptr;  // the head's sink logit joins max and sum
+      const float sk = sink ? p.sinks.ptr<const float>()[h] : 0.f;
+      if (sink) mx = std::max(mx, static_cast<double>(sk));
       double sum = 0.0;
       for (double& s : score) {
         s = llama() ? std::exp(static_cast<float>(s - mx)) : std::exp(s - mx);
         sum += s;
       }
+      if (sink) sum += llama() ? std::exp(static_cast<float>(sk - mx)) : std::exp(sk - mx);
       std::fill(acc.begin(), acc.end(), 0.0);
       for (size_t j = 0; j < visible.size(); ++j) {
         const auto* vr = static_cast<const uint16_t*>(kv.v.row(visible[j])) + kvh * hd;
@@ -524,6 +550,16 @@ void RefOps::glu(const TensorView& gate, const TensorView& up, Activation act, T
     const float* g = frow(gate, i1, i2, i3);
     const float* u = frow(up, i1, i2, i3);
     float* y = frow(out, i1, i2, i3);
+    if (act == Activation::kSwigluOai) {  // ggml's formula in float (llama.cpp computes it so too)
+      for (int64_t i = 0; i < gate.ne[0]; ++i) {
+        const float x = std::min(g[i], kSwigluOaiLimit);
+        const float v = std::clamp(u[i], -kSwigluOaiLimit, kSwigluOaiLimit);
+        const float out_glu = llama() ? x / (1.f + std::exp(kSwigluOaiAlpha * (-x)))
+                                      : static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(kSwigluOaiAlpha) * x)));
+        y[i] = out_glu * (v + 1.f);
+      }
+      return;
+    }
     for (int64_t i = 0; i < gate.ne[0]; ++i) {
       const float a = act == Activation::kSilu ? silu_ref(g[i])
                       : llama()                ? gelu_tanh_ggml(g[i])
