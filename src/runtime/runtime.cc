@@ -253,20 +253,6 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
   return Status::ok();
 }
 
-// A mixture-of-experts model on the GPU: refused before any profile is measured. The planner and the hybrid
-// executor do not place experts yet; the CPU runs these models (--device cpu).
-Status check_gpu_model(const OpenOptions& o) {
-  Expected<std::unique_ptr<gguf::ModelFile>> file = gguf::ModelFile::open(o.model_path);
-  if (!file) return Status::ok();  // Engine::load reports it
-  Expected<model::ModelSpec> spec = model::ModelSpec::from_gguf(**file);
-  if (!spec || spec->n_expert == 0) return Status::ok();
-  return make_error(ErrorCode::kUnsupported,
-                    "%s is a mixture-of-experts model (%s, %d experts, %d per token): ferry runs those on the CPU "
-                    "only so far (the GPU planner does not place experts yet); drop %s",
-                    o.model_path.c_str(), model::arch_name(spec->arch), spec->n_expert, spec->n_expert_used,
-                    o.vram_budget ? "--vram" : "--device cuda");
-}
-
 }  // namespace
 
 Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
@@ -288,7 +274,6 @@ Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
   // bench/RESULTS.md), 512 otherwise (the hybrid executor's tiers stop at 512, where activations are budget).
   eo.n_batch = o.n_batch > 0 ? o.n_batch : rt->whole_model_ ? 1024 : 512;
   if (rt->device_ == "cuda" || rt->device_ == "emulated") {
-    FERRY_RETURN_IF_ERROR(check_gpu_model(o));
     FERRY_RETURN_IF_ERROR(prepare_hybrid(rt.get(), o, &eo));
   }
   FERRY_ASSIGN_OR_RETURN(rt->engine_, engine::Engine::load(eo));
