@@ -119,6 +119,10 @@ Status HybridRunnerImpl::choose_placements() {
         return make_error(ErrorCode::kInternal, "%s is resident in tier %d but not in the shared resident set",
                           sublayers_[i].label().c_str(), p.tokens);
       if (pl[i] == Placement::kStreamed) {
+        // A streamed sub-layer is rebound to its ring slot; one of the shared resident set never is again.
+        if (plan_.resident[i] && slot_layouts_[i].bytes > 0)
+          return make_error(ErrorCode::kInternal, "%s is streamed in tier %d but in the shared resident set",
+                            sublayers_[i].label().c_str(), p.tokens);
         if (slot_layouts_[i].bytes > plan_.ring_slot_bytes || plan_.ring_slots < 2)
           return make_error(ErrorCode::kInternal, "%s (%llu bytes) is streamed but the ring slot holds %llu",
                             sublayers_[i].label().c_str(), static_cast<unsigned long long>(slot_layouts_[i].bytes),
