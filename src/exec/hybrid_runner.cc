@@ -24,10 +24,12 @@ RunnerSizes sizes_for(const model::ModelSpec& spec, const std::vector<model::Sub
   int64_t max_k = 1, max_n = 1;
   for (const model::SubLayer& s : subs) {
     if (s.kind == SubLayerKind::kEmbed) continue;
+    // An expert group's matrices are multiplied one expert at a time: N is one expert's rows.
+    const int64_t per = s.kind == SubLayerKind::kExperts ? std::max(1, s.expert_end - s.expert_begin) : 1;
     for (const model::WeightRef& w : s.weights)
       if (w.rows > 1) {
         max_k = std::max(max_k, w.cols);
-        if (s.kind != SubLayerKind::kHead) max_n = std::max(max_n, w.rows);
+        if (s.kind != SubLayerKind::kHead) max_n = std::max(max_n, w.rows / per);
       }
   }
   z.shape.max_tokens = o.n_batch;
@@ -104,12 +106,10 @@ Status HybridRunnerImpl::choose_placements() {
         }
     }
     std::vector<size_t> streamed;
+    bool moe = false;
     for (size_t i = 0; i < m; ++i) {
       const SubLayerKind k = sublayers_[i].kind;
-      if (k != SubLayerKind::kEmbed && k != SubLayerKind::kAttention && k != SubLayerKind::kFfn &&
-          k != SubLayerKind::kHead)
-        return make_error(ErrorCode::kUnsupported, "the hybrid executor does not run %s sub-layers yet",
-                          model::sublayer_kind_name(k));
+      moe |= k == SubLayerKind::kMoeRouter || k == SubLayerKind::kExperts;
       if (k == SubLayerKind::kEmbed && pl[i] != Placement::kCpu)
         return make_error(ErrorCode::kUnsupported, "embed placed on the device: not supported");
       if (k == SubLayerKind::kAttention && pl[i] == Placement::kCpu)
@@ -119,6 +119,10 @@ Status HybridRunnerImpl::choose_placements() {
         return make_error(ErrorCode::kInternal, "%s is resident in tier %d but not in the shared resident set",
                           sublayers_[i].label().c_str(), p.tokens);
       if (pl[i] == Placement::kStreamed) {
+        // A streamed sub-layer is rebound to its ring slot; one of the shared resident set never is again.
+        if (plan_.resident[i] && slot_layouts_[i].bytes > 0)
+          return make_error(ErrorCode::kInternal, "%s is streamed in tier %d but in the shared resident set",
+                            sublayers_[i].label().c_str(), p.tokens);
         if (slot_layouts_[i].bytes > plan_.ring_slot_bytes || plan_.ring_slots < 2)
           return make_error(ErrorCode::kInternal, "%s (%llu bytes) is streamed but the ring slot holds %llu",
                             sublayers_[i].label().c_str(), static_cast<unsigned long long>(slot_layouts_[i].bytes),
@@ -131,7 +135,8 @@ Status HybridRunnerImpl::choose_placements() {
           i + static_cast<size_t>(sublayers_[i].n_slices) > m)
         return make_error(ErrorCode::kInternal, "%s: its slices run past the list", sublayers_[i].label().c_str());
     split_ffn_by_tier_.push_back(plan::split_layers(sublayers_, pl));
-    bool all_resident = m >= 2 && sublayers_[0].kind == SubLayerKind::kEmbed && pl[0] == Placement::kCpu;
+    // A step of an MoE model is never one graph: its layers read the routing on the host (moe.cc).
+    bool all_resident = !moe && m >= 2 && sublayers_[0].kind == SubLayerKind::kEmbed && pl[0] == Placement::kCpu;
     for (size_t i = 1; i < m && all_resident; ++i) all_resident = pl[i] == Placement::kResident;
     whole_step_graph_ok_.push_back(on_cuda_ && all_resident ? 1 : 0);
     placements_.push_back(std::move(pl));
@@ -141,6 +146,17 @@ Status HybridRunnerImpl::choose_placements() {
       for (const plan::StrategyEstimate& c : p.candidates)
         if (c.strategy == s) tier_stats_.back().predicted_ms = c.step_ms;
     }
+  }
+  // Every expert group follows its layer's router (run_moe_layer runs them as one).
+  for (size_t i = 0; i < m; ++i) {
+    const model::SubLayer& sl = sublayers_[i];
+    if (sl.kind == SubLayerKind::kMoeRouter && moe_layer_end(i) == i + 1)
+      return make_error(ErrorCode::kInvalidArgument, "%s has no expert groups after it", sl.label().c_str());
+    if (sl.kind == SubLayerKind::kExperts && (i == 0 || sublayers_[i - 1].layer != sl.layer ||
+                                              (sublayers_[i - 1].kind != SubLayerKind::kMoeRouter &&
+                                               sublayers_[i - 1].kind != SubLayerKind::kExperts) ||
+                                              sl.expert_begin >= sl.expert_end))
+      return make_error(ErrorCode::kInvalidArgument, "%s does not follow its layer's router", sl.label().c_str());
   }
   return Status::ok();
 }
@@ -242,6 +258,7 @@ Status HybridRunnerImpl::init() {
   device_where_ = on_cuda_ ? Where::kDevice : Where::kHost;
   sizes_ = sizes_for(spec_, sublayers_, plan_, options_, device_->kind());
   make_slice_views();
+  make_expert_group_views();
   make_slot_layouts();
   FERRY_RETURN_IF_ERROR(choose_placements());
   gather_cpu_slice_downs();

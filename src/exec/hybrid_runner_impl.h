@@ -5,6 +5,8 @@
 //   hybrid_schedule.cc  one step: tier, metadata, the ring's fills on the copy stream, sub-layers in order
 //   hybrid_graphs.cc    CUDA graph capture and replay (whole decode steps, runs of resident sub-layers)
 //   hybrid_slices.cc    FFN slices: their views, and a layer whose slices run on the CPU and the device at once
+//   hybrid_moe.cc       mixture-of-experts layers: expert groups' views, a layer's router and groups wherever
+//                       each is placed
 //   hybrid_stats.cc     per-tier statistics, the timeline, explain_text
 //   hybrid_vision.cc    an image through the vision tower in the arena the resident weights leave
 //
@@ -209,6 +211,17 @@ class HybridRunnerImpl final : public HybridRunner {
   // added. x is on the device before and after.
   Status run_slices(Step& step, size_t first, size_t end);
 
+  // ---- mixture of experts (hybrid_moe.cc) ---------------------------------------------------------
+  // Host views (into the mmap's stacked tensors) and unbound device views of every expert group.
+  void make_expert_group_views();
+  // The MoE layer whose router is sub-layer `router` and whose groups are [router + 1, end): the router
+  // where it is placed, the device's groups enqueued (summing into the device's proj) while the CPU runs
+  // its groups (summing into the host's proj), the CPU's sum added on the device, then x += proj. The
+  // residual ends on the device when any part of the layer ran there.
+  Status run_moe_layer(Step& step, size_t router, size_t end);
+  // The sub-layers of the MoE layer that starts at router sub-layer `router`: one past its last group.
+  size_t moe_layer_end(size_t router) const;
+
   // ---- the step and the ring (hybrid_schedule.cc) -------------------------------------------------
   size_t tier_for(int32_t n_tokens) const;
   // Runs fn with the device Ops in compute-stream order (CUDA: enqueues its kernels now).
@@ -335,6 +348,9 @@ class HybridRunnerImpl final : public HybridRunner {
   // The down columns of slices that run on the CPU in some tier, gathered once into contiguous host
   // memory so the CPU reads whole rows instead of half rows at a stride. Costs those bytes of host memory.
   std::vector<std::vector<uint8_t>> cpu_slice_downs_;
+  // Expert groups (SubLayerKind::kExperts): host views (slices of the mmap's stacked tensors, one contiguous
+  // byte range each) and device views (bound to a resident block or a ring slot), per sub-layer.
+  std::vector<kernels::ExpertGroup> host_groups_, device_groups_;
 
   // ---- CUDA graphs -------------------------------------------------------------------------------
   std::vector<std::pair<GraphKey, int>> graphs_;          // key -> CudaOpsBundle graph id

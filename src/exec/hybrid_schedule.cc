@@ -208,6 +208,12 @@ Status HybridRunnerImpl::run_sublayers(Step& step) {
   const std::vector<uint8_t>& split = split_ffn_by_tier_[step.tier];
   const size_t m = sublayers_.size();
   for (size_t i = 0; i < m; ++i) {
+    if (sublayers_[i].kind == SubLayerKind::kMoeRouter) {  // a mixture-of-experts layer: router and groups
+      const size_t e = moe_layer_end(i);
+      FERRY_RETURN_IF_ERROR(run_moe_layer(step, i, e));
+      i = e - 1;
+      continue;
+    }
     if (split[i]) {  // the first of a layer's FFN slices, some on the CPU: all of them at once
       Status s = step.x_on_device ? Status::ok() : residual_to_device(step);
       step.x_on_device = true;
@@ -232,9 +238,13 @@ Status HybridRunnerImpl::run_sublayers(Step& step) {
     }
     // Segment graphs: runs of resident device sub-layers replayed from CUDA graphs (the step scans a
     // bucket of cells then; device and host views both see the padding cells).
-    if (step.segment_graphs && pl[i] == Placement::kResident && sublayers_[i].kind != SubLayerKind::kHead) {
+    auto graphable = [&](size_t j) {
+      const SubLayerKind k = sublayers_[j].kind;
+      return pl[j] == Placement::kResident && (k == SubLayerKind::kAttention || k == SubLayerKind::kFfn) && !split[j];
+    };
+    if (step.segment_graphs && graphable(i)) {
       size_t e = i;
-      while (e < m && pl[e] == Placement::kResident && sublayers_[e].kind != SubLayerKind::kHead && !split[e]) ++e;
+      while (e < m && graphable(e)) ++e;
       if (e - i >= 2) {
         FERRY_RETURN_IF_ERROR(replay_segment(step, i, e));
         i = e - 1;  // the loop's ++i moves past the segment

@@ -221,6 +221,8 @@ std::string explain_text(const HybridRunner& r) {
   for (const TierStats& t : r.stats())
     for (double v : t.sub_ms) any_sub |= v > 0;
   if (!any_sub) return out;
+  int width = 14;  // the longest label ("blk.47.experts[120:128)" for expert groups)
+  for (const plan::SubLayerSummary& sl : ps.sublayers) width = std::max(width, static_cast<int>(sl.label.size()));
   out += "\nper sub-layer, ms per step (device: compute-stream events; cpu: host clock), and the plan's time for it\n"
          "alone (cpu: no copies running; device: kernels without a graph, the copy not included)\n";
   for (size_t ti = 0; ti < r.stats().size(); ++ti) {
@@ -234,10 +236,10 @@ std::string explain_text(const HybridRunner& r) {
       const bool same_place = pred != nullptr && i < ps.tiers[ti].placement.size() &&
                               ps.tiers[ti].placement[i] == r.placements()[ti][i];  // not a forced strategy's
       if (same_place && i < pred->size() && (*pred)[i] > 0) {
-        std::snprintf(line, sizeof line, "  %-14s %-9s %10.3f  plan %8.3f  %+5.0f %%\n", ps.sublayers[i].label.c_str(),
+        std::snprintf(line, sizeof line, "  %-*s %-9s %10.3f  plan %8.3f  %+5.0f %%\n", width, ps.sublayers[i].label.c_str(),
                       plan::placement_name(r.placements()[ti][i]), meas, (*pred)[i], (meas / (*pred)[i] - 1) * 100);
       } else {
-        std::snprintf(line, sizeof line, "  %-14s %-9s %10.3f\n", ps.sublayers[i].label.c_str(),
+        std::snprintf(line, sizeof line, "  %-*s %-9s %10.3f\n", width, ps.sublayers[i].label.c_str(),
                       plan::placement_name(r.placements()[ti][i]), meas);
       }
       out += line;

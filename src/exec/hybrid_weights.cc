@@ -76,7 +76,8 @@ std::vector<TensorView*> matrices_of(model::ModelWeights& w, const model::SubLay
       model::LayerWeights& l = w.layers[s.layer];
       return {&l.ffn_gate, &l.ffn_up, &l.ffn_down};
     }
-    default: return {};
+    case SubLayerKind::kMoeRouter: return {&w.layers[s.layer].ffn_gate_inp};
+    default: return {};  // expert groups: views of their own (HybridRunnerImpl::host_mats)
   }
 }
 
@@ -102,12 +103,20 @@ std::vector<TensorView*> vectors_of(model::ModelWeights& w) {
 }
 
 std::vector<TensorView*> HybridRunnerImpl::host_mats(model::ModelWeights& hw, size_t i) {
+  if (sublayers_[i].kind == SubLayerKind::kExperts) {
+    kernels::ExpertGroup& g = host_groups_[i];
+    return {&g.gate, &g.up, &g.down};
+  }
   if (!model::is_ffn_slice(sublayers_[i])) return matrices_of(hw, sublayers_[i]);
   model::FfnSlice& v = host_slices_[i];
   return {&v.gate, &v.up, &v.down};
 }
 
 std::vector<TensorView*> HybridRunnerImpl::device_mats(size_t i) {
+  if (sublayers_[i].kind == SubLayerKind::kExperts) {
+    kernels::ExpertGroup& g = device_groups_[i];
+    return {&g.gate, &g.up, &g.down};
+  }
   if (!model::is_ffn_slice(sublayers_[i])) return matrices_of(device_weights_, sublayers_[i]);
   model::FfnSlice& v = device_slices_[i];
   return {&v.gate, &v.up, &v.down};
@@ -227,7 +236,7 @@ void HybridRunnerImpl::register_streamed() {
     }
   std::vector<Range> spans;
   for (size_t i : items)
-    for (const TensorView* t : matrices_of(hw, sublayers_[i])) {
+    for (const TensorView* t : host_mats(hw, i)) {
       if (t->nbytes() == 0) continue;
       const uintptr_t a = reinterpret_cast<uintptr_t>(t->data);
       spans.push_back({a / page * page, (a + t->nbytes() + page - 1) / page * page});
@@ -269,7 +278,7 @@ void HybridRunnerImpl::register_streamed() {
   for (size_t i : items) {
     // The mmap is read-only and copied as it is: streamed matrices keep the file's (ggml) layout even
     // with split_layout; only resident ones (uploaded through staging) are repacked.
-    std::vector<TensorView*> mats = matrices_of(hw, sublayers_[i]);
+    std::vector<TensorView*> mats = host_mats(hw, i);
     slot_layouts_[i] = layout_of(mats, false);
     for (size_t k = 0; k < mats.size(); ++k)
       if (mats[k]->nbytes() > 0)

@@ -308,15 +308,14 @@ void forward_ffn(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   ffn_end(ops, spec, L, il, n, s, hook);
 }
 
-void forward_moe(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
-                 const Scratch& s, const DebugHook* hook) {
+void forward_moe_router(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
+                        const Scratch& s, const DebugHook* hook) {
   const LayerWeights& L = w.layers[il];
-  const int64_t n = n_tokens, d = spec.n_embd, k = spec.n_expert_used, ffe = spec.n_ff_expert;
+  const int64_t n = n_tokens;
   FERRY_ASSERT(n <= s.n_max && spec.n_expert > 0);
-  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n), proj = s.proj.rows(0, n);
+  const TensorView x = s.x.rows(0, n), xn = s.xn.rows(0, n);
   ops.rms_norm(x, L.ffn_norm, spec.rms_eps, xn);
   record(hook, xn, "blk.%d.ffn_norm", il);
-
   const TensorView logits = s.moe_logits.rows(0, n);
   ops.matmul(L.ffn_gate_inp, xn, logits);
   record(hook, logits, "blk.%d.ffn_moe_logits", il);
@@ -325,12 +324,76 @@ void forward_moe(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
     record(hook, logits, "blk.%d.ffn_moe_logits_biased", il);
   }
   kernels::MoeRoute route;
-  route.n_used = static_cast<int32_t>(k);
+  route.n_used = spec.n_expert_used;
   route.gating = spec.expert_softmax_selected ? kernels::MoeGating::kSoftmaxSelected : kernels::MoeGating::kSoftmax;
   route.normalize = spec.expert_weights_norm;
-  const TensorView ids = s.moe_ids.rows(0, n), weights = s.moe_weights.rows(0, n);
-  ops.moe_route(logits, route, ids, weights);
+  const TensorView weights = s.moe_weights.rows(0, n);
+  ops.moe_route(logits, route, s.moe_ids.rows(0, n), weights);
   record(hook, weights, "blk.%d.ffn_moe_weights", il);
+}
+
+kernels::ExpertGroup expert_group_views(const ModelSpec& spec, const LayerWeights& L, int32_t begin, int32_t end) {
+  FERRY_ASSERT(begin >= 0 && begin < end && end <= spec.n_expert);
+  auto part = [&](const TensorView& stacked) {
+    TensorView v = stacked;
+    v.data = static_cast<char*>(stacked.data) + static_cast<size_t>(begin) * stacked.nb[2];
+    v.ne[2] = end - begin;
+    return v;
+  };
+  kernels::ExpertGroup g;
+  g.gate = part(L.ffn_gate_exps);
+  g.up = part(L.ffn_up_exps);
+  g.down = part(L.ffn_down_exps);
+  g.begin = begin;
+  g.act = spec.swiglu_oai ? Activation::kSwigluOai : Activation::kSilu;
+  // Per-expert biases [N, n_expert] (gpt-oss): the group's columns.
+  auto columns = [&](const TensorView& bias) {
+    if (!present(bias)) return TensorView{};
+    TensorView v = bias;
+    v.data = static_cast<char*>(bias.data) + static_cast<size_t>(begin) * bias.nb[1];
+    v.ne[1] = end - begin;
+    return v;
+  };
+  g.gate_bias = columns(L.ffn_gate_exps_bias);
+  g.up_bias = columns(L.ffn_up_exps_bias);
+  g.down_bias = columns(L.ffn_down_exps_bias);
+  return g;
+}
+
+void forward_moe_group(Ops& ops, const ModelSpec& spec, const kernels::ExpertGroup& group, int32_t n_tokens,
+                       const Scratch& s, const TensorView& out, bool accumulate) {
+  const int64_t n = n_tokens;
+  FERRY_ASSERT(n <= s.n_max);
+  kernels::MoeScratch ms;
+  ms.gate = s.gate;
+  ms.up = s.up;
+  ms.y = s.moe_out;
+  ops.moe_experts(group, s.xn.rows(0, n), s.moe_ids.rows(0, n), s.moe_weights.rows(0, n), ms, accumulate, out);
+  (void)spec;
+}
+
+void forward_moe_end(Ops& ops, const ModelSpec& spec, int32_t il, int32_t n_tokens, const Scratch& s,
+                     const TensorView& part, bool proj_started, const DebugHook* hook) {
+  (void)spec;
+  const int64_t n = n_tokens;
+  const TensorView x = s.x.rows(0, n), proj = s.proj.rows(0, n);
+  FERRY_ASSERT(proj_started || part.data != nullptr);
+  if (part.data != nullptr && !proj_started) {
+    ops.add(x, part, x);
+  } else {
+    if (part.data != nullptr) ops.add(proj, part, proj);
+    record(hook, proj, "blk.%d.ffn_moe_out", il);
+    ops.add(x, proj, x);
+  }
+  record(hook, x, "blk.%d.l_out", il);
+}
+
+void forward_moe(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t il, int32_t n_tokens,
+                 const Scratch& s, const DebugHook* hook) {
+  const LayerWeights& L = w.layers[il];
+  const int64_t n = n_tokens, d = spec.n_embd, k = spec.n_expert_used, ffe = spec.n_ff_expert;
+  forward_moe_router(ops, spec, w, il, n_tokens, s, hook);
+  const TensorView xn = s.xn.rows(0, n), ids = s.moe_ids.rows(0, n), weights = s.moe_weights.rows(0, n);
 
   // Each token's routed experts: gate / up [ffe, k, n] from the token's xn, down [d, k, n] from its slots.
   const TensorView gate = TensorView::make(DType::F32, s.gate.data, ffe, k, n, 1, s.gate.where);
@@ -353,10 +416,8 @@ void forward_moe(Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t
   ops.matmul_id(1, &down, gate, ids, 0, &y);
   if (present(L.ffn_down_exps_bias)) ops.add_expert_bias(L.ffn_down_exps_bias, ids, 0, y);
   record(hook, y, "blk.%d.ffn_moe_down", il);
-  ops.moe_combine(y, weights, proj);
-  record(hook, proj, "blk.%d.ffn_moe_out", il);
-  ops.add(x, proj, x);
-  record(hook, x, "blk.%d.l_out", il);
+  ops.moe_combine(y, weights, s.proj.rows(0, n));
+  forward_moe_end(ops, spec, il, n_tokens, s, TensorView{}, true, hook);
 }
 
 FfnSlice ffn_slice_views(const LayerWeights& L, int64_t f0, int64_t f1) {

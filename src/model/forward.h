@@ -87,9 +87,31 @@ void forward_ffn(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w
 
 // x += mixture-of-experts block of `layer`, as llama.cpp's build_moe_ffn: xn = norm(x), router logits
 // W_r xn, softmax, the top k experts and their (renormalised) weights, then per routed expert
-// down(silu(gate(xn)) * up(xn)), summed with those weights in routing order.
+// down(silu(gate(xn)) * up(xn)), summed with those weights in routing order. It is forward_moe_router,
+// the experts of every slot (the ops of Ops::moe_experts one by one, each intermediate recorded), and
+// forward_moe_end.
 void forward_moe(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
                  int32_t n_tokens, const Scratch& s, const DebugHook* hook);
+
+// The MoE block in parts, for an executor that places the router and groups of experts apart
+// (model/sublayer.h: kMoeRouter, kExperts). Groups read s.xn, s.moe_ids and s.moe_weights; each adds
+// its share, so the block is router, then the groups in any order and on any Ops (their partial sums
+// added), then the end; it differs from forward_moe only in the order of the final sums.
+//
+// xn = norm(x), the router's logits, then each token's experts and weights (s.moe_ids, s.moe_weights).
+void forward_moe_router(kernels::Ops& ops, const ModelSpec& spec, const ModelWeights& w, int32_t layer,
+                        int32_t n_tokens, const Scratch& s, const DebugHook* hook);
+// Experts [begin, end) of layer L as one group, views into its stacked tensors (same memory).
+kernels::ExpertGroup expert_group_views(const ModelSpec& spec, const LayerWeights& L, int32_t begin, int32_t end);
+// out (+)= the group's weighted share (Ops::moe_experts) from s.xn and the routing; uses s.gate, s.up and
+// s.moe_out as scratch, so out must not be one of them.
+void forward_moe_group(kernels::Ops& ops, const ModelSpec& spec, const kernels::ExpertGroup& group,
+                       int32_t n_tokens, const Scratch& s, const TensorView& out, bool accumulate);
+// The end of the block: x += proj where groups summed into proj (`proj_started`), plus `part` ([d, n], a
+// sum of groups computed elsewhere; data == nullptr: none), added to proj first. `part` must not be
+// s.proj or s.x.
+void forward_moe_end(kernels::Ops& ops, const ModelSpec& spec, int32_t layer, int32_t n_tokens, const Scratch& s,
+                     const TensorView& part, bool proj_started, const DebugHook* hook);
 
 // One slice of a layer's FFN (model/sublayer.h, slice_ffn_sublayers): rows [f0, f1) of gate and up, the
 // same columns of down. FFN(x) = x + sum over slices of down_s(act(gate_s(xn)) * up_s(xn)), xn = norm(x)

@@ -254,8 +254,8 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
 }
 
 // A model the GPU path cannot run, refused before any profile is measured: gpt-oss (CudaOps has no MXFP4
-// kernels, no attention sinks, no clamped SwiGLU or expert biases yet), and any mixture-of-experts model
-// (the planner and the hybrid executor do not place experts yet); the CPU runs these models (--device cpu).
+// kernels, no attention sinks, no clamped SwiGLU, and the executor uploads no expert biases yet); the CPU
+// runs it (--device cpu).
 Status check_gpu_model(const OpenOptions& o) {
   Expected<std::unique_ptr<gguf::ModelFile>> file = gguf::ModelFile::open(o.model_path);
   if (!file) return Status::ok();  // Engine::load reports it
@@ -269,12 +269,7 @@ Status check_gpu_model(const OpenOptions& o) {
                       "the clamped SwiGLU and expert biases in CudaOps); run it on the CPU (drop %s)",
                       o.model_path.c_str(), model::arch_name(spec->arch), mxfp4 ? " with MXFP4 weights" : "",
                       o.vram_budget ? "--vram" : "--device cuda");
-  if (spec->n_expert == 0) return Status::ok();
-  return make_error(ErrorCode::kUnsupported,
-                    "%s is a mixture-of-experts model (%s, %d experts, %d per token): ferry runs those on the CPU "
-                    "only so far (the GPU planner does not place experts yet); drop %s",
-                    o.model_path.c_str(), model::arch_name(spec->arch), spec->n_expert, spec->n_expert_used,
-                    o.vram_budget ? "--vram" : "--device cuda");
+  return Status::ok();
 }
 
 }  // namespace

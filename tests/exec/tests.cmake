@@ -7,6 +7,8 @@ set(FERRY_TEST_DEPS exec tensor base)
 
 # test_executor.cc: HybridRunner on the emulated device vs the all-CPU runner (tiny models, all archs).
 list(APPEND FERRY_TEST_SOURCES test_executor.cc)
+# test_executor_moe.cc: mixture-of-experts layers (router, expert groups) at every placement, vs the CPU path.
+list(APPEND FERRY_TEST_SOURCES test_executor_moe.cc)
 # test_executor_vision.cc: images through HybridRunner::encode_image and image steps, vs the CPU path.
 list(APPEND FERRY_TEST_SOURCES test_executor_vision.cc)
 list(APPEND FERRY_TEST_DEPS exec_hybrid engine plan model kernels_cpu format)

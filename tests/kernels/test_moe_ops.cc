@@ -380,6 +380,16 @@ TEST(MoeOps, ExpertGroupsSumToTheWholeBlock) {
         acc = true;
       }
       for (size_t i = 0; i < sum.size(); ++i) ASSERT_NEAR(sum[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << i;
+      // The Ops default over the same groups gives the same bits as the backend's moe_experts (CpuOps: its own).
+      std::vector<float> composed(sum.size(), NAN);
+      acc = false;
+      for (auto [e0, e1] : {std::pair<int64_t, int64_t>{0, 3}, {3, 5}, {5, 8}}) {
+        ExpertGroup grp{stack(gw, d, ffe, e0, e1 - e0), stack(uw, d, ffe, e0, e1 - e0), stack(dw, ffe, d, e0, e1 - e0),
+                        static_cast<int32_t>(e0), Activation::kSilu};
+        ops->Ops::moe_experts(grp, vx, vid, vw, s, acc, TensorView::make(DType::F32, composed.data(), d, T));
+        acc = true;
+      }
+      EXPECT_EQ(composed, sum);
       // Expert 0 is never routed: its group alone writes zeros.
       std::vector<float> none(static_cast<size_t>(d * T), NAN);
       ExpertGroup e0{stack(gw, d, ffe, 0, 1), stack(uw, d, ffe, 0, 1), stack(dw, ffe, d, 0, 1), 0, Activation::kSilu};

@@ -92,6 +92,8 @@ class CpuOps final : public Ops {
   void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids, int32_t expert_begin,
                  TensorView* outs) override;
   void moe_combine(const TensorView& y, const TensorView& weights, TensorView out) override;
+  void moe_experts(const ExpertGroup& g, const TensorView& x, const TensorView& ids, const TensorView& weights,
+                   const MoeScratch& s, bool accumulate, TensorView out) override;
   // vision_ops.cc
   void rope_multi(TensorView x, const TensorView& pos, const RopeParams& p) override;
   void attention_segments(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& bounds,

@@ -1,4 +1,4 @@
-// CpuOps::matmul_id and moe_combine: the routed experts of a mixture-of-experts layer.
+// CpuOps::matmul_id, moe_combine and moe_experts: the routed experts of a mixture-of-experts layer.
 // matmul_id groups the (slot, token) pairs by expert, gathers their inputs in that order, multiplies each
 // routed expert's matrix with its group of columns (reading only the routed experts' rows), and scatters
 // the columns back to [N, n_used, T]:
@@ -230,6 +230,57 @@ void CpuOps::moe_combine(const TensorView& y, const TensorView& weights, TensorV
         const float* yj = static_cast<const float*>(y.row(j, t));
         for (int64_t i = 0; i < d; ++i) o[i] = o[i] + wt[j] * yj[i];
       }
+    }
+  };
+  if (d * k * T < kParallelCopy) body(0, T);
+  else pool_.parallel_for(T, body);
+}
+
+// Ops::moe_experts as the default composes it (matmul_id of gate / up, glu, matmul_id of down), with the
+// weighted sum of the group's slots in one pass over tokens: out[:, t] (+)= w[j, t] * y[:, j, t] for the
+// slots j whose expert the group holds, in slot order, each product rounded before its add. With one group
+// of every expert that is moe_combine bit for bit.
+void CpuOps::moe_experts(const ExpertGroup& g, const TensorView& x, const TensorView& ids, const TensorView& weights,
+                         const MoeScratch& s, bool accumulate, TensorView out) {
+  const int64_t d = x.ne[0], k = ids.ne[0], T = ids.ne[1], ffe = g.gate.ne[1];
+  FERRY_ASSERT(x.dtype == DType::F32 && x.is_contiguous() && x.ne[1] == T && x.where == Where::kHost);
+  FERRY_ASSERT(g.up.ne[1] == ffe && g.down.ne[0] == ffe && g.down.ne[1] == d && g.up.ne[2] == g.size() &&
+               g.down.ne[2] == g.size());
+  FERRY_ASSERT(weights.dtype == DType::F32 && weights.ne[0] == k && weights.ne[1] == T && weights.is_contiguous() &&
+               weights.where == Where::kHost);
+  FERRY_ASSERT(out.dtype == DType::F32 && out.ne[0] == d && out.ne[1] == T && out.where == Where::kHost);
+  const TensorView gate = TensorView::make(DType::F32, s.gate.data, ffe, k, T, 1, Where::kHost);
+  const TensorView up = TensorView::make(DType::F32, s.up.data, ffe, k, T, 1, Where::kHost);
+  TensorView y = TensorView::make(DType::F32, s.y.data, d, k, T, 1, Where::kHost);
+  {
+    const TensorView* ws[2] = {&g.gate, &g.up};
+    TensorView outs[2] = {gate, up};
+    matmul_id(2, ws, TensorView::make(DType::F32, x.data, d, 1, T, 1, Where::kHost), ids, g.begin, outs);
+  }
+  const TensorView gate2 = TensorView::make(DType::F32, s.gate.data, ffe, k * T, 1, 1, Where::kHost);
+  const TensorView up2 = TensorView::make(DType::F32, s.up.data, ffe, k * T, 1, 1, Where::kHost);
+  glu(gate2, up2, g.act, gate2);
+  const TensorView* down = &g.down;
+  matmul_id(1, &down, gate, ids, g.begin, &y);
+
+  const int32_t* id = ids.ptr<const int32_t>();
+  const float* w = weights.ptr<const float>();
+  auto body = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = static_cast<float*>(out.row(t));
+      bool started = accumulate;
+      for (int64_t j = 0; j < k; ++j) {
+        if (!g.holds(id[t * k + j])) continue;
+        const float wj = w[t * k + j];
+        const float* yj = static_cast<const float*>(y.row(j, t));
+        if (started) {
+          for (int64_t i = 0; i < d; ++i) o[i] = o[i] + yj[i] * wj;
+        } else {
+          for (int64_t i = 0; i < d; ++i) o[i] = yj[i] * wj;
+          started = true;
+        }
+      }
+      if (!started) std::fill(o, o + d, 0.f);
     }
   };
   if (d * k * T < kParallelCopy) body(0, T);

@@ -1,0 +1,157 @@
+// HybridRunner, mixture-of-experts layers (model/sublayer.h: a kMoeRouter sub-layer, then the layer's
+// kExperts groups). Each group's weights are one contiguous byte range of each stacked tensor, so a group
+// is resident, streamed through a ring slot or read from the mmap by the CPU like any other sub-layer's
+// matrices. A layer runs as a unit (run_moe_layer):
+//   1. the router where it is placed: xn = norm(x), logits, each token's experts and weights;
+//   2. the routing crosses once: down (xn, ids, weights) when the router ran on the device and some group
+//      is on the CPU, up (xn, ids, weights) when it ran on the CPU and some group is on the device;
+//   3. the device's groups are enqueued in order (streamed ones through their slots), summing into the
+//      device's proj, and only then the CPU runs its groups, summing into the host's proj, so both compute
+//      at once; consecutive CPU groups are one moe_experts call over their experts (the mmap holds them
+//      side by side), its time shared among them by expert count in the statistics;
+//   4. the CPU's sum goes up (into the device's moe_out, free in stream order once the device's groups are
+//      done) and is added to proj, then x += proj on the device. A layer with nothing on the device ends on
+//      the host, and then equals the CPU path (forward_moe) bit for bit.
+// Every step of this is host-driven or stream-ordered; none of it is captured in a CUDA graph (the Ops
+// defaults read the routing back to the host).
+#include <algorithm>
+
+#include "exec/hybrid_runner_impl.h"
+
+namespace ferry::exec::detail {
+
+using model::SubLayerKind;
+using plan::Placement;
+
+void HybridRunnerImpl::make_expert_group_views() {
+  const size_t m = sublayers_.size();
+  host_groups_.assign(m, {});
+  device_groups_.assign(m, {});
+  for (size_t i = 0; i < m; ++i) {
+    const model::SubLayer& sl = sublayers_[i];
+    if (sl.kind != SubLayerKind::kExperts) continue;
+    kernels::ExpertGroup& h = host_groups_[i];
+    h = model::expert_group_views(spec_, host_weights_.layers[sl.layer], sl.expert_begin, sl.expert_end);
+    kernels::ExpertGroup& d = device_groups_[i];
+    d = h;
+    for (auto [src, dst] : {std::pair{&h.gate, &d.gate}, {&h.up, &d.up}, {&h.down, &d.down}})
+      *dst = TensorView::make(src->dtype, nullptr, src->ne[0], src->ne[1], src->ne[2], 1, device_where_);
+  }
+}
+
+size_t HybridRunnerImpl::moe_layer_end(size_t router) const {
+  size_t e = router + 1;
+  while (e < sublayers_.size() && sublayers_[e].kind == SubLayerKind::kExperts &&
+         sublayers_[e].layer == sublayers_[router].layer)
+    ++e;
+  return e;
+}
+
+Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end) {
+  const std::vector<Placement>& pl = placements_[step.tier];
+  const int32_t n = step.n;
+  const int32_t il = sublayers_[router].layer;
+  const model::ModelSpec* spec = &spec_;
+  const model::ModelWeights* w = &device_weights_;
+  const model::Scratch* ds = &device_scratch_;
+  const model::DebugHook* hook = debug_hook_ ? &debug_hook_ : nullptr;
+  const bool router_dev = pl[router] != Placement::kCpu;
+  bool any_dev = false, any_cpu = false;
+  for (size_t i = router + 1; i < end; ++i) (pl[i] == Placement::kCpu ? any_cpu : any_dev) = true;
+  const bool end_on_device = router_dev || any_dev;
+  const size_t d_bytes = static_cast<size_t>(spec_.n_embd) * n * sizeof(float);
+  const size_t route_bytes = static_cast<size_t>(spec_.n_expert_used) * n * sizeof(float);  // ids (I32) or weights
+  // The routing's three buffers, device -> host or host -> device, on the compute stream.
+  auto copy_routing = [&](bool down) -> Status {
+    const std::pair<void*, void*> bufs[3] = {{host_scratch_.xn.data, device_scratch_.xn.data},
+                                             {host_scratch_.moe_ids.data, device_scratch_.moe_ids.data},
+                                             {host_scratch_.moe_weights.data, device_scratch_.moe_weights.data}};
+    for (int b = 0; b < 3; ++b) {
+      const size_t bytes = b == 0 ? d_bytes : route_bytes;
+      FERRY_RETURN_IF_ERROR(down ? device_->copy_d2h(bufs[b].first, bufs[b].second, bytes, *compute_stream_)
+                                 : device_->copy_h2d(bufs[b].second, bufs[b].first, bytes, *compute_stream_));
+    }
+    return Status::ok();
+  };
+
+  // 1-2. The router, and the routing where the groups need it.
+  if (router_dev) {
+    if (!step.x_on_device) FERRY_RETURN_IF_ERROR(residual_to_device(step));
+    FERRY_RETURN_IF_ERROR(device_work(step, router, [&] {
+      return on_device([=](kernels::Ops& ops) { model::forward_moe_router(ops, *spec, *w, il, n, *ds, nullptr); });
+    }));
+    if (any_cpu) {
+      FERRY_RETURN_IF_ERROR(copy_routing(true));
+      FERRY_RETURN_IF_ERROR(device_->record(*handover_event_, *compute_stream_));
+    }
+  } else {
+    // The device's copy of x stays valid after residual_to_host: the end reuses it.
+    const bool x_was_on_device = step.x_on_device;
+    if (step.x_on_device) FERRY_RETURN_IF_ERROR(residual_to_host(step));
+    step.cpu_start_ms[router] = now_ms();
+    model::forward_moe_router(*cpu_ops_, spec_, host_weights_, il, n, host_scratch_, hook);
+    step.cpu_end_ms[router] = now_ms();
+    if (any_dev) FERRY_RETURN_IF_ERROR(copy_routing(false));
+    if (end_on_device && !x_was_on_device) FERRY_RETURN_IF_ERROR(residual_to_device(step));
+    step.x_on_device = end_on_device;
+  }
+
+  // 3. The device's groups first, so the CPU's run beside them.
+  bool proj_started = false;
+  for (size_t i = router + 1; i < end; ++i) {
+    if (pl[i] == Placement::kCpu) continue;
+    const kernels::ExpertGroup* g = &device_groups_[i];  // read in stream order (rebound per ring slot)
+    const bool acc = proj_started;
+    FERRY_RETURN_IF_ERROR(device_work(step, i, [&] {
+      return on_device(
+          [=](kernels::Ops& ops) { model::forward_moe_group(ops, *spec, *g, n, *ds, ds->proj.rows(0, n), acc); });
+    }));
+    proj_started = true;
+  }
+  if (any_cpu) {
+    if (router_dev) {
+      const double wait_start = now_ms();
+      FERRY_RETURN_IF_ERROR(device_->sync(*handover_event_));
+      if (step.recording) step.host_waits.emplace_back(wait_start, now_ms());
+    }
+    const TensorView hproj = host_scratch_.proj.rows(0, n);
+    bool cpu_started = false;
+    for (size_t i = router + 1; i < end;) {
+      if (pl[i] != Placement::kCpu) {
+        ++i;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j < end && pl[j] == Placement::kCpu) ++j;
+      const int32_t e0 = sublayers_[i].expert_begin, e1 = sublayers_[j - 1].expert_end;
+      const kernels::ExpertGroup run = model::expert_group_views(spec_, host_weights_.layers[il], e0, e1);
+      const double t0 = now_ms();
+      model::forward_moe_group(*cpu_ops_, spec_, run, n, host_scratch_, hproj, cpu_started);
+      const double t1 = now_ms();
+      for (size_t g = i; g < j; ++g) {  // the run's time, shared by expert count
+        step.cpu_start_ms[g] = t0 + (t1 - t0) * (sublayers_[g].expert_begin - e0) / (e1 - e0);
+        step.cpu_end_ms[g] = t0 + (t1 - t0) * (sublayers_[g].expert_end - e0) / (e1 - e0);
+      }
+      cpu_started = true;
+      i = j;
+    }
+    if (!end_on_device) {  // the whole layer on the host: forward_moe's end
+      model::forward_moe_end(*cpu_ops_, spec_, il, n, host_scratch_, TensorView{}, true, hook);
+      return Status::ok();
+    }
+  }
+
+  // 4. The CPU's sum up and in, then the residual add, on the device.
+  TensorView part;
+  if (any_cpu) {
+    FERRY_RETURN_IF_ERROR(
+        device_->copy_h2d(device_scratch_.moe_out.data, host_scratch_.proj.data, d_bytes, *compute_stream_));
+    part = TensorView::make(DType::F32, device_scratch_.moe_out.data, spec_.n_embd, n, 1, 1, device_where_);
+  }
+  step.x_on_device = true;
+  return on_device([=](kernels::Ops& ops) {
+    model::forward_moe_end(ops, *spec, il, n, *ds, part, proj_started, nullptr);
+  });
+}
+
+}  // namespace ferry::exec::detail
