@@ -161,8 +161,11 @@ Status validate_spec(const ModelSpec& s) {
 
 Expected<std::vector<SubLayer>> build(const ModelSpec& spec, Resolver resolve, const SubLayerOptions& opt) {
   FERRY_RETURN_IF_ERROR(validate_spec(spec));
-  if (opt.experts_per_group <= 0)
-    return make_error(ErrorCode::kInvalidArgument, "experts_per_group must be positive");
+  if (opt.experts_per_group < 0)
+    return make_error(ErrorCode::kInvalidArgument, "experts_per_group must be positive (or 0: automatic)");
+  const int32_t per_group = opt.experts_per_group > 0
+                                ? opt.experts_per_group
+                                : std::max<int32_t>(1, (spec.n_expert + kAutoExpertGroups - 1) / kAutoExpertGroups);
   ListBuilder b(std::move(resolve));
   const int64_t d = spec.n_embd, qd = spec.q_dim(), kvd = spec.kv_dim(), hd = spec.head_dim;
   const int64_t nv = spec.n_vocab;
@@ -240,8 +243,8 @@ Expected<std::vector<SubLayer>> build(const ModelSpec& spec, Resolver resolve, c
       FERRY_ASSIGN_OR_RETURN(std::optional<WeightRef> ref, b.get(w));
       stacked.push_back(*ref);  // required => present
     }
-    for (int32_t e0 = 0; e0 < spec.n_expert; e0 += opt.experts_per_group) {
-      const int32_t e1 = std::min<int32_t>(spec.n_expert, e0 + opt.experts_per_group);
+    for (int32_t e0 = 0; e0 < spec.n_expert; e0 += per_group) {
+      const int32_t e1 = std::min<int32_t>(spec.n_expert, e0 + per_group);
       SubLayer g;
       g.kind = SubLayerKind::kExperts;
       g.layer = il;

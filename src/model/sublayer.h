@@ -63,8 +63,12 @@ struct SubLayer {
 // Binds weight refs from the file's tensor table (validated: dtype, shapes).
 // MoE layers (n_expert > 0) give (attn, router, experts group...) instead of (attn, ffn).
 struct SubLayerOptions {
-  int32_t experts_per_group = 8;  // experts per kExperts sub-layer (the last group may be smaller)
+  // Experts per kExperts sub-layer (the last group may be smaller). 0: a layer's experts in
+  // kAutoExpertGroups groups — enough for the planner to split a layer between the CPU and the GPU, few
+  // enough that planning a 48- or 94-layer model stays quick (its search grows with the sub-layer count).
+  int32_t experts_per_group = 0;
 };
+inline constexpr int32_t kAutoExpertGroups = 4;
 Expected<std::vector<SubLayer>> build_sublayers(const ModelSpec& spec, const gguf::ModelFile& file,
                                                 const SubLayerOptions& options = {});
 

@@ -21,6 +21,9 @@ namespace {
 // sub-layers in their slots from one decode step to the next; each slot costs resident bytes.
 constexpr int32_t kRingDepths[] = {2, 3, 4, 6, 8};
 
+// Resident sets scored per ring variant at most (see resident_candidates).
+constexpr size_t kMaxBreakpoints = 96;
+
 bool must_resident(const PlacementPricer& pricer, const RingVariant& v, size_t i) {
   return pricer.is_attn(i) && pricer.matrix_bytes()[i] > v.slot_bytes;
 }
@@ -252,7 +255,16 @@ std::vector<Candidate> resident_candidates(const PlacementPricer& pricer, const 
   for (const RingVariant& v : variants) {
     if (!v.feasible) continue;
     const std::vector<size_t> order = residency_order(pricer, v);
-    for (Breakpoint& bp : breakpoints(pricer, v, order, pricer.options().vram_budget)) {
+    std::vector<Breakpoint> bps = breakpoints(pricer, v, order, pricer.options().vram_budget);
+    // Each candidate costs a scenario (every tier balanced); a long list (a deep MoE model's expert
+    // groups) keeps kMaxBreakpoints of them, evenly spread and always the fullest.
+    if (bps.size() > kMaxBreakpoints) {
+      std::vector<Breakpoint> kept;
+      for (size_t j = 0; j < kMaxBreakpoints; ++j)
+        kept.push_back(std::move(bps[j * (bps.size() - 1) / (kMaxBreakpoints - 1)]));
+      bps = std::move(kept);
+    }
+    for (Breakpoint& bp : bps) {
       Candidate c;
       c.variant = &v;
       c.need = bp.need;

@@ -36,7 +36,7 @@ def test_inspect_lists_experts(moe):
     assert res.returncode == 0, res.stderr
     assert "mixture of experts: 16 experts of width 256 per layer, 4 per token" in res.stdout
     assert "blk.1.router" in res.stdout
-    assert "blk.1.experts[8:16)" in res.stdout
+    assert "blk.1.experts[12:16)" in res.stdout  # 4 groups of a layer (kAutoExpertGroups)
     assert "a token runs 4 of them" in res.stdout
     per = ferry("inspect", "--per-expert", str(moe))
     assert per.returncode == 0, per.stderr

@@ -257,11 +257,15 @@ void CpuOps::moe_experts(const ExpertGroup& g, const TensorView& x, const Tensor
     TensorView outs[2] = {gate, up};
     matmul_id(2, ws, TensorView::make(DType::F32, x.data, d, 1, T, 1, Where::kHost), ids, g.begin, outs);
   }
+  // Per-expert biases (gpt-oss) in the order of Ops' default (and of forward_moe): up, gate, then down's.
+  if (g.up_bias.data != nullptr) add_expert_bias(g.up_bias, ids, g.begin, up);
+  if (g.gate_bias.data != nullptr) add_expert_bias(g.gate_bias, ids, g.begin, gate);
   const TensorView gate2 = TensorView::make(DType::F32, s.gate.data, ffe, k * T, 1, 1, Where::kHost);
   const TensorView up2 = TensorView::make(DType::F32, s.up.data, ffe, k * T, 1, 1, Where::kHost);
   glu(gate2, up2, g.act, gate2);
   const TensorView* down = &g.down;
   matmul_id(1, &down, gate, ids, g.begin, &y);
+  if (g.down_bias.data != nullptr) add_expert_bias(g.down_bias, ids, g.begin, y);
 
   const int32_t* id = ids.ptr<const int32_t>();
   const float* w = weights.ptr<const float>();
