@@ -61,7 +61,8 @@ fi
 
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   m="$WORK/q30-${LAYERS:-48}.gguf"
-  [ -s "$m" ] || timeout 300 "$F" synth --preset qwen3-30b-a3b --type Q4_K --fast ${LAYERS:+--layers $LAYERS} -o "$m" > /dev/null 2>&1
+  # sync: the file's dirty pages go to disk now, not while the quick profile measures the CPU
+  [ -s "$m" ] || { timeout 300 "$F" synth --preset qwen3-30b-a3b --type Q4_K --fast ${LAYERS:+--layers $LAYERS} -o "$m" > /dev/null 2>&1; sync; }
   log "synth qwen3-30b-a3b Q4_K ($(du -h "$m" | cut -f1)) at $(el) s"
   [ -z "${GPU_ARGS:-}" ] && { timeout 120 "$F" profile --quick > "$OUT/profile.txt" 2>&1; log "quick profile: exit $? at $(el) s"; }
   BASE_MIB=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
