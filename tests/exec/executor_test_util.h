@@ -154,23 +154,28 @@ std::vector<float> replay(const Script& sc, int32_t n_vocab, RunFn run) {
   return all;
 }
 
+// The engine's view of a step the executor tests replay (the ops runner computes the reference).
+inline engine::StepInput step_input(const exec::StepIo& io) {
+  engine::StepInput in;
+  in.n_tokens = io.n_tokens;
+  in.tokens = io.tokens;
+  in.pos = io.pos;
+  in.seq = io.seq;
+  in.cell = io.cell;
+  in.cell_pos = io.cell_pos;
+  in.cell_seq = io.cell_seq;
+  in.n_cells_scan = io.n_cells_scan;
+  in.out_rows = io.out_rows;
+  in.n_out = io.n_out;
+  in.embd = io.embd;
+  in.mrope_pos = io.mrope_pos;
+  return in;
+}
+
 inline std::vector<float> cpu_logits(const Loaded& l, const Script& sc) {
   auto r = engine::make_ops_runner(l.spec, l.weights, kernels::make_cpu_ops(1), kCells, kBatch);
   EXPECT_TRUE(r.has_value()) << r.status().message();
-  return replay(sc, l.spec.n_vocab, [&](const exec::StepIo& io, float* out) {
-    engine::StepInput in;
-    in.n_tokens = io.n_tokens;
-    in.tokens = io.tokens;
-    in.pos = io.pos;
-    in.seq = io.seq;
-    in.cell = io.cell;
-    in.cell_pos = io.cell_pos;
-    in.cell_seq = io.cell_seq;
-    in.n_cells_scan = io.n_cells_scan;
-    in.out_rows = io.out_rows;
-    in.n_out = io.n_out;
-    return (*r)->run(in, out);
-  });
+  return replay(sc, l.spec.n_vocab, [&](const exec::StepIo& io, float* out) { return (*r)->run(step_input(io), out); });
 }
 
 inline void expect_close(const std::vector<float>& ref, const std::vector<float>& got, const std::string& what) {
