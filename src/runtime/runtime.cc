@@ -256,7 +256,8 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
 // A model the GPU path cannot run, refused before any profile is measured: gpt-oss (CudaOps has no MXFP4
 // kernels, no attention sinks, no clamped SwiGLU, and the executor uploads no expert biases yet); the CPU
 // runs it (--device cpu).
-Status check_gpu_model(const OpenOptions& o) {
+Status check_gpu_model(const OpenOptions& o, const std::string& device) {
+  if (device != "cuda") return Status::ok();  // the emulated device computes with CpuOps
   Expected<std::unique_ptr<gguf::ModelFile>> file = gguf::ModelFile::open(o.model_path);
   if (!file) return Status::ok();  // Engine::load reports it
   Expected<model::ModelSpec> spec = model::ModelSpec::from_gguf(**file);
@@ -293,7 +294,7 @@ Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
   // bench/RESULTS.md), 512 otherwise (the hybrid executor's tiers stop at 512, where activations are budget).
   eo.n_batch = o.n_batch > 0 ? o.n_batch : rt->whole_model_ ? 1024 : 512;
   if (rt->device_ == "cuda" || rt->device_ == "emulated") {
-    FERRY_RETURN_IF_ERROR(check_gpu_model(o));
+    FERRY_RETURN_IF_ERROR(check_gpu_model(o, rt->device_));
     FERRY_RETURN_IF_ERROR(prepare_hybrid(rt.get(), o, &eo));
   }
   FERRY_ASSIGN_OR_RETURN(rt->engine_, engine::Engine::load(eo));
