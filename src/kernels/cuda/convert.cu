@@ -218,6 +218,7 @@ cudaError_t dequant_rows_f16(DType type, const void* w, int64_t w_stride, int64_
     case DType::Q4_K: return launch_dequant<DType::Q4_K>(w, w_stride, K, rows, out, stream);
     case DType::Q5_K: return launch_dequant<DType::Q5_K>(w, w_stride, K, rows, out, stream);
     case DType::Q6_K: return launch_dequant<DType::Q6_K>(w, w_stride, K, rows, out, stream);
+    case DType::MXFP4: return launch_dequant<DType::MXFP4>(w, w_stride, K, rows, out, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -472,7 +472,8 @@ void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const Tenso
                          TensorView gate, TensorView up) {
   if (!ctx_.ok()) return;
   const bool stashed = stash_hit(x);
-  if (!glu_fusable(wg, wu, x, gate, up, stash_off_after(x, stashed, wg.ne[1]))) {
+  // The fused epilogue knows silu and gelu only.
+  if (act == Activation::kSwigluOai || !glu_fusable(wg, wu, x, gate, up, stash_off_after(x, stashed, wg.ne[1]))) {
     Ops::matmul_glu(wg, wu, x, act, gate, up);
     return;
   }
@@ -487,7 +488,7 @@ void CudaOps::norm_matmul_glu(const TensorView& x, const TensorView& nw, float e
     Ops::norm_matmul_glu(x, nw, eps, xn, wg, wu, act, gate, up);
     return;
   }
-  if (!glu_fusable(wg, wu, x, gate, up, stash_off_after(x, true, wg.ne[1]))) {
+  if (act == Activation::kSwigluOai || !glu_fusable(wg, wu, x, gate, up, stash_off_after(x, true, wg.ne[1]))) {
     // The folded norm's image still feeds the gate / up matvecs (no norm kernel); the glu kernel follows.
     const TensorView* ws[2] = {&wg, &wu};
     TensorView outs[2] = {gate, up};
@@ -835,7 +836,7 @@ void CudaOps::glu(const TensorView& gate, const TensorView& up, Activation act, 
   forget_stash();
   const bool stash = stashable(out);
   if (!cu::ablated("glu")) {
-    check(cu::glu(row_view(gate), row_view(up), act == Activation::kSilu ? 0 : 1, row_view(out), ctx_.stream(),
+    check(cu::glu(row_view(gate), row_view(up), cu_act(act), row_view(out), ctx_.stream(),
                   stash ? stash_xq() : nullptr, stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
           "glu");
   }

@@ -1,4 +1,5 @@
-// Row-wise and elementwise kernels: rms_norm, add (with bias broadcast), scale, glu (silu / gelu-tanh),
+// Row-wise and elementwise kernels: rms_norm, add (with bias broadcast), scale, glu (silu / gelu-tanh /
+// gpt-oss's clamped SwiGLU),
 // rope (normal and NeoX, optional frequency factors) and kv_store (F32 -> F16 cache cells). All are
 // memory-bound and tiny next to the matmuls; they favour simple indexing over cleverness. In-place use
 // (out == input) is safe: each element is read and written by the same thread.
@@ -153,7 +154,7 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
   const int64_t r = i < out.ne0 ? 0 : i / out.ne0, k = i - r * out.ne0;
   const float g = reinterpret_cast<const float*>(gate.row(r))[k];
   const float u = reinterpret_cast<const float*>(up.row(r))[k];
-  const float y = glu_act(g, act) * u;
+  const float y = glu_value(g, u, act);
   reinterpret_cast<float*>(out.row(r))[k] = y;
   if (xq != nullptr) {
     quantize_q8_warp(y, xq + i, xds + i / 32, threadIdx.x % kWarp);  // i = r * ne0 + k: [T][K] contiguous
