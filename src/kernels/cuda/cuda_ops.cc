@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/rope_yarn.h"
 #include "tensor/repack.h"
 
 #if FERRY_EXPERIMENTS
@@ -658,6 +659,9 @@ cu::RopeArgs rope_args(const TensorView& x, const BatchMeta& batch, const RopePa
   a.freq_scale = p.freq_scale;
   a.neox = p.neox;
   a.freq_factors = p.freq_factors.data ? p.freq_factors.ptr<const float>() : nullptr;
+  a.ext_factor = p.ext_factor;
+  a.attn_factor = p.attn_factor;
+  rope_yarn_corr_dims(p.n_rot, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow, a.corr_dims);
   a.pos = batch.pos.ptr<const int32_t>();
   return a;
 }
@@ -813,6 +817,10 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
   a.scale = p.scale;
   a.softcap = p.softcap;
   a.window = p.window;
+  if (p.sinks.data != nullptr) {
+    FERRY_ASSERT(p.sinks.dtype == DType::F32 && p.sinks.ne[0] >= p.n_head);
+    a.sinks = p.sinks.ptr<const float>();
+  }
   a.out = out.ptr<float>();
   a.out_nb1 = static_cast<int64_t>(out.nb[1]);
   const bool stash = stashable(out);

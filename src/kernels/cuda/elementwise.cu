@@ -173,9 +173,17 @@ __device__ __forceinline__ float2 rope_rotate(const RopeArgs& a, double p, doubl
                                               float x1) {
   double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
   if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
+  double mscale = a.attn_factor;
+  if (a.ext_factor != 0.f) {  // YaRN: RefOps' blend of the interpolated and unscaled angles, in double
+    const double extrap = theta / static_cast<double>(a.freq_scale);
+    const double y = (static_cast<double>(i) - a.corr_dims[0]) / fmax(0.001, static_cast<double>(a.corr_dims[1] - a.corr_dims[0]));
+    const double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * a.ext_factor;
+    theta = theta * (1.0 - mix) + extrap * mix;
+    mscale *= 1.0 + 0.1 * log(1.0 / static_cast<double>(a.freq_scale));
+  }
   double sn, cn;
   sincos(theta, &sn, &cn);
-  const float c = static_cast<float>(cn), s = static_cast<float>(sn);
+  const float c = static_cast<float>(cn * mscale), s = static_cast<float>(sn * mscale);
   return make_float2(x0 * c - x1 * s, x0 * s + x1 * c);
 }
 

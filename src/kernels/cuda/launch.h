@@ -235,6 +235,9 @@ struct RopeArgs {
   float freq_base = 10000.f, freq_scale = 1.f;
   bool neox = false;
   const float* freq_factors = nullptr;  // [n_rot / 2] or null
+  // YaRN (RopeParams; kernels/rope_yarn.h): ext_factor 0 off; corr_dims from rope_yarn_corr_dims on the host.
+  float ext_factor = 0.f, attn_factor = 1.f;
+  float corr_dims[2] = {0.f, 0.f};
   const int32_t* pos = nullptr;         // [n_tokens]
   // Optional second tensor rotated by the same launch (k after q): same head_dim and n_tokens.
   char* x2 = nullptr;
@@ -279,6 +282,7 @@ struct AttnArgs {
   int32_t n_cells = 0, n_tokens = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
   float scale = 1.f, softcap = 0.f;
   int32_t window = 0;
+  const float* sinks = nullptr;     // optional [n_head]: a logit per head joining the softmax (gpt-oss)
   float* out = nullptr;             // [head_dim * n_head, n_tokens]
   int64_t out_nb1 = 0;
   // Optional: out quantized as quantize_q8 would, by the split-combine kernel (see attention()).
