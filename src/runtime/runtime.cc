@@ -253,24 +253,6 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
   return Status::ok();
 }
 
-// A model the GPU path cannot run, refused before any profile is measured. CudaOps runs gpt-oss (MXFP4
-// experts in ggml's layout, attention sinks, the clamped SwiGLU, expert biases, YaRN); MXFP4 elsewhere than
-// in expert stacks (an MXFP4 token table or dense matrix: no CUDA embed, fused decode or split layout for it)
-// is refused, and runs on the CPU.
-Status check_gpu_model(const OpenOptions& o, const std::string& device) {
-  if (device != "cuda") return Status::ok();  // the emulated device computes with CpuOps
-  Expected<std::unique_ptr<gguf::ModelFile>> file = gguf::ModelFile::open(o.model_path);
-  if (!file) return Status::ok();  // Engine::load reports it
-  for (const gguf::TensorInfo& t : (*file)->tensors()) {
-    if (t.dtype != DType::MXFP4 || t.name.find("_exps.") != std::string::npos) continue;
-    return make_error(ErrorCode::kUnsupported,
-                      "%s: tensor '%s' is MXFP4 outside an expert stack, which the GPU path does not run; run it "
-                      "on the CPU (drop %s)",
-                      o.model_path.c_str(), t.name.c_str(), o.vram_budget ? "--vram" : "--device cuda");
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
 Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
@@ -292,7 +274,6 @@ Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
   // bench/RESULTS.md), 512 otherwise (the hybrid executor's tiers stop at 512, where activations are budget).
   eo.n_batch = o.n_batch > 0 ? o.n_batch : rt->whole_model_ ? 1024 : 512;
   if (rt->device_ == "cuda" || rt->device_ == "emulated") {
-    FERRY_RETURN_IF_ERROR(check_gpu_model(o, rt->device_));
     FERRY_RETURN_IF_ERROR(prepare_hybrid(rt.get(), o, &eo));
   }
   FERRY_ASSIGN_OR_RETURN(rt->engine_, engine::Engine::load(eo));

@@ -666,7 +666,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
       }
       if (splits == 1) {
         float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
-        out[d] = acc * attn_inv(a.sinks, h, M, L);
+        out[d] = a.sinks == nullptr ? (L > 0.f ? acc / L : 0.f) : acc * attn_inv(a.sinks, h, M, L);
       } else {
         part.o[(static_cast<int64_t>(blockIdx.z) * n_rows + ri) * D + d] = acc;
         if (d == 0) part.ml[static_cast<int64_t>(blockIdx.z) * n_rows + ri] = make_float2(M, L);
@@ -909,7 +909,8 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(AttnArgs a, int splits
     }
     const int h = kvh * G + g;
     if (splits == 1) {
-      store_combined(a, 0, h, d, acc * attn_inv(a.sinks, h, M, L), lane);
+      store_combined(a, 0, h, d, a.sinks == nullptr ? (L > 0.f ? acc / L : 0.f) : acc * attn_inv(a.sinks, h, M, L),
+                     lane);
     } else {
       part.o[(static_cast<int64_t>(blockIdx.x) * n_rows + h) * D + d] = acc;
       if (d == 0) part.ml[static_cast<int64_t>(blockIdx.x) * n_rows + h] = make_float2(M, L);

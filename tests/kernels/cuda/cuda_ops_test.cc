@@ -731,6 +731,8 @@ TEST(CudaOps, EmbedSplitTables) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CudaEmbed, ::testing::ValuesIn(kWeightTypes),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+INSTANTIATE_TEST_SUITE_P(CudaMxfp4, CudaEmbed, ::testing::ValuesIn(kExpertWeightTypes),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 // ---- elementwise -----------------------------------------------------------------------------------
 
