@@ -115,7 +115,7 @@ Resolver file_resolver(const gguf::ModelFile& file) {
 Resolver type_resolver(const TensorTypeFn& type_of) {
   return [&type_of](const Want& w) -> Expected<std::optional<WeightRef>> {
     if (!w.required) return std::optional<WeightRef>();  // synthetic files carry only what the spec says
-    const DType t = type_of(w.name, w.n_dims);
+    const DType t = type_of(w.name, w.table ? 1 : w.n_dims);  // a table is F32 like the vectors
     FERRY_RETURN_IF_ERROR(check_dtype(w.name, w.table ? 1 : w.n_dims, t));
     const DTypeTraits& tr = traits(t);
     if (w.ne[0] % tr.block_elems != 0)
