@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # moe_check.sh: mixture-of-experts models on the GPU host (issue 29), in one call (< 10 minutes).
-#   1. test_cuda_ops --gtest_filter='CudaMoe*' (the device router, grouped expert matvec, combine);
-#   2. equality: tiny-qwen3moe (Q8_0) and tiny-mixtral (Q4_K) with `ferry run --logits-out` on --device cuda
+#   1. test_cuda_ops --gtest_filter='CudaMoe*:CudaMxfp4*:CudaSinks*:CudaSwigluOai*:CudaOps.AddScaleGlu:CudaOps.Rope'
+#      (the device router, grouped expert matvec, combine; gpt-oss's MXFP4, sinks, clamped SwiGLU, expert
+#      biases and YaRN);
+#   2. equality: tiny-qwen3moe (Q8_0), tiny-mixtral (Q4_K) and tiny-gpt-oss (Q8_0, MXFP4 experts) with
+#      `ferry run --logits-out` on --device cuda
 #      (whole model) and under --vram at the minimum and at 1G, against --device cpu (compare_logits.py);
 #   3. figures: qwen3-30b-a3b (Q4_K, --fast, LAYERS layers: default all 48) with `ferry bench --vram` at
 #      BUDGETS_GB (default "2 4 8"), PROMPTS (default 1024) tokens and GEN (64) generated, nvidia-smi peak; with
@@ -27,14 +30,16 @@ export XDG_CACHE_HOME="$WORK/cache"
 log "# moe_check $(date -u +%FT%TZ) $(nvidia-smi -L | head -1)"
 
 if [ "${SKIP_TESTS:-0}" != 1 ] && [ -x "$BIN/test_cuda_ops" ]; then
-  timeout 180 "$BIN/test_cuda_ops" --gtest_filter='CudaMoe*' --gtest_color=no > "$OUT/test_cuda_moe.log" 2>&1
-  log "test_cuda_ops CudaMoe*: exit $? — $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$OUT/test_cuda_moe.log" | tr '\n' ' ') (at $(el) s)"
+  timeout 180 "$BIN/test_cuda_ops" --gtest_color=no \
+    --gtest_filter='CudaMoe*:CudaMxfp4*:CudaSinks*:CudaSwigluOai*:CudaOps.AddScaleGlu:CudaOps.Rope' \
+    > "$OUT/test_cuda_moe.log" 2>&1
+  log "test_cuda_ops CudaMoe* + gpt-oss kernels: exit $? — $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$OUT/test_cuda_moe.log" | tr '\n' ' ') (at $(el) s)"
   grep -E "^\[  FAILED  \] Cuda" "$OUT/test_cuda_moe.log" | head -20 | tee -a "$S"
 fi
 
 if [ "${SKIP_EQ:-0}" != 1 ]; then
   toks="1,17,33,250,7,99,511,3,41,300,8,15,230,77,5,301,12,64,128,9,400,2,150,44"
-  for pt in tiny-qwen3moe:Q8_0 tiny-mixtral:Q4_K; do
+  for pt in tiny-qwen3moe:Q8_0 tiny-mixtral:Q4_K tiny-gpt-oss:Q8_0; do
     p=${pt%%:*}; t=${pt#*:}; name=$p-$t; m="$WORK/$name.gguf"; base="$OUT/eq"; mkdir -p "$base"
     "$F" synth --preset "$p" --type "$t" -o "$m" --seed 7 > /dev/null 2>&1 || { log "synth $name: FAIL"; continue; }
     run() {  # tag args...

@@ -39,6 +39,19 @@ void HybridRunnerImpl::make_expert_group_views() {
   }
 }
 
+void HybridRunnerImpl::bind_expert_biases() {
+  for (size_t i = 0; i < sublayers_.size(); ++i) {
+    const model::SubLayer& sl = sublayers_[i];
+    if (sl.kind != SubLayerKind::kExperts) continue;
+    const kernels::ExpertGroup cols =
+        model::expert_group_views(spec_, device_weights_.layers[sl.layer], sl.expert_begin, sl.expert_end);
+    kernels::ExpertGroup& d = device_groups_[i];
+    d.gate_bias = cols.gate_bias;
+    d.up_bias = cols.up_bias;
+    d.down_bias = cols.down_bias;
+  }
+}
+
 size_t HybridRunnerImpl::moe_layer_end(size_t router) const {
   size_t e = router + 1;
   while (e < sublayers_.size() && sublayers_[e].kind == SubLayerKind::kExperts &&

@@ -214,6 +214,8 @@ class HybridRunnerImpl final : public HybridRunner {
   // ---- mixture of experts (hybrid_moe.cc) ---------------------------------------------------------
   // Host views (into the mmap's stacked tensors) and unbound device views of every expert group.
   void make_expert_group_views();
+  // Points the device groups' bias columns at the layer's bias tables in the vectors block (after upload).
+  void bind_expert_biases();
   // The MoE layer whose router is sub-layer `router` and whose groups are [router + 1, end): the router
   // where it is placed, the device's groups enqueued (summing into the device's proj) while the CPU runs
   // its groups (summing into the host's proj), the CPU's sum added on the device, then x += proj. The

@@ -94,7 +94,9 @@ std::vector<TensorView*> vectors_of(model::ModelWeights& w) {
   std::vector<TensorView*> v = {&w.output_norm, &w.rope_freqs};
   for (model::LayerWeights& l : w.layers)
     for (TensorView* t : {&l.attn_norm, &l.attn_q_bias, &l.attn_k_bias, &l.attn_v_bias, &l.attn_output_bias,
-                          &l.attn_q_norm, &l.attn_k_norm, &l.post_attention_norm, &l.ffn_norm, &l.post_ffw_norm})
+                          &l.attn_q_norm, &l.attn_k_norm, &l.post_attention_norm, &l.ffn_norm, &l.post_ffw_norm,
+                          &l.attn_sinks, &l.ffn_gate_inp_bias, &l.ffn_gate_exps_bias, &l.ffn_up_exps_bias,
+                          &l.ffn_down_exps_bias})
       v.push_back(t);
   std::vector<TensorView*> out;
   for (TensorView* t : v)
@@ -192,6 +194,7 @@ Status HybridRunnerImpl::upload_at_load(const LoadBlocks& blocks) {
     t->data = dst;
     t->where = device_where_;
   }
+  bind_expert_biases();
   for (size_t i = 0; i < sublayers_.size() && st.is_ok(); ++i)
     if (blocks.resident_base[i]) st = upload_resident(i, blocks.resident_base[i]);
   device_->release_pinned(&upload_stage_);

@@ -33,6 +33,7 @@ struct Want {
   int n_dims = 1;
   int64_t ne[3] = {1, 1, 1};
   bool required = true;
+  bool table = false;  // a 2-D F32 table read like vectors (per-expert biases): resolved as one row
 };
 
 Want vec(std::string name, int64_t n, bool required = true) {
@@ -49,6 +50,13 @@ Want mat(std::string name, int64_t in, int64_t out) {
   w.n_dims = 2;
   w.ne[0] = in;
   w.ne[1] = out;
+  return w;
+}
+// A per-expert bias table [n, n_expert] F32: placed like a norm vector (always on the device in a
+// hybrid plan, a few MiB at most), since every expert group reads its columns wherever it runs.
+Want table(std::string name, int64_t n, int64_t n_expert) {
+  Want w = mat(std::move(name), n, n_expert);
+  w.table = true;
   return w;
 }
 Want experts(std::string name, int64_t in, int64_t out, int64_t n_expert) {
@@ -93,12 +101,12 @@ Resolver file_resolver(const gguf::ModelFile& file) {
         return make_error(ErrorCode::kCorrupt, "tensor '%s': expected shape %s, found %s", w.name.c_str(),
                           shape_str(w.n_dims, w.ne).c_str(), shape_str(std::max(t->n_dims, 1), t->ne).c_str());
     }
-    FERRY_RETURN_IF_ERROR(check_dtype(w.name, w.n_dims, t->dtype));
+    FERRY_RETURN_IF_ERROR(check_dtype(w.name, w.table ? 1 : w.n_dims, t->dtype));
     WeightRef r;
     r.name = w.name;
     r.dtype = t->dtype;
-    r.rows = w.ne[1] * w.ne[2];
-    r.cols = w.ne[0];
+    r.rows = w.table ? 1 : w.ne[1] * w.ne[2];
+    r.cols = w.table ? w.ne[0] * w.ne[1] * w.ne[2] : w.ne[0];
     r.bytes = t->nbytes;
     return std::optional<WeightRef>(r);
   };
@@ -107,8 +115,8 @@ Resolver file_resolver(const gguf::ModelFile& file) {
 Resolver type_resolver(const TensorTypeFn& type_of) {
   return [&type_of](const Want& w) -> Expected<std::optional<WeightRef>> {
     if (!w.required) return std::optional<WeightRef>();  // synthetic files carry only what the spec says
-    const DType t = type_of(w.name, w.n_dims);
-    FERRY_RETURN_IF_ERROR(check_dtype(w.name, w.n_dims, t));
+    const DType t = type_of(w.name, w.table ? 1 : w.n_dims);  // a table is F32 like the vectors
+    FERRY_RETURN_IF_ERROR(check_dtype(w.name, w.table ? 1 : w.n_dims, t));
     const DTypeTraits& tr = traits(t);
     if (w.ne[0] % tr.block_elems != 0)
       return make_error(ErrorCode::kInvalidArgument, "tensor '%s': row of %lld elements is not a multiple of %s's block (%d)",
@@ -116,8 +124,8 @@ Resolver type_resolver(const TensorTypeFn& type_of) {
     WeightRef r;
     r.name = w.name;
     r.dtype = t;
-    r.rows = w.ne[1] * w.ne[2];
-    r.cols = w.ne[0];
+    r.rows = w.table ? 1 : w.ne[1] * w.ne[2];
+    r.cols = w.table ? w.ne[0] * w.ne[1] * w.ne[2] : w.ne[0];
     r.bytes = row_bytes(t, w.ne[0]) * static_cast<uint64_t>(w.ne[1] * w.ne[2]);
     return std::optional<WeightRef>(r);
   };
@@ -228,11 +236,13 @@ Expected<std::vector<SubLayer>> build(const ModelSpec& spec, Resolver resolve, c
     FERRY_RETURN_IF_ERROR(
         b.add(r, vec(blk(il, spec.arch == Arch::kGptOss ? "post_attention_norm.weight" : "ffn_norm.weight"), d)));
     FERRY_RETURN_IF_ERROR(b.add(r, mat(blk(il, "ffn_gate_inp.weight"), d, spec.n_expert)));
-    if (spec.expert_biases) {  // the router's bias, and the experts' (small: listed with the router)
+    if (spec.expert_biases) {
+      // The router's bias, and the experts' bias tables: small, listed with the router as vectors (rows 1),
+      // so a hybrid plan keeps them on the device with the norms and every group reads its columns there.
       FERRY_RETURN_IF_ERROR(b.add(r, vec(blk(il, "ffn_gate_inp.bias"), spec.n_expert)));
-      FERRY_RETURN_IF_ERROR(b.add(r, mat(blk(il, "ffn_gate_exps.bias"), spec.n_ff_expert, spec.n_expert)));
-      FERRY_RETURN_IF_ERROR(b.add(r, mat(blk(il, "ffn_up_exps.bias"), spec.n_ff_expert, spec.n_expert)));
-      FERRY_RETURN_IF_ERROR(b.add(r, mat(blk(il, "ffn_down_exps.bias"), d, spec.n_expert)));
+      FERRY_RETURN_IF_ERROR(b.add(r, table(blk(il, "ffn_gate_exps.bias"), spec.n_ff_expert, spec.n_expert)));
+      FERRY_RETURN_IF_ERROR(b.add(r, table(blk(il, "ffn_up_exps.bias"), spec.n_ff_expert, spec.n_expert)));
+      FERRY_RETURN_IF_ERROR(b.add(r, table(blk(il, "ffn_down_exps.bias"), d, spec.n_expert)));
     }
     out.push_back(std::move(r));
     const int64_t ne = spec.n_expert, ffe = spec.n_ff_expert;

@@ -253,25 +253,6 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
   return Status::ok();
 }
 
-// A model the GPU path cannot run, refused before any profile is measured: gpt-oss (CudaOps has no MXFP4
-// kernels, no attention sinks, no clamped SwiGLU, and the executor uploads no expert biases yet); the CPU
-// runs it (--device cpu).
-Status check_gpu_model(const OpenOptions& o) {
-  Expected<std::unique_ptr<gguf::ModelFile>> file = gguf::ModelFile::open(o.model_path);
-  if (!file) return Status::ok();  // Engine::load reports it
-  Expected<model::ModelSpec> spec = model::ModelSpec::from_gguf(**file);
-  if (!spec) return Status::ok();
-  bool mxfp4 = false;
-  for (const gguf::TensorInfo& t : (*file)->tensors()) mxfp4 = mxfp4 || t.dtype == DType::MXFP4;
-  if (spec->arch == model::Arch::kGptOss || spec->attn_sinks || mxfp4)
-    return make_error(ErrorCode::kUnsupported,
-                      "%s is a %s model%s: the GPU path lacks what it needs (MXFP4 CUDA kernels, attention sinks, "
-                      "the clamped SwiGLU and expert biases in CudaOps); run it on the CPU (drop %s)",
-                      o.model_path.c_str(), model::arch_name(spec->arch), mxfp4 ? " with MXFP4 weights" : "",
-                      o.vram_budget ? "--vram" : "--device cuda");
-  return Status::ok();
-}
-
 }  // namespace
 
 Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
@@ -293,7 +274,6 @@ Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
   // bench/RESULTS.md), 512 otherwise (the hybrid executor's tiers stop at 512, where activations are budget).
   eo.n_batch = o.n_batch > 0 ? o.n_batch : rt->whole_model_ ? 1024 : 512;
   if (rt->device_ == "cuda" || rt->device_ == "emulated") {
-    FERRY_RETURN_IF_ERROR(check_gpu_model(o));
     FERRY_RETURN_IF_ERROR(prepare_hybrid(rt.get(), o, &eo));
   }
   FERRY_ASSIGN_OR_RETURN(rt->engine_, engine::Engine::load(eo));

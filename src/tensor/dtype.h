@@ -60,8 +60,9 @@ inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, 
                                          DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
                                          DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-// Weight types only mixture-of-experts tensors come in (gpt-oss's experts): CPU matmul and the reference
-// support them, the GPU kernels do not (yet), so they stay out of kWeightTypes.
+// Weight types only mixture-of-experts tensors come in (gpt-oss's experts): every Ops computes with them, the
+// CUDA kernels in ggml's layout only (no split layout, no v2 decode kernels), so they stay out of kWeightTypes
+// (whose tests cover those too).
 inline constexpr DType kExpertWeightTypes[] = {DType::MXFP4};
 
 // One past the largest DType id (tables indexed by id).

@@ -1,7 +1,8 @@
 // HybridRunner on mixture-of-experts models (qwen3moe, Mixtral's llama with experts), on the emulated
 // device: a layer's router and expert groups run wherever the plan puts them (hybrid_moe.cc), and the
 // logits equal the all-CPU runner's within the executor's tolerance.
-//   - the planner's placements: ferry synth's tiny-qwen3moe and tiny-mixtral, every strategy, budgets from
+//   - the planner's placements: ferry synth's tiny-qwen3moe, tiny-mixtral and tiny-gpt-oss (expert-bias
+//     tables on the device with the vectors, read by every group wherever it runs), every strategy, budgets from
 //     the minimum to everything resident, prompt and decode tiers; the arena never passes the budget;
 //   - every placement combination: plans edited so that each (router resident / streamed / CPU) x (groups
 //     all resident, all streamed, all CPU, mixed) pair runs in some tier and layer, with a timeline, measured
@@ -244,7 +245,9 @@ TEST_P(ExecutorMoe, EveryPlacementCombinationMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, ExecutorMoe,
                          ::testing::Values(PresetCase{"tiny-qwen3moe", DType::Q8_0, 4},
-                                           PresetCase{"tiny-mixtral", DType::Q4_K, 2}),
+                                           PresetCase{"tiny-mixtral", DType::Q4_K, 2},
+                                           // gpt-oss: MXFP4 experts with bias tables, sinks, clamped SwiGLU
+                                           PresetCase{"tiny-gpt-oss", DType::Q8_0, 2}),
                          [](const auto& info) {
                            std::string n = info.param.preset;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -168,6 +168,34 @@ TEST(SubLayer, MoeExpertGroups) {
   EXPECT_NEAR(g0.weight_bytes_read(s, 1000), static_cast<double>(g0.weight_bytes), 1.0);
 }
 
+// gpt-oss's bias tables [N, n_expert] F32 are listed with the router as vectors (rows 1): the planner keeps
+// them on the device with the norms, so every expert group reads its columns wherever it runs.
+TEST(SubLayer, GptOssBiasTablesAreVectors) {
+  model::ModelSpec s = fixtures::qwen3_8b();
+  s.arch = model::Arch::kGptOss;
+  s.n_layer = 1;
+  s.n_ff = 0;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.n_ff_expert = 512;
+  s.expert_biases = true;
+  auto r = model::build_sublayers(s, model::uniform_tensor_types(DType::Q8_0));
+  ASSERT_TRUE(r.has_value()) << r.status().message();
+  const SubLayer& router = (*r)[2];
+  ASSERT_EQ(router.kind, SubLayerKind::kMoeRouter);
+  int tables = 0;
+  for (const model::WeightRef& w : router.weights) {
+    if (w.name.find("_exps.bias") == std::string::npos) continue;
+    ++tables;
+    EXPECT_EQ(w.rows, 1) << w.name;
+    EXPECT_EQ(w.dtype, DType::F32) << w.name;
+    const int64_t n = w.name.find("down") != std::string::npos ? s.n_embd : s.n_ff_expert;
+    EXPECT_EQ(w.cols, n * s.n_expert) << w.name;
+    EXPECT_EQ(w.bytes, static_cast<uint64_t>(n * s.n_expert * 4)) << w.name;
+  }
+  EXPECT_EQ(tables, 3);
+}
+
 TEST(SubLayer, SyntheticRejectsRowsNotMultipleOfBlock) {
   model::ModelSpec s = fixtures::qwen3_8b();
   s.n_ff = 1000;  // ffn_down rows of 1000 are not a multiple of 256

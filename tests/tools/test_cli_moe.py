@@ -75,6 +75,17 @@ def mixtral(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def gptoss(tmp_path_factory) -> Path:
+    if not FERRY.is_file():
+        pytest.skip(f"ferry binary not built at {FERRY} (set FERRY_BUILD)")
+    path = tmp_path_factory.mktemp("moe") / "tiny-gpt-oss-q8_0.gguf"  # MXFP4 experts whatever --type says
+    res = ferry("synth", "--preset", "tiny-gpt-oss", "--type", "Q8_0", "-o", str(path))
+    if res.returncode != 0:
+        pytest.skip("ferry synth failed: " + res.stderr)
+    return path
+
+
 PROMPT = "The quick brown fox jumps over the lazy dog, and then"
 
 
@@ -95,7 +106,7 @@ def _minimum_mib(model: Path) -> int:
     return int(m.group(1))
 
 
-@pytest.mark.parametrize("which", ["moe", "mixtral"])
+@pytest.mark.parametrize("which", ["moe", "mixtral", "gptoss"])
 def test_emulated_budgets_match_cpu(request, which):
     """The hybrid executor on the emulated GPU (16-token tiers: small activations, so the planner streams) from
     the minimum budget (routers and expert groups on the CPU) through streamed ones to everything resident: the
@@ -114,7 +125,8 @@ def test_emulated_budgets_match_cpu(request, which):
         assert emu["text"] == cpu["text"], (vram, strategy)
         for tier in emu["hybrid"]["tiers"]:
             placed |= {k for k in ("resident", "streamed", "cpu") if tier[k] > 0}
-    # tiny-mixtral Q4_K (2 MiB of weights): a MiB more than the minimum makes every expert group resident.
+    # tiny-mixtral Q4_K (2 MiB of weights) and tiny-gpt-oss (MXFP4 experts; its bias tables stay on the device
+    # with the norms): a MiB more than the minimum makes every expert group resident.
     assert placed == ({"resident", "streamed", "cpu"} if which == "moe" else {"resident", "cpu"}), placed
 
 

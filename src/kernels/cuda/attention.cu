@@ -32,6 +32,18 @@ __device__ __forceinline__ float cap_logit(float s, float scale, float softcap) 
   return softcap > 0.f ? softcap * tanhf(s / softcap) : s;
 }
 
+// The factor a row's output takes, acc * attn_inv: its cells' maximum logit M and their sum L of
+// exp(logit - M). Without a sink 1 / L. With head h's sink logit (gpt-oss: ggml_soft_max_add_sinks) the sink
+// joins the max and the sum without a value row: weights rescaled from M to max(M, sink), the sum gaining
+// exp(sink - max). No visible cell (M = -inf): 0 either way.
+__device__ __forceinline__ float attn_inv(const float* sinks, int h, float M, float L) {
+  if (sinks == nullptr) return L > 0.f ? 1.f / L : 0.f;
+  const float sk = __ldg(sinks + h);
+  const float Mn = fmaxf(M, sk);
+  const float f = M == -INFINITY ? 0.f : __expf(M - Mn);
+  return f / fmaf(L, f, __expf(sk - Mn));
+}
+
 // Timing builds only (-DFERRY_CUDA_ATTN_STAMPS; launch.h attention_stamps): thread 0 of each block of the
 // tensor-core kernel records clock64() at the points ATTN_STAMP(0..6) mark, and %globaltimer at entry
 // (slot 7), into g_attn_stamps[linear block id]. Normal builds compile the marks to nothing.
@@ -141,7 +153,7 @@ __global__ void __launch_bounds__(kPlainWarps * kWarp) attn_plain_kernel(AttnArg
 
   if (splits == 1) {
     float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float inv = attn_inv(a.sinks, h, m, l);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int d = lane + kWarp * j;
@@ -168,8 +180,8 @@ struct SplitWeights {
   // Split s's weight, from lane s % 32 (every lane of the warp must call it with the same s).
   __device__ __forceinline__ float of(int s) const { return __shfl_sync(0xffffffffu, s < kWarp ? w0 : w1, s % kWarp); }
 };
-__device__ __forceinline__ SplitWeights split_weights(const Partials& part, int splits, int64_t n_rows, int64_t row,
-                                                      int lane) {
+__device__ __forceinline__ SplitWeights split_weights(const AttnArgs& a, int h, const Partials& part, int splits,
+                                                      int64_t n_rows, int64_t row, int lane) {
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
   if (lane < splits) {
     const float2 ml = part.ml[static_cast<int64_t>(lane) * n_rows + row];
@@ -187,7 +199,7 @@ __device__ __forceinline__ SplitWeights split_weights(const Partials& part, int 
   w.w0 = lane < splits ? __expf(m0 - ref) : 0.f;
   w.w1 = lane + kWarp < splits ? __expf(m1 - ref) : 0.f;
   const float L = warp_sum(w.w0 * l0 + w.w1 * l1);
-  w.inv = L > 0.f ? 1.f / L : 0.f;
+  w.inv = attn_inv(a.sinks, h, M, L);  // the weights are relative to M (ref only when M = -inf, then 0)
   return w;
 }
 
@@ -225,7 +237,7 @@ __global__ void attn_combine_block_kernel(AttnArgs a, int splits, Partials part)
 #pragma unroll
   for (int s = 0; s < kMaxSplits; ++s)
     v[s] = s < splits && d < D ? part.o[(static_cast<int64_t>(s) * n_rows + row) * D + d] : 0.f;
-  const SplitWeights w = split_weights(part, splits, n_rows, row, lane);
+  const SplitWeights w = split_weights(a, h, part, splits, n_rows, row, lane);
   float acc = 0.f;
 #pragma unroll
   for (int s = 0; s < kMaxSplits; ++s) {
@@ -246,7 +258,7 @@ __global__ void attn_combine_warp_kernel(AttnArgs a, int splits, Partials part) 
   if (row >= n_rows) return;
   const int D = a.head_dim;
   const int t = row / a.n_head, h = row % a.n_head;
-  const SplitWeights w = split_weights(part, splits, n_rows, row, lane);
+  const SplitWeights w = split_weights(a, h, part, splits, n_rows, row, lane);
   constexpr int kGroup = 8;
   float acc[8];
 #pragma unroll
@@ -654,7 +666,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
       }
       if (splits == 1) {
         float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
-        out[d] = L > 0.f ? acc / L : 0.f;
+        out[d] = a.sinks == nullptr ? (L > 0.f ? acc / L : 0.f) : acc * attn_inv(a.sinks, h, M, L);
       } else {
         part.o[(static_cast<int64_t>(blockIdx.z) * n_rows + ri) * D + d] = acc;
         if (d == 0) part.ml[static_cast<int64_t>(blockIdx.z) * n_rows + ri] = make_float2(M, L);
@@ -671,7 +683,7 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a, int splits, P
       if (!row_target(r, &ri, &t, &h)) continue;
       if (splits == 1) {
         float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(a.out) + t * a.out_nb1) + h * D;
-        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const float inv = attn_inv(a.sinks, h, m, l);
 #pragma unroll
         for (int nd = 0; nd < D / 8; ++nd) {
           const int d = nd * 8 + 2 * tq;
@@ -897,7 +909,8 @@ __global__ void __launch_bounds__(128) attn_decode_kernel(AttnArgs a, int splits
     }
     const int h = kvh * G + g;
     if (splits == 1) {
-      store_combined(a, 0, h, d, L > 0.f ? acc / L : 0.f, lane);
+      store_combined(a, 0, h, d, a.sinks == nullptr ? (L > 0.f ? acc / L : 0.f) : acc * attn_inv(a.sinks, h, M, L),
+                     lane);
     } else {
       part.o[(static_cast<int64_t>(blockIdx.x) * n_rows + h) * D + d] = acc;
       if (d == 0) part.ml[static_cast<int64_t>(blockIdx.x) * n_rows + h] = make_float2(M, L);

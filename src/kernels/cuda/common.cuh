@@ -38,6 +38,18 @@ __device__ __forceinline__ float glu_act(float g, int act) {
   return 0.5f * g * (1.f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
 }
 
+// glu's output for one (gate, up) pair: act 0 / 1 as glu_act times up; act 2 gpt-oss's clamped SwiGLU
+// (ggml_swiglu_oai, alpha 1.702, limit 7): x = min(g, 7), v = clamp(u, -7, 7), x * sigmoid(1.702 x) * (v + 1),
+// in RefOps' float order (x / (1 + e^(1.702 * -x))).
+__device__ __forceinline__ float glu_value(float g, float u, int act) {
+  if (act == 2) {
+    const float x = fminf(g, 7.0f);
+    const float v = fminf(fmaxf(u, -7.0f), 7.0f);
+    return __fmul_rn(__fdiv_rn(x, __fadd_rn(1.f, expf(__fmul_rn(1.702f, -x)))), __fadd_rn(v, 1.f));
+  }
+  return glu_act(g, act) * u;
+}
+
 // quantize_q8's arithmetic on one 32-block held one value per lane (every lane calls it): d = max|y| / 127,
 // q = round(y / d); the lane's q goes to *q, and lane 0 writes {d, d * sum(q)} to *ds.
 __device__ __forceinline__ void quantize_q8_warp(float y, int8_t* q, float2* ds, int lane) {

@@ -218,6 +218,7 @@ cudaError_t dequant_rows_f16(DType type, const void* w, int64_t w_stride, int64_
     case DType::Q4_K: return launch_dequant<DType::Q4_K>(w, w_stride, K, rows, out, stream);
     case DType::Q5_K: return launch_dequant<DType::Q5_K>(w, w_stride, K, rows, out, stream);
     case DType::Q6_K: return launch_dequant<DType::Q6_K>(w, w_stride, K, rows, out, stream);
+    case DType::MXFP4: return launch_dequant<DType::MXFP4>(w, w_stride, K, rows, out, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -268,6 +269,7 @@ cudaError_t embed_rows(DType type, const void* table, int64_t table_stride, int6
     case DType::Q4_K: return launch_embed<DType::Q4_K>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
     case DType::Q5_K: return launch_embed<DType::Q5_K>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
     case DType::Q6_K: return launch_embed<DType::Q6_K>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
+    case DType::MXFP4: return launch_embed<DType::MXFP4>(table, table_stride, d, vocab, tokens, n, scale, out, out_stride, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/rope_yarn.h"
 #include "tensor/repack.h"
 
 #if FERRY_EXPERIMENTS
@@ -472,7 +473,8 @@ void CudaOps::matmul_glu(const TensorView& wg, const TensorView& wu, const Tenso
                          TensorView gate, TensorView up) {
   if (!ctx_.ok()) return;
   const bool stashed = stash_hit(x);
-  if (!glu_fusable(wg, wu, x, gate, up, stash_off_after(x, stashed, wg.ne[1]))) {
+  // The fused epilogue knows silu and gelu only.
+  if (act == Activation::kSwigluOai || !glu_fusable(wg, wu, x, gate, up, stash_off_after(x, stashed, wg.ne[1]))) {
     Ops::matmul_glu(wg, wu, x, act, gate, up);
     return;
   }
@@ -487,7 +489,7 @@ void CudaOps::norm_matmul_glu(const TensorView& x, const TensorView& nw, float e
     Ops::norm_matmul_glu(x, nw, eps, xn, wg, wu, act, gate, up);
     return;
   }
-  if (!glu_fusable(wg, wu, x, gate, up, stash_off_after(x, true, wg.ne[1]))) {
+  if (act == Activation::kSwigluOai || !glu_fusable(wg, wu, x, gate, up, stash_off_after(x, true, wg.ne[1]))) {
     // The folded norm's image still feeds the gate / up matvecs (no norm kernel); the glu kernel follows.
     const TensorView* ws[2] = {&wg, &wu};
     TensorView outs[2] = {gate, up};
@@ -657,6 +659,9 @@ cu::RopeArgs rope_args(const TensorView& x, const BatchMeta& batch, const RopePa
   a.freq_scale = p.freq_scale;
   a.neox = p.neox;
   a.freq_factors = p.freq_factors.data ? p.freq_factors.ptr<const float>() : nullptr;
+  a.ext_factor = p.ext_factor;
+  a.attn_factor = p.attn_factor;
+  rope_yarn_corr_dims(p.n_rot, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow, a.corr_dims);
   a.pos = batch.pos.ptr<const int32_t>();
   return a;
 }
@@ -812,6 +817,10 @@ void CudaOps::attention_path(const TensorView& q, const KvView& kv, const BatchM
   a.scale = p.scale;
   a.softcap = p.softcap;
   a.window = p.window;
+  if (p.sinks.data != nullptr) {
+    FERRY_ASSERT(p.sinks.dtype == DType::F32 && p.sinks.ne[0] >= p.n_head);
+    a.sinks = p.sinks.ptr<const float>();
+  }
   a.out = out.ptr<float>();
   a.out_nb1 = static_cast<int64_t>(out.nb[1]);
   const bool stash = stashable(out);
@@ -835,7 +844,7 @@ void CudaOps::glu(const TensorView& gate, const TensorView& up, Activation act, 
   forget_stash();
   const bool stash = stashable(out);
   if (!cu::ablated("glu")) {
-    check(cu::glu(row_view(gate), row_view(up), act == Activation::kSilu ? 0 : 1, row_view(out), ctx_.stream(),
+    check(cu::glu(row_view(gate), row_view(up), cu_act(act), row_view(out), ctx_.stream(),
                   stash ? stash_xq() : nullptr, stash ? reinterpret_cast<float2*>(stash_xds()) : nullptr),
           "glu");
   }

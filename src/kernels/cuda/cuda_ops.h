@@ -19,6 +19,9 @@ struct cublasContext;  // cublasHandle_t is cublasContext*
 
 namespace ferry::kernels {
 
+// glu's activation as the CUDA kernels number it (launch.h glu).
+inline int cu_act(Activation a) { return a == Activation::kSilu ? 0 : a == Activation::kGeluTanh ? 1 : 2; }
+
 // What the owner gives a CudaContext: the device, the stream ops run on, and device memory.
 struct CudaContextDesc {
   int device = 0;
@@ -223,11 +226,14 @@ class CudaOps final : public Ops {
   // 16 slots; matmul_id and moe_experts for weight stacks the v2 decode kernels read (matvec_v2_supported
   // rows, K % 64 == 0 for the quantized types), any token count (the routed pairs sorted by expert on the
   // device, each routed expert's rows read from DRAM once per work item of up to 32 of its pairs);
-  // moe_experts with the SiLU or GELU activation. Anything else takes Ops' defaults (host round trips).
+  // moe_experts with any activation (SiLU, GELU, gpt-oss's clamped SwiGLU) and the experts' biases (gpt-oss,
+  // added by expert id after each matvec). Anything else takes Ops' defaults (host round trips).
   void moe_route(const TensorView& logits, const MoeRoute& r, TensorView ids, TensorView weights) override;
   void matmul_id(int n, const TensorView* const* ws, const TensorView& x, const TensorView& ids, int32_t expert_begin,
                  TensorView* outs) override;
   void moe_combine(const TensorView& y, const TensorView& weights, TensorView out) override;
+  // ggml's add_id on the device (one kernel, ids read there); strided slots take Ops' default.
+  void add_expert_bias(const TensorView& bias, const TensorView& ids, int32_t expert_begin, TensorView y) override;
   void moe_experts(const ExpertGroup& g, const TensorView& x, const TensorView& ids, const TensorView& weights,
                    const MoeScratch& s, bool accumulate, TensorView out) override;
   // Synchronous copies (they wait for the stream); the mixture-of-experts ops' fallbacks (Ops' defaults)

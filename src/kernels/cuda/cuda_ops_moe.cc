@@ -196,8 +196,27 @@ void CudaOps::moe_combine(const TensorView& y, const TensorView& weights, Tensor
         "moe_combine");
 }
 
-// The kernels compute gate, up, down and the activation of a group and nothing else: a field added to
-// ExpertGroup (a bias, another activation) must be checked below (else Ops' default) before this compiles.
+void CudaOps::add_expert_bias(const TensorView& bias, const TensorView& ids, int32_t expert_begin, TensorView y) {
+  if (!ctx_.ok()) return;
+  const int64_t k = ids.ne[0], T = ids.ne[1];
+  FERRY_ASSERT(ids.dtype == DType::I32 && ids.is_contiguous() && bias.dtype == DType::F32 && y.dtype == DType::F32);
+  FERRY_ASSERT(bias.ne[0] == y.ne[0] && y.ne[1] == k && y.ne[2] == T);
+  // Slots as evenly spaced columns of y, the bias's columns evenly spaced too.
+  if (!f32_rows(y) || !f32_rows(bias) || y.nb[1] % 4 != 0 || y.nb[2] != static_cast<size_t>(k) * y.nb[1] ||
+      bias.nb[1] % 4 != 0 || y.ne[3] != 1) {
+    forget_stash();
+    Ops::add_expert_bias(bias, ids, expert_begin, y);
+    return;
+  }
+  note_write(y);
+  check(cu::moe_add_bias(y.ptr<float>(), static_cast<int64_t>(y.nb[1] / 4), y.ne[0], k * T, ids.ptr<const int32_t>(),
+                         expert_begin, static_cast<int32_t>(bias.ne[1]), bias.ptr<const float>(),
+                         static_cast<int64_t>(bias.nb[1] / 4), ctx_.stream()),
+        "add_expert_bias");
+}
+
+// The kernels compute gate, up, down, their biases and the activation of a group and nothing else: a field
+// added to ExpertGroup must be checked below (else Ops' default) before this compiles.
 static_assert(sizeof(ExpertGroup) == 6 * sizeof(TensorView) + 8,
               "ExpertGroup changed: teach CudaOps::moe_experts its new fields or fall back to Ops::moe_experts");
 
@@ -214,8 +233,12 @@ void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const Tenso
   FERRY_ASSERT(ids.dtype == DType::I32 && ids.is_contiguous());
   const uint64_t h_bytes = static_cast<uint64_t>(ffe * k * T) * 4;
   const bool gu_quant = traits(g.gate.dtype).quantized, down_quant = traits(g.down.dtype).quantized;
-  const bool biased = g.gate_bias.data != nullptr || g.up_bias.data != nullptr || g.down_bias.data != nullptr;
-  bool fast = options_.moe_kernels && !biased && (g.act == Activation::kSilu || g.act == Activation::kGeluTanh) &&
+  // Biases: F32 [n, E] with evenly spaced columns (the group's columns of the layer's tables).
+  auto bias_ok = [&](const TensorView& b, int64_t n) {
+    return b.data == nullptr ||
+           (b.dtype == DType::F32 && b.ne[0] == n && b.ne[1] == E && f32_rows(b) && b.nb[1] % 4 == 0);
+  };
+  bool fast = options_.moe_kernels && bias_ok(g.gate_bias, ffe) && bias_ok(g.up_bias, ffe) && bias_ok(g.down_bias, d) &&
               moe_stack_ok(g.gate, d) && moe_stack_ok(g.up, d) && moe_stack_ok(g.down, ffe) &&
               g.up.dtype == g.gate.dtype && g.up.layout == g.gate.layout && f32_rows(out) && out.nb[1] % 4 == 0 &&
               s.gate.data != nullptr && s.up.data != nullptr && s.y.data != nullptr && s.gate.nbytes() >= h_bytes &&
@@ -241,7 +264,14 @@ void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const Tenso
   auto* h = s.gate.ptr<float>();  // [ffe, k, nt]: gate, then act(gate) * up in place
   auto* up = s.up.ptr<float>();
   auto* y = s.y.ptr<float>();     // [d, k, nt]
-  const int act = g.act == Activation::kSilu ? 0 : 1;
+  const int act = cu_act(g.act);
+  // Adds a bias's columns to the slots [k, nt] of y (n floats each) by expert id.
+  auto add_bias = [&](const TensorView& b, float* yv, int64_t n, const int32_t* ids_c, int64_t nt) {
+    if (b.data == nullptr) return;
+    check(cu::moe_add_bias(yv, n, n, k * nt, ids_c, g.begin, E, b.ptr<const float>(), static_cast<int64_t>(b.nb[1] / 4),
+                           ctx_.stream()),
+          "moe_experts: bias");
+  };
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t nt = std::min(chunk, T - t0);
     Bump sc(ctx_.scratch(), body_bytes());
@@ -279,6 +309,8 @@ void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const Tenso
     } else {
       check(cu::moe_matvec_float(g.gate.dtype, gu, d, xt, d, a, ctx_.stream()), "moe_experts: gate/up");
     }
+    add_bias(g.gate_bias, h, ffe, ids_c, nt);
+    add_bias(g.up_bias, up, ffe, ids_c, nt);
 
     // h = act(gate) * up over every slot (those of other groups carry scratch values, never read), with its Q8
     // image for a quantized down projection.
@@ -302,6 +334,7 @@ void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const Tenso
     } else {
       check(cu::moe_matvec_float(g.down.dtype, dn, ffe, h, ffe, a, ctx_.stream()), "moe_experts: down");
     }
+    add_bias(g.down_bias, y, d, ids_c, nt);
     check(cu::moe_combine(y, d, k * d, ids_c, weights.ptr<const float>() + t0 * k, static_cast<int>(k), d,
                           static_cast<int>(nt), g.begin, E, accumulate, out.ptr<float>() + t0 * (out.nb[1] / 4),
                           static_cast<int64_t>(out.nb[1] / 4), ctx_.stream()),

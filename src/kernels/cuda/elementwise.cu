@@ -1,4 +1,5 @@
-// Row-wise and elementwise kernels: rms_norm, add (with bias broadcast), scale, glu (silu / gelu-tanh),
+// Row-wise and elementwise kernels: rms_norm, add (with bias broadcast), scale, glu (silu / gelu-tanh /
+// gpt-oss's clamped SwiGLU),
 // rope (normal and NeoX, optional frequency factors) and kv_store (F32 -> F16 cache cells). All are
 // memory-bound and tiny next to the matmuls; they favour simple indexing over cleverness. In-place use
 // (out == input) is safe: each element is read and written by the same thread.
@@ -153,7 +154,7 @@ __global__ void glu_kernel(RowView gate, RowView up, int act, RowView out, int64
   const int64_t r = i < out.ne0 ? 0 : i / out.ne0, k = i - r * out.ne0;
   const float g = reinterpret_cast<const float*>(gate.row(r))[k];
   const float u = reinterpret_cast<const float*>(up.row(r))[k];
-  const float y = glu_act(g, act) * u;
+  const float y = glu_value(g, u, act);
   reinterpret_cast<float*>(out.row(r))[k] = y;
   if (xq != nullptr) {
     quantize_q8_warp(y, xq + i, xds + i / 32, threadIdx.x % kWarp);  // i = r * ne0 + k: [T][K] contiguous
@@ -172,9 +173,17 @@ __device__ __forceinline__ float2 rope_rotate(const RopeArgs& a, double p, doubl
                                               float x1) {
   double theta = p * static_cast<double>(a.freq_scale) * exp2(-2.0 * i / a.n_rot * log2_base);
   if (a.freq_factors) theta /= static_cast<double>(a.freq_factors[i]);
+  double mscale = a.attn_factor;
+  if (a.ext_factor != 0.f) {  // YaRN: RefOps' blend of the interpolated and unscaled angles, in double
+    const double extrap = theta / static_cast<double>(a.freq_scale);
+    const double y = (static_cast<double>(i) - a.corr_dims[0]) / fmax(0.001, static_cast<double>(a.corr_dims[1] - a.corr_dims[0]));
+    const double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * a.ext_factor;
+    theta = theta * (1.0 - mix) + extrap * mix;
+    mscale *= 1.0 + 0.1 * log(1.0 / static_cast<double>(a.freq_scale));
+  }
   double sn, cn;
   sincos(theta, &sn, &cn);
-  const float c = static_cast<float>(cn), s = static_cast<float>(sn);
+  const float c = static_cast<float>(cn * mscale), s = static_cast<float>(sn * mscale);
   return make_float2(x0 * c - x1 * s, x0 * s + x1 * c);
 }
 

@@ -191,6 +191,12 @@ cudaError_t moe_matvec_float(DType type, const MoeMatvecSet& set, int64_t K, con
 cudaError_t moe_combine(const float* y, int64_t y_s1, int64_t y_s2, const int32_t* ids, const float* w, int k,
                         int64_t d, int T, int32_t expert_begin, int32_t n_expert, bool accumulate, float* out,
                         int64_t out_stride, cudaStream_t stream);
+// ggml's add_id: y[:, s] += bias[:, ids[s] - expert_begin] for each of the n_slots slots (columns of y,
+// y_stride floats apart) whose expert lies in [0, n_expert); others untouched. bias [n, n_expert], columns
+// bias_stride floats apart; ids device I32 [n_slots].
+cudaError_t moe_add_bias(float* y, int64_t y_stride, int64_t n, int64_t n_slots, const int32_t* ids,
+                         int32_t expert_begin, int32_t n_expert, const float* bias, int64_t bias_stride,
+                         cudaStream_t stream);
 
 // ---- rows ------------------------------------------------------------------------------------------
 // out[:, t] = dequant(table row tokens[t]) * scale; tokens device I32 [n]; ids outside [0, vocab) -> zeros.
@@ -216,7 +222,7 @@ bool rms_norm_quantizes(const RowView& x, const float* w, const RowView& out);
 // out = a + b; b_broadcast: b has one row, added to every row.
 cudaError_t add(const RowView& a, const RowView& b, bool b_broadcast, const RowView& out, cudaStream_t stream);
 cudaError_t scale(const RowView& x, float s, const RowView& out, cudaStream_t stream);
-// act: 0 = silu, 1 = gelu (tanh approximation).
+// act: 0 = silu, 1 = gelu (tanh approximation), 2 = gpt-oss's clamped SwiGLU (ggml_swiglu_oai).
 // xq / xds: as rms_norm's.
 cudaError_t glu(const RowView& gate, const RowView& up, int act, const RowView& out, cudaStream_t stream,
                 int8_t* xq = nullptr, float2* xds = nullptr);
@@ -229,6 +235,9 @@ struct RopeArgs {
   float freq_base = 10000.f, freq_scale = 1.f;
   bool neox = false;
   const float* freq_factors = nullptr;  // [n_rot / 2] or null
+  // YaRN (RopeParams; kernels/rope_yarn.h): ext_factor 0 off; corr_dims from rope_yarn_corr_dims on the host.
+  float ext_factor = 0.f, attn_factor = 1.f;
+  float corr_dims[2] = {0.f, 0.f};
   const int32_t* pos = nullptr;         // [n_tokens]
   // Optional second tensor rotated by the same launch (k after q): same head_dim and n_tokens.
   char* x2 = nullptr;
@@ -273,6 +282,7 @@ struct AttnArgs {
   int32_t n_cells = 0, n_tokens = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
   float scale = 1.f, softcap = 0.f;
   int32_t window = 0;
+  const float* sinks = nullptr;     // optional [n_head]: a logit per head joining the softmax (gpt-oss)
   float* out = nullptr;             // [head_dim * n_head, n_tokens]
   int64_t out_nb1 = 0;
   // Optional: out quantized as quantize_q8 would, by the split-combine kernel (see attention()).

@@ -710,6 +710,7 @@ cudaError_t matvec_quant(DType type, const void* w, int64_t w_stride, int64_t K,
     case DType::Q4_K: return launch_quant<DType::Q4_K>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
     case DType::Q5_K: return launch_quant<DType::Q5_K>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
     case DType::Q6_K: return launch_quant<DType::Q6_K>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
+    case DType::MXFP4: return launch_quant<DType::MXFP4>(w, w_stride, K, N, xq, xds, T, rows_per_warp, out, out_stride, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -211,6 +211,18 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, int64_t y_s1, in
   *o = started ? acc : 0.f;
 }
 
+// Grid (column blocks, slots): one thread per bias element.
+__global__ void moe_add_bias_kernel(float* __restrict__ y, int64_t y_stride, int64_t n, const int32_t* __restrict__ ids,
+                                    int32_t begin, int32_t E, const float* __restrict__ bias, int64_t bias_stride) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t s = blockIdx.y;
+  if (i >= n) return;
+  const int32_t e = __ldg(ids + s) - begin;
+  if (static_cast<unsigned>(e) >= static_cast<unsigned>(E)) return;
+  float* o = y + s * y_stride + i;
+  *o = __fadd_rn(*o, __ldg(bias + e * bias_stride + i));
+}
+
 }  // namespace
 
 cudaError_t moe_route(const float* logits, int64_t logits_stride, int E, int T, int k, int gating, bool normalize,
@@ -244,6 +256,20 @@ cudaError_t moe_combine(const float* y, int64_t y_s1, int64_t y_s2, const int32_
     moe_combine_kernel<<<dim3(ceil_div(d, threads), static_cast<unsigned>(nt)), threads, 0, stream>>>(
         y + t0 * y_s2, y_s1, y_s2, ids + static_cast<int64_t>(t0) * k, w + static_cast<int64_t>(t0) * k, k, d,
         expert_begin, n_expert, accumulate ? 1 : 0, out + t0 * out_stride, out_stride);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t moe_add_bias(float* y, int64_t y_stride, int64_t n, int64_t n_slots, const int32_t* ids,
+                         int32_t expert_begin, int32_t n_expert, const float* bias, int64_t bias_stride,
+                         cudaStream_t stream) {
+  if (n < 0 || n_slots < 0 || n_expert < 0) return cudaErrorInvalidValue;
+  if (n == 0 || n_slots == 0 || n_expert == 0) return cudaSuccess;
+  const int threads = 256;
+  for (int64_t s0 = 0; s0 < n_slots; s0 += 65535) {  // grid.y's limit
+    const int64_t ns = n_slots - s0 < 65535 ? n_slots - s0 : 65535;
+    moe_add_bias_kernel<<<dim3(static_cast<unsigned>(ceil_div(n, threads)), static_cast<unsigned>(ns)), threads, 0,
+                          stream>>>(y + s0 * y_stride, y_stride, n, ids + s0, expert_begin, n_expert, bias, bias_stride);
   }
   return cudaGetLastError();
 }

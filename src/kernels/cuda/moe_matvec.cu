@@ -169,6 +169,7 @@ bool sliced(DType type, Layout layout, int64_t K) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::MXFP4:
       return layout == Layout::kGgml && K > 0 && K % traits(type).block_elems == 0 && K % 32 == 0;
     default:
       return false;
@@ -207,6 +208,7 @@ cudaError_t moe_matvec_quant(DType type, Layout layout, const MoeMatvecSet& set,
       case DType::Q4_K: return moe_sliced<DType::Q4_K>(set, K, xq, xds, a, stream);
       case DType::Q5_K: return moe_sliced<DType::Q5_K>(set, K, xq, xds, a, stream);
       case DType::Q6_K: return moe_sliced<DType::Q6_K>(set, K, xq, xds, a, stream);
+      case DType::MXFP4: return moe_sliced<DType::MXFP4>(set, K, xq, xds, a, stream);
       default: return cudaErrorInvalidValue;
     }
   }

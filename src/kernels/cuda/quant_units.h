@@ -152,6 +152,7 @@ template <> struct SliceTraits<DType::Q3_K> { static constexpr int kSlices = 16,
 template <> struct SliceTraits<DType::Q4_K> { static constexpr int kSlices = 16, kElems = 256; using Block = BlockQ4_K; };
 template <> struct SliceTraits<DType::Q5_K> { static constexpr int kSlices = 16, kElems = 256; using Block = BlockQ5_K; };
 template <> struct SliceTraits<DType::Q6_K> { static constexpr int kSlices = 32, kElems = 256; using Block = BlockQ6_K; };
+template <> struct SliceTraits<DType::MXFP4> { static constexpr int kSlices = 4, kElems = 32; using Block = BlockMXFP4; };
 
 template <DType T>
 FERRY_HD const uint8_t* block_ptr(const uint8_t* row, int i) {
@@ -226,6 +227,31 @@ FERRY_HD float dot_slice<DType::Q8_0>(const uint8_t* b, int s, const int* x, con
   int sumi = dp4a(ld_a2(b + 2 + 8 * s), x[2 * s], 0);
   sumi = dp4a(ld_a2(b + 6 + 8 * s), x[2 * s + 1], sumi);
   return half_to_float(ld_u16(b)) * xds[0].x * static_cast<float>(sumi);
+}
+
+// MXFP4: four E2M1 codes (the low nibble of each byte of q) -> their doubled values (kMxfp4Values) as
+// signed bytes: magnitudes {0, 1, 2, 3, 4, 6, 8, 12} picked by byte_perm, negated where bit 3 is set.
+FERRY_HD int mxfp4_bytes(uint32_t q) {
+  const uint32_t sel = (q & 7u) | ((q >> 4) & 0x70u) | ((q >> 8) & 0x700u) | ((q >> 12) & 0x7000u);
+  const uint32_t pos = byte_perm(0x03020100u, 0x0C080604u, sel);
+  const uint32_t neg = byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
+  const uint32_t m = ((q >> 3) & 0x01010101u) * 0xFFu;
+  return static_cast<int>((pos & ~m) | (neg & m));
+}
+// 32-bit little-endian load at any address (MXFP4's 17-byte blocks): four byte loads.
+FERRY_HD uint32_t ld_a1(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// MXFP4 slice s: qs bytes 4s..4s+3 (after the E8M0 byte); low nibbles are elements 4s.., high nibbles
+// 16 + 4s.. (as Q4_0). The doubled table's integer sum times half the block's scale (ggml's convention).
+template <>
+FERRY_HD float dot_slice<DType::MXFP4>(const uint8_t* b, int s, const int* x, const XDs* xds) {
+  const uint32_t v = ld_a1(b + 1 + 4 * s);
+  int sumi = dp4a(mxfp4_bytes(v & 0x0F0F0F0Fu), x[s], 0);
+  sumi = dp4a(mxfp4_bytes((v >> 4) & 0x0F0F0F0Fu), x[s + 4], sumi);
+  return e8m0_to_fp32_half(b[0]) * xds[0].x * static_cast<float>(sumi);
 }
 
 // Q4_K slice s: chunk c = s / 4 (64 elements, qs[32c..32c+32)), piece o = s % 4 of 8 bytes: low nibbles are
@@ -403,6 +429,22 @@ FERRY_HD void dequant32<DType::Q8_0>(const uint8_t* row, int g, float* out) {
   const float d = half_to_float(ld_u16(b));
   FERRY_UNROLL
   for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
+}
+template <>
+FERRY_HD void dequant32<DType::MXFP4>(const uint8_t* row, int g, float* out) {
+  const uint8_t* b = block_ptr<DType::MXFP4>(row, g);
+  const float d = e8m0_to_fp32_half(b[0]);
+  FERRY_UNROLL
+  for (int j = 0; j < 16; j += 4) {
+    const uint32_t v = ld_a1(b + 1 + j);
+    const uint32_t lo = static_cast<uint32_t>(mxfp4_bytes(v & 0x0F0F0F0Fu));
+    const uint32_t hi = static_cast<uint32_t>(mxfp4_bytes((v >> 4) & 0x0F0F0F0Fu));
+    FERRY_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      out[j + i] = static_cast<float>(static_cast<int8_t>(lo >> (8 * i))) * d;
+      out[j + i + 16] = static_cast<float>(static_cast<int8_t>(hi >> (8 * i))) * d;
+    }
+  }
 }
 template <>
 FERRY_HD void dequant32<DType::Q2_K>(const uint8_t* row, int g, float* out) {

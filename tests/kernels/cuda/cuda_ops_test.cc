@@ -184,6 +184,9 @@ TEST_P(CudaMatmul, BothPathsMatchRef) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CudaMatmul, ::testing::ValuesIn(kWeightTypes),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+// gpt-oss's MXFP4 (ggml layout only: the v1 kernels and the F16 dequantization for cuBLAS).
+INSTANTIATE_TEST_SUITE_P(CudaMxfp4, CudaMatmul, ::testing::ValuesIn(kExpertWeightTypes),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 // ---- decode kernels v2 (16-byte loads) and the split layout -------------------------------------------
 
@@ -728,6 +731,8 @@ TEST(CudaOps, EmbedSplitTables) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CudaEmbed, ::testing::ValuesIn(kWeightTypes),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+INSTANTIATE_TEST_SUITE_P(CudaMxfp4, CudaEmbed, ::testing::ValuesIn(kExpertWeightTypes),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 // ---- elementwise -----------------------------------------------------------------------------------
 
@@ -789,6 +794,15 @@ TEST(CudaOps, AddScaleGlu) {
     SYNC();
     expect_close(dout.download(), want, 2e-6, act == Activation::kSilu ? "silu" : "gelu");
   }
+  {  // gpt-oss's clamped SwiGLU: a and b span [-4, 4] and [0, 1]; scaled up to cross both clamps (+-7)
+    HostTensor g2 = random_f32(rng, d, T, 1, -12.f, 12.f), u2 = random_f32(rng, d, T, 1, -12.f, 12.f);
+    DevTensor dg2(*E, g2), du2(*E, u2);
+    ref.glu(g2.view, u2.view, Activation::kSwigluOai, want.view);
+    dout.poison();
+    E->ops->glu(dg2.view, du2.view, Activation::kSwigluOai, dout.view);
+    SYNC();
+    expect_close(dout.download(), want, 2e-6, "swiglu_oai");
+  }
   // In place: out == a.
   ref.add(a.view, bias.view, want.view);
   E->ops->add(da.view, dbias.view, da.view);
@@ -807,12 +821,16 @@ TEST(CudaOps, Rope) {
     HostTensor hpos = i32(pos);
     HostTensor ff = random_f32(rng, hd / 2, 1, 1, 1.f, 8.f);
     DevTensor dpos(*E, hpos), dff(*E, ff);
-    for (int variant = 0; variant < 4; ++variant) {
+    for (int variant = 0; variant < 5; ++variant) {
       RopeParams p;
       p.n_rot = variant == 3 ? 64 : 128;
-      p.freq_base = variant == 1 ? 500000.f : 10000.f;
-      p.freq_scale = variant == 2 ? 0.25f : 1.f;
-      p.neox = variant % 2 == 1;
+      p.freq_base = variant == 1 ? 500000.f : variant == 4 ? 150000.f : 10000.f;
+      p.freq_scale = variant == 2 ? 0.25f : variant == 4 ? 1.f / 32 : 1.f;
+      p.neox = variant % 2 == 1 || variant == 4;
+      if (variant == 4) {  // gpt-oss's YaRN: factor 32 over 4096 original positions
+        p.ext_factor = 1.f;
+        p.n_ctx_orig = 4096;
+      }
       HostTensor x = random_f32(rng, hd, nh, T);
       HostTensor want = x;
       want.view.data = want.bytes.data();
@@ -905,6 +923,7 @@ struct AttnCase {
   int n_seq;       // tokens spread round-robin over this many sequences
   int window = 0;
   float softcap = 0.f;
+  bool sinks = false;  // gpt-oss's per-head sink logits (some above every score, some below)
 };
 
 void run_attention_case(Env* E, const AttnCase& c) {
@@ -973,6 +992,13 @@ void run_attention_case(Env* E, const AttnCase& c) {
   p.scale = 1.f / std::sqrt(static_cast<float>(D));
   p.window = c.window;
   p.softcap = c.softcap;
+  HostTensor sinks = random_f32(rng, c.n_head, 1, 1, -3.f, 6.f);
+  DevTensor dsinks(*E, sinks);
+  AttnParams dp = p;  // the device's: its sinks where the kernels read them
+  if (c.sinks) {
+    p.sinks = sinks.view;
+    dp.sinks = dsinks.view;
+  }
 
   DevTensor dkc(*E, kc), dvc(*E, vc), dknew(*E, knew), dvnew(*E, vnew), dq(*E, q);
   DevTensor dpos(*E, hpos), dseq(*E, hseq), dcell(*E, hcell), dcpos(*E, hcpos), dcseq(*E, hcseq);
@@ -998,7 +1024,7 @@ void run_attention_case(Env* E, const AttnCase& c) {
   for (int kernel : {0, 1, 2}) {
     for (int splits : {0, 1, 3, 12, 40}) {  // 3: the warp-per-row combine, 12 / 40: the block-per-row one
       dout.poison();
-      E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, splits);
+      E->ops->attention_path(dq.view, dkv, db, dp, dout.view, kernel, splits);
       SYNC();
       // The tensor-core kernel (also what 2 falls back to) rounds q and the probabilities to F16.
       const bool mma = (kernel == 1 || (kernel >= 2 && !decode_ok)) && (D == 64 || D == 128 || D == 256);
@@ -1018,7 +1044,7 @@ void run_attention_case(Env* E, const AttnCase& c) {
     kernels::CudaOps plain(*E->ctx, op);
     for (int kernel : {0, 1, 2}) {
       for (int splits : {1, 3, 12}) {
-        E->ops->attention_path(dq.view, dkv, db, p, dout.view, kernel, splits);
+        E->ops->attention_path(dq.view, dkv, db, dp, dout.view, kernel, splits);
         E->ops->matmul(dw.view, dout.view, m1.view);
         plain.matmul(dw.view, dout.view, m2.view);
         SYNC();
@@ -1048,6 +1074,24 @@ TEST(CudaAttention, Cases) {
       {"decode gqa4 d128 long", 32, 8, 128, 9000, 1, 1},
   };
   for (const AttnCase& c : cases) run_attention_case(E, c);
+}
+
+// gpt-oss's attention sinks (a logit per head in the softmax's max and sum) in every kernel and split count:
+// decode (the one-token kernel at GQA 8, gpt-oss's), prefill, a sliding window, a sequence with no past.
+TEST(CudaSinks, AttentionMatchesRef) {
+  REQUIRE_GPU();
+  AttnCase cases[] = {
+      {"sinks decode gqa8 d64", 64, 8, 64, 700, 1, 1},
+      {"sinks prefill gqa8 d64", 64, 8, 64, 0, 100, 1},
+      {"sinks chunk window", 16, 2, 64, 200, 17, 2, 16},
+      {"sinks decode window d128", 8, 8, 128, 300, 1, 1, 128},
+      {"sinks single token no past", 8, 1, 64, 0, 1, 1},
+      {"sinks d80 plain only", 6, 6, 80, 10, 3, 1},
+  };
+  for (AttnCase& c : cases) {
+    c.sinks = true;
+    run_attention_case(E, c);
+  }
 }
 
 // ---- device ----------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ namespace ferry::kernels::cuda {
 namespace {
 
 constexpr DType kQuantTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                                 DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                                 DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4};
 
 template <DType T>
 void dequant32_row(const uint8_t* row, int64_t K, float* out) {
@@ -48,6 +48,7 @@ void dispatch_dequant(DType t, const uint8_t* row, int64_t K, float* out) {
     case DType::Q4_K: return dequant32_row<DType::Q4_K>(row, K, out);
     case DType::Q5_K: return dequant32_row<DType::Q5_K>(row, K, out);
     case DType::Q6_K: return dequant32_row<DType::Q6_K>(row, K, out);
+    case DType::MXFP4: return dequant32_row<DType::MXFP4>(row, K, out);
     default: FAIL();
   }
 }
@@ -64,6 +65,7 @@ float dispatch_dot(DType t, const uint8_t* row, int64_t K, const int* xq, const 
     case DType::Q4_K: return dot_row<DType::Q4_K>(row, K, xq, xds);
     case DType::Q5_K: return dot_row<DType::Q5_K>(row, K, xq, xds);
     case DType::Q6_K: return dot_row<DType::Q6_K>(row, K, xq, xds);
+    case DType::MXFP4: return dot_row<DType::MXFP4>(row, K, xq, xds);
     default: return NAN;
   }
 }
@@ -103,6 +105,13 @@ TEST(QuantUnits, BytePrimitives) {
   }
   EXPECT_EQ(dp4a(0x01020304, 0x01010101, 5), 15);
   EXPECT_EQ(dp4a(static_cast<int>(0xFF02FE01u), 0x02020202, 0), 2 * (-1 + 2 - 2 + 1));
+  // MXFP4 codes -> kMxfp4Values bytes, four at a time, every code in every byte position.
+  for (uint32_t c = 0; c < 16; ++c) {
+    const uint32_t q = c | ((15 - c) << 8) | (((c + 5) & 15) << 16) | (((c * 7) & 15) << 24);
+    const int v = mxfp4_bytes(q);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(static_cast<int8_t>((v >> (8 * i)) & 0xff), kMxfp4Values[(q >> (8 * i)) & 15]) << c << " " << i;
+  }
   for (uint32_t b = 0; b < 16; ++b) {
     const int s = spread_bit4(b);
     for (int i = 0; i < 4; ++i) EXPECT_EQ((s >> (8 * i)) & 0xff, ((b >> i) & 1) << 4);
