@@ -15,6 +15,7 @@
 
 #include "engine/step_runner.h"
 #include "exec/hybrid_runner.h"
+#include "exec/executor_test_util.h"
 #include "format/gguf.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "model/model_spec.h"
@@ -190,22 +191,7 @@ std::vector<float> cpu_logits(const Pair& p, const std::vector<MmStep>& steps) {
   EXPECT_TRUE(r.has_value()) << r.status().message();
   return replay(
       steps, p.spec.n_vocab,
-      [&](const exec::StepIo& io, float* out) {
-        engine::StepInput in;
-        in.n_tokens = io.n_tokens;
-        in.tokens = io.tokens;
-        in.pos = io.pos;
-        in.seq = io.seq;
-        in.cell = io.cell;
-        in.cell_pos = io.cell_pos;
-        in.cell_seq = io.cell_seq;
-        in.n_cells_scan = io.n_cells_scan;
-        in.out_rows = io.out_rows;
-        in.n_out = io.n_out;
-        in.embd = io.embd;
-        in.mrope_pos = io.mrope_pos;
-        return (*r)->run(in, out);
-      },
+      [&](const exec::StepIo& io, float* out) { return (*r)->run(exec_test::step_input(io), out); },
       [] {});
 }
 
