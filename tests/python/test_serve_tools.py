@@ -19,6 +19,9 @@ import json
 import urllib.request
 from pathlib import Path
 
+import subprocess
+import tempfile
+
 import pytest
 
 openai = pytest.importorskip("openai", reason="the openai client is not installed (scripts/setup.sh test)")
@@ -29,8 +32,32 @@ from serve_process import ServeProcess  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "smollm2-135m-instruct-q4_1.gguf"
 GEMMA = REPO / "models" / "gemma-3-270m-q4_k_m.gguf"
-SDIST = ref.find_sdist(download=False)
-TEMPLATE_DIR = SDIST / ref.TEMPLATES_DIR if SDIST and SDIST.is_dir() else None
+
+
+def _sdist():
+    # As test_jinja.py: fetched and unpacked once when missing (a fresh clone has none).
+    try:
+        return ref.find_sdist(download=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+SDIST = _sdist()
+
+
+def _template_dir():
+    """The source package's models/templates/ folder; from the tarball, its templates in a temporary folder."""
+    if SDIST is None:
+        return None
+    if SDIST.is_dir():
+        return SDIST / ref.TEMPLATES_DIR
+    out = Path(tempfile.mkdtemp(prefix="ferry-templates-"))
+    for name, text in ref.llama_cpp_templates(SDIST).items():
+        (out / name).write_text(text, encoding="utf-8")
+    return out
+
+
+TEMPLATE_DIR = _template_dir()
 
 TOOLS = ref.TOOLS
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
