@@ -189,4 +189,30 @@ inline void expect_close(const std::vector<float>& ref, const std::vector<float>
   EXPECT_LE(max_diff, 1e-3 * std::max(1.0, max_ref)) << what << ": max |diff| " << max_diff << ", max |ref| " << max_ref;
 }
 
+// The strategies every budget is run with: the planner's choice, then each one forced.
+inline const std::vector<std::optional<plan::Strategy>>& all_strategies() {
+  static const std::vector<std::optional<plan::Strategy>> v = {std::nullopt, plan::Strategy::kGpuStream,
+                                                               plan::Strategy::kStatic, plan::Strategy::kDynamic};
+  return v;
+}
+
+// A hybrid runner at `budget` (strategy `force`) replaying `sc`: its logits within tolerance of `ref`, its
+// arena within the budget. nullptr (and a failure) when it cannot be built.
+inline std::unique_ptr<exec::HybridRunner> checked_runner(const Loaded& l, const Script& sc, const std::vector<float>& ref,
+                                                          uint64_t budget, std::optional<plan::Strategy> force,
+                                                          const std::string& what) {
+  auto runner = exec::make_hybrid_runner(l.spec, l.weights, l.subs, setup_for(budget, force));
+  EXPECT_TRUE(runner.has_value()) << what << ": " << runner.status().message();
+  if (!runner.has_value()) return nullptr;
+  exec::HybridRunner& r = **runner;
+  expect_close(ref, replay(sc, l.spec.n_vocab, [&](const exec::StepIo& io, float* out) { return r.run(io, out); }), what);
+  auto mi = r.device().memory_info();
+  EXPECT_TRUE(mi.has_value()) << what;
+  if (mi.has_value()) {
+    EXPECT_LE(mi->arena_capacity, budget) << what;
+    EXPECT_LE(mi->arena_peak, budget) << what;
+  }
+  return std::move(*runner);
+}
+
 }  // namespace ferry::exec_test

@@ -107,20 +107,12 @@ TEST_P(ExecutorMoe, EveryStrategyAndBudgetMatchesCpu) {
   int streamed = 0, copies = 0;
   for (uint64_t budget : {*min, *min + all_weights / 6, *min + all_weights / 3, *min + all_weights * 2 / 3,
                           *min + all_weights * 2}) {
-    for (const auto& force : std::vector<std::optional<plan::Strategy>>{
-             std::nullopt, plan::Strategy::kGpuStream, plan::Strategy::kStatic, plan::Strategy::kDynamic}) {
+    for (const auto& force : all_strategies()) {
       const std::string what = std::string(pc.preset) + " budget " + std::to_string(budget) + " strategy " +
                                (force ? plan::strategy_name(*force) : "planner");
-      auto runner = exec::make_hybrid_runner(l->spec, l->weights, l->subs, setup_for(budget, force));
-      ASSERT_TRUE(runner.has_value()) << what << ": " << runner.status().message();
-      exec::HybridRunner& r = **runner;
-      const std::vector<float> got =
-          replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return r.run(io, out); });
-      expect_close(ref, got, what);
-      auto mi = r.device().memory_info();
-      ASSERT_TRUE(mi.has_value());
-      EXPECT_LE(mi->arena_capacity, budget) << what;
-      EXPECT_LE(mi->arena_peak, budget) << what;
+      const std::unique_ptr<exec::HybridRunner> runner = checked_runner(*l, sc, ref, budget, force, what);
+      ASSERT_TRUE(runner) << what;
+      exec::HybridRunner& r = *runner;
       for (const auto& pl : r.placements()) {
         cov.count(l->subs, pl);
         for (Placement p : pl) streamed += p == Placement::kStreamed;
