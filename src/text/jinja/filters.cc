@@ -114,7 +114,7 @@ JsonOptions json_options(const CallArgs& a) {
     if (indent.is_string())
       o.indent_unit = indent.str();
     else
-      o.indent_unit = std::string(static_cast<size_t>(std::max<int64_t>(to_int_arg(indent, "indent"), 0)), ' ');
+      o.indent_unit = spaces(to_int_arg(indent, "indent"), "tojson indent");
   }
   const Value& seps = arg(a, 2, "separators", kNone);
   if (seps.is_list()) {
@@ -127,9 +127,7 @@ JsonOptions json_options(const CallArgs& a) {
 }
 
 std::string do_indent(std::string s, const Value& width, bool first, bool blank) {
-  std::string unit = width.is_string()
-                         ? width.str()
-                         : std::string(static_cast<size_t>(std::max<int64_t>(to_int_arg(width, "width"), 0)), ' ');
+  std::string unit = width.is_string() ? width.str() : spaces(to_int_arg(width, "width"), "indent width");
   s += "\n";
   std::vector<std::string> lines;  // str.splitlines on \n, \r\n and \r
   size_t start = 0;

@@ -120,6 +120,7 @@ std::string pad_to(const std::string& s, int64_t width, const std::string& fill,
     return r;
   };
   int64_t total = width - n;
+  check_built_bytes(static_cast<uint64_t>(total) * std::max<uint64_t>(fill.size(), 1), "padded string");
   if (how == '<') return s + rep(total);
   if (how == '>') return rep(total) + s;
   int64_t left = total / 2 + (total & width & 1);
@@ -245,6 +246,7 @@ Value string_method(const Value& self, const std::string& name) {
       int64_t width = opt_int(arg(a, 0, "width", kUndef), 0);
       int64_t n = utf8_length(s);
       if (n >= width) return Value(s);
+      check_built_bytes(static_cast<uint64_t>(width - n), "zero-filled string");
       size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
       return Value(s.substr(0, sign) + std::string(static_cast<size_t>(width - n), '0') + s.substr(sign));
     });

@@ -1,6 +1,7 @@
 // Values and their Python semantics: truthiness, hashing, equality, ordering and the arithmetic operators.
 #include "text/jinja/value.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "text/jinja/render.h"
@@ -296,17 +297,25 @@ bool contains(const Value& container, const Value& item) {
 
 // ---- arithmetic ----------------------------------------------------------------------------------------
 
+void check_built_bytes(uint64_t bytes, const char* what) {
+  if (bytes > kMaxBuiltBytes) throw RenderError(std::string(what) + " too long");
+}
+
+std::string spaces(int64_t n, const char* what) {
+  if (n > 0) check_built_bytes(static_cast<uint64_t>(n), what);
+  return std::string(static_cast<size_t>(std::max<int64_t>(n, 0)), ' ');
+}
+
 namespace {
 
 Value repeat(const Value& seq, int64_t n) {
   if (seq.is_string()) {
-    if (n > 0 && seq.str().size() * static_cast<uint64_t>(n) > (1u << 30))
-      throw RenderError("repeated string too long");
+    if (n > 0) check_built_bytes(seq.str().size() * static_cast<uint64_t>(n), "repeated string");
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.str();
     return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
   }
-  if (n > 0 && seq.list_ref().items.size() * static_cast<uint64_t>(n) > (1u << 24))
+  if (n > 0 && seq.list_ref().items.size() * static_cast<uint64_t>(n) > kMaxBuiltItems)
     throw RenderError("repeated list too long");
   std::vector<Value> out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.list_ref().items.begin(), seq.list_ref().items.end());

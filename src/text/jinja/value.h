@@ -190,6 +190,15 @@ int64_t float_to_int(double f);
 // 'text' in single quotes, for messages.
 std::string quoted(std::string_view text);
 
+// The largest string (bytes) or list (items) a template may build from a count it computes ('-' * n, a
+// width of n spaces): beyond it, RenderError "<what> too long" instead of an allocation the process cannot make.
+inline constexpr uint64_t kMaxBuiltBytes = uint64_t{1} << 30;
+inline constexpr uint64_t kMaxBuiltItems = uint64_t{1} << 24;
+// Throws RenderError "<what> too long" when a string the template builds would exceed kMaxBuiltBytes.
+void check_built_bytes(uint64_t bytes, const char* what);
+// n spaces (none for n <= 0), within kMaxBuiltBytes.
+std::string spaces(int64_t n, const char* what);
+
 // Python semantics of the operators the templates use; each throws RenderError where Python raises.
 bool equals(const Value& a, const Value& b);
 bool less(const Value& a, const Value& b);                 // a < b
