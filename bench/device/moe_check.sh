@@ -3,8 +3,7 @@
 #   1. test_cuda_ops --gtest_filter='CudaMoe*:CudaMxfp4*:CudaSinks*:CudaSwigluOai*:CudaOps.AddScaleGlu:CudaOps.Rope'
 #      (the device router, grouped expert matvec, combine; gpt-oss's MXFP4, sinks, clamped SwiGLU, expert
 #      biases and YaRN);
-#   2. equality (tiny-gpt-oss shows runtime::open's refusal until its GPU kernels are verified and the refusal
-#      dropped): tiny-qwen3moe (Q8_0), tiny-mixtral (Q4_K) and tiny-gpt-oss (Q8_0, MXFP4 experts) with
+#   2. equality: tiny-qwen3moe (Q8_0), tiny-mixtral (Q4_K) and tiny-gpt-oss (Q8_0, MXFP4 experts) with
 #      `ferry run --logits-out` on --device cuda
 #      (whole model) and under --vram at the minimum and at 1G, against --device cpu (compare_logits.py);
 #   3. figures: qwen3-30b-a3b (Q4_K, --fast, LAYERS layers: default all 48) with `ferry bench --vram` at

@@ -169,7 +169,9 @@ void bm_pool(benchmark::State& st) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (DType t : ferry::kWeightTypes) {
+  std::vector<DType> types(std::begin(ferry::kWeightTypes), std::end(ferry::kWeightTypes));
+  types.insert(types.end(), std::begin(ferry::kExpertWeightTypes), std::end(ferry::kExpertWeightTypes));
+  for (DType t : types) {
     for (CpuIsa isa : kAllCpuIsas) {
       if (!cpu_isa_supported(isa)) continue;
       const std::string tag = std::string(ferry::dtype_name(t)) + "/" + cpu_isa_name(isa);

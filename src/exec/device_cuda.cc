@@ -484,6 +484,7 @@ Expected<std::unique_ptr<CudaOpsBundle>> CudaOpsBundle::create(Device& device, S
 kernels::Ops& CudaOpsBundle::ops() { return *impl_->ops; }
 
 Status CudaOpsBundle::begin_capture() {
+  impl_->ops->reset_stash();
   FERRY_CUDA_RETURN(cudaStreamBeginCapture(impl_->ctx->stream(), cudaStreamCaptureModeThreadLocal));
   return Status::ok();
 }
@@ -508,6 +509,7 @@ Status CudaOpsBundle::replay(int id) {
     return make_error(ErrorCode::kInvalidArgument, "no CUDA graph %d", id);
   }
   FERRY_CUDA_RETURN(cudaGraphLaunch(impl_->graphs[id], impl_->ctx->stream()));
+  impl_->ops->reset_stash();
   return Status::ok();
 }
 

@@ -12,8 +12,9 @@
 //   4. the CPU's sum goes up (into the device's moe_out, free in stream order once the device's groups are
 //      done) and is added to proj, then x += proj on the device. A layer with nothing on the device ends on
 //      the host, and then equals the CPU path (forward_moe) bit for bit.
-// Every step of this is host-driven or stream-ordered; none of it is captured in a CUDA graph (the Ops
-// defaults read the routing back to the host).
+// Steps of up to graph_max_tokens tokens replay the resident parts from segment graphs: the layer's
+// attention with a resident router (run_sublayers), and each run of resident groups; the routing copies,
+// the handover and the CPU's sum stay host-driven.
 #include <algorithm>
 
 #include "exec/hybrid_runner_impl.h"
@@ -52,6 +53,13 @@ void HybridRunnerImpl::bind_expert_biases() {
   }
 }
 
+bool HybridRunnerImpl::moe_device_group_before(size_t tier, size_t i) const {
+  const std::vector<Placement>& pl = placements_[tier];
+  for (size_t j = i; j-- > 0 && sublayers_[j].kind == SubLayerKind::kExperts;)
+    if (pl[j] != Placement::kCpu) return true;
+  return false;
+}
+
 size_t HybridRunnerImpl::moe_layer_end(size_t router) const {
   size_t e = router + 1;
   while (e < sublayers_.size() && sublayers_[e].kind == SubLayerKind::kExperts &&
@@ -60,7 +68,7 @@ size_t HybridRunnerImpl::moe_layer_end(size_t router) const {
   return e;
 }
 
-Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end) {
+Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bool router_enqueued) {
   const std::vector<Placement>& pl = placements_[step.tier];
   const int32_t n = step.n;
   const int32_t il = sublayers_[router].layer;
@@ -89,10 +97,12 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end) {
 
   // 1-2. The router, and the routing where the groups need it.
   if (router_dev) {
-    if (!step.x_on_device) FERRY_RETURN_IF_ERROR(residual_to_device(step));
-    FERRY_RETURN_IF_ERROR(device_work(step, router, [&] {
-      return on_device([=](kernels::Ops& ops) { model::forward_moe_router(ops, *spec, *w, il, n, *ds, nullptr); });
-    }));
+    if (!router_enqueued) {
+      if (!step.x_on_device) FERRY_RETURN_IF_ERROR(residual_to_device(step));
+      FERRY_RETURN_IF_ERROR(device_work(step, router, [&] {
+        return on_device([=](kernels::Ops& ops) { model::forward_moe_router(ops, *spec, *w, il, n, *ds, nullptr); });
+      }));
+    }
     if (any_cpu) {
       FERRY_RETURN_IF_ERROR(copy_routing(true));
       FERRY_RETURN_IF_ERROR(device_->record(*handover_event_, *compute_stream_));
@@ -109,10 +119,18 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end) {
     step.x_on_device = end_on_device;
   }
 
-  // 3. The device's groups first, so the CPU's run beside them.
+  // 3. The device's groups first, so the CPU's run beside them; runs of resident groups from segment graphs.
   bool proj_started = false;
   for (size_t i = router + 1; i < end; ++i) {
     if (pl[i] == Placement::kCpu) continue;
+    if (step.segment_graphs && pl[i] == Placement::kResident) {
+      size_t e = i + 1;
+      while (e < end && pl[e] == Placement::kResident) ++e;
+      FERRY_RETURN_IF_ERROR(replay_segment(step, i, e));
+      proj_started = true;
+      i = e - 1;
+      continue;
+    }
     const kernels::ExpertGroup* g = &device_groups_[i];  // read in stream order (rebound per ring slot)
     const bool acc = proj_started;
     FERRY_RETURN_IF_ERROR(device_work(step, i, [&] {

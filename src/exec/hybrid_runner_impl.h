@@ -220,7 +220,11 @@ class HybridRunnerImpl final : public HybridRunner {
   // where it is placed, the device's groups enqueued (summing into the device's proj) while the CPU runs
   // its groups (summing into the host's proj), the CPU's sum added on the device, then x += proj. The
   // residual ends on the device when any part of the layer ran there.
-  Status run_moe_layer(Step& step, size_t router, size_t end);
+  // router_enqueued: a segment graph has enqueued the (resident) router already.
+  Status run_moe_layer(Step& step, size_t router, size_t end, bool router_enqueued = false);
+  // Whether an expert group of sub-layer i's layer before it runs on the device in this tier (then group i
+  // accumulates into proj).
+  bool moe_device_group_before(size_t tier, size_t i) const;
   // The sub-layers of the MoE layer that starts at router sub-layer `router`: one past its last group.
   size_t moe_layer_end(size_t router) const;
 

@@ -166,6 +166,16 @@ Status HybridRunnerImpl::device_sublayer(size_t i, const Step& step) {
       }
       return Status::ok();
     }
+    case SubLayerKind::kMoeRouter: {
+      const int32_t il = s.layer;
+      return on_device([=](kernels::Ops& ops) { model::forward_moe_router(ops, *spec, *w, il, n, *ds, nullptr); });
+    }
+    case SubLayerKind::kExperts: {  // a resident group: it sums into proj after the layer's device groups before it
+      const kernels::ExpertGroup* g = &device_groups_[i];
+      const bool acc = moe_device_group_before(step.tier, i);
+      return on_device(
+          [=](kernels::Ops& ops) { model::forward_moe_group(ops, *spec, *g, n, *ds, ds->proj.rows(0, n), acc); });
+    }
     default:
       return make_error(ErrorCode::kUnsupported, "%s on the device", s.label().c_str());
   }
@@ -237,16 +247,25 @@ Status HybridRunnerImpl::run_sublayers(Step& step) {
       continue;
     }
     // Segment graphs: runs of resident device sub-layers replayed from CUDA graphs (the step scans a
-    // bucket of cells then; device and host views both see the padding cells).
+    // bucket of cells then; device and host views both see the padding cells). A resident router ends
+    // its run (its layer's routing goes on from run_moe_layer), and a lone attention counts as a run (in
+    // a mixture-of-experts model it sits between two routers): it is a dozen kernels.
     auto graphable = [&](size_t j) {
       const SubLayerKind k = sublayers_[j].kind;
-      return pl[j] == Placement::kResident && (k == SubLayerKind::kAttention || k == SubLayerKind::kFfn) && !split[j];
+      return pl[j] == Placement::kResident &&
+             (k == SubLayerKind::kAttention || k == SubLayerKind::kFfn || k == SubLayerKind::kMoeRouter) && !split[j];
     };
     if (step.segment_graphs && graphable(i)) {
       size_t e = i;
-      while (e < m && graphable(e)) ++e;
-      if (e - i >= 2) {
+      while (e < m && graphable(e) && (e == i || sublayers_[e - 1].kind != SubLayerKind::kMoeRouter)) ++e;
+      const bool to_router = sublayers_[e - 1].kind == SubLayerKind::kMoeRouter;
+      if (e - i >= 2 || sublayers_[i].kind == SubLayerKind::kAttention) {
         FERRY_RETURN_IF_ERROR(replay_segment(step, i, e));
+        if (to_router) {  // the rest of the router's layer, its router already enqueued
+          const size_t end = moe_layer_end(e - 1);
+          FERRY_RETURN_IF_ERROR(run_moe_layer(step, e - 1, end, /*router_enqueued=*/true));
+          e = end;
+        }
         i = e - 1;  // the loop's ++i moves past the segment
         continue;
       }

@@ -253,24 +253,6 @@ Status prepare_hybrid(RuntimeImpl* rt, const OpenOptions& o, engine::EngineOptio
   return Status::ok();
 }
 
-// gpt-oss (attention sinks, the clamped SwiGLU, expert biases, MXFP4 weights) on a CUDA GPU: its kernels are
-// written and their tests exist (test_cuda_ops CudaMxfp4*, CudaSinks*, CudaSwigluOai*), and the executor runs
-// it on the emulated device, but no GPU has run them yet: refused until one has (bench/device/moe_check.sh).
-Status check_cuda_model(const OpenOptions& o) {
-  Expected<std::unique_ptr<gguf::ModelFile>> file = gguf::ModelFile::open(o.model_path);
-  if (!file) return Status::ok();  // Engine::load reports it
-  Expected<model::ModelSpec> spec = model::ModelSpec::from_gguf(**file);
-  if (!spec) return Status::ok();
-  bool mxfp4 = false;
-  for (const gguf::TensorInfo& t : (*file)->tensors()) mxfp4 = mxfp4 || t.dtype == DType::MXFP4;
-  if (spec->arch != model::Arch::kGptOss && !spec->attn_sinks && !mxfp4) return Status::ok();
-  return make_error(ErrorCode::kUnsupported,
-                    "%s is a %s model%s: its CUDA kernels (MXFP4, attention sinks, the clamped SwiGLU) are not yet "
-                    "verified on a GPU; run it on the CPU (drop %s)",
-                    o.model_path.c_str(), model::arch_name(spec->arch), mxfp4 ? " with MXFP4 weights" : "",
-                    o.vram_budget ? "--vram" : "--device cuda");
-}
-
 }  // namespace
 
 Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
@@ -291,7 +273,6 @@ Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
   // Default chunk: 1024 tokens with the whole model on the GPU (larger prefill GEMMs run faster there;
   // bench/RESULTS.md), 512 otherwise (the hybrid executor's tiers stop at 512, where activations are budget).
   eo.n_batch = o.n_batch > 0 ? o.n_batch : rt->whole_model_ ? 1024 : 512;
-  if (rt->device_ == "cuda") FERRY_RETURN_IF_ERROR(check_cuda_model(o));
   if (rt->device_ == "cuda" || rt->device_ == "emulated") {
     FERRY_RETURN_IF_ERROR(prepare_hybrid(rt.get(), o, &eo));
   }

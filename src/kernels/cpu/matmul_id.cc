@@ -138,8 +138,25 @@ void CpuOps::matmul_id(int n, const TensorView* const* ws, const TensorView& x, 
     auto quantize = [&](int64_t g0, int64_t g1) {
       for (int64_t g = g0; g < g1; ++g) mk.quantize(input_of(order[g]), K, act + static_cast<size_t>(g) * act_stride);
     };
-    if (P * K < kParallelCopy) quantize(0, P);
-    else pool_.parallel_for(P, quantize);
+    if (x.ne[1] == 1 && P * K < kParallelCopy) {
+      // One input row per token (gate / up): each token's row converted once, copied to its other pairs.
+      std::vector<int64_t>& done = moe_next_;  // the counting sort is over: its cursors are free
+      done.assign(static_cast<size_t>(T), -1);
+      for (int64_t g = 0; g < P; ++g) {
+        uint8_t* dst = act + static_cast<size_t>(g) * act_stride;
+        int64_t& src = done[static_cast<size_t>(order[g] / k)];
+        if (src < 0) {
+          mk.quantize(input_of(order[g]), K, dst);
+          src = g;
+        } else {
+          std::memcpy(dst, act + static_cast<size_t>(src) * act_stride, act_stride);
+        }
+      }
+    } else if (P * K < kParallelCopy) {
+      quantize(0, P);
+    } else {
+      pool_.parallel_for(P, quantize);
+    }
 
     using Segment = IdSegment;
     std::vector<Segment>& segs = moe_segments_;

@@ -250,6 +250,10 @@ class CudaOps final : public Ops {
                       TensorView out, int kernel, int splits);
   // Greedy sampling on the device: out[t] = argmax_i x[i, t] (I32 [n_tokens], lowest index on ties).
   void argmax_rows(const TensorView& x, TensorView out);
+  // Forgets what the Q8 stash holds (a norm's output quantized for the next matmuls). Graph capture and
+  // replay call it: a graph must not read a stash filled before it, and its replay leaves the stash in a
+  // state the host's record of it does not follow.
+  void reset_stash() { forget_stash(); }
 
  private:
   void check(int cuda_error, const char* what);  // cudaError_t as int
