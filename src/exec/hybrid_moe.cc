@@ -7,8 +7,9 @@
 //      is on the CPU, up (xn, ids, weights) when it ran on the CPU and some group is on the device;
 //   3. the device's groups are enqueued in order (streamed ones through their slots), summing into the
 //      device's proj, and only then the CPU runs its groups, summing into the host's proj, so both compute
-//      at once; consecutive CPU groups are one moe_experts call over their experts (the mmap holds them
-//      side by side), its time shared among them by expert count in the statistics;
+//      at once; the CPU's groups are one moe_experts call over their experts (the mmap holds them side by
+//      side; device groups between them are masked out of its routing), its time shared among
+//      them by expert count in the statistics;
 //   4. the CPU's sum goes up (into the device's moe_out, free in stream order once the device's groups are
 //      done) and is added to proj, then x += proj on the device. A layer with nothing on the device ends on
 //      the host, and then equals the CPU path (forward_moe) bit for bit.
@@ -146,25 +147,47 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
       if (step.recording) step.host_waits.emplace_back(wait_start, now_ms());
     }
     const TensorView hproj = host_scratch_.proj.rows(0, n);
-    bool cpu_started = false;
-    for (size_t i = router + 1; i < end;) {
-      if (pl[i] != Placement::kCpu) {
-        ++i;
-        continue;
+    // The CPU's groups as one moe_experts call over the experts from its first group to its last: when
+    // device groups sit between them, a copy of the routing names their experts -1 (no group's), so the
+    // call skips them. One call pays the per-call costs (sort, activation conversion, two pool jobs)
+    // once, and its jobs split all the CPU's routed rows at once.
+    size_t first = end, last = router;
+    for (size_t i = router + 1; i < end; ++i) {
+      if (pl[i] != Placement::kCpu) continue;
+      first = std::min(first, i);
+      last = i;
+    }
+    const int32_t e0 = sublayers_[first].expert_begin, e1 = sublayers_[last].expert_end;
+    model::Scratch cpu_scratch = host_scratch_;
+    bool gaps = false;
+    for (size_t i = first; i <= last; ++i) gaps = gaps || pl[i] != Placement::kCpu;
+    if (gaps) {
+      const size_t pairs = static_cast<size_t>(spec_.n_expert_used) * static_cast<size_t>(n);
+      masked_ids_.resize(pairs);
+      const int32_t* ids = host_scratch_.moe_ids.ptr<const int32_t>();
+      for (size_t p = 0; p < pairs; ++p) {
+        const int32_t e = ids[p];
+        bool on_cpu = false;
+        for (size_t i = first; i <= last && !on_cpu; ++i)
+          on_cpu = pl[i] == Placement::kCpu && e >= sublayers_[i].expert_begin && e < sublayers_[i].expert_end;
+        masked_ids_[p] = on_cpu ? e : -1;
       }
-      size_t j = i + 1;
-      while (j < end && pl[j] == Placement::kCpu) ++j;
-      const int32_t e0 = sublayers_[i].expert_begin, e1 = sublayers_[j - 1].expert_end;
-      const kernels::ExpertGroup run = model::expert_group_views(spec_, host_weights_.layers[il], e0, e1);
-      const double t0 = now_ms();
-      model::forward_moe_group(*cpu_ops_, spec_, run, n, host_scratch_, hproj, cpu_started);
-      const double t1 = now_ms();
-      for (size_t g = i; g < j; ++g) {  // the run's time, shared by expert count
-        step.cpu_start_ms[g] = t0 + (t1 - t0) * (sublayers_[g].expert_begin - e0) / (e1 - e0);
-        step.cpu_end_ms[g] = t0 + (t1 - t0) * (sublayers_[g].expert_end - e0) / (e1 - e0);
-      }
-      cpu_started = true;
-      i = j;
+      cpu_scratch.moe_ids =
+          TensorView::make(DType::I32, masked_ids_.data(), spec_.n_expert_used, n, 1, 1, Where::kHost);
+    }
+    const kernels::ExpertGroup run = model::expert_group_views(spec_, host_weights_.layers[il], e0, e1);
+    const double t0 = now_ms();
+    model::forward_moe_group(*cpu_ops_, spec_, run, n, cpu_scratch, hproj, false);
+    const double t1 = now_ms();
+    int32_t cpu_experts = 0;
+    for (size_t g = first; g <= last; ++g)
+      if (pl[g] == Placement::kCpu) cpu_experts += sublayers_[g].expert_end - sublayers_[g].expert_begin;
+    double at = t0;
+    for (size_t g = first; g <= last; ++g) {  // the call's time, shared by expert count
+      if (pl[g] != Placement::kCpu) continue;
+      step.cpu_start_ms[g] = at;
+      at += (t1 - t0) * (sublayers_[g].expert_end - sublayers_[g].expert_begin) / cpu_experts;
+      step.cpu_end_ms[g] = at;
     }
     if (!end_on_device) {  // the whole layer on the host: forward_moe's end
       model::forward_moe_end(*cpu_ops_, spec_, il, n, host_scratch_, TensorView{}, true, hook);

@@ -357,6 +357,7 @@ class HybridRunnerImpl final : public HybridRunner {
   // Expert groups (SubLayerKind::kExperts): host views (slices of the mmap's stacked tensors, one contiguous
   // byte range each) and device views (bound to a resident block or a ring slot), per sub-layer.
   std::vector<kernels::ExpertGroup> host_groups_, device_groups_;
+  std::vector<int32_t> masked_ids_;  // run_moe_layer: the routing with the device groups' experts as -1
 
   // ---- CUDA graphs -------------------------------------------------------------------------------
   std::vector<std::pair<GraphKey, int>> graphs_;          // key -> CudaOpsBundle graph id
