@@ -7,6 +7,10 @@
 //   decode_layers/<type>/<isa> the 7 matmuls of a llama3-8b decode step per layer (q, k, v, o, gate, up,
 //                              down; one token), over >= 1 GiB of distinct layers: GB/s of weights,
 //                              against membw (decode without the model's other ops).
+//   moe_decode/<shape>/<isa>   one token through CpuOps::moe_experts (gate / up, glu, down, weighted sum) at a
+//                              mixture-of-experts layer's shape, routed to k random experts, over >= 1 GiB
+//                              of distinct layers: GB/s of the routed experts' weights (qwen3-30b-a3b: Q4_K
+//                              2048 x 768, 128 experts, 8 routed; gpt-oss-20b: MXFP4 2880 x 2880, 32, 4).
 //   membw                      the host's streaming read bandwidth (kernels/cpu/membw.h).
 //   pool_dispatch/<threads>    an empty parallel_for: wake-up + join latency of the thread pool.
 // Threads: FERRY_BENCH_THREADS (default: physical cores).
@@ -16,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -77,6 +82,58 @@ void bm_matvec(benchmark::State& st, DType type, CpuIsa isa, bool hot) {
     benchmark::DoNotOptimize(y.data());
   }
   st.counters["GB/s"] = benchmark::Counter(static_cast<double>(mat_bytes) * st.iterations(), benchmark::Counter::kIsRate);
+}
+
+struct MoeShape {
+  const char* name;
+  DType type;
+  int64_t d, ffe, n_expert, n_used;
+  Activation act;
+};
+constexpr MoeShape kMoeShapes[] = {{"qwen3-30b-a3b", DType::Q4_K, 2048, 768, 128, 8, Activation::kSilu},
+                                   {"gpt-oss-20b", DType::MXFP4, 2880, 2880, 32, 4, Activation::kSwigluOai}};
+
+void bm_moe_decode(benchmark::State& st, MoeShape sh, CpuIsa isa) {
+  const size_t up_bytes = ferry::row_bytes(sh.type, sh.d) * static_cast<size_t>(sh.ffe);  // gate and up
+  const size_t down_bytes = ferry::row_bytes(sh.type, sh.ffe) * static_cast<size_t>(sh.d);
+  const size_t layer_bytes = (2 * up_bytes + down_bytes) * static_cast<size_t>(sh.n_expert);
+  const int64_t n_layers = static_cast<int64_t>((size_t{1} << 30) / layer_bytes) + 1;
+  std::vector<uint8_t> gate = make_weights(sh.type, sh.d, sh.ffe * sh.n_expert * n_layers);
+  std::vector<uint8_t> up = make_weights(sh.type, sh.d, sh.ffe * sh.n_expert * n_layers);
+  std::vector<uint8_t> down = make_weights(sh.type, sh.ffe, sh.d * sh.n_expert * n_layers);
+  std::vector<float> x = make_x(sh.d, 1), out(static_cast<size_t>(sh.d));
+  std::vector<float> g(static_cast<size_t>(sh.ffe * sh.n_used)), u(g.size()), y(static_cast<size_t>(sh.d * sh.n_used));
+  std::vector<float> weights(static_cast<size_t>(sh.n_used), 1.f / static_cast<float>(sh.n_used));
+  std::vector<int32_t> ids(static_cast<size_t>(sh.n_used));
+  std::mt19937 rng(3);
+  auto ops = make_cpu_ops(bench_threads(), isa);
+  MoeScratch ms;
+  ms.gate = TensorView::make(DType::F32, g.data(), sh.ffe, sh.n_used, 1);
+  ms.up = TensorView::make(DType::F32, u.data(), sh.ffe, sh.n_used, 1);
+  ms.y = TensorView::make(DType::F32, y.data(), sh.d, sh.n_used, 1);
+  int64_t layer = 0;
+  for (auto _ : st) {
+    st.PauseTiming();
+    for (int64_t j = 0; j < sh.n_used; ++j) {  // k distinct experts
+      int32_t e;
+      do e = static_cast<int32_t>(rng() % static_cast<uint32_t>(sh.n_expert));
+      while (std::find(ids.begin(), ids.begin() + j, e) != ids.begin() + j);
+      ids[static_cast<size_t>(j)] = e;
+    }
+    const size_t l = static_cast<size_t>(layer++ % n_layers);
+    ExpertGroup grp;
+    grp.gate = TensorView::make(sh.type, gate.data() + l * up_bytes * sh.n_expert, sh.d, sh.ffe, sh.n_expert);
+    grp.up = TensorView::make(sh.type, up.data() + l * up_bytes * sh.n_expert, sh.d, sh.ffe, sh.n_expert);
+    grp.down = TensorView::make(sh.type, down.data() + l * down_bytes * sh.n_expert, sh.ffe, sh.d, sh.n_expert);
+    grp.act = sh.act;
+    st.ResumeTiming();
+    ops->moe_experts(grp, TensorView::make(DType::F32, x.data(), sh.d, 1),
+                     TensorView::make(DType::I32, ids.data(), sh.n_used, 1), TensorView::make(DType::F32, weights.data(), sh.n_used, 1),
+                     ms, false, TensorView::make(DType::F32, out.data(), sh.d, 1));
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double routed = static_cast<double>((2 * up_bytes + down_bytes) * static_cast<size_t>(sh.n_used));
+  st.counters["GB/s"] = benchmark::Counter(routed * st.iterations(), benchmark::Counter::kIsRate);
 }
 
 void bm_matmul(benchmark::State& st, DType type, CpuIsa isa, int64_t T) {
@@ -169,6 +226,14 @@ void bm_pool(benchmark::State& st) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (const MoeShape& sh : kMoeShapes)
+    for (CpuIsa isa : kAllCpuIsas) {
+      if (!cpu_isa_supported(isa)) continue;
+      benchmark::RegisterBenchmark(("moe_decode/" + std::string(sh.name) + "/" + cpu_isa_name(isa)).c_str(),
+                                   bm_moe_decode, sh, isa)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
   std::vector<DType> types(std::begin(ferry::kWeightTypes), std::end(ferry::kWeightTypes));
   types.insert(types.end(), std::begin(ferry::kExpertWeightTypes), std::end(ferry::kExpertWeightTypes));
   for (DType t : types) {
