@@ -6,7 +6,8 @@
 #   2. equality: tiny-qwen3moe (Q8_0), tiny-mixtral (Q4_K) and tiny-gpt-oss (Q8_0, MXFP4 experts) with
 #      `ferry run --logits-out` on --device cuda
 #      (whole model) and under --vram at the minimum and at 1G, against --device cpu (compare_logits.py);
-#   3. figures: qwen3-30b-a3b (Q4_K, --fast, LAYERS layers: default all 48) with `ferry bench --vram` at
+#   3. figures: each of MODELS (preset:type, default "qwen3-30b-a3b:Q4_K"; gpt-oss-20b:Q8_0 gives MXFP4 experts),
+#      synthesized with --fast and LAYERS layers (default all), with `ferry bench --vram` at
 #      BUDGETS_GB (default "2 4 8"), PROMPTS (default 1024) tokens and GEN (64) generated, nvidia-smi peak; with
 #      LLAMA_BENCH=<llama-bench built for this host> the same file through llama.cpp at the same total memory:
 #      `-fitt (free - B)` (llama.cpp fits itself, experts first to the CPU) and `-ngl 99 -ot exps=CPU`.
@@ -65,10 +66,6 @@ if [ "${SKIP_EQ:-0}" != 1 ]; then
 fi
 
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  m="$WORK/q30-${LAYERS:-48}.gguf"
-  # sync: the file's dirty pages go to disk now, not while the quick profile measures the CPU
-  [ -s "$m" ] || { timeout 300 "$F" synth --preset qwen3-30b-a3b --type Q4_K --fast ${LAYERS:+--layers $LAYERS} -o "$m" > /dev/null 2>&1; sync; }
-  log "synth qwen3-30b-a3b Q4_K ($(du -h "$m" | cut -f1)) at $(el) s"
   [ -z "${GPU_ARGS:-}" ] && { timeout 120 "$F" profile --quick > "$OUT/profile.txt" 2>&1; log "quick profile: exit $? at $(el) s"; }
   BASE_MIB=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
   peak_run() {  # peakfile cmd...
@@ -85,11 +82,16 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
 import json,sys
 r=json.load(open(sys.argv[1])); pp=[x['avg_ts'] for x in r if x['n_prompt']>0]; tg=[x['avg_ts'] for x in r if x['n_gen']>0]
 print('pp %.1f tok/s, tg %.2f tok/s' % (pp[0] if pp else 0, tg[0] if tg else 0))" "$1" 2>/dev/null || echo "no result: $(tail -c 300 "${1%.json}.err" | tr '\n' ' ')"; }
+  for pt in ${MODELS:-qwen3-30b-a3b:Q4_K}; do
+  preset=${pt%%:*}; type=${pt#*:}; m="$WORK/$preset-$type-${LAYERS:-all}.gguf"
+  # sync: the file's dirty pages go to disk now, not while the quick profile measures the CPU
+  [ -s "$m" ] || { timeout 300 "$F" synth --preset "$preset" --type "$type" --fast ${LAYERS:+--layers $LAYERS} -o "$m" > /dev/null 2>&1; sync; }
+  log "synth $preset $type ($(du -h "$m" | cut -f1)) at $(el) s"
   log "| run | budget | prompt | result | smi peak MiB |"
   log "|---|---|---|---|---|"
   for np in ${PROMPTS:-1024}; do
     for gb in ${BUDGETS_GB:-2 4 8}; do
-      tag="${gb}G-p$np"
+      tag="$preset-${gb}G-p$np"
       peak_run "$OUT/ferry_$tag.peak" timeout 240 "$F" bench -m "$m" --vram "${gb}G" -p "$np" -n "${GEN:-64}" --json \
         ${GPU_ARGS:-} ${FERRY_ARGS:-} > "$OUT/ferry_$tag.json" 2> "$OUT/ferry_$tag.err"
       log "| ferry | ${gb}G | $np | $(fr "$OUT/ferry_$tag.json") | $(cat "$OUT/ferry_$tag.peak") |"
@@ -108,6 +110,7 @@ print('pp %.1f tok/s, tg %.2f tok/s' % (pp[0] if pp else 0, tg[0] if tg else 0))
       fi
       log "(at $(el) s)"
     done
+  done
   done
 fi
 log "done in $(el) s"

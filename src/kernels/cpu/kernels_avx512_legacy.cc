@@ -1,4 +1,4 @@
-// AVX-512 VBMI direct (decode) kernels for Q4_0, Q4_1 and Q8_0 on 512-bit vectors, for CPUs with
+// AVX-512 VBMI direct (decode) kernels for Q4_0, Q4_1, Q8_0 and MXFP4 on 512-bit vectors, for CPUs with
 // AVX512_VBMI (Ice Lake, Sapphire Rapids, Zen 4 and later; others keep the 256-bit kernels).
 // The 256-bit kernel spends ~7 vector ops per 32-level block (decode, a dot, a convert, an FMA, the
 // scale broadcasts), which makes its matvec compute-bound at about one core's DRAM rate. Here, per
@@ -13,6 +13,8 @@
 //   - per chunk and column, in that lane order: + the integer offset correction (-8 or -128 times the
 //     act's exact group sums: exact, as the 256-bit kernel), one convert, and one FMA with
 //     d_w * d_x; Q4_1's mins one more FMA with the act's sy. The weight scales come from one gather.
+// MXFP4 is Q4_0's layout with a one-byte header: its nibble codes go through one vpshufb to the doubled
+// E2M1 value + 16 (kOff 16), and its scale is the header's E8M0 byte as half its power of two.
 // Compiled with the AVX-512 flags plus -mavx512vbmi; see the ODR rule in kernels.h.
 #include <immintrin.h>
 
@@ -34,6 +36,7 @@ template <typename B, bool Nib, int Off, bool Min, int QsOff, typename Dec>
 struct Spec {
   using Block = B;
   using Dec256 = Dec;  // the 256-bit decoder (fallback)
+  static constexpr bool kE8M0 = Dec::kE8M0;  // MXFP4: codes through kMxfp4Levels, the scale an E8M0 byte
   static constexpr int kBytes = sizeof(B);
   static constexpr bool kNib = Nib;
   static constexpr int kOff = Off;
@@ -45,6 +48,22 @@ struct Spec {
 using SpecQ4_0 = Spec<BlockQ4_0, true, 8, false, 2, DecQ4_0>;
 using SpecQ4_1 = Spec<BlockQ4_1, true, 0, true, 4, DecQ4_1>;
 using SpecQ8_0 = Spec<BlockQ8_0, false, 128, false, 2, DecQ8_0>;
+using SpecMXFP4 = Spec<BlockMXFP4, true, 16, false, 1, DecMXFP4>;
+
+// The blocks' scales from their headers' first 4 bytes (in hdr's lanes): fp16 d, or MXFP4's E8M0 byte e
+// as e8m0_half(e): 2^(e - 128) as float bits, (e - 1) << 23, or the subnormal 0x00200000 << e for e < 2.
+template <typename S>
+inline __m512 block_scales(__m512i hdr) {
+  if constexpr (S::kE8M0) {
+    const __m512i e = _mm512_and_si512(hdr, _mm512_set1_epi32(0xFF));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 small = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, tiny));
+  } else {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr));
+  }
+}
 
 // Lane k of the reduced 16-lane dot vector holds block perm(k) of the chunk (see reduce16).
 template <bool Nib>
@@ -139,6 +158,9 @@ void direct_legacy512(const MatArgs& a) {
   // Gather offsets of the blocks' first 4 bytes (d, and m for Q4_1), in lane order.
   const __m512i goff = _mm512_mullo_epi32(lane_blocks<S::kNib>(), _mm512_set1_epi32(S::kBytes));
   const __m512i mf = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i code_levels =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Levels)));
+  (void)code_levels;  // MXFP4 only
   constexpr int kGroupBytes = S::kPerVec * S::kBytes;  // bytes of one vpermt2b's blocks (<= 80)
 
   PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
@@ -180,6 +202,10 @@ void direct_legacy512(const MatArgs& a) {
         if constexpr (S::kNib) {
           *lo = _mm512_and_si512(v, mf);
           *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mf);
+          if constexpr (S::kE8M0) {
+            *lo = _mm512_shuffle_epi8(code_levels, *lo);
+            *hi = _mm512_shuffle_epi8(code_levels, *hi);
+          }
         } else {
           *lo = _mm512_xor_si512(v, flip);  // u = q + 128
         }
@@ -225,7 +251,7 @@ void direct_legacy512(const MatArgs& a) {
         const __mmask16 lanes = _mm512_cmplt_epi32_mask(lane_blocks<S::kNib>(), _mm512_set1_epi32(n));
         hdr = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, goff, p, 1);
       }
-      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr));
+      const __m512 dw = block_scales<S>(hdr);
       if (short_tail) {
         // dots are done
       } else if constexpr (S::kNib) {
@@ -323,6 +349,7 @@ void fill_avx512_legacy(KernelTable* t) {
   install<SpecQ4_0>(t, DType::Q4_0);
   install<SpecQ4_1>(t, DType::Q4_1);
   install<SpecQ8_0>(t, DType::Q8_0);
+  install<SpecMXFP4>(t, DType::MXFP4);
 }
 
 }  // namespace ferry::kernels::cpu
