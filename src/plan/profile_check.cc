@@ -81,6 +81,8 @@ std::vector<DType> matmul_weight_types(const std::vector<model::SubLayer>& subs)
   std::vector<DType> out;
   for (DType t : kWeightTypes)
     if (used.count(t)) out.push_back(t);
+  for (DType t : kExpertWeightTypes)  // gpt-oss's MXFP4: measured when a model has it, not in every profile
+    if (used.count(t)) out.push_back(t);
   return out;
 }
 

@@ -149,6 +149,9 @@ TEST(ProfileCheckTypes, TheModelsMatrixTypes) {
   subs[2].kind = model::SubLayerKind::kHead;
   subs[2].weights = {{"output.weight", DType::Q6_K, 32000, 4096, 0}};
   EXPECT_EQ(matmul_weight_types(subs), (std::vector<DType>{DType::Q4_K, DType::Q6_K}));
+  // Expert-only types (gpt-oss's MXFP4) count too: the check measures them though no profile has them yet.
+  subs[1].weights.push_back({"blk.0.ffn_up_exps.weight", DType::MXFP4, 2880, 2880, 0});
+  EXPECT_EQ(matmul_weight_types(subs), (std::vector<DType>{DType::Q4_K, DType::Q6_K, DType::MXFP4}));
   EXPECT_TRUE(cpu_time_off(0.49));
   EXPECT_FALSE(cpu_time_off(1.6));
   EXPECT_TRUE(cpu_time_off(2.6));
