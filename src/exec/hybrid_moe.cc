@@ -74,7 +74,6 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
   const int32_t n = step.n;
   const int32_t il = sublayers_[router].layer;
   const model::ModelSpec* spec = &spec_;
-  const model::ModelWeights* w = &device_weights_;
   const model::Scratch* ds = &device_scratch_;
   const model::DebugHook* hook = debug_hook_ ? &debug_hook_ : nullptr;
   const bool router_dev = pl[router] != Placement::kCpu;
@@ -100,9 +99,7 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
   if (router_dev) {
     if (!router_enqueued) {
       if (!step.x_on_device) FERRY_RETURN_IF_ERROR(residual_to_device(step));
-      FERRY_RETURN_IF_ERROR(device_work(step, router, [&] {
-        return on_device([=](kernels::Ops& ops) { model::forward_moe_router(ops, *spec, *w, il, n, *ds, nullptr); });
-      }));
+      FERRY_RETURN_IF_ERROR(device_work(step, router, [&] { return device_sublayer(router, step); }));
     }
     if (any_cpu) {
       FERRY_RETURN_IF_ERROR(copy_routing(true));
@@ -132,12 +129,9 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
       i = e - 1;
       continue;
     }
-    const kernels::ExpertGroup* g = &device_groups_[i];  // read in stream order (rebound per ring slot)
-    const bool acc = proj_started;
-    FERRY_RETURN_IF_ERROR(device_work(step, i, [&] {
-      return on_device(
-          [=](kernels::Ops& ops) { model::forward_moe_group(ops, *spec, *g, n, *ds, ds->proj.rows(0, n), acc); });
-    }));
+    // device_sublayer reads the group's views in stream order (a streamed group's are rebound per ring slot)
+    // and accumulates after the layer's device groups before it, as proj_started says.
+    FERRY_RETURN_IF_ERROR(device_work(step, i, [&] { return device_sublayer(i, step); }));
     proj_started = true;
   }
   if (any_cpu) {
