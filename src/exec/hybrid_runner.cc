@@ -264,15 +264,15 @@ Status HybridRunnerImpl::init() {
   gather_cpu_slice_downs();
   fill_pieces_.assign(sublayers_.size(), {});
   // Registration first: it decides the layout of streamed matrices, which resident uploads share.
-  pin_stats_.mode = PinMode::kCopy;
-  if (options_.pin_mode == PinMode::kRegister) register_streamed();
+  pin_stats_.mode = options_.pin_mode;
+  const std::vector<size_t> to_copy = register_as_asked();
   FERRY_RETURN_IF_ERROR(create_streams_and_events());
   cpu_ops_ = kernels::make_cpu_ops(options_.cpu_threads, options_.cpu_isa.value_or(kernels::default_cpu_isa()));
   LoadBlocks blocks;
   FERRY_RETURN_IF_ERROR(allocate_arena(&blocks));
   FERRY_RETURN_IF_ERROR(allocate_pinned());
   FERRY_RETURN_IF_ERROR(upload_at_load(blocks));
-  if (pin_stats_.mode == PinMode::kCopy) FERRY_RETURN_IF_ERROR(copy_streamed());
+  FERRY_RETURN_IF_ERROR(copy_streamed(to_copy));
   FERRY_RETURN_IF_ERROR(device_->synchronize());
   load_seconds_ = (now_ms() - load_start) / 1e3;
   return Status::ok();

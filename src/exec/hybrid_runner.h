@@ -60,11 +60,13 @@ struct VisionRun {
 
 // Where streamed sub-layers' weights are copied to the device from.
 enum class PinMode : uint8_t {
+  kAuto,      // kRegister for the streamed sub-layers the CPU also computes in some tier (the CPU reads
+              // the mmap, so a pinned copy would hold their bytes twice in host memory), kCopy for the rest
   kCopy,      // copy each into pinned host memory once at load, in slot layout (one copy per fill)
   kRegister,  // page-lock the model file's mmap in place and copy from it (one copy per matrix per
               // fill; no second host copy of the weights, no split-layout repack of streamed matrices)
 };
-const char* pin_mode_name(PinMode mode);  // "copy", "register"
+const char* pin_mode_name(PinMode mode);  // "auto", "copy", "register"
 
 struct HybridOptions {
   int32_t n_cells = 4096;    // KV cells (the engine's n_ctx); also the planned context
@@ -84,9 +86,10 @@ struct HybridOptions {
   // decode kernels read 16-byte-aligned quant planes. Lossless (same bytes, same values): test_cuda_ops
   // compares split and ggml layouts on every awkward shape.
   bool split_layout = true;
-  // Streamed weights: copied once into pinned memory, or the mmap registered in place. A registration
-  // the driver refuses falls back to kCopy (PinStats::note says why).
-  PinMode pin_mode = PinMode::kCopy;
+  // Streamed weights: copied once into pinned memory, or the mmap registered in place, or (kAuto) each
+  // sub-layer the way that keeps one host copy of it. A registration the driver refuses falls back to
+  // copying (PinStats::note says why).
+  PinMode pin_mode = PinMode::kAuto;
   int32_t pin_threads = 0;   // threads copying / registering streamed weights at load (0 = physical cores)
   // CUDA: bytes of dequantized F16 weight rows a prefill GEMM stages at a time, as asked of the planner
   // (plan::PlannerOptions::gemm_staging_bytes: 0 = a whole matrix, kGemmStagingAuto = its choice); CudaOps'
@@ -102,14 +105,20 @@ struct HybridOptions {
 
 // The load phase that makes streamed weights copyable asynchronously.
 struct PinStats {
-  PinMode mode = PinMode::kCopy;  // the mode in effect (kCopy after a failed registration)
-  std::string note;               // why kRegister fell back to kCopy; empty otherwise
+  PinMode mode = PinMode::kCopy;  // as asked (HybridOptions::pin_mode); what happened is in the counts below
+  std::string note;               // why a registration fell back to copying; empty otherwise
   double seconds = 0;             // wall time of the phase (a failed registration attempt included)
-  double alloc_s = 0;             // summed over threads: allocate_pinned (copy) / register_host (register)
-  double copy_s = 0;              // summed over threads: memcpy / split repack into pinned memory (copy)
+  double alloc_s = 0;             // summed over threads: allocate_pinned + register_host
+  double copy_s = 0;              // summed over threads: memcpy / split repack into pinned memory
   int32_t threads = 0;
-  int32_t ranges = 0;             // pinned buffers (copy) or registered page ranges (register)
+  int32_t ranges = 0;             // pinned buffers + registered page ranges
+  int32_t registered_ranges = 0;  // of which registered page ranges of the mmap
   uint64_t bytes = 0;             // page-locked bytes holding streamed weights
+  uint64_t registered_bytes = 0;  // of which registered in place (the rest: pinned copies)
+  // Host memory: mmap bytes handed back to the page cache at load (madvise) because nothing on the host
+  // reads them again: resident weights once uploaded, streamed weights once copied (unless the CPU
+  // computes them in some tier).
+  uint64_t released_bytes = 0;
 };
 
 // Measured per tier (accumulated over steps until reset_stats()).

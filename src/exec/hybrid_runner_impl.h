@@ -171,12 +171,23 @@ class HybridRunnerImpl final : public HybridRunner {
   // upload staging.
   Status upload_at_load(const LoadBlocks& blocks);
   std::vector<size_t> streamed_any() const;  // sub-layers streamed in some tier, ascending
+  // Whether sub-layer i runs on the CPU in some tier (then the CPU reads its matrices from the mmap).
+  bool cpu_any(size_t i) const;
   int32_t pin_threads(size_t items) const;
-  // Register mode: page-locks the mmap ranges of streamed matrices in place; on failure leaves nothing
-  // registered and pin_stats_.mode = kCopy with the reason in pin_stats_.note (the caller then copies).
-  void register_streamed();
-  // Copy mode: one pinned buffer per streamed sub-layer in slot layout, filled by several threads.
-  Status copy_streamed();
+  // Page-locks the mmap ranges of these streamed sub-layers' matrices in place. Returns the items left
+  // to copy: none, or all of them when the driver refused (the reason in pin_stats_.note) or one is an
+  // FFN slice (its down columns are strided in the file).
+  std::vector<size_t> register_streamed(const std::vector<size_t>& items);
+  // One pinned buffer per streamed sub-layer of `items` in slot layout, filled by several threads.
+  Status copy_streamed(const std::vector<size_t>& items);
+  // The streamed sub-layers to register in place as options_.pin_mode says (kAuto: those the CPU also
+  // computes); registers them and returns every streamed sub-layer left to copy_streamed.
+  std::vector<size_t> register_as_asked();
+  // Hands sub-layer i's pages of the model's mapping back to the page cache (madvise) once its weights
+  // are on the device or in a pinned copy, unless the CPU computes it in some tier; returns the bytes.
+  // Keeps host memory at about one copy of the weights (the mapping is read again only by a vision
+  // run's restore_residents, which releases them once more).
+  uint64_t release_mmap_pages(size_t i);
   // Host memory (pageable, e.g. the mmap) -> device through the two pinned staging halves.
   Status upload(void* dst, const void* src, uint64_t bytes);
   // A matrix, repacked on the way when `to` is kSplit (whole rows per staging half).

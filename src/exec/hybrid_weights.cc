@@ -3,6 +3,7 @@
 // to the split layout on the way where the CUDA decode kernels read it), and the host side of streamed
 // weights: copied once into pinned memory in slot layout (several threads; one copy per fill), or the
 // model's mmap page-locked in place (one copy per matrix per fill, no second host copy).
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@ namespace ferry::exec {
 
 const char* pin_mode_name(PinMode mode) {
   switch (mode) {
+    case PinMode::kAuto: return "auto";
     case PinMode::kCopy: return "copy";
     case PinMode::kRegister: return "register";
   }
@@ -184,6 +186,9 @@ Status HybridRunnerImpl::upload_resident(size_t i, char* base) {
   for (size_t k = 0; k < src.size() && st.is_ok(); ++k)
     st = upload_matrix(base + slot_layouts_[i].offset[k], *src[k], slot_layouts_[i].layout[k]);
   bind(i, base);
+  // Nothing on the host reads a resident matrix again (a vision run's restore uploads it once more).
+  const uint64_t released = release_mmap_pages(i);
+  if (!residents_out_) pin_stats_.released_bytes += released;
   return st;
 }
 
@@ -216,9 +221,15 @@ int32_t HybridRunnerImpl::pin_threads(size_t items) const {
   return static_cast<int32_t>(std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(want), items)));
 }
 
-void HybridRunnerImpl::register_streamed() {
+bool HybridRunnerImpl::cpu_any(size_t i) const {
+  for (const auto& tier : placements_)
+    if (tier[i] == plan::Placement::kCpu) return true;
+  return false;
+}
+
+std::vector<size_t> HybridRunnerImpl::register_streamed(const std::vector<size_t>& items) {
+  if (items.empty()) return {};
   const double t0 = now_ms();
-  const std::vector<size_t> items = streamed_any();
   const long ps = sysconf(_SC_PAGESIZE);
   const uintptr_t page = static_cast<uintptr_t>(ps > 0 ? ps : 4096);
   model::ModelWeights hw = host_weights_;
@@ -232,10 +243,9 @@ void HybridRunnerImpl::register_streamed() {
   for (size_t i : items)
     if (model::is_ffn_slice(sublayers_[i])) {
       // A slice's columns of ffn_down are not contiguous in the file: one copy per matrix cannot move them.
-      pin_stats_.mode = PinMode::kCopy;
       pin_stats_.note = "FFN slices are streamed: their weights are copied into pinned memory, not registered in place";
-      pin_stats_.seconds = (now_ms() - t0) / 1e3;
-      return;
+      pin_stats_.seconds += (now_ms() - t0) / 1e3;
+      return items;
     }
   std::vector<Range> spans;
   for (size_t i : items)
@@ -257,26 +267,27 @@ void HybridRunnerImpl::register_streamed() {
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.hi - a.lo > b.hi - b.lo; });
   std::vector<HostBuffer> got(ranges.size());
   std::vector<double> took(ranges.size(), 0.0);
-  pin_stats_.threads = pin_threads(ranges.size());
-  const Status st = parallel_items(ranges.size(), pin_stats_.threads, [&](size_t r) -> Status {
+  const Status st = parallel_items(ranges.size(), pin_threads(ranges.size()), [&](size_t r) -> Status {
     const double a = now_ms();
     FERRY_ASSIGN_OR_RETURN(got[r],
                            device_->register_host(reinterpret_cast<void*>(ranges[r].lo), ranges[r].hi - ranges[r].lo));
     took[r] = (now_ms() - a) / 1e3;
     return Status::ok();
   });
-  for (double s : took) pin_stats_.alloc_s += s;
   if (!st.is_ok()) {
     for (HostBuffer& h : got) device_->unregister_host(&h);
-    pin_stats_.mode = PinMode::kCopy;
     pin_stats_.note = "registering the model mmap failed (" + st.message() + "); streamed weights are copied instead";
-    pin_stats_.seconds = (now_ms() - t0) / 1e3;  // copy_streamed adds its own time
-    pin_stats_.alloc_s = 0;
-    return;
+    pin_stats_.seconds += (now_ms() - t0) / 1e3;  // copy_streamed adds its own time
+    return items;
   }
-  pin_stats_.mode = PinMode::kRegister;
-  pin_stats_.ranges = static_cast<int32_t>(got.size());
-  for (const HostBuffer& h : got) pin_stats_.bytes += h.bytes;
+  for (double s : took) pin_stats_.alloc_s += s;
+  pin_stats_.threads = std::max(pin_stats_.threads, pin_threads(ranges.size()));
+  pin_stats_.ranges += static_cast<int32_t>(got.size());
+  pin_stats_.registered_ranges += static_cast<int32_t>(got.size());
+  for (const HostBuffer& h : got) {
+    pin_stats_.bytes += h.bytes;
+    pin_stats_.registered_bytes += h.bytes;
+  }
   registered_ranges_ = std::move(got);
   for (size_t i : items) {
     // The mmap is read-only and copied as it is: streamed matrices keep the file's (ggml) layout even
@@ -287,17 +298,47 @@ void HybridRunnerImpl::register_streamed() {
       if (mats[k]->nbytes() > 0)
         fill_pieces_[i].push_back({slot_layouts_[i].offset[k], mats[k]->data, mats[k]->nbytes()});
   }
-  pin_stats_.seconds = (now_ms() - t0) / 1e3;
+  pin_stats_.seconds += (now_ms() - t0) / 1e3;
+  return {};
 }
 
-Status HybridRunnerImpl::copy_streamed() {
+std::vector<size_t> HybridRunnerImpl::register_as_asked() {
+  const std::vector<size_t> streamed = streamed_any();
+  if (options_.pin_mode == PinMode::kCopy) return streamed;
+  std::vector<size_t> reg, copy;
+  for (size_t i : streamed) (options_.pin_mode == PinMode::kRegister || cpu_any(i) ? reg : copy).push_back(i);
+  const std::vector<size_t> refused = register_streamed(reg);
+  copy.insert(copy.end(), refused.begin(), refused.end());
+  std::sort(copy.begin(), copy.end());
+  return copy;
+}
+
+uint64_t HybridRunnerImpl::release_mmap_pages(size_t i) {
+  if (cpu_any(i)) return 0;  // the CPU reads them from the mapping
+  const long ps = sysconf(_SC_PAGESIZE);
+  const uintptr_t page = static_cast<uintptr_t>(ps > 0 ? ps : 4096);
+  model::ModelWeights hw = host_weights_;
+  uint64_t released = 0;
+  for (const TensorView* t : host_mats(hw, i)) {
+    if (t->nbytes() == 0 || t->where != Where::kHost) continue;
+    // The pages wholly inside the matrix: a page it shares with a neighbour stays mapped.
+    const uintptr_t a = reinterpret_cast<uintptr_t>(t->data);
+    const uintptr_t lo = (a + page - 1) / page * page, hi = (a + t->nbytes()) / page * page;
+    if (hi > lo && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0) released += hi - lo;
+  }
+  return released;
+}
+
+Status HybridRunnerImpl::copy_streamed(const std::vector<size_t>& to_copy) {
+  if (to_copy.empty()) return Status::ok();
   const double t0 = now_ms();
-  std::vector<size_t> items = streamed_any();
+  std::vector<size_t> items = to_copy;
   // Largest first, so the threads finish together.
   std::stable_sort(items.begin(), items.end(),
                    [&](size_t a, size_t b) { return slot_layouts_[a].bytes > slot_layouts_[b].bytes; });
   std::vector<HostBuffer> bufs(items.size());
   std::vector<double> alloc_s(items.size(), 0.0), copy_s(items.size(), 0.0);
+  std::vector<uint64_t> released(items.size(), 0);
   const int32_t threads = pin_threads(items.size());
   const Status st = parallel_items(items.size(), threads, [&](size_t j) -> Status {
     const size_t i = items[j];
@@ -312,6 +353,7 @@ Status HybridRunnerImpl::copy_streamed() {
                  static_cast<char*>(bufs[j].ptr) + slot_layouts_[i].offset[k], &gathered);
     alloc_s[j] = (b - a) / 1e3;
     copy_s[j] = (now_ms() - b) / 1e3;
+    released[j] = release_mmap_pages(i);  // fills copy from the pinned buffer from now on
     return Status::ok();
   });
   for (HostBuffer& h : bufs)
@@ -323,10 +365,10 @@ Status HybridRunnerImpl::copy_streamed() {
     pin_stats_.bytes += slot_layouts_[i].bytes;
     pin_stats_.alloc_s += alloc_s[j];
     pin_stats_.copy_s += copy_s[j];
+    pin_stats_.released_bytes += released[j];
   }
-  pin_stats_.mode = PinMode::kCopy;
-  pin_stats_.threads = threads;
-  pin_stats_.ranges = static_cast<int32_t>(items.size());
+  pin_stats_.threads = std::max(pin_stats_.threads, threads);
+  pin_stats_.ranges += static_cast<int32_t>(items.size());
   pin_stats_.seconds += (now_ms() - t0) / 1e3;
   return Status::ok();
 }

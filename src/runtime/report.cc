@@ -83,17 +83,20 @@ std::string hybrid_report_text(const HybridState& s, const ProcessMemory& proces
   out += line;
   const exec::PinStats& pin = r.pin_stats();
   if (pin.bytes > 0 || !pin.note.empty()) {
-    const bool reg = pin.mode == exec::PinMode::kRegister;
-    char work[96];
-    if (reg)
-      std::snprintf(work, sizeof work, "register %.2f thread-s", pin.alloc_s);
-    else
-      std::snprintf(work, sizeof work, "alloc %.2f + copy %.2f thread-s", pin.alloc_s, pin.copy_s);
-    std::snprintf(line, sizeof line, "pin: %s %s in %d %s, %.2f s (%d threads; %s)\n", exec::pin_mode_name(pin.mode),
-                  mib(pin.bytes).c_str(), pin.ranges, reg ? "registered ranges" : "pinned buffers", pin.seconds,
-                  pin.threads, work);
+    std::snprintf(line, sizeof line,
+                  "pin (%s): %s registered in place in %d ranges, %s copied into %d pinned buffers; %.2f s (%d threads; "
+                  "alloc/register %.2f + copy %.2f thread-s)\n",
+                  exec::pin_mode_name(pin.mode), mib(pin.registered_bytes).c_str(), pin.registered_ranges,
+                  mib(pin.bytes - pin.registered_bytes).c_str(), pin.ranges - pin.registered_ranges, pin.seconds,
+                  pin.threads, pin.alloc_s, pin.copy_s);
     out += line;
     if (!pin.note.empty()) out += "pin: note: " + pin.note + "\n";
+  }
+  if (pin.released_bytes > 0) {
+    std::snprintf(line, sizeof line, "host: %s of the model's mapping handed back to the page cache after load "
+                  "(resident weights, and streamed ones copied into pinned memory that the CPU never computes)\n",
+                  mib(pin.released_bytes).c_str());
+    out += line;
   }
   for (size_t t = 0; t < ps.tiers.size(); ++t) {
     const exec::TierStats& st = r.stats()[t];
@@ -167,7 +170,8 @@ nlohmann::json hybrid_report_json(const HybridState& s, const ProcessMemory& pro
   j["pin_s"] = r.pin_seconds();
   j["pin"] = {{"mode", exec::pin_mode_name(pin.mode)}, {"seconds", pin.seconds}, {"alloc_s", pin.alloc_s},
               {"copy_s", pin.copy_s}, {"threads", pin.threads}, {"ranges", pin.ranges}, {"bytes", pin.bytes},
-              {"note", pin.note}};
+              {"registered_ranges", pin.registered_ranges}, {"registered_bytes", pin.registered_bytes},
+              {"released_bytes", pin.released_bytes}, {"note", pin.note}};
   j["tiers"] = nlohmann::json::array();
   for (size_t t = 0; t < ps.tiers.size(); ++t) {
     const exec::TierStats& st = r.stats()[t];

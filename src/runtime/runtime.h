@@ -38,7 +38,7 @@ struct ExecutorOverrides {
   int32_t ffn_slices = 1;                   // FFN slices: 1 = whole FFNs, 0 = the planner chooses, N = N
   bool cuda_graphs = true;                  // CUDA: replay all-resident decode steps from graphs
   bool split_layout = true;                 // CUDA: quantized matrices in the split layout (lossless)
-  exec::PinMode pin = exec::PinMode::kCopy; // streamed weights copied to pinned memory, or the mmap registered
+  exec::PinMode pin = exec::PinMode::kAuto; // streamed weights: registered where the CPU reads them too, else copied
   bool measure = false;                     // time every sub-layer and copy (report_text(explain))
   uint64_t gemm_staging_bytes = plan::PlannerOptions::kGemmStagingAuto;  // prefill GEMMs' F16 staging
 };

@@ -319,10 +319,64 @@ TEST(Executor, RegisteredMmapMatchesPinnedCopy) {
 
   // Refused registration: copied instead, and said so.
   const exec::PinStats& pf = fallback_r->pin_stats();
-  EXPECT_EQ(pf.mode, exec::PinMode::kCopy);
+  EXPECT_EQ(pf.registered_bytes, 0u);
+  EXPECT_EQ(pf.registered_ranges, 0);
   EXPECT_NE(pf.note.find("refuse_register"), std::string::npos) << pf.note;
   EXPECT_GT(pf.bytes, 0u);
   EXPECT_EQ(std::move(fallback_r->device().memory_info()).value().registered_bytes, 0u);
+}
+
+// PinMode::kAuto (the default) keeps one host copy of the weights: a streamed sub-layer the CPU also
+// computes in some tier is registered in place (the CPU reads the mapping anyway), every other streamed
+// one is copied into pinned memory, and the mapping's pages of copied and resident weights are handed
+// back after load. Logits equal the CPU's whatever the mix.
+TEST(Executor, AutoPinRegistersWhatTheCpuSharesAndCopiesTheRest) {
+  TempDir dir;
+  auto l = load(dir, tiny("llama", DType::Q8_0));
+  ASSERT_TRUE(l);
+  const Script sc = script(11, 4);
+  const std::vector<float> ref = cpu_logits(*l, sc);
+  auto min = exec::hybrid_min_budget(l->spec, l->subs, setup_for(0, std::nullopt));
+  ASSERT_TRUE(min.has_value()) << min.status().message();
+  uint64_t all_weights = 0;
+  for (const auto& s : l->subs) all_weights += s.weight_bytes;
+  int shared = 0, copied_only = 0;
+  for (uint64_t budget : {*min, *min + all_weights / 4, *min + all_weights / 2}) {
+    exec::HybridSetup s = setup_for(budget, std::nullopt);
+    ASSERT_EQ(s.options.pin_mode, exec::PinMode::kAuto);
+    auto runner = exec::make_hybrid_runner(l->spec, l->weights, l->subs, s);
+    ASSERT_TRUE(runner.has_value()) << runner.status().message();
+    exec::HybridRunner& r = **runner;
+    expect_close(ref, replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return r.run(io, out); }),
+                 "auto, budget " + std::to_string(budget));
+    auto* emu = dynamic_cast<exec::EmulatedDevice*>(&r.device());
+    ASSERT_NE(emu, nullptr);
+    const size_t m = l->subs.size();
+    std::vector<uint8_t> streamed(m, 0), cpu(m, 0);
+    for (const auto& pl : r.placements())
+      for (size_t i = 0; i < m; ++i) {
+        streamed[i] |= pl[i] == plan::Placement::kStreamed;
+        cpu[i] |= pl[i] == plan::Placement::kCpu;
+      }
+    for (size_t i = 0; i < m; ++i) {
+      if (!streamed[i]) continue;
+      (cpu[i] ? shared : copied_only) += 1;
+      for (const model::WeightRef& w : l->subs[i].weights) {
+        if (w.rows <= 1) continue;
+        const gguf::TensorInfo* t = l->file->find_tensor(w.name);
+        ASSERT_NE(t, nullptr) << w.name;
+        EXPECT_EQ(emu->is_registered(t->data, t->nbytes), cpu[i] != 0) << w.name << " budget " << budget;
+      }
+    }
+    const exec::PinStats& p = r.pin_stats();
+    EXPECT_TRUE(p.note.empty()) << p.note;
+    EXPECT_EQ(std::move(r.device().memory_info()).value().registered_bytes, p.registered_bytes);
+    if (r.plan().weights_resident > 0) EXPECT_GT(p.released_bytes, 0u) << "budget " << budget;
+  }
+  // The planner's plans for this model stream nothing the CPU computes in another tier (the MoE
+  // placement test, ExecutorMoe.EveryPlacementCombinationMatchesCpu, covers such plans under kAuto).
+  EXPECT_GE(shared, 0);
+  EXPECT_GT(copied_only, 0);
 }
 
 // A timeline records copies, device sub-layers and CPU sub-layers of the first steps, in order, within

@@ -163,7 +163,7 @@ TEST_P(ExecutorMoe, EveryPlacementCombinationMatchesCpu) {
   const Placement routers[3] = {R, S, C};
   const int combos = 3 * static_cast<int>(patterns.size());
   MoeCoverage cov;
-  int cpu_group_spans = 0, device_group_spans = 0;
+  int cpu_group_spans = 0, device_group_spans = 0, auto_shared = 0;
   bool explained = false;
   for (int runner = 0; 2 * runner < combos; ++runner) {
     // Sub-layer placements, the same in every tier but the head's (CPU, streamed or resident by runner).
@@ -193,7 +193,8 @@ TEST_P(ExecutorMoe, EveryPlacementCombinationMatchesCpu) {
 
     exec::HybridOptions o = setup_for(0, std::nullopt).options;
     o.measure = runner % 2 == 1;
-    o.pin_mode = runner % 3 == 2 ? exec::PinMode::kRegister : exec::PinMode::kCopy;
+    // kAuto where the head streams in some tiers and runs on the CPU in others (runner % 3 != 0).
+    o.pin_mode = runner % 3 == 2 ? exec::PinMode::kRegister : runner % 3 == 1 ? exec::PinMode::kAuto : exec::PinMode::kCopy;
     exec::EmulatedOptions eo = setup_for(0, std::nullopt).emulated;
     eo.budget = 1ull << 30;
     auto dev = exec::make_emulated_device(eo);
@@ -222,10 +223,27 @@ TEST_P(ExecutorMoe, EveryPlacementCombinationMatchesCpu) {
         for (size_t i = 0; i < m && t.steps > 0; ++i)
           if (subs[i].kind == model::SubLayerKind::kExperts) EXPECT_GT(t.sub_ms[i], 0) << what << " " << subs[i].label();
     }
-    if (o.pin_mode == exec::PinMode::kRegister)
-      EXPECT_EQ(r.pin_stats().mode, exec::PinMode::kRegister) << r.pin_stats().note;
+    EXPECT_TRUE(r.pin_stats().note.empty()) << r.pin_stats().note;
+    if (o.pin_mode == exec::PinMode::kRegister) EXPECT_EQ(r.pin_stats().registered_bytes, r.pin_stats().bytes);
+    if (o.pin_mode == exec::PinMode::kCopy) EXPECT_EQ(r.pin_stats().registered_bytes, 0u);
+    if (o.pin_mode == exec::PinMode::kAuto) {  // registered: exactly the streamed groups the CPU also runs
+      bool shared = false, streamed_only = false;
+      for (size_t i = 0; i < m; ++i) {
+        bool s_any = false, c_any = false;
+        for (const auto& tier : ps.tiers) {
+          s_any |= tier.placement[i] == S;
+          c_any |= tier.placement[i] == C;
+        }
+        shared |= s_any && c_any;
+        streamed_only |= s_any && !c_any;
+      }
+      auto_shared += shared;
+      EXPECT_EQ(r.pin_stats().registered_bytes > 0, shared) << what;
+      EXPECT_EQ(r.pin_stats().bytes > r.pin_stats().registered_bytes, streamed_only) << what;
+    }
   }
   EXPECT_TRUE(explained);
+  EXPECT_GT(auto_shared, 0);
   EXPECT_GT(cpu_group_spans, 0);
   EXPECT_GT(device_group_spans, 0);
   EXPECT_GT(cov.router_cpu, 0);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/cpu_info.h"
+#include "base/host_memory.h"
 #include "cli.h"
 #include "engine/engine.h"
 #include "exec/timeline.h"
@@ -199,6 +200,13 @@ int run(const BenchArgs& a) {
   const std::string hybrid_text = rt.report_text(a.hybrid.explain);
   const nlohmann::json hybrid_json = rt.report_json();
   const ferry::runtime::ProcessMemory process_memory = rt.vram_peak_process();
+  // Host memory before the bandwidth probe (its buffer would count): the model's touched mmap pages,
+  // pinned copies, activations (and on the emulated device its arena, which is host memory there).
+  const uint64_t host_peak = ferry::host_peak_resident_bytes();
+  std::error_code size_err;
+  const uint64_t file_bytes = std::filesystem::file_size(a.model, size_err);
+  const uint64_t emulated_arena =
+      a.device == "emulated" && rt.runner() ? hybrid_json.value("arena_capacity", uint64_t{0}) : 0;
   ferry::cli::warn_profile_after_run(rt);
 
   // --timeline: an extra, unmeasured pass (recording adds events and turns CUDA graphs off): the first
@@ -275,6 +283,9 @@ int run(const BenchArgs& a) {
     // Device memory of the whole process, read from the driver (cuda), modelled (emulated) or 0 (cpu).
     j["vram_peak_process_bytes"] = process_memory.peak_bytes;
     j["vram_peak_process_source"] = process_memory.source;
+    j["host_peak_rss_bytes"] = host_peak;     // VmHWM after the measured runs
+    j["model_file_bytes"] = size_err ? 0 : file_bytes;
+    if (emulated_arena > 0) j["emulated_arena_bytes"] = emulated_arena;  // host memory inside host_peak_rss_bytes
     if (rt.runner()) {  // on a GPU: device memory, the plan, the hybrid limits
       j["peak_device_bytes"] = hybrid_json.value("arena_peak", uint64_t{0});
       j["context_device_bytes"] = hybrid_json.value("outside_arena", uint64_t{0});
@@ -302,6 +313,13 @@ int run(const BenchArgs& a) {
     std::printf("\n");
   }
   std::fputs(hybrid_text.c_str(), stdout);
+  if (host_peak > 0 && !size_err) {
+    std::printf("host memory: peak resident %.2f GiB, model file %.2f GiB", host_peak / 1073741824.0,
+                file_bytes / 1073741824.0);
+    if (emulated_arena > 0)
+      std::printf(" (the peak includes the emulated device's %.2f GiB arena)", emulated_arena / 1073741824.0);
+    std::printf("\n");
+  }
   if (!a.hybrid.timeline_path.empty())
     std::printf("timeline: %s (%zu spans)\n", a.hybrid.timeline_path.c_str(), timeline.spans.size());
   return 0;

@@ -28,9 +28,10 @@ void add_hybrid_options(CLI::App& app, HybridArgs* a, bool bench) {
                  "CUDA: store Q4_0/Q8_0/Q6_K/... matrices in the split layout the fast decode kernels read (1) or as in the file (0)")
       ->check(CLI::Range(0, 1));
   app.add_option("--pin", a->pin,
-                 "with --vram: streamed weights are copied once into pinned memory (copy) or the model's mmap is "
-                 "page-locked in place (register; falls back to copy if the driver refuses)")
-      ->check(CLI::IsMember({"copy", "register"}));
+                 "with --vram: streamed weights are copied once into pinned memory (copy), or the model's mmap is "
+                 "page-locked in place (register; falls back to copy if the driver refuses), or (auto) those the "
+                 "CPU also computes are registered and the rest copied, so host memory holds one copy of the weights")
+      ->check(CLI::IsMember({"auto", "copy", "register"}));
   if (!bench) return;
   app.add_flag("--explain", a->explain, "with --vram: measured time per sub-layer and copy");
   app.add_option("--timeline", a->timeline_path,
@@ -52,7 +53,7 @@ Status fill_open_options(const HybridArgs& a, runtime::OpenOptions* o) {
   ex.ffn_slices = a.ffn_slices;
   ex.cuda_graphs = a.cuda_graphs != 0;
   ex.split_layout = a.split_layout != 0;
-  ex.pin = a.pin == "register" ? exec::PinMode::kRegister : exec::PinMode::kCopy;
+  ex.pin = a.pin == "register" ? exec::PinMode::kRegister : a.pin == "copy" ? exec::PinMode::kCopy : exec::PinMode::kAuto;
   ex.measure = a.explain;
   if (a.strategy == "gpu-stream") ex.strategy = plan::Strategy::kGpuStream;
   if (a.strategy == "static") ex.strategy = plan::Strategy::kStatic;

@@ -21,7 +21,7 @@ struct HybridArgs {
   int32_t ffn_slices = 1;     // --ffn-slices N; 1 = whole FFNs, 0 = the planner chooses (PlannerOptions::ffn_slices)
   int32_t cuda_graphs = 1;    // --cuda-graphs 0|1 (A/B studies)
   int32_t split_layout = 1;   // --split-layout 0|1 (A/B studies)
-  std::string pin = "copy";   // --pin copy|register: streamed weights copied to pinned memory / mmap registered
+  std::string pin = "auto";   // --pin auto|copy|register (exec::PinMode)
   bool explain = false;       // --explain: per sub-layer timing (bench)
   std::string timeline_path;  // --timeline FILE: SVG of a few steps (bench)
 };
