@@ -3,6 +3,7 @@
 // runner-up lost. The model is a GGUF file (-m) or, without a file, a synth preset (--preset, --type)
 // so real-size shapes can be planned anywhere. The profile is --profile FILE, else this machine's
 // cached profile, else a quick profile measured now.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -40,8 +41,23 @@ model::ModelSpec spec_from_preset(const model::SynthPreset& p) {
   s.qkv_bias = p.qkv_bias;
   s.has_rope_freqs = p.llama3_rope_factor > 0;
   s.sliding_window = p.sliding_window;
+  // Experts as ModelSpec::from_gguf reads them from the keys synth writes (qwen3moe's width defaults to
+  // n_ff / n_expert_used there).
+  s.n_expert = p.n_expert;
+  s.n_expert_used = p.n_expert_used;
+  s.n_ff_expert = p.n_ff_expert > 0 || p.n_expert == 0 ? p.n_ff_expert : p.n_ff / std::max(1, p.n_expert_used);
+  s.expert_weights_norm = p.n_expert > 0 && p.arch != model::Arch::kGptOss;
   switch (p.arch) {
-    case model::Arch::kQwen3: s.qk_norm = true; break;
+    case model::Arch::kQwen3:
+    case model::Arch::kQwen3Moe: s.qk_norm = true; break;
+    case model::Arch::kGptOss:
+      s.qkv_bias = true;
+      s.attn_sinks = true;
+      s.expert_biases = true;
+      s.expert_softmax_selected = true;
+      s.swiglu_oai = true;
+      s.swa_period = p.sliding_window > 0 ? 2 : 0;
+      break;
     case model::Arch::kGemma3:
       s.qk_norm = true;
       s.post_norms = true;
