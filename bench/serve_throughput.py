@@ -214,6 +214,8 @@ def run_level(a, t: Target, n: int) -> dict:
                     pass
     # The level's wall time: from the first send to the end of the last request.
     wall = max((r.t_end for r in level.results), default=t0) - t0
+    if level.deadline_hit:
+        time.sleep(a.settle_seconds)  # the server cancels the cut requests before the next level starts
     ok = [r for r in level.results if r.status == "ok"]
     cut = [r for r in level.results if r.status == "cut"]
     errors = [r for r in level.results if r.status == "error"]
@@ -290,6 +292,8 @@ def main() -> int:
     ap.add_argument("--min-requests", type=int, default=8, help="requests per level: max(2 x clients, this)")
     ap.add_argument("--level-seconds", type=float, default=0,
                     help="deadline of a level: no new request after it, open streams cut (0: none)")
+    ap.add_argument("--settle-seconds", type=float, default=3,
+                    help="pause after a level whose deadline cut requests, while the server cancels them")
     ap.add_argument("--timeout", type=float, default=600, help="socket timeout of one request, seconds")
     ap.add_argument("--warmup-tokens", type=int, default=4, help="max_tokens of each level's warm-up request")
     ap.add_argument("--prompt-mode", choices=["tokens", "text"], default="tokens",

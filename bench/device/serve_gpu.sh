@@ -34,8 +34,8 @@
 #   DEVICE    cuda (default) or cpu (dry run: ferry-serve without --vram, no nvidia-smi; llama-server with
 #             -ngl 0 when LLAMA_SERVER exists)
 #   BIN (/root/bin; carry_setup.sh unpacks .devcarry/bin there on cuda), LLAMA_SERVER
-#   (/root/lcb/build/bin/llama-server), CARRY (.devcarry: its lib/*.xz go to LIB_DIR, /root/lib/serve; /tmp/serve_lib on cpu), GPU (0),
-#   JOBS (14, the peer's build)
+#   (/root/lcb/build/bin/llama-server), CARRY (.devcarry: its lib/*.xz go to LIB_DIR, /root/lib/serve; on
+#   cpu /tmp/serve_lib), GPU (0), JOBS (14, the peer's build)
 # Results: $OUT/summary.md and $OUT/res.tgz (per model: both servers' logs and command lines, client JSON /
 # tables, /metrics, memory samples).
 set -u
@@ -181,7 +181,8 @@ if [ "${PREP:-0}" = 1 ]; then
 fi
 
 # --- per model: ferry, then llama-server --------------------------------------------------------------
-log "# serve throughput: ferry serve vs llama-server, $(nvidia-smi -i "$GPU" --query-gpu=name --format=csv,noheader 2>/dev/null || echo cpu)"
+card=$(nvidia-smi -i "$GPU" --query-gpu=name --format=csv,noheader 2>/dev/null || echo cpu)
+log "# serve throughput: ferry serve vs llama-server, $card"
 log "$("$BIN/ferry" --version 2>&1 | head -1); prompts $PROMPT tokens, $GEN generated, levels $LEVELS, $(nproc) cores"
 sides_left=$(( n_models * $(echo $SIDES | wc -w) ))
 for spec in $MODELS; do
