@@ -147,14 +147,15 @@ side_seconds() { echo $(( (TOTAL - 15 - ($(date +%s) - T0)) / $1 )); }
 # --- the peer and the models (a fresh machine: PREP=1 first) -------------------------------------------
 n_models=$(echo $MODELS | wc -w)
 if [ "$DEVICE" = cuda ] && [[ " $SIDES " == *" llama "* ]] && [ ! -x "$LLAMA_SERVER" ]; then
-  TARGETS="llama-bench llama-completion llama-server" JOBS=${JOBS:-14} bash bench/device/llama_cpp_build.sh
+  TARGETS=llama-server JOBS=${JOBS:-14} bash bench/device/llama_cpp_build.sh
 fi
 for spec in $MODELS; do
   IFS=: read -r preset type gb slots <<< "$spec"
   m=$MODELS_DIR/$preset-$type.gguf
-  if [ ! -f "$m" ]; then
-    timeout 400 "$BIN/ferry" synth --preset "$preset" --type "$type" --fast -o "$m.part" > "$R/synth_$preset-$type.log" 2>&1 &&
-      mv "$m.part" "$m"
+  left=$(( TOTAL - 60 - ($(date +%s) - T0) ))  # synth's time limit (timeout 0 would be none)
+  if [ ! -f "$m" ] && [ $left -gt 10 ]; then
+    timeout $left "$BIN/ferry" synth --preset "$preset" --type "$type" --fast -o "$m.part" \
+      > "$R/synth_$preset-$type.log" 2>&1 && mv "$m.part" "$m"
     el "synth $preset $type: $(ls -la "$m" 2>&1)"
   fi
 done
