@@ -2,6 +2,8 @@
 // anything httplib answers itself (404, 413, ...), and the small endpoints (/health, /v1/models, /metrics).
 #include "serve/http_server.h"
 
+#include <sys/socket.h>
+
 #include <ctime>
 
 #include "serve/http_internal.h"
@@ -58,11 +60,23 @@ class HttpServerImpl final : public HttpServer {
     svr_.set_payload_max_length(st_.options.max_body_bytes);
     svr_.set_keep_alive_max_count(100);
     routes();
+    // cpp-httplib listens with its build's backlog (5 in Debian's library): when more clients connect at
+    // once than that while the accept thread is busy, the kernel drops their SYNs and each retries after
+    // a second or more. The socket httplib binds is recorded here (the callback runs on every socket it
+    // tries, the bound one last) and listens again below with the system's largest backlog (Linux updates
+    // the backlog of a listening socket).
+    svr_.set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_socket_ = sock;
+    });
     port_ = st_.options.port == 0 ? svr_.bind_to_any_port(st_.options.host)
                                   : (svr_.bind_to_port(st_.options.host, st_.options.port) ? st_.options.port : -1);
     if (port_ <= 0)
       return make_error(ErrorCode::kIo, "cannot listen on %s:%d (address in use, or not an address of this machine)",
                         st_.options.host.c_str(), st_.options.port);
+    if (listen_socket_ >= 0 && ::listen(listen_socket_, SOMAXCONN) != 0)
+      return make_error(ErrorCode::kIo, "cannot listen on %s:%d with a backlog of %d", st_.options.host.c_str(), port_,
+                        SOMAXCONN);
     return Status::ok();
   }
 
@@ -80,6 +94,7 @@ class HttpServerImpl final : public HttpServer {
   State st_;
   httplib::Server svr_;
   int port_ = -1;
+  int listen_socket_ = -1;  // the socket httplib bound (set by its socket-options callback)
 };
 
 void HttpServerImpl::routes() {

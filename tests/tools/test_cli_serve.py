@@ -4,7 +4,12 @@ binary (ferry-serve, beside ferry)."""
 
 from __future__ import annotations
 
+import os
+import selectors
+import signal
 import socket
+import subprocess
+import time
 
 import pytest
 
@@ -71,3 +76,38 @@ def test_serve_port_in_use(serve_bin, tmp_path):
         s.listen(1)
         port = s.getsockname()[1]
         assert_error(ferry("serve", "-m", str(model), "--port", str(port)), 1)
+
+
+def test_serve_takes_a_burst_of_connections_while_busy(serve_bin, tmp_path):
+    # 64 clients connect at once while the server cannot accept (stopped): the kernel completes the
+    # handshakes up to the listen backlog and drops the other SYNs (each retried after a second or more).
+    # cpp-httplib's own backlog is 5; ferry serve listens with the system's largest.
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)  # opening it blocks: the server listens and stays loading
+    p = subprocess.Popen([str(FERRY), "serve", "-m", str(fifo), "--port", "0"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    socks = []
+    try:
+        port = int(p.stderr.readline().split("127.0.0.1:")[1].split()[0])
+        p.send_signal(signal.SIGSTOP)
+        sel = selectors.DefaultSelector()
+        for _ in range(64):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            socks.append(s)
+            sel.register(s, selectors.EVENT_WRITE)
+        connected = set()
+        deadline = time.monotonic() + 0.5  # well before the first SYN retry (1 s)
+        while len(connected) < len(socks) and time.monotonic() < deadline:
+            for key, _ in sel.select(timeout=0.05):
+                if key.fileobj.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                    connected.add(key.fileobj)
+                sel.unregister(key.fileobj)
+        assert len(connected) == len(socks)
+    finally:
+        for s in socks:
+            s.close()
+        p.send_signal(signal.SIGCONT)
+        p.kill()
+        p.wait()
