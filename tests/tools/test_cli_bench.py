@@ -120,6 +120,30 @@ def test_bench_json_cpu_process_memory(model):
     assert j["vram_peak_process_bytes"] == 0 and j["vram_peak_process_source"] == "none"
 
 
+def test_bench_json_cpu_host_memory(model):
+    res = ferry("bench", "-m", str(model), "-p", "8", "-n", "2", "--no-membw", "--device", "cpu", "--json")
+    assert res.returncode == 0, res.stderr
+    j = json.loads(res.stdout)
+    assert j["model_file_bytes"] == model.stat().st_size
+    assert j["host_peak_rss_bytes"] > 0
+
+
+@pytest.mark.parametrize("device", ["cpu", "emulated"])
+def test_bench_parallel_sequences(model, device):
+    """--parallel N: N sequences prefilled and decoded together (llama-batched-bench's -npl); rates are totals,
+    and the hybrid plan's decode steps carry N tokens."""
+    args = emulated(model, "--json", "--parallel", "3") if device == "emulated" else [
+        "bench", "-m", str(model), "-p", "24", "-n", "8", "-b", "16", "-t", "2", "--no-membw", "--json", "--parallel", "3"]
+    res = ferry(*args)
+    assert res.returncode == 0, res.stderr
+    j = json.loads(res.stdout)
+    assert j["parallel"] == 3 and j["prefill_tok_s"] > 0 and j["decode_tok_s"] > 0
+    if device == "emulated":
+        steps = {t["tokens"]: t["steps"] for t in j["plan"]["tiers"] if t["steps"] > 0}
+        assert max(steps) >= 16  # 72 prompt tokens in steps of up to 16 (-b), rows of several sequences
+        assert steps.get(4, 0) >= 8  # the 8 decode steps of 3 tokens run in the 4-token tier
+
+
 def test_budget_too_small_counts_the_context(model):
     res = ferry(*emulated(model)[:-4], "--vram", "600M", "--profile", str(PROFILE))
     assert_error(res, 1, "VRAM budget 600 MiB is too small")

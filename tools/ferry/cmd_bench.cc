@@ -9,7 +9,9 @@
 // the emulated device (--vram, --device cuda) it adds the arena's high-water mark and the memory outside
 // the arena (the CUDA context), the plan per tier with predicted vs measured step
 // time, and the fraction of docs/ARCHITECTURE.md §4's hybrid limits reached; --timeline FILE draws an SVG of one
-// prefill chunk and the first decode steps, recorded in an extra pass after the measured runs.
+// prefill chunk and the first decode steps, recorded in an extra pass after the measured runs (of one
+// sequence). --parallel N runs N sequences at once, as llama-batched-bench does: N prompts of -p tokens
+// (steps of up to -b tokens mixing sequences), then -n steps of N tokens; rates are totals.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -49,6 +51,7 @@ struct BenchArgs {
   std::string cpu_isa;  // --cpu-isa
   int32_t batch = 0;  // 0: 1024 for the whole model on a GPU, else 512 (runtime::OpenOptions::n_batch)
   int32_t reps = 1;
+  int32_t parallel = 1;  // -np: sequences prefilled and decoded together (llama-batched-bench's npl)
   std::string device = "cpu";
   bool json = false;
   bool warmup = true;
@@ -96,37 +99,49 @@ uint64_t decode_weight_bytes(const ferry::gguf::ModelFile& f, const ferry::model
   return total;
 }
 
-// Prefill of `tokens` at positions [0, n) of sequence 0 in chunks of n_batch; logits of the last only.
+// Prefill of `tokens` at positions [0, n) of each of sequences 0 .. n_seq-1 (the same prompt, kept
+// apart: no cells are shared), in steps of up to n_batch tokens that may hold several sequences' rows;
+// logits of each sequence's last token only.
 ferry::Status prefill(ferry::engine::Engine& e, const std::vector<int32_t>& tokens, int32_t n_batch,
-                      std::vector<float>* logits) {
+                      std::vector<float>* logits, int32_t n_seq = 1) {
   ferry::engine::Batch b;
-  const int32_t n = static_cast<int32_t>(tokens.size());
-  for (int32_t i0 = 0; i0 < n; i0 += n_batch) {
+  const int64_t n = static_cast<int64_t>(tokens.size()), total = n * n_seq;
+  for (int64_t j0 = 0; j0 < total; j0 += n_batch) {
     b.clear();
-    const int32_t i1 = i0 + n_batch < n ? i0 + n_batch : n;
-    for (int32_t i = i0; i < i1; ++i) b.add(tokens[i], i, 0, i == n - 1);
+    const int64_t j1 = std::min<int64_t>(total, j0 + n_batch);
+    for (int64_t j = j0; j < j1; ++j) {
+      const int32_t i = static_cast<int32_t>(j % n), seq = static_cast<int32_t>(j / n);
+      b.add(tokens[static_cast<size_t>(i)], i, seq, i == n - 1);
+    }
     logits->clear();
     FERRY_RETURN_IF_ERROR(e.step(b, logits));
   }
   return ferry::Status::ok();
 }
 
+// tokens.size() decode steps from position pos0, each one token of every sequence 0 .. n_seq-1.
 ferry::Status decode(ferry::engine::Engine& e, const std::vector<int32_t>& tokens, int32_t pos0,
-                     std::vector<float>* logits) {
+                     std::vector<float>* logits, int32_t n_seq = 1) {
   ferry::engine::Batch b;
   for (size_t i = 0; i < tokens.size(); ++i) {
     b.clear();
-    b.add(tokens[i], pos0 + static_cast<int32_t>(i), 0, true);
+    for (int32_t seq = 0; seq < n_seq; ++seq) b.add(tokens[i], pos0 + static_cast<int32_t>(i), seq, true);
     logits->clear();
     FERRY_RETURN_IF_ERROR(e.step(b, logits));
   }
   return ferry::Status::ok();
+}
+
+void remove_sequences(ferry::engine::Engine& e, int32_t n_seq) {
+  for (int32_t seq = 0; seq < n_seq; ++seq) e.seq_rm(seq);
 }
 
 int run(const BenchArgs& a) {
   ferry::runtime::OpenOptions opt;
   opt.model_path = a.model;
-  opt.n_ctx = a.n_prompt + a.n_gen + 1;
+  const int32_t np = a.parallel;
+  opt.n_ctx = (a.n_prompt + a.n_gen + 1) * np;  // one KV cache, the sequences' cells side by side
+  opt.n_seq_max = np;
   opt.n_threads = a.threads;
   opt.cpu_isa = a.cpu_isa;
   opt.n_batch = a.batch;
@@ -168,34 +183,34 @@ int run(const BenchArgs& a) {
                    // measured steps (a capture is a few ms: after 4096 tokens -n 16 read 4-13 % low)
     std::vector<int32_t> w = prompt;
     if (w.empty()) w.push_back(gen.empty() ? 0 : gen[0]);
-    ferry::Status st = prefill(engine, w, n_batch, &logits);
-    if (st.is_ok()) st = decode(engine, {w[0]}, static_cast<int32_t>(w.size()), &logits);
+    ferry::Status st = prefill(engine, w, n_batch, &logits, np);
+    if (st.is_ok()) st = decode(engine, {w[0]}, static_cast<int32_t>(w.size()), &logits, np);
     if (!st.is_ok()) return ferry::cli::report(st);
-    engine.seq_rm(0);
+    remove_sequences(engine, np);
   }
   rt.reset_stats();  // per-tier measured times: the measured runs only
 
   std::vector<Sample> samples;
   for (int32_t r = 0; r < a.reps; ++r) {
-    engine.seq_rm(0);
+    remove_sequences(engine, np);
     Sample s;
     auto t0 = Clock::now();
     double c0 = cpu_ms();
     if (a.n_prompt > 0) {
-      ferry::Status st = prefill(engine, prompt, n_batch, &logits);
+      ferry::Status st = prefill(engine, prompt, n_batch, &logits, np);
       if (!st.is_ok()) return ferry::cli::report(st);
     }
     s.prefill_ms = ms_since(t0);
     s.prefill_cpu_ms = cpu_ms() - c0;
     t0 = Clock::now();
     c0 = cpu_ms();
-    ferry::Status st = decode(engine, gen, a.n_prompt, &logits);
+    ferry::Status st = decode(engine, gen, a.n_prompt, &logits, np);
     if (!st.is_ok()) return ferry::cli::report(st);
     s.decode_ms = ms_since(t0);
     s.decode_cpu_ms = cpu_ms() - c0;
     samples.push_back(s);
   }
-  engine.seq_rm(0);
+  remove_sequences(engine, np);
   // The GPU report reads the runner's per-tier stats: take it before the timeline pass adds steps.
   const std::string hybrid_text = rt.report_text(a.hybrid.explain);
   const nlohmann::json hybrid_json = rt.report_json();
@@ -238,10 +253,12 @@ int run(const BenchArgs& a) {
   std::vector<double> pp, tg, ttft;
   double pp_cpu = 0, tg_cpu = 0;  // CPU ms per token, mean over runs
   for (const Sample& s : samples) {
-    if (a.n_prompt > 0) pp_cpu += s.prefill_cpu_ms / a.n_prompt / static_cast<double>(samples.size());
-    if (a.n_gen > 0) tg_cpu += s.decode_cpu_ms / a.n_gen / static_cast<double>(samples.size());
-    if (a.n_prompt > 0) pp.push_back(a.n_prompt / (s.prefill_ms / 1e3));
-    if (a.n_gen > 0) tg.push_back(a.n_gen / (s.decode_ms / 1e3));
+    // With -np the rates are totals over the sequences (llama-batched-bench's S_PP and S_TG).
+    const double pp_tokens = static_cast<double>(a.n_prompt) * np, tg_tokens = static_cast<double>(a.n_gen) * np;
+    if (a.n_prompt > 0) pp_cpu += s.prefill_cpu_ms / pp_tokens / static_cast<double>(samples.size());
+    if (a.n_gen > 0) tg_cpu += s.decode_cpu_ms / tg_tokens / static_cast<double>(samples.size());
+    if (a.n_prompt > 0) pp.push_back(pp_tokens / (s.prefill_ms / 1e3));
+    if (a.n_gen > 0) tg.push_back(tg_tokens / (s.decode_ms / 1e3));
     ttft.push_back(s.prefill_ms);  // the first token comes from the prompt's last logits
   }
   double pp_mean = 0, pp_sd = 0, tg_mean = 0, tg_sd = 0, ttft_mean = 0, ttft_sd = 0;
@@ -250,7 +267,8 @@ int run(const BenchArgs& a) {
   mean_sd(ttft, &ttft_mean, &ttft_sd);
 
   const uint64_t wbytes = decode_weight_bytes(engine.file(), spec);
-  const double decode_gb_s = static_cast<double>(wbytes) * tg_mean / 1e9;
+  // Per decode step (np tokens, one per sequence): a dense model's weights once, a MoE's at least once.
+  const double decode_gb_s = static_cast<double>(wbytes) * tg_mean / np / 1e9;
   const double host_gb_s = a.membw ? ferry::kernels::measure_read_gbs(a.threads) : 0.0;
   const ferry::CpuInfo& ci = ferry::cpu_info();
   const int threads = a.threads > 0 ? a.threads : ci.physical_cores;
@@ -267,6 +285,7 @@ int run(const BenchArgs& a) {
     j["n_prompt"] = a.n_prompt;
     j["n_gen"] = a.n_gen;
     j["n_batch"] = n_batch;
+    j["parallel"] = np;
     j["reps"] = a.reps;
     j["load_ms"] = load_ms;
     j["prefill_tok_s"] = pp_mean;
@@ -303,6 +322,7 @@ int run(const BenchArgs& a) {
   std::printf("model   %s (%s), %.2f GiB of weights read per decoded token\n", a.model.c_str(), spec.name.c_str(),
               static_cast<double>(wbytes) / (1 << 30));
   std::printf("device  %s: %s, %d threads, kernels %s\n", a.device.c_str(), ci.model_name.c_str(), threads, isa);
+  if (np > 1) std::printf("parallel %d sequences: rates are totals over them, TTFT is the time to prefill all\n", np);
   if (a.n_prompt > 0)
     std::printf("prefill %5d tokens: %9.2f tok/s (sd %.2f)   TTFT %.1f ms   CPU %.2f ms/tok\n", a.n_prompt, pp_mean,
                 pp_sd, ttft_mean, pp_cpu);
@@ -341,6 +361,10 @@ int cmd_bench(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("-r,--repetitions", a.reps, "measured runs (mean and sd reported)")->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  app.add_option("--parallel,-P", a.parallel,
+                 "sequences prefilled and decoded together, each with its own -p prompt and -n tokens; "
+                 "prefill and decode tok/s are totals over them (as llama-batched-bench's -npl)")
+      ->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--device", a.device, "cpu | ref | cuda | emulated")->capture_default_str();
   app.add_flag("--json", a.json, "print one JSON object");
   app.add_flag("!--no-warmup", a.warmup, "skip the warm-up pass");
