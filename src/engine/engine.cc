@@ -103,7 +103,8 @@ Expected<std::unique_ptr<Engine>> EngineImpl::load(const EngineOptions& options)
   e->cells_ = std::make_unique<KvCells>(n_ctx);
   if (options.runner_factory) {
     FERRY_ASSIGN_OR_RETURN(e->runner_,
-                           options.runner_factory(e->spec_, e->weights_, *e->file_, n_ctx, e->options_.n_batch));
+                           options.runner_factory(e->spec_, e->weights_, *e->file_, n_ctx, &e->options_.n_batch));
+    e->options_.n_batch = std::min(e->options_.n_batch, n_ctx);
     return std::unique_ptr<Engine>(std::move(e));
   }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<kernels::Ops> ops, make_ops(options.device, options.n_threads, options.cpu_isa));

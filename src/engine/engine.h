@@ -29,9 +29,10 @@ namespace ferry::engine {
 
 class StepRunner;
 // Builds the step runner instead of the all-on-one-Ops runner (runtime::open passes the hybrid executor
-// here for GPU devices; the engine itself does not depend on exec). n_ctx / n_batch as the engine resolved them.
+// here for GPU devices; the engine itself does not depend on exec). n_ctx / n_batch as the engine resolved
+// them; the factory may raise *n_batch (up to n_ctx) to the most tokens per step its runner takes.
 using RunnerFactory = std::function<Expected<std::unique_ptr<StepRunner>>(
-    const model::ModelSpec&, const model::ModelWeights&, const gguf::ModelFile&, int32_t n_ctx, int32_t n_batch)>;
+    const model::ModelSpec&, const model::ModelWeights&, const gguf::ModelFile&, int32_t n_ctx, int32_t* n_batch)>;
 
 struct Batch {
   std::vector<int32_t> tokens;  // [n] token ids

@@ -349,14 +349,14 @@ Expected<uint64_t> hybrid_min_budget(const model::ModelSpec& spec, const std::ve
   return any.min_budget + hybrid_extra_bytes(spec, subs, any, setup.options, kind);
 }
 
-Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpec& spec,
-                                                           const model::ModelWeights& weights,
-                                                           const std::vector<model::SubLayer>& subs,
-                                                           const HybridSetup& setup) {
-  DeviceKind kind;
-  FERRY_ASSIGN_OR_RETURN(plan::PlannerOptions po, planner_options(setup, &kind));
-  // Plan, then shrink the planner's budget by what the executor takes beyond the plan's accounting
-  // (activation layout, metadata, CudaOps scratch) so every block fits the arena.
+namespace {
+
+// The plan for `setup` (its options.n_batch as the largest tier): planned, then the planner's budget
+// shrunk by what the executor takes beyond the plan's accounting (activation layout, metadata, CudaOps
+// scratch) so every block fits the arena.
+Expected<plan::PlanSet> plan_for(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
+                                 const HybridSetup& setup, DeviceKind* kind) {
+  FERRY_ASSIGN_OR_RETURN(plan::PlannerOptions po, planner_options(setup, kind));
   uint64_t extra = 0;
   plan::PlanSet ps;
   for (int attempt = 0; attempt < 4; ++attempt) {
@@ -374,9 +374,31 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
                         spec.name.empty() ? "this model" : spec.name.c_str(), po.context, po.batch);
     }
     ps = std::move(*planned);
-    const uint64_t need = hybrid_extra_bytes(spec, subs, ps, setup.options, kind);
+    const uint64_t need = hybrid_extra_bytes(spec, subs, ps, setup.options, *kind);
     if (need <= extra) break;
     extra = need;
+  }
+  return ps;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpec& spec,
+                                                           const model::ModelWeights& weights,
+                                                           const std::vector<model::SubLayer>& subs,
+                                                           const HybridSetup& setup) {
+  DeviceKind kind;
+  FERRY_ASSIGN_OR_RETURN(plan::PlanSet ps, plan_for(spec, subs, setup, &kind));
+  HybridOptions options = setup.options;
+  if (setup.batch_max > options.n_batch) {
+    HybridSetup wide = setup;
+    wide.options.n_batch = setup.batch_max;
+    Expected<plan::PlanSet> alt = plan_for(spec, subs, wide, &kind);
+    if (alt && alt->ttft_ms < ps.ttft_ms && !ps.tiers.empty() && !alt->tiers.empty() &&
+        alt->tiers.front().predicted_ms <= ps.tiers.front().predicted_ms * (1 + kBatchChoiceDecodeSlack)) {
+      ps = std::move(*alt);
+      options.n_batch = setup.batch_max;
+    }
   }
   EmulatedOptions eo = setup.emulated;
   eo.budget = setup.vram_budget;
@@ -386,7 +408,6 @@ Expected<std::unique_ptr<HybridRunner>> make_hybrid_runner(const model::ModelSpe
   } else {
     FERRY_ASSIGN_OR_RETURN(dev, make_emulated_device(eo));
   }
-  HybridOptions options = setup.options;
   options.cuda_ops = kernels::with_experiments(options.cuda_ops);
   return HybridRunner::create(spec, weights, subs, ps, std::move(dev), options);
 }

@@ -222,7 +222,14 @@ struct HybridSetup {
   double split_layer_s = plan::kSplitLayerS;  // plan::PlannerOptions::split_layer_s
   int32_t prompt_tokens = 1024;      // planner scenario
   int32_t gen_tokens = 128;
+  // Prefill chunk choice: when > options.n_batch, the planner also plans with steps of up to this many
+  // tokens, and the larger chunk is kept where it predicts a faster prefill and a decode step no more
+  // than kBatchChoiceDecodeSlack slower (its activations take arena from resident weights). A larger
+  // chunk pays off where every chunk streams weights that more tokens share: mixture-of-experts prefill
+  // streams every routed expert group once per chunk. The runner's plan().options.batch says which was kept.
+  int32_t batch_max = 0;
 };
+inline constexpr double kBatchChoiceDecodeSlack = 0.02;
 // The smallest budget make_hybrid_runner accepts for this model and setup (vram_budget ignored).
 Expected<uint64_t> hybrid_min_budget(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
                                      const HybridSetup& setup);

@@ -161,9 +161,11 @@ class RuntimeImpl final : public Runtime {
 engine::RunnerFactory hybrid_factory(RuntimeImpl* rt, const OpenOptions& o, plan::HardwareProfile profile) {
   const ExecutorOverrides ex = o.executor;
   const int32_t threads = o.n_threads, n_seq = o.n_seq_max;
-  return [rt, ex, threads, n_seq, profile = std::move(profile)](
+  const bool batch_given = o.n_batch > 0;
+  return [rt, ex, threads, n_seq, batch_given, profile = std::move(profile)](
              const model::ModelSpec& spec, const model::ModelWeights& w, const gguf::ModelFile& file, int32_t n_ctx,
-             int32_t n_batch) -> Expected<std::unique_ptr<engine::StepRunner>> {
+             int32_t* n_batch_io) -> Expected<std::unique_ptr<engine::StepRunner>> {
+    const int32_t n_batch = *n_batch_io;
     FERRY_ASSIGN_OR_RETURN(std::vector<model::SubLayer> subs, model::build_sublayers(spec, file));
     rt->state_.weight_types = plan::matmul_weight_types(subs);
     const ProcessBudget& b = rt->state_.budget;
@@ -189,6 +191,10 @@ engine::RunnerFactory hybrid_factory(RuntimeImpl* rt, const OpenOptions& o, plan
     // Whole model: with room for all weights the planner's resident set holds every matrix it gains
     // from, and gpu-stream runs any other one on the GPU too (never the CPU).
     if (rt->whole_model_) s.options.force_strategy = plan::Strategy::kGpuStream;
+    // A mixture of experts under a budget streams every routed expert group once per prefill chunk: with
+    // the default chunk the planner also tries chunks twice as long and keeps them where they predict a
+    // faster prefill at (nearly) the same decode step (exec::HybridSetup::batch_max).
+    if (!rt->whole_model_ && !batch_given && spec.n_expert > 0) s.batch_max = std::min(2 * n_batch, n_ctx);
     Expected<std::unique_ptr<exec::HybridRunner>> r =
         b.arena > 0 ? exec::make_hybrid_runner(spec, w, subs, s)
                     : Expected<std::unique_ptr<exec::HybridRunner>>(make_error(ErrorCode::kOutOfMemory, "no arena"));
@@ -205,6 +211,7 @@ engine::RunnerFactory hybrid_factory(RuntimeImpl* rt, const OpenOptions& o, plan
     }
     if (rt->whole_model_) FERRY_RETURN_IF_ERROR(check_whole_model(b.arena, **r));
     rt->state_.runner = r->get();
+    *n_batch_io = (*r)->plan().options.batch;
     return std::unique_ptr<engine::StepRunner>(
         new HybridStepRunner(std::move(*r), rt->whole_model_ ? "gpu-resident" : "", rt->peak_));
   };
@@ -271,7 +278,8 @@ Expected<std::unique_ptr<Runtime>> open(const OpenOptions& o) {
   eo.cpu_huge_pages = o.cpu_huge_pages;
   eo.cpu_isa = kernels::cpu_isa_name(rt->state_.cpu_isa);
   // Default chunk: 1024 tokens with the whole model on the GPU (larger prefill GEMMs run faster there;
-  // bench/RESULTS.md), 512 otherwise (the hybrid executor's tiers stop at 512, where activations are budget).
+  // bench/RESULTS.md), 512 otherwise (the hybrid executor's tiers stop at 512, where activations are budget;
+  // a mixture of experts may get 1024 from its plan: hybrid_factory).
   eo.n_batch = o.n_batch > 0 ? o.n_batch : rt->whole_model_ ? 1024 : 512;
   if (rt->device_ == "cuda" || rt->device_ == "emulated") {
     FERRY_RETURN_IF_ERROR(prepare_hybrid(rt.get(), o, &eo));

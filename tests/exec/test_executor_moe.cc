@@ -130,6 +130,47 @@ TEST_P(ExecutorMoe, EveryStrategyAndBudgetMatchesCpu) {
   EXPECT_GT(copies, 0);
 }
 
+// The prefill chunk choice (HybridSetup::batch_max): with a 64-token prompt in the scenario, the planner
+// also plans steps of 32 tokens and the runner takes them exactly where they predict a faster prefill and a
+// decode step at most kBatchChoiceDecodeSlack slower, where the logits of a 29-token prompt in one step
+// and its decode steps equal the CPU's.
+TEST_P(ExecutorMoe, PrefillChunkChoiceKeepsLogits) {
+  const PresetCase pc = GetParam();
+  TempDir dir;
+  auto l = synth(dir, pc.preset, pc.type, pc.per_group);
+  ASSERT_TRUE(l);
+  const Script sc = script(29, 3);
+  auto cpu = engine::make_ops_runner(l->spec, l->weights, kernels::make_cpu_ops(1), kCells, 2 * kBatch);
+  ASSERT_TRUE(cpu.has_value()) << cpu.status().message();
+  const std::vector<float> ref =
+      replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return (*cpu)->run(step_input(io), out); });
+  auto min = exec::hybrid_min_budget(l->spec, l->subs, setup_for(0, std::nullopt));
+  ASSERT_TRUE(min.has_value()) << min.status().message();
+  uint64_t all_weights = 0;
+  for (const auto& s : l->subs) all_weights += s.weight_bytes;
+  int wider = 0;
+  for (uint64_t budget : {*min, *min + all_weights / 3, *min + all_weights * 2}) {
+    exec::HybridSetup base = setup_for(budget, std::nullopt);
+    base.prompt_tokens = 64;
+    exec::HybridSetup choose = base;
+    choose.batch_max = 2 * kBatch;
+    auto b = exec::make_hybrid_runner(l->spec, l->weights, l->subs, base);
+    auto c = exec::make_hybrid_runner(l->spec, l->weights, l->subs, choose);
+    ASSERT_TRUE(b.has_value() && c.has_value()) << "budget " << budget;
+    const plan::PlanSet& pb = (*b)->plan();
+    const plan::PlanSet& pw = (*c)->plan();
+    ASSERT_EQ(pb.options.batch, kBatch);
+    if (pw.options.batch == kBatch) continue;
+    ++wider;
+    EXPECT_EQ(pw.options.batch, 2 * kBatch);
+    EXPECT_LT(pw.ttft_ms, pb.ttft_ms);
+    EXPECT_LE(pw.tiers.front().predicted_ms, pb.tiers.front().predicted_ms * (1 + exec::kBatchChoiceDecodeSlack));
+    const std::vector<float> got = replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return (*c)->run(io, out); });
+    expect_close(ref, got, std::string(pc.preset) + " budget " + std::to_string(budget) + " batch 32");
+  }
+  EXPECT_GT(wider, 0);  // some budget took the longer chunk
+}
+
 // Plans edited into every combination of router and group placements (the planner's own choices need not
 // reach them all): each runner's two layers take two of the 21 (router resident / streamed / CPU) x (group
 // pattern) pairs in every tier, with the shared resident set the plan's invariant asks for (a sub-layer
