@@ -537,6 +537,7 @@ void set_qpanel(KernelTable* t, DType type, PackFn pack, int min_tokens) {
   m.pack = pack;
   m.panel_mul = by_cols<QPanelK<V, QT>, kPanelCols>;
   m.panel_min_tokens = min_tokens;
+  m.panel_act_u8 = false;  // over a lower level's kernel that may have taken unsigned act bytes
 }
 
 // S interleaved act columns per panel_il call; K walked in blocks of k_block elements (the panels'

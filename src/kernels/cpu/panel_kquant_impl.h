@@ -1,139 +1,156 @@
-// K-quant panel (prefill) kernels for the levels without VNNI (plain AVX2): the groups' 6- or 8-bit
+// K-quant panel (prefill) kernels for the levels without VNNI (plain AVX2): the groups' 4- to 8-bit
 // scales are applied in the integer domain, as ggml's k-quant dots do, so a whole super-block of 256
-// levels is summed in int32 before one convert and FMA per row vector and column:
-//   dot(row, col) = sum over super-blocks b of  d_b * dx_b * (sum_g sc_g * dot_g + sum_g o_g * qs_g)
-//                                            + od_b * dx_b * (sum_g m_g * qs_g)        (types with mins)
-// with dot_g the integer dot of group g's unsigned levels u and the act's levels (vpmaddubsw products
-// summed in int16 as in panel_impl.h, then one vpmaddwd with the (sc, sc) pair of each row), and qs_g
-// the act's exact group sums. Types with a fixed level offset fold it into the first sum (Q3_K: o = -4 sc,
-// Q6_K: o = -32 sc); types with mins (Q2_K, Q4_K, Q5_K) take the second (o = m, od = -dmin). The
-// Q8_K act has one dx per super-block. Every integer sum is exact (see the bounds at KqType), so this
-// is the exact dot up to the float rounding of the per-super-block terms; it replaces the per-group
-// float epilogue of qpanel_mul (a convert, a multiply and two FMAs per group, row vector and column).
-// Panel layout (R = 16 rows, one 32-bit lane each; K/G groups, K/256 super-blocks):
-//   quads [K/4][R] u32 (as panel_impl.h) | scale pairs [K/G][R] (sc, sc) int16 |
-//   offset pairs [K/(2G)][R] (o_2j, o_2j+1) int16 | d [K/256][R] f32 | od [K/256][R] f32.
+// levels is summed in int32 before one convert and FMA per row vector and column. Two forms:
+//   mins (Q2_K, Q4_K, Q5_K: value = d sc u - dmin m, u unsigned): per super-block b
+//     dot += d dx * sum_g sc_g * dot_g(u, q)  -  dmin dx * sum_g m_g * qs_g
+//     with q the act's signed levels and qs_g their exact group sums (the act as every level has it);
+//   offset (Q3_K, Q6_K: value = d sc (u - Off)): the panel holds the signed levels w = u - Off and the
+//     act comes as unsigned bytes a = q + 128 (MatKernel::panel_act_u8), so vpmaddubsw takes the act
+//     as its unsigned operand; sum(a w) = sum(q w) + 128 sum(w), and the second term depends on the
+//     weights only: per super-block and row the panel keeps corr = -128 sum_g sc_g * sum(w of g), the
+//     start of the int32 sum. No per-column offset work:
+//     dot += d dx * (corr + sum_g sc_g * dot_g(w, a)).
+// dot_g: vpmaddubsw products summed in int16 over S quads (exact, see KqType::S), then one vpmaddwd with
+// the row's (sc, sc) pair; the mins through vpmaddwd of (m_2j, m_2j+1) pairs and the act's group sums
+// as int16 pairs. Every integer sum is exact (below 2^31: at most 16 groups of 16 x 255 x 32 times
+// |sc| <= 128, plus corr), so this is the exact dot up to the float rounding of the per-super-block
+// terms; it replaces the per-group float epilogue of qpanel_mul (a convert, a multiply and two FMAs per
+// group, row vector and column).
+// Panel layout (R = 16 rows, one 32-bit lane each; ng = K/G groups, nb = K/256 super-blocks):
+//   quads [K/4][R] u32 (as panel_impl.h) | scale pairs [ng][R] (sc, sc) int16 |
+//   mins only: min pairs [ng/2][R] (m_2j, m_2j+1) int16 | d [nb][R] f32 | -dmin [nb][R] f32 or corr [nb][R] i32.
 // Include after panel_impl.h (its packing and helpers). Same ODR rules as generic_impl.h.
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "kernels/cpu/panel_impl.h"
 
 namespace ferry::kernels::cpu {
 namespace {
 
-// A k-quant as this kernel sees it: group size, largest level, and whether the offsets have their own
-// float factor od (mins) or share d (fixed level offset folded into the scale sum).
-// Bounds (|act level| <= 127): a group dot is at most G * 63 * 127, times |sc| <= 128 and summed over
-// 16 groups, plus the offset sums (|o| <= 4096, |qs| <= G * 127): below 2^31 for every type.
-template <int kG, int kUMax, bool kOwnFactor>
+// A k-quant as this kernel sees it: group size, largest unsigned level, level offset (0: a type with
+// mins). S: quads whose vpmaddubsw pairs are summed in int16, each pair at most 2 * UMax * 127 (mins:
+// unsigned levels, signed act) or 2 * Off * 255 (offset: |w| <= Off, unsigned act).
+template <int kG, int kUMax, int kOff>
 struct KqType {
-  static constexpr int G = kG, UMax = kUMax;
-  static constexpr bool kMins = kOwnFactor;
+  static constexpr int G = kG, UMax = kUMax, Off = kOff;
+  static constexpr bool kMins = kOff == 0;
+  static constexpr int kPair = kMins ? 2 * kUMax * 127 : 2 * kOff * 255;
+  static constexpr int S = 32767 / kPair < kG / 4 ? 32767 / kPair : kG / 4;
+  static_assert(S >= 1, "a pair of products must fit int16");
 };
 
-template <int G>
+template <typename KT>
 size_t kqpanel_bytes(int64_t K) {
-  const size_t ng = static_cast<size_t>(K / G), nb = static_cast<size_t>(K / 256);
-  return static_cast<size_t>(K) * R + ng * R * 4 + ng / 2 * R * 4 + 2 * nb * R * sizeof(float);
+  const size_t ng = static_cast<size_t>(K / KT::G), nb = static_cast<size_t>(K / 256);
+  return static_cast<size_t>(K) * R + ng * R * 4 + (KT::kMins ? ng / 2 * R * 4 : 0) + 2 * nb * R * 4;
 }
-// Unpacked rows: levels [R][K], sc and o [R][K/G] int16, d and od [R][K/256].
-template <int G>
+// Unpacked rows: levels [R][K], sc and m [R][ng] int16, d and the second term [R][nb] (4 bytes each).
+template <typename KT>
 size_t kqpanel_tmp_bytes(int64_t K) {
-  const size_t ng = static_cast<size_t>(K / G), nb = static_cast<size_t>(K / 256);
-  return static_cast<size_t>(K) * R + 2 * ng * R * sizeof(int16_t) + 2 * nb * R * sizeof(float) + 64;
+  const size_t ng = static_cast<size_t>(K / KT::G), nb = static_cast<size_t>(K / 256);
+  return static_cast<size_t>(K) * R + 2 * ng * R * sizeof(int16_t) + 2 * nb * R * 4 + 64;
 }
 
-// Integer scales per super-block, by type: sc and o (NG each, int16), d and od.
-inline void kq_scales(const BlockQ4_K& b, int16_t* sc, int16_t* o, float* d, float* od) {
+// Integer scales (and mins) of a super-block, its d and (types with mins) -dmin.
+inline void kq_scales_k4(const uint8_t* packed, int16_t* sc, int16_t* m) {
   alignas(16) uint8_t s[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(s), unpack_scales_k4(b.scales));
+  _mm_store_si128(reinterpret_cast<__m128i*>(s), unpack_scales_k4(packed));
   for (int g = 0; g < 8; ++g) {
     sc[g] = s[g];
-    o[g] = s[8 + g];
+    m[g] = s[8 + g];
   }
-  *d = h2f(b.d);
-  *od = -h2f(b.dmin);
 }
-inline void kq_scales(const BlockQ5_K& b, int16_t* sc, int16_t* o, float* d, float* od) {
-  alignas(16) uint8_t s[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(s), unpack_scales_k4(b.scales));
-  for (int g = 0; g < 8; ++g) {
-    sc[g] = s[g];
-    o[g] = s[8 + g];
-  }
+inline void kq_scales(const BlockQ4_K& b, int16_t* sc, int16_t* m, float* d, float* nmin) {
+  kq_scales_k4(b.scales, sc, m);
   *d = h2f(b.d);
-  *od = -h2f(b.dmin);
+  *nmin = -h2f(b.dmin);
 }
-inline void kq_scales(const BlockQ6_K& b, int16_t* sc, int16_t* o, float* d, float* od) {
-  for (int g = 0; g < 16; ++g) {
-    sc[g] = b.scales[g];
-    o[g] = static_cast<int16_t>(-32 * b.scales[g]);
-  }
+inline void kq_scales(const BlockQ5_K& b, int16_t* sc, int16_t* m, float* d, float* nmin) {
+  kq_scales_k4(b.scales, sc, m);
   *d = h2f(b.d);
-  *od = 0.f;
+  *nmin = -h2f(b.dmin);
 }
-inline void kq_scales(const BlockQ3_K& b, int16_t* sc, int16_t* o, float* d, float* od) {
-  alignas(16) int8_t s[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(s), unpack_scales_q3k(b.scales));
-  for (int g = 0; g < 16; ++g) {
-    sc[g] = s[g];
-    o[g] = static_cast<int16_t>(-4 * s[g]);
-  }
-  *d = h2f(b.d);
-  *od = 0.f;
-}
-inline void kq_scales(const BlockQ2_K& b, int16_t* sc, int16_t* o, float* d, float* od) {
+inline void kq_scales(const BlockQ2_K& b, int16_t* sc, int16_t* m, float* d, float* nmin) {
   for (int g = 0; g < 16; ++g) {
     sc[g] = b.scales[g] & 15;
-    o[g] = b.scales[g] >> 4;
+    m[g] = b.scales[g] >> 4;
   }
   *d = h2f(b.d);
-  *od = -h2f(b.dmin);
+  *nmin = -h2f(b.dmin);
+}
+inline void kq_scales(const BlockQ6_K& b, int16_t* sc, int16_t*, float* d, float*) {
+  for (int g = 0; g < 16; ++g) sc[g] = b.scales[g];
+  *d = h2f(b.d);
+}
+inline void kq_scales(const BlockQ3_K& b, int16_t* sc, int16_t*, float* d, float*) {
+  alignas(16) int8_t s[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(s), unpack_scales_q3k(b.scales));
+  for (int g = 0; g < 16; ++g) sc[g] = s[g];
+  *d = h2f(b.d);
 }
 
-// One row -> levels u [K], sc and o [K/G], d and od [K/256].
-template <typename Dec>
-void kq_unpack_row(const uint8_t* row, int64_t K, uint8_t* u, int16_t* sc, int16_t* o, float* d, float* od) {
-  constexpr int NG = 256 / Dec::G;
+// One row -> levels [K] (mins: u; offset: u - Off as int8), sc and m [K/G], d [K/256] and the second
+// per-super-block term e [K/256] (mins: -dmin as float bits; offset: corr).
+template <typename Dec, typename KT>
+void kq_unpack_row(const uint8_t* row, int64_t K, uint8_t* u, int16_t* sc, int16_t* m, float* d, uint32_t* e) {
+  constexpr int G = KT::G, NG = 256 / G;
   const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(row);
   for (int64_t i = 0; i < K / 256; ++i) {
     __m256i v[8];
     Dec::levels(blocks[i], v);
-    for (int j = 0; j < 8; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + 256 * i + 32 * j), v[j]);
-    kq_scales(blocks[i], sc + i * NG, o + i * NG, d + i, od + i);
+    uint8_t* ub = u + 256 * i;
+    for (int j = 0; j < 8; ++j) {
+      if constexpr (!KT::kMins) v[j] = _mm256_sub_epi8(v[j], _mm256_set1_epi8(static_cast<char>(KT::Off)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ub + 32 * j), v[j]);
+    }
+    float nmin = 0.f;
+    kq_scales(blocks[i], sc + i * NG, m + i * NG, d + i, &nmin);
+    if constexpr (KT::kMins) {
+      memcpy(&e[i], &nmin, 4);
+    } else {
+      int32_t corr = 0;
+      for (int g = 0; g < NG; ++g) {
+        int32_t wsum = 0;
+        for (int j = 0; j < G; ++j) wsum += static_cast<int8_t>(ub[g * G + j]);
+        corr += sc[i * NG + g] * wsum;
+      }
+      e[i] = static_cast<uint32_t>(-128 * corr);
+    }
   }
 }
 
 // Packs n_rows (<= R) rows into the layout above; rows past n_rows are zero. tmp: kqpanel_tmp_bytes.
-template <typename V, typename Dec>
+template <typename V, typename KT, typename Dec>
 void kqpack(int64_t K, const uint8_t* w, size_t w_stride, int n_rows, uint8_t* panel, uint8_t* tmp) {
-  constexpr int G = Dec::G;
-  const int64_t ng = K / G, nb = K / 256;
+  const int64_t ng = K / KT::G, nb = K / 256;
   uint8_t* tu = tmp;
   auto* tsc = reinterpret_cast<int16_t*>(tmp + static_cast<size_t>(K) * R);
-  int16_t* to = tsc + ng * R;
-  auto* td = reinterpret_cast<float*>(to + ng * R);
-  float* tod = td + nb * R;
+  int16_t* tm = tsc + ng * R;
+  auto* td = reinterpret_cast<float*>(tm + ng * R);
+  auto* te = reinterpret_cast<uint32_t*>(td + nb * R);
   for (int r = 0; r < n_rows; ++r)
-    kq_unpack_row<Dec>(w + r * w_stride, K, tu + r * K, tsc + r * ng, to + r * ng, td + r * nb, tod + r * nb);
+    kq_unpack_row<Dec, KT>(w + r * w_stride, K, tu + r * K, tsc + r * ng, tm + r * ng, td + r * nb, te + r * nb);
   pack_quads(V{}, tu, K, n_rows, panel);
   auto* psc = reinterpret_cast<uint32_t*>(panel + static_cast<size_t>(K) * R);
-  uint32_t* po = psc + ng * R;
-  auto* pd = reinterpret_cast<float*>(po + ng / 2 * R);
-  float* pod = pd + nb * R;
+  uint32_t* pm = psc + ng * R;
+  auto* pd = reinterpret_cast<float*>(pm + (KT::kMins ? ng / 2 * R : 0));
+  auto* pe = reinterpret_cast<uint32_t*>(pd + nb * R);
   auto pair = [](int16_t lo, int16_t hi) {
     return static_cast<uint32_t>(static_cast<uint16_t>(lo)) | static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16;
   };
   for (int64_t g = 0; g < ng; ++g)
     for (int r = 0; r < R; ++r) psc[g * R + r] = r < n_rows ? pair(tsc[r * ng + g], tsc[r * ng + g]) : 0;
-  for (int64_t j = 0; j < ng / 2; ++j)
-    for (int r = 0; r < R; ++r) po[j * R + r] = r < n_rows ? pair(to[r * ng + 2 * j], to[r * ng + 2 * j + 1]) : 0;
+  if constexpr (KT::kMins)
+    for (int64_t j = 0; j < ng / 2; ++j)
+      for (int r = 0; r < R; ++r) pm[j * R + r] = r < n_rows ? pair(tm[r * ng + 2 * j], tm[r * ng + 2 * j + 1]) : 0;
   for (int64_t b = 0; b < nb; ++b)
     for (int r = 0; r < R; ++r) {
       pd[b * R + r] = r < n_rows ? td[r * nb + b] : 0.f;
-      pod[b * R + r] = r < n_rows ? tod[r * nb + b] : 0.f;
+      pe[b * R + r] = r < n_rows ? te[r * nb + b] : 0;
     }
 }
 
@@ -141,25 +158,26 @@ void kqpack(int64_t K, const uint8_t* w, size_t w_stride, int n_rows, uint8_t* p
 struct KqBlock {
   const uint8_t* wq;   // quads of the super-block: 64 rows of R x 4 bytes
   const uint32_t* sc;  // NG scale pairs x R
-  const uint32_t* o;   // NG / 2 offset pairs x R
+  const uint32_t* m;   // mins: NG / 2 min pairs x R
   const float* d;      // R
-  const float* od;     // R
+  const uint32_t* e;   // R: -dmin (float bits) or corr (int32)
 };
 
-// Columns [C0, C0 + N) of super-block b: the int32 sums of the scaled group dots and of the offsets,
+// Columns [C0, C0 + N) of super-block b: the int32 sums of the scaled group dots (and of the mins),
 // then the float terms into acc. Recurses over the column blocks.
 template <typename V, typename KT, int C, int C0>
 inline void kqpanel_block(const KqBlock& p, const uint8_t* const* col, int64_t b, const ActOffsets& ao,
                           typename V::F (*acc)[C]) {
   using I = typename V::I;
   using F = typename V::F;
-  constexpr int L = V::kLanes, NV = R / L, G = KT::G, NG = 256 / G, NQ = G / 4;
-  constexpr int S = int16_quads<QPanel<G, 0, KT::UMax>>();  // quads per int16 sum
-  constexpr int CB = 3;  // 6 int32 sums + 6 int16 sums + 2 weight vectors + a broadcast
+  constexpr int L = V::kLanes, NV = R / L, G = KT::G, NG = 256 / G, NQ = G / 4, S = KT::S;
+  // 4 columns: 8 int16 sums, 2 weight vectors and a broadcast in registers; the compiler keeps about
+  // half of the 8 int32 sums in L1 (a load and store per group), still ahead of blocks of 3.
+  constexpr int CB = 4;
   constexpr int N = C - C0 < CB ? C - C0 : CB;
   I is[NV][N];
   for (int c = 0; c < N; ++c)
-    for (int v = 0; v < NV; ++v) is[v][c] = V::zero_i();
+    for (int v = 0; v < NV; ++v) is[v][c] = KT::kMins ? V::zero_i() : V::load_i(p.e + v * L);
   for (int g = 0; g < NG; ++g) {
     const uint8_t* wg = p.wq + g * NQ * R * 4;
 #pragma GCC unroll 16
@@ -174,7 +192,7 @@ inline void kqpanel_block(const KqBlock& p, const uint8_t* const* col, int64_t b
         for (int c = 0; c < N; ++c) {
           const I y = V::bcast_i32(col[C0 + c] + b * 256 + g * G + 4 * k);
           for (int v = 0; v < NV; ++v) {
-            const I prod = _mm256_maddubs_epi16(w[v], y);
+            const I prod = KT::kMins ? _mm256_maddubs_epi16(w[v], y) : _mm256_maddubs_epi16(y, w[v]);
             t[v][c] = j == 0 ? prod : _mm256_add_epi16(t[v][c], prod);
             keep_chain(t[v][c]);
           }
@@ -187,37 +205,41 @@ inline void kqpanel_block(const KqBlock& p, const uint8_t* const* col, int64_t b
         }
     }
   }
-  // Offsets: pairs of group sums of the act (exact in int16) against the rows' offset pairs.
-  alignas(32) int16_t qs16[N][NG];
-  for (int c = 0; c < N; ++c) {
-    const auto* qs = reinterpret_cast<const int32_t*>(col[C0 + c] + ao.qs) + b * NG;
-    for (int i = 0; i < NG; i += 8) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + i));
-      _mm_store_si128(reinterpret_cast<__m128i*>(&qs16[c][i]),
-                      _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)));
-    }
-  }
-  I os[NV][N];
-  for (int j = 0; j < NG / 2; ++j)
+  if constexpr (KT::kMins) {
+    // sum_g m_g * qs_g: the act's group sums as int16 pairs (exact: |qs| <= G * 127) against the rows'
+    // min pairs, then -dmin dx.
+    alignas(32) int16_t qs16[N][NG];
     for (int c = 0; c < N; ++c) {
-      const I q = V::bcast_i32(&qs16[c][2 * j]);
-      for (int v = 0; v < NV; ++v) {
-        const I m = _mm256_madd_epi16(V::load_i(p.o + j * R + v * L), q);
-        if constexpr (KT::kMins) {
-          os[v][c] = j == 0 ? m : V::add_i32(os[v][c], m);
-          keep_chain(os[v][c]);
-        } else {
-          is[v][c] = V::add_i32(is[v][c], m);
-          keep_chain(is[v][c]);
-        }
+      const auto* qs = reinterpret_cast<const int32_t*>(col[C0 + c] + ao.qs) + b * NG;
+      for (int i = 0; i < NG; i += 8) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + i));
+        _mm_store_si128(reinterpret_cast<__m128i*>(&qs16[c][i]),
+                        _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)));
       }
     }
-  for (int c = 0; c < N; ++c) {
-    const F dx = V::bcast(reinterpret_cast<const float*>(col[C0 + c] + ao.dx) + b * NG);
-    for (int v = 0; v < NV; ++v) {
-      acc[v][C0 + c] = V::fmadd(V::cvt(is[v][c]), V::mul(V::load(p.d + v * L), dx), acc[v][C0 + c]);
-      if constexpr (KT::kMins)
-        acc[v][C0 + c] = V::fmadd(V::cvt(os[v][c]), V::mul(V::load(p.od + v * L), dx), acc[v][C0 + c]);
+    I ms[NV][N];
+    for (int j = 0; j < NG / 2; ++j)
+      for (int c = 0; c < N; ++c) {
+        const I q = V::bcast_i32(&qs16[c][2 * j]);
+        for (int v = 0; v < NV; ++v) {
+          const I m = _mm256_madd_epi16(V::load_i(p.m + j * R + v * L), q);
+          ms[v][c] = j == 0 ? m : V::add_i32(ms[v][c], m);
+          keep_chain(ms[v][c]);
+        }
+      }
+    for (int c = 0; c < N; ++c) {
+      const F dx = V::bcast(reinterpret_cast<const float*>(col[C0 + c] + ao.dx) + b * NG);
+      for (int v = 0; v < NV; ++v) {
+        const F nmin = _mm256_castsi256_ps(V::load_i(p.e + v * L));
+        acc[v][C0 + c] = V::fmadd(V::cvt(is[v][c]), V::mul(V::load(p.d + v * L), dx), acc[v][C0 + c]);
+        acc[v][C0 + c] = V::fmadd(V::cvt(ms[v][c]), V::mul(nmin, dx), acc[v][C0 + c]);
+      }
+    }
+  } else {
+    for (int c = 0; c < N; ++c) {
+      const F dx = V::bcast(reinterpret_cast<const float*>(col[C0 + c] + ao.dx) + b * NG);
+      for (int v = 0; v < NV; ++v)
+        acc[v][C0 + c] = V::fmadd(V::cvt(is[v][c]), V::mul(V::load(p.d + v * L), dx), acc[v][C0 + c]);
     }
   }
   if constexpr (C0 + N < C) kqpanel_block<V, KT, C, C0 + N>(p, col, b, ao, acc);
@@ -226,12 +248,12 @@ inline void kqpanel_block(const KqBlock& p, const uint8_t* const* col, int64_t b
 template <typename V, typename KT, int C>
 void kqpanel_mul(const MatArgs& a) {
   using F = typename V::F;
-  constexpr int L = V::kLanes, NV = R / L, G = KT::G;
+  constexpr int L = V::kLanes, NV = R / L, G = KT::G, NG = 256 / G;
   const int64_t K = a.K, ng = K / G, nb = K / 256;
   const auto* psc = reinterpret_cast<const uint32_t*>(a.w + static_cast<size_t>(K) * R);
-  const uint32_t* po = psc + ng * R;
-  const auto* pd = reinterpret_cast<const float*>(po + ng / 2 * R);
-  const float* pod = pd + nb * R;
+  const uint32_t* pm = psc + ng * R;
+  const auto* pd = reinterpret_cast<const float*>(pm + (KT::kMins ? ng / 2 * R : 0));
+  const auto* pe = reinterpret_cast<const uint32_t*>(pd + nb * R);
   const ActView v0 = act_view(a.act, K, G);
   const ActOffsets ao{static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.dx) - a.act),
                       static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.sy) - a.act),
@@ -242,7 +264,7 @@ void kqpanel_mul(const MatArgs& a) {
   for (int v = 0; v < NV; ++v)
     for (int c = 0; c < C; ++c) acc[v][c] = V::zero();
   for (int64_t b = 0; b < nb; ++b) {
-    const KqBlock p{a.w + b * 256 * R, psc + b * (256 / G) * R, po + b * (128 / G) * R, pd + b * R, pod + b * R};
+    const KqBlock p{a.w + b * 256 * R, psc + b * NG * R, pm + b * (NG / 2) * R, pd + b * R, pe + b * R};
     kqpanel_block<V, KT, C, 0>(p, col, b, ao, acc);
   }
   for (int c = 0; c < C; ++c)
@@ -258,22 +280,23 @@ struct KqPanelK {
 template <typename V, typename KT, typename Dec>
 void set_kqpanel(KernelTable* t, DType type, int min_tokens) {
   MatKernel& m = t->mat[static_cast<uint32_t>(type)];
-  m.panel_bytes = kqpanel_bytes<KT::G>;
-  m.pack_tmp_bytes = kqpanel_tmp_bytes<KT::G>;
-  m.pack = kqpack<V, Dec>;
+  m.panel_bytes = kqpanel_bytes<KT>;
+  m.pack_tmp_bytes = kqpanel_tmp_bytes<KT>;
+  m.pack = kqpack<V, KT, Dec>;
   m.panel_mul = by_cols<KqPanelK<V, KT>, kPanelCols>;
   m.panel_min_tokens = min_tokens;
+  m.panel_act_u8 = !KT::kMins;
 }
 
 // The k-quant panels of a level without VNNI (over set_qpanels' ones for these types).
 template <typename V>
 void set_kqpanels(KernelTable* t, int min_tokens) {
   static_assert(!V::kVnni, "VNNI levels keep the per-group panels (one vpdpbusd per quad)");
-  set_kqpanel<V, KqType<16, 3, true>, DecQ2_K>(t, DType::Q2_K, min_tokens);
-  set_kqpanel<V, KqType<16, 7, false>, DecQ3_K>(t, DType::Q3_K, min_tokens);
-  set_kqpanel<V, KqType<32, 15, true>, DecQ4_K>(t, DType::Q4_K, min_tokens);
-  set_kqpanel<V, KqType<32, 31, true>, DecQ5_K>(t, DType::Q5_K, min_tokens);
-  set_kqpanel<V, KqType<16, 63, false>, DecQ6_K>(t, DType::Q6_K, min_tokens);
+  set_kqpanel<V, KqType<16, 3, 0>, DecQ2_K>(t, DType::Q2_K, min_tokens);
+  set_kqpanel<V, KqType<16, 7, 4>, DecQ3_K>(t, DType::Q3_K, min_tokens);
+  set_kqpanel<V, KqType<32, 15, 0>, DecQ4_K>(t, DType::Q4_K, min_tokens);
+  set_kqpanel<V, KqType<32, 31, 0>, DecQ5_K>(t, DType::Q5_K, min_tokens);
+  set_kqpanel<V, KqType<16, 63, 32>, DecQ6_K>(t, DType::Q6_K, min_tokens);
 }
 
 }  // namespace
