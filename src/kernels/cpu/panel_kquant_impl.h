@@ -112,12 +112,20 @@ void kq_unpack_row(const uint8_t* row, int64_t K, uint8_t* u, int16_t* sc, int16
     if constexpr (KT::kMins) {
       memcpy(&e[i], &nmin, 4);
     } else {
-      int32_t corr = 0;
-      for (int g = 0; g < NG; ++g) {
-        int32_t wsum = 0;
-        for (int j = 0; j < G; ++j) wsum += static_cast<int8_t>(ub[g * G + j]);
-        corr += sc[i * NG + g] * wsum;
+      // corr = -128 sum_g sc_g * sum(w of g): per level vector (groups 2j, 2j + 1 in its two halves)
+      // the pair sums of w by vpmaddubsw with ones, then vpmaddwd with each half's scale.
+      static_assert(G == 16, "offset types have groups of 16");
+      const int16_t* s = sc + i * NG;
+      __m256i acc = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v[j]);
+        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(s[2 * j + 1]), _mm_set1_epi16(s[2 * j]));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scv));
       }
+      alignas(32) int32_t part[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(part), acc);
+      int32_t corr = 0;
+      for (int l = 0; l < 8; ++l) corr += part[l];
       e[i] = static_cast<uint32_t>(-128 * corr);
     }
   }
