@@ -48,11 +48,10 @@ size_t kqpanel_bytes(int64_t K) {
   const size_t ng = static_cast<size_t>(K / KT::G), nb = static_cast<size_t>(K / 256);
   return static_cast<size_t>(K) * R + ng * R * 4 + (KT::kMins ? ng / 2 * R * 4 : 0) + 2 * nb * R * 4;
 }
-// Unpacked rows: levels [R][K], sc and m [R][ng] int16, d and the second term [R][nb] (4 bytes each).
+// Unpacked rows: levels [R][K].
 template <typename KT>
 size_t kqpanel_tmp_bytes(int64_t K) {
-  const size_t ng = static_cast<size_t>(K / KT::G), nb = static_cast<size_t>(K / 256);
-  return static_cast<size_t>(K) * R + 2 * ng * R * sizeof(int16_t) + 2 * nb * R * 4 + 64;
+  return static_cast<size_t>(K) * R + 64;
 }
 
 // Integer scales (and mins) of a super-block, its d and (types with mins) -dmin.
@@ -93,10 +92,31 @@ inline void kq_scales(const BlockQ3_K& b, int16_t* sc, int16_t*, float* d, float
   *d = h2f(b.d);
 }
 
-// One row -> levels [K] (mins: u; offset: u - Off as int8), sc and m [K/G], d [K/256] and the second
-// per-super-block term e [K/256] (mins: -dmin as float bits; offset: corr).
+// The per-group and per-super-block arrays of a panel (layout above).
+struct KqArrays {
+  uint32_t* sc;  // [ng][R] scale pairs
+  uint32_t* m;   // [ng / 2][R] min pairs (mins only)
+  float* d;      // [nb][R]
+  uint32_t* e;   // [nb][R] -dmin (float bits) or corr
+};
+template <typename KT>
+KqArrays kq_arrays(const uint8_t* panel, int64_t K) {
+  const int64_t ng = K / KT::G, nb = K / 256;
+  auto* sc = reinterpret_cast<uint32_t*>(const_cast<uint8_t*>(panel) + static_cast<size_t>(K) * R);
+  uint32_t* m = sc + ng * R;
+  auto* d = reinterpret_cast<float*>(m + (KT::kMins ? ng / 2 * R : 0));
+  return {sc, m, d, reinterpret_cast<uint32_t*>(d + nb * R)};
+}
+
+inline uint32_t i16_pair(int16_t lo, int16_t hi) {
+  return static_cast<uint32_t>(static_cast<uint16_t>(lo)) | static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16;
+}
+
+// Row r of a panel: its levels to u [K] (mins: u; offset: u - Off as int8), its scales, mins, d and the
+// second per-super-block term (mins: -dmin as float bits; offset: corr) straight into lane r of the
+// panel's arrays.
 template <typename Dec, typename KT>
-void kq_unpack_row(const uint8_t* row, int64_t K, uint8_t* u, int16_t* sc, int16_t* m, float* d, uint32_t* e) {
+void kq_unpack_row(const uint8_t* row, int64_t K, uint8_t* u, int r, const KqArrays& pa) {
   constexpr int G = KT::G, NG = 256 / G;
   const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(row);
   for (int64_t i = 0; i < K / 256; ++i) {
@@ -107,26 +127,29 @@ void kq_unpack_row(const uint8_t* row, int64_t K, uint8_t* u, int16_t* sc, int16
       if constexpr (!KT::kMins) v[j] = _mm256_sub_epi8(v[j], _mm256_set1_epi8(static_cast<char>(KT::Off)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(ub + 32 * j), v[j]);
     }
-    float nmin = 0.f;
-    kq_scales(blocks[i], sc + i * NG, m + i * NG, d + i, &nmin);
+    int16_t sc[NG], m[NG];
+    float d = 0.f, nmin = 0.f;
+    kq_scales(blocks[i], sc, m, &d, &nmin);
+    for (int g = 0; g < NG; ++g) pa.sc[(i * NG + g) * R + r] = i16_pair(sc[g], sc[g]);
+    pa.d[i * R + r] = d;
     if constexpr (KT::kMins) {
-      memcpy(&e[i], &nmin, 4);
+      for (int j = 0; j < NG / 2; ++j) pa.m[(i * NG / 2 + j) * R + r] = i16_pair(m[2 * j], m[2 * j + 1]);
+      memcpy(&pa.e[i * R + r], &nmin, 4);
     } else {
       // corr = -128 sum_g sc_g * sum(w of g): per level vector (groups 2j, 2j + 1 in its two halves)
       // the pair sums of w by vpmaddubsw with ones, then vpmaddwd with each half's scale.
       static_assert(G == 16, "offset types have groups of 16");
-      const int16_t* s = sc + i * NG;
       __m256i acc = _mm256_setzero_si256();
       for (int j = 0; j < 8; ++j) {
         const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), v[j]);
-        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(s[2 * j + 1]), _mm_set1_epi16(s[2 * j]));
+        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scv));
       }
       alignas(32) int32_t part[8];
       _mm256_store_si256(reinterpret_cast<__m256i*>(part), acc);
       int32_t corr = 0;
       for (int l = 0; l < 8; ++l) corr += part[l];
-      e[i] = static_cast<uint32_t>(-128 * corr);
+      pa.e[i * R + r] = static_cast<uint32_t>(-128 * corr);
     }
   }
 }
@@ -134,32 +157,13 @@ void kq_unpack_row(const uint8_t* row, int64_t K, uint8_t* u, int16_t* sc, int16
 // Packs n_rows (<= R) rows into the layout above; rows past n_rows are zero. tmp: kqpanel_tmp_bytes.
 template <typename V, typename KT, typename Dec>
 void kqpack(int64_t K, const uint8_t* w, size_t w_stride, int n_rows, uint8_t* panel, uint8_t* tmp) {
-  const int64_t ng = K / KT::G, nb = K / 256;
-  uint8_t* tu = tmp;
-  auto* tsc = reinterpret_cast<int16_t*>(tmp + static_cast<size_t>(K) * R);
-  int16_t* tm = tsc + ng * R;
-  auto* td = reinterpret_cast<float*>(tm + ng * R);
-  auto* te = reinterpret_cast<uint32_t*>(td + nb * R);
-  for (int r = 0; r < n_rows; ++r)
-    kq_unpack_row<Dec, KT>(w + r * w_stride, K, tu + r * K, tsc + r * ng, tm + r * ng, td + r * nb, te + r * nb);
-  pack_quads(V{}, tu, K, n_rows, panel);
-  auto* psc = reinterpret_cast<uint32_t*>(panel + static_cast<size_t>(K) * R);
-  uint32_t* pm = psc + ng * R;
-  auto* pd = reinterpret_cast<float*>(pm + (KT::kMins ? ng / 2 * R : 0));
-  auto* pe = reinterpret_cast<uint32_t*>(pd + nb * R);
-  auto pair = [](int16_t lo, int16_t hi) {
-    return static_cast<uint32_t>(static_cast<uint16_t>(lo)) | static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16;
-  };
-  for (int64_t g = 0; g < ng; ++g)
-    for (int r = 0; r < R; ++r) psc[g * R + r] = r < n_rows ? pair(tsc[r * ng + g], tsc[r * ng + g]) : 0;
-  if constexpr (KT::kMins)
-    for (int64_t j = 0; j < ng / 2; ++j)
-      for (int r = 0; r < R; ++r) pm[j * R + r] = r < n_rows ? pair(tm[r * ng + 2 * j], tm[r * ng + 2 * j + 1]) : 0;
-  for (int64_t b = 0; b < nb; ++b)
-    for (int r = 0; r < R; ++r) {
-      pd[b * R + r] = r < n_rows ? td[r * nb + b] : 0.f;
-      pe[b * R + r] = r < n_rows ? te[r * nb + b] : 0;
-    }
+  const KqArrays pa = kq_arrays<KT>(panel, K);
+  if (n_rows < R) {
+    const size_t arrays = kqpanel_bytes<KT>(K) - static_cast<size_t>(K) * R;
+    memset(pa.sc, 0, arrays);
+  }
+  for (int r = 0; r < n_rows; ++r) kq_unpack_row<Dec, KT>(w + r * w_stride, K, tmp + r * K, r, pa);
+  pack_quads(V{}, tmp, K, n_rows, panel);
 }
 
 // The panel's arrays of one super-block.
@@ -257,11 +261,8 @@ template <typename V, typename KT, int C>
 void kqpanel_mul(const MatArgs& a) {
   using F = typename V::F;
   constexpr int L = V::kLanes, NV = R / L, G = KT::G, NG = 256 / G;
-  const int64_t K = a.K, ng = K / G, nb = K / 256;
-  const auto* psc = reinterpret_cast<const uint32_t*>(a.w + static_cast<size_t>(K) * R);
-  const uint32_t* pm = psc + ng * R;
-  const auto* pd = reinterpret_cast<const float*>(pm + (KT::kMins ? ng / 2 * R : 0));
-  const auto* pe = reinterpret_cast<const uint32_t*>(pd + nb * R);
+  const int64_t K = a.K, nb = K / 256;
+  const KqArrays pa = kq_arrays<KT>(a.w, K);
   const ActView v0 = act_view(a.act, K, G);
   const ActOffsets ao{static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.dx) - a.act),
                       static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.sy) - a.act),
@@ -272,7 +273,7 @@ void kqpanel_mul(const MatArgs& a) {
   for (int v = 0; v < NV; ++v)
     for (int c = 0; c < C; ++c) acc[v][c] = V::zero();
   for (int64_t b = 0; b < nb; ++b) {
-    const KqBlock p{a.w + b * 256 * R, psc + b * NG * R, pm + b * (NG / 2) * R, pd + b * R, pe + b * R};
+    const KqBlock p{a.w + b * 256 * R, pa.sc + b * NG * R, pa.m + b * (NG / 2) * R, pa.d + b * R, pa.e + b * R};
     kqpanel_block<V, KT, C, 0>(p, col, b, ao, acc);
   }
   for (int c = 0; c < C; ++c)
