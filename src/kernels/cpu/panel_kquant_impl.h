@@ -276,8 +276,9 @@ void kqpanel_mul(const MatArgs& a) {
     const KqBlock p{a.w + b * 256 * R, pa.sc + b * NG * R, pa.m + b * (NG / 2) * R, pa.d + b * R, pa.e + b * R};
     kqpanel_block<V, KT, C, 0>(p, col, b, ao, acc);
   }
+  const int n_rows = static_cast<int>(a.n_rows);
   for (int c = 0; c < C; ++c)
-    for (int v = 0; v < NV; ++v) store_rows<V>(a.out + c * a.out_stride + v * L, acc[v][c], static_cast<int>(a.n_rows) - v * L);
+    for (int v = 0; v < NV; ++v) store_rows<V>(a.out + c * a.out_stride + v * L, acc[v][c], n_rows - v * L);
 }
 
 template <typename V, typename KT>
