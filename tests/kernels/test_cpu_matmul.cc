@@ -365,5 +365,50 @@ TEST(CpuMatmul, PanelGroups) {
   }
 }
 
+// K-quant blocks of extreme levels and scales (every byte of a block one of 0x00, 0xFF, 0x80, 0x7F, then a
+// small d / dmin), against activations quantized to +-127: the panel kernels' int16 and int32 sums at
+// their bounds (AVX2 sums up to 8 vpmaddubsw pairs in int16, and the Q3_K / Q6_K panels take the act as
+// q + 128) must stay exact.
+TEST(CpuMatmul, KquantPanelsExtremeLevels) {
+  struct Fields {
+    DType type;
+    size_t d, dmin;  // byte offsets of the fp16 scales in the block (dmin: SIZE_MAX for none)
+  };
+  const Fields types[] = {
+      {DType::Q2_K, offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)},
+      {DType::Q3_K, offsetof(BlockQ3_K, d), SIZE_MAX},
+      {DType::Q4_K, offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)},
+      {DType::Q5_K, offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)},
+      {DType::Q6_K, offsetof(BlockQ6_K, d), SIZE_MAX},
+  };
+  const uint8_t fills[] = {0x00, 0xFF, 0x80, 0x7F};
+  for (const Fields& f : types) {
+    const int64_t K = 768, N = 16 * 2 + 3, T = 17;
+    Problem p{f.type, K, N, T, {}, {}};
+    const size_t rb = row_bytes(f.type, K), bb = traits(f.type).block_bytes;
+    p.w.resize(rb * static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t b = 0; b < K / 256; ++b) {
+        uint8_t* blk = p.w.data() + rb * n + bb * b;
+        std::memset(blk, fills[(n + b) % 4], bb);
+        const uint16_t d = fp32_to_fp16(1.f / 4096), dmin = fp32_to_fp16(1.f / 8192);
+        std::memcpy(blk + f.d, &d, 2);
+        if (f.dmin != SIZE_MAX) std::memcpy(blk + f.dmin, &dmin, 2);
+      }
+    // Even tokens: every level -127; odd tokens: +127 after a first element of -1 (Q8_K's scale takes the
+    // sign of the first largest |x|).
+    p.x.resize(static_cast<size_t>(K * T));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < K; ++k) p.x[t * K + k] = t % 2 == 0 || k == 0 ? -1.f : 1.f;
+    const Expect e = emulate(p);
+    for (CpuIsa isa : levels()) {
+      auto ops = make_cpu_ops(2, isa);
+      const std::vector<float> got = run_matmul(*ops, p);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], e.exact[i], 1e-5 * e.mag[i] + 1e-6) << dtype_name(f.type) << " " << cpu_isa_name(isa) << " at " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ferry::kernels

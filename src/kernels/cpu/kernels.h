@@ -62,6 +62,9 @@ struct MatKernel {
   size_t (*pack_tmp_bytes)(int64_t K) = nullptr;
   void (*panel_mul)(const MatArgs& a) = nullptr;  // null for float panels (they have panel_il)
   int panel_min_tokens = 1 << 30;  // use the panel path from this many act columns on
+  // The panel path hands panel_mul the act's int8 levels as unsigned bytes q + 128 (the sign bit
+  // flipped after quantize), for kernels that take the act as vpmaddubsw's unsigned operand.
+  bool panel_act_u8 = false;
   // Float panels only ([K][kPanelRows] f32 panel, F32 act), optional:
   //   panel_il: one or two consecutive packed panels (a.w; a.w + a.w_stride when a.n_rows > kPanelRows)
   //             times up to panel_il_cols act columns held interleaved: a.act = [K][panel_il_cols] f32

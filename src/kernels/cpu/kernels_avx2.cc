@@ -27,6 +27,7 @@ inline __m256i dot_s8s8(__m256i a, __m256i b) {
 
 #include "kernels/cpu/attn_cells_impl.h"
 #include "kernels/cpu/panel_impl.h"
+#include "kernels/cpu/panel_kquant_impl.h"
 #include "kernels/cpu/simd_math_impl.h"
 
 namespace ferry::kernels::cpu {
@@ -110,6 +111,7 @@ void fill_avx2(KernelTable* t) {
   set_simd_math(t);
   set_attn_cells<V256>(t);
   set_qpanels<V256>(t, kMinQ);
+  set_kqpanels<V256>(t, kMinQ);
   set_fpanels<V256, kFIlCols>(t, kMinF, kFKBlock);
 }
 

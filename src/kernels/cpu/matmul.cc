@@ -77,6 +77,8 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
     for (int64_t t = t0; t < t1; ++t) {
       uint8_t* col = act + static_cast<size_t>(t) * act_stride;
       mk.quantize(static_cast<const float*>(x.row(t)), K, col);
+      if (panel && mk.panel_act_u8)
+        for (int64_t k = 0; k < K; ++k) col[k] ^= 0x80;  // int8 q -> uint8 q + 128
       if (il_cols > 0) {
         const float* src = reinterpret_cast<const float*>(col);
         float* dst = il + static_cast<size_t>(t / il_cols) * il_group + static_cast<size_t>(t % il_cols);

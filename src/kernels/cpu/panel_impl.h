@@ -200,6 +200,14 @@ inline void store_rows(float* p, typename V::F v, int rows) {
   }
 }
 
+// An empty asm that claims to change v: the integer adds of a dot chain stay a chain. Without it GCC's
+// reassociation rebalances the chain of int16 sums into a tree, computing every product of a group first
+// and spilling them to the stack (16 registers cannot hold them).
+template <typename I>
+inline void keep_chain(I& v) {
+  asm("" : "+x"(v));
+}
+
 // ---- quantized panels: multiply ----------------------------------------------------------------------
 // A weight type as the panel kernel sees it: group size, the offset folded into the integer dot
 // (value = scale * (u - Off): Q4_0 8, Q5_0 16, Q8_0 as u = q + 128: 128), the largest level, and
@@ -304,6 +312,7 @@ inline void qpanel_group(const uint8_t* wq, const uint8_t* const* col, int64_t g
               p = _mm256_maddubs_epi16(w[v], y);
             }
             t[v][c] = j == 0 ? p : _mm256_add_epi16(t[v][c], p);
+            keep_chain(t[v][c]);
           }
         }
       }
@@ -528,6 +537,7 @@ void set_qpanel(KernelTable* t, DType type, PackFn pack, int min_tokens) {
   m.pack = pack;
   m.panel_mul = by_cols<QPanelK<V, QT>, kPanelCols>;
   m.panel_min_tokens = min_tokens;
+  m.panel_act_u8 = false;  // over a lower level's kernel that may have taken unsigned act bytes
 }
 
 // S interleaved act columns per panel_il call; K walked in blocks of k_block elements (the panels'
