@@ -187,7 +187,8 @@ class HybridRunnerImpl final : public HybridRunner {
   // are on the device or in a pinned copy, unless the CPU computes it in some tier; returns the bytes.
   // Keeps host memory at about one copy of the weights (the mapping is read again only by a vision
   // run's restore_residents, which releases them once more).
-  uint64_t release_mmap_pages(size_t i);
+  // hw: a copy of host_weights_ the caller holds (host_mats points into it).
+  uint64_t release_mmap_pages(model::ModelWeights& hw, size_t i);
   // Host memory (pageable, e.g. the mmap) -> device through the two pinned staging halves.
   Status upload(void* dst, const void* src, uint64_t bytes);
   // A matrix, repacked on the way when `to` is kSplit (whole rows per staging half).

@@ -31,6 +31,11 @@ using model::SubLayerKind;
 
 namespace {
 
+uintptr_t page_size() {
+  const long ps = sysconf(_SC_PAGESIZE);
+  return static_cast<uintptr_t>(ps > 0 ? ps : 4096);
+}
+
 // Register mode: page ranges that merely touch are joined up to this size (fewer driver calls), larger
 // ones stay apart so several threads pin them at once.
 constexpr uint64_t kRegisterChunk = 256ull << 20;
@@ -187,7 +192,7 @@ Status HybridRunnerImpl::upload_resident(size_t i, char* base) {
     st = upload_matrix(base + slot_layouts_[i].offset[k], *src[k], slot_layouts_[i].layout[k]);
   bind(i, base);
   // Nothing on the host reads a resident matrix again (a vision run's restore uploads it once more).
-  const uint64_t released = release_mmap_pages(i);
+  const uint64_t released = release_mmap_pages(hw, i);
   if (!residents_out_) pin_stats_.released_bytes += released;
   return st;
 }
@@ -230,8 +235,7 @@ bool HybridRunnerImpl::cpu_any(size_t i) const {
 std::vector<size_t> HybridRunnerImpl::register_streamed(const std::vector<size_t>& items) {
   if (items.empty()) return {};
   const double t0 = now_ms();
-  const long ps = sysconf(_SC_PAGESIZE);
-  const uintptr_t page = static_cast<uintptr_t>(ps > 0 ? ps : 4096);
+  const uintptr_t page = page_size();
   model::ModelWeights hw = host_weights_;
   // Whole pages of every streamed matrix, merged where they overlap (a page shared by two matrices
   // can be registered once only) and, up to kRegisterChunk, where they touch. The gaps between
@@ -313,11 +317,9 @@ std::vector<size_t> HybridRunnerImpl::register_as_asked() {
   return copy;
 }
 
-uint64_t HybridRunnerImpl::release_mmap_pages(size_t i) {
+uint64_t HybridRunnerImpl::release_mmap_pages(model::ModelWeights& hw, size_t i) {
   if (cpu_any(i)) return 0;  // the CPU reads them from the mapping
-  const long ps = sysconf(_SC_PAGESIZE);
-  const uintptr_t page = static_cast<uintptr_t>(ps > 0 ? ps : 4096);
-  model::ModelWeights hw = host_weights_;
+  const uintptr_t page = page_size();
   uint64_t released = 0;
   for (const TensorView* t : host_mats(hw, i)) {
     if (t->nbytes() == 0 || t->where != Where::kHost) continue;
@@ -353,7 +355,7 @@ Status HybridRunnerImpl::copy_streamed(const std::vector<size_t>& to_copy) {
                  static_cast<char*>(bufs[j].ptr) + slot_layouts_[i].offset[k], &gathered);
     alloc_s[j] = (b - a) / 1e3;
     copy_s[j] = (now_ms() - b) / 1e3;
-    released[j] = release_mmap_pages(i);  // fills copy from the pinned buffer from now on
+    released[j] = release_mmap_pages(hw, i);  // fills copy from the pinned buffer from now on
     return Status::ok();
   });
   for (HostBuffer& h : bufs)

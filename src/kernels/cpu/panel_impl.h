@@ -243,6 +243,19 @@ constexpr int qpanel_reg_cols() {
 struct ActOffsets {
   size_t dx, sy, qs;
 };
+// A column's arrays as offsets from its base (every column has the same layout), and the C columns' bases:
+// the panel kernels address every array from one base pointer per column (with 8 columns x 4 arrays of
+// pointers the compiler spilled them to vector registers).
+inline ActOffsets act_offsets(const uint8_t* act, int64_t K, int G) {
+  const ActView v = act_view(act, K, G);
+  return {static_cast<size_t>(reinterpret_cast<const uint8_t*>(v.dx) - act),
+          static_cast<size_t>(reinterpret_cast<const uint8_t*>(v.sy) - act),
+          static_cast<size_t>(reinterpret_cast<const uint8_t*>(v.qs) - act)};
+}
+template <int C>
+inline void column_bases(const MatArgs& a, const uint8_t** col) {
+  for (int c = 0; c < C; ++c) col[c] = a.act + c * a.act_stride;
+}
 
 // Columns [C0, C0 + N) of one group g: integer dots of the group's quads wq, then the float epilogue
 // into acc. Recurses over the column blocks.
@@ -348,14 +361,9 @@ void qpanel_mul(const MatArgs& a) {
   const uint8_t* pq = a.w;  // group g's quads: G / 4 rows of R x 4 bytes at pq + g * G * R
   const auto* psc = reinterpret_cast<const float*>(a.w + static_cast<size_t>(K) * R);
   const float* pmn = psc + ng * R;
-  // Columns share one layout: address every array from the column's base with one offset (fewer
-  // live pointers: with 8 columns x 4 arrays the compiler spilled them to vector registers).
-  const ActView v0 = act_view(a.act, K, G);
-  const ActOffsets o{static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.dx) - a.act),
-                     static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.sy) - a.act),
-                     static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.qs) - a.act)};
+  const ActOffsets o = act_offsets(a.act, K, G);
   const uint8_t* col[C];
-  for (int c = 0; c < C; ++c) col[c] = a.act + c * a.act_stride;
+  column_bases<C>(a, col);
   F acc[NV][C];
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v)

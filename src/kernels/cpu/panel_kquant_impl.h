@@ -263,12 +263,9 @@ void kqpanel_mul(const MatArgs& a) {
   constexpr int L = V::kLanes, NV = R / L, G = KT::G, NG = 256 / G;
   const int64_t K = a.K, nb = K / 256;
   const KqArrays pa = kq_arrays<KT>(a.w, K);
-  const ActView v0 = act_view(a.act, K, G);
-  const ActOffsets ao{static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.dx) - a.act),
-                      static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.sy) - a.act),
-                      static_cast<size_t>(reinterpret_cast<const uint8_t*>(v0.qs) - a.act)};
+  const ActOffsets ao = act_offsets(a.act, K, G);
   const uint8_t* col[C];
-  for (int c = 0; c < C; ++c) col[c] = a.act + c * a.act_stride;
+  column_bases<C>(a, col);
   F acc[NV][C];
   for (int v = 0; v < NV; ++v)
     for (int c = 0; c < C; ++c) acc[v][c] = V::zero();
