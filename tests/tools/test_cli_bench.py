@@ -144,6 +144,11 @@ def test_bench_parallel_sequences(model, device):
         assert steps.get(4, 0) >= 8  # the 8 decode steps of 3 tokens run in the 4-token tier
 
 
+def test_bench_parallel_too_many_cells(model):
+    res = ferry("bench", "-m", str(model), "-p", "1048576", "-n", "8", "--parallel", "4096", "--no-membw")
+    assert_error(res, 2, "KV cells; at most")
+
+
 def test_budget_too_small_counts_the_context(model):
     res = ferry(*emulated(model)[:-4], "--vram", "600M", "--profile", str(PROFILE))
     assert_error(res, 1, "VRAM budget 600 MiB is too small")

@@ -40,6 +40,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Most KV cells a bench run asks for (the sequences' prompts and generated tokens side by side).
+constexpr int64_t kMaxBenchCells = int64_t{1} << 24;
+
 // --timeline records one prefill chunk and then this many decode steps.
 constexpr int32_t kTimelineDecodeSteps = 6;
 
@@ -140,7 +143,11 @@ int run(const BenchArgs& a) {
   ferry::runtime::OpenOptions opt;
   opt.model_path = a.model;
   const int32_t np = a.parallel;
-  opt.n_ctx = (a.n_prompt + a.n_gen + 1) * np;  // one KV cache, the sequences' cells side by side
+  const int64_t cells = (static_cast<int64_t>(a.n_prompt) + a.n_gen + 1) * np;
+  if (cells > kMaxBenchCells)
+    return ferry::cli::usage_error("--parallel " + std::to_string(np) + " x (-p + -n + 1) needs " + std::to_string(cells) +
+                                   " KV cells; at most " + std::to_string(kMaxBenchCells));
+  opt.n_ctx = static_cast<int32_t>(cells);  // one KV cache, the sequences' cells side by side
   opt.n_seq_max = np;
   opt.n_threads = a.threads;
   opt.cpu_isa = a.cpu_isa;
