@@ -79,7 +79,11 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
   const bool router_dev = pl[router] != Placement::kCpu;
   bool any_dev = false, any_cpu = false;
   for (size_t i = router + 1; i < end; ++i) (pl[i] == Placement::kCpu ? any_cpu : any_dev) = true;
-  const bool end_on_device = router_dev || any_dev;
+  bool end_on_device = router_dev || any_dev;
+  // The hot-expert cache takes part where the CPU computes some of the layer's experts.
+  const bool caching = cache_block_ && any_cpu;
+  bool routed = false;  // route_through_cache ran: masked_ids_ is the CPU's routing
+  int32_t cache_hits = 0, cpu_picks = 0;
   const size_t d_bytes = static_cast<size_t>(spec_.n_embd) * n * sizeof(float);
   const size_t route_bytes = static_cast<size_t>(spec_.n_expert_used) * n * sizeof(float);  // ids (I32) or weights
   // The routing's three buffers, device -> host or host -> device, on the compute stream.
@@ -112,7 +116,12 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
     step.cpu_start_ms[router] = now_ms();
     model::forward_moe_router(*cpu_ops_, spec_, host_weights_, il, n, host_scratch_, hook);
     step.cpu_end_ms[router] = now_ms();
-    if (any_dev) FERRY_RETURN_IF_ERROR(copy_routing(false));
+    if (caching) {
+      cache_hits = route_through_cache(step, router, end, &cpu_picks);
+      routed = true;
+      end_on_device = end_on_device || cache_hits > 0;
+    }
+    if (any_dev || cache_hits > 0) FERRY_RETURN_IF_ERROR(copy_routing(false));
     if (end_on_device && !x_was_on_device) FERRY_RETURN_IF_ERROR(residual_to_device(step));
     step.x_on_device = end_on_device;
   }
@@ -134,11 +143,21 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
     FERRY_RETURN_IF_ERROR(device_work(step, i, [&] { return device_sublayer(i, step); }));
     proj_started = true;
   }
+  bool cpu_ran = false;
   if (any_cpu) {
     if (router_dev) {
       const double wait_start = now_ms();
       FERRY_RETURN_IF_ERROR(device_->sync(*handover_event_));
       if (step.recording) step.host_waits.emplace_back(wait_start, now_ms());
+    }
+    if (caching && !routed) {
+      cache_hits = route_through_cache(step, router, end, &cpu_picks);
+      routed = true;
+    }
+    // The picks a cache slot holds run on the device now, beside the CPU's share.
+    if (cache_hits > 0) {
+      FERRY_RETURN_IF_ERROR(run_cached_experts(step, router, proj_started));
+      proj_started = true;
     }
     const TensorView hproj = host_scratch_.proj.rows(0, n);
     // The CPU's groups as one moe_experts call over the experts from its first group to its last: when
@@ -155,7 +174,10 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
     model::Scratch cpu_scratch = host_scratch_;
     bool gaps = false;
     for (size_t i = first; i <= last; ++i) gaps = gaps || pl[i] != Placement::kCpu;
-    if (gaps) {
+    if (routed) {  // route_through_cache wrote the CPU's routing (device groups' and cached picks as -1)
+      cpu_scratch.moe_ids =
+          TensorView::make(DType::I32, masked_ids_.data(), spec_.n_expert_used, n, 1, 1, Where::kHost);
+    } else if (gaps) {
       const size_t pairs = static_cast<size_t>(spec_.n_expert_used) * static_cast<size_t>(n);
       masked_ids_.resize(pairs);
       const int32_t* ids = host_scratch_.moe_ids.ptr<const int32_t>();
@@ -171,7 +193,8 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
     }
     const kernels::ExpertGroup run = model::expert_group_views(spec_, host_weights_.layers[il], e0, e1);
     const double t0 = now_ms();
-    model::forward_moe_group(*cpu_ops_, spec_, run, n, cpu_scratch, hproj, false);
+    cpu_ran = !routed || cpu_picks > 0;  // every CPU pick cached: nothing left to compute here
+    if (cpu_ran) model::forward_moe_group(*cpu_ops_, spec_, run, n, cpu_scratch, hproj, false);
     const double t1 = now_ms();
     int32_t cpu_experts = 0;
     for (size_t g = first; g <= last; ++g)
@@ -191,7 +214,7 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
 
   // 4. The CPU's sum up and in, then the residual add, on the device.
   TensorView part;
-  if (any_cpu) {
+  if (cpu_ran) {
     FERRY_RETURN_IF_ERROR(
         device_->copy_h2d(device_scratch_.moe_out.data, host_scratch_.proj.data, d_bytes, *compute_stream_));
     part = TensorView::make(DType::F32, device_scratch_.moe_out.data, spec_.n_embd, n, 1, 1, device_where_);

@@ -38,6 +38,7 @@ RunnerSizes sizes_for(const model::ModelSpec& spec, const std::vector<model::Sub
   z.shape.n_head = spec.n_head;
   z.shape.head_dim = spec.head_dim;
   z.shape.gemm_staging_bytes = plan.options.gemm_staging_bytes;
+  z.expert_cache = expert_cache_geometry(spec, subs, o.expert_cache_bytes, o.n_batch).bytes();
 #if defined(FERRY_HAVE_CUDA)
   if (kind == DeviceKind::kCuda)
     z.cuda_ops = align256(kernels::CudaOps::scratch_bytes(z.shape)) + align256(kernels::kCublasWorkspaceBytes);
@@ -63,11 +64,14 @@ HybridRunnerImpl::~HybridRunnerImpl() {
   fill_start_events_.clear();
   fill_end_events_.clear();
   handover_event_.reset();
+  cache_filled_.reset();
   stage_half_free_[0].reset();
   stage_half_free_[1].reset();
   compute_stream_.reset();
   copy_stream_.reset();
   for (DeviceBuffer& b : resident_blocks_) device_->release(&b);
+  device_->release(&cache_block_);
+  device_->release(&cache_ids_);
   for (DeviceBuffer& b : arena_buffers_) device_->release(&b);
   for (HostBuffer& h : pinned_buffers_) device_->release_pinned(&h);
   for (HostBuffer& h : vision_pinned_.items) device_->release_pinned(&h);
@@ -270,6 +274,7 @@ Status HybridRunnerImpl::init() {
   cpu_ops_ = kernels::make_cpu_ops(options_.cpu_threads, options_.cpu_isa.value_or(kernels::default_cpu_isa()));
   LoadBlocks blocks;
   FERRY_RETURN_IF_ERROR(allocate_arena(&blocks));
+  FERRY_RETURN_IF_ERROR(make_expert_cache());
   FERRY_RETURN_IF_ERROR(allocate_pinned());
   FERRY_RETURN_IF_ERROR(upload_at_load(blocks));
   FERRY_RETURN_IF_ERROR(copy_streamed(to_copy));
@@ -283,7 +288,7 @@ Status HybridRunnerImpl::init() {
 uint64_t hybrid_extra_bytes(const model::ModelSpec& spec, const std::vector<model::SubLayer>& subs,
                             const plan::PlanSet& plan, const HybridOptions& options, DeviceKind kind) {
   const detail::RunnerSizes z = detail::sizes_for(spec, subs, plan, options, kind);
-  const uint64_t mine = z.scratch + z.meta + z.cuda_ops;
+  const uint64_t mine = z.scratch + z.meta + z.cuda_ops + z.expert_cache;
   const uint64_t planned = plan.arena.scratch + plan.arena.workspace;
   return mine > planned ? mine - planned : 0;
 }

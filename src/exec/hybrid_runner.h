@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "exec/device.h"
+#include "exec/expert_cache.h"
 #include "exec/timeline.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -98,6 +99,10 @@ struct HybridOptions {
   // FFN slices, as asked of the planner (plan::PlannerOptions::ffn_slices: 1 whole, 0 = its choice); the
   // runner cuts its sub-layer list as the plan says (PlanSet::ffn_slices).
   int32_t ffn_slices = 1;
+  // Mixture of experts: device bytes for the hot-expert cache (exec/expert_cache.h), taken from what the
+  // planner may place; 0: none. The slots it buys (the same number per MoE layer) hold the experts the
+  // plan leaves to the CPU that the router picked most lately.
+  uint64_t expert_cache_bytes = 0;
   // CUDA: the kernels' options (defaults: the production kernels). make_hybrid_runner applies an
   // experiments build's FERRY_CUDA_* switches over them (kernels::with_experiments).
   kernels::CudaOpsOptions cuda_ops;
@@ -201,6 +206,9 @@ class HybridRunner {
   // The part of load_seconds() spent pinning streamed weights (copy or registration), with details.
   virtual double pin_seconds() const = 0;
   virtual const PinStats& pin_stats() const = 0;
+  // The hot-expert cache: its geometry (slots == 0: none) and what it did since the load or reset_stats().
+  virtual const ExpertCacheGeometry& expert_cache_geometry() const = 0;
+  virtual const ExpertCacheStats& expert_cache_stats() const = 0;
 };
 
 // Device bytes a HybridRunner takes for `plan` beyond what the plan's accounting names (activation

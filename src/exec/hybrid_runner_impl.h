@@ -7,6 +7,7 @@
 //   hybrid_slices.cc    FFN slices: their views, and a layer whose slices run on the CPU and the device at once
 //   hybrid_moe.cc       mixture-of-experts layers: expert groups' views, a layer's router and groups wherever
 //                       each is placed
+//   hybrid_expert_cache.cc  the hot-expert cache: device slots for the CPU's most picked experts
 //   hybrid_stats.cc     per-tier statistics, the timeline, explain_text
 //   hybrid_vision.cc    an image through the vision tower in the arena the resident weights leave
 //
@@ -28,6 +29,7 @@
 
 #include "exec/device.h"
 #include "exec/device_cuda.h"
+#include "exec/expert_cache.h"
 #include "exec/hybrid_runner.h"
 #include "exec/weight_ring.h"
 #include "kernels/ops.h"
@@ -54,6 +56,10 @@ std::vector<TensorView*> vectors_of(model::ModelWeights& w);
 // Copies the rows of `t` into dst back to back (a strided view, e.g. an FFN slice's columns of ffn_down,
 // becomes a contiguous matrix); `rows` rows from r0.
 void gather_rows(const TensorView& t, int64_t r0, int64_t rows, char* dst);
+// Rows [r0, r0 + nr) of `src`, strided or not, into dst back to back in layout `to` (kSplit: repacked for
+// the CUDA decode kernels). `gathered` holds a strided source's rows before a repack.
+void write_rows(const TensorView& src, int64_t r0, int64_t nr, ferry::Layout to, char* dst,
+                std::vector<char>* gathered);
 
 // Offsets of a sub-layer's matrices inside a slot / pinned copy / resident block (256-aligned each,
 // as the planner counts them).
@@ -69,6 +75,7 @@ struct RunnerSizes {
   uint64_t scratch = 0;       // device activations
   uint64_t meta = 0;          // device batch metadata
   uint64_t cuda_ops = 0;      // CudaOps scratch + cuBLAS workspace (CUDA only)
+  uint64_t expert_cache = 0;  // the hot-expert cache's blocks (HybridOptions::expert_cache_bytes buys them)
   kernels::CudaScratchShape shape;
 };
 // `plan`'s options hold the GEMM staging the planner resolved (never kGemmStagingAuto).
@@ -101,6 +108,8 @@ class HybridRunnerImpl final : public HybridRunner {
   double load_seconds() const override { return load_seconds_; }
   double pin_seconds() const override { return pin_stats_.seconds; }
   const PinStats& pin_stats() const override { return pin_stats_; }
+  const ExpertCacheGeometry& expert_cache_geometry() const override { return cache_geo_; }
+  const ExpertCacheStats& expert_cache_stats() const override { return cache_.stats; }
 
  private:
   // A prefetch issued after a recorded step, whose span the next step resolves (timeline).
@@ -240,6 +249,28 @@ class HybridRunnerImpl final : public HybridRunner {
   // The sub-layers of the MoE layer that starts at router sub-layer `router`: one past its last group.
   size_t moe_layer_end(size_t router) const;
 
+  // ---- the hot-expert cache (hybrid_expert_cache.cc) -----------------------------------------------
+  // At load, after the ring: the cache's arena blocks (slots, the remapped routing), its pinned host
+  // buffers and its views, when options_.expert_cache_bytes buys a slot and some tier computes experts
+  // on the CPU.
+  Status make_expert_cache();
+  // The cache's block back to the arena (a vision encode), its slots emptied; restore_expert_cache takes
+  // it again.
+  void release_expert_cache();
+  Status restore_expert_cache();
+  // With the MoE layer's routing on the host (router sub-layer `router`, groups [router + 1, end)): counts
+  // the CPU's picks, writes the CPU's routing (device groups' and cached experts as -1) into masked_ids_
+  // and the slots' routing (the slot of each cached pick, else -1) into the pinned staging. Returns the
+  // picks a slot holds (0 without a cache); *cpu_picks: the picks left to the CPU.
+  int32_t route_through_cache(const Step& step, size_t router, size_t end, int32_t* cpu_picks);
+  // The layer's cached picks on the device (its slots' routing up, then one moe_experts over the slots),
+  // summing into the device's proj (accumulate: after the layer's device groups).
+  Status run_cached_experts(Step& step, size_t router, bool accumulate);
+  // After a step that counted picks: scores decay, and the experts that gained most are copied into
+  // their layer's weakest slots on the copy stream (at most kPromoteBytesPerStep a step); the next step's
+  // first cached experts wait for those copies.
+  Status promote_experts(const Step& step);
+
   // ---- the step and the ring (hybrid_schedule.cc) -------------------------------------------------
   size_t tier_for(int32_t n_tokens) const;
   // Runs fn with the device Ops in compute-stream order (CUDA: enqueues its kernels now).
@@ -370,6 +401,20 @@ class HybridRunnerImpl final : public HybridRunner {
   // byte range each) and device views (bound to a resident block or a ring slot), per sub-layer.
   std::vector<kernels::ExpertGroup> host_groups_, device_groups_;
   std::vector<int32_t> masked_ids_;  // run_moe_layer: the routing with the device groups' experts as -1
+
+  // ---- the hot-expert cache ----------------------------------------------------------------------
+  ExpertCacheGeometry cache_geo_;                 // slots == 0: no cache
+  ExpertCacheTable cache_;
+  DeviceBuffer cache_block_;                      // per MoE layer: layer_bytes (expert_cache.h's regions)
+  DeviceBuffer cache_ids_;                        // one step's slots routing [n_expert_used, n] (I32)
+  HostBuffer cache_ids_host_;                     // pinned: per MoE layer, its step's slots routing
+  HostBuffer cache_stage_;                        // pinned: the promotions' bytes on their way up
+  std::unique_ptr<Event> cache_filled_;           // after the last promotions' copies (copy stream)
+  bool cache_fill_pending_ = false;               // the compute stream has not waited for them yet
+  bool cache_picked_ = false;                     // this step counted picks
+  std::vector<int32_t> moe_index_;                // per model layer: its index among the MoE layers (-1)
+  std::vector<kernels::ExpertGroup> cache_groups_;  // per MoE layer: its slots as a group of experts 0..slots
+  std::vector<plan::Placement> expert_place_;     // route_through_cache: per expert of the layer, its group's placement
 
   // ---- CUDA graphs -------------------------------------------------------------------------------
   std::vector<std::pair<GraphKey, int>> graphs_;          // key -> CudaOpsBundle graph id

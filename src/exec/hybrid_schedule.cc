@@ -361,6 +361,8 @@ Status HybridRunnerImpl::run(const StepIo& in, float* logits) {
   // Weights do not depend on data: start the next step's first copies now (assuming the same tier,
   // the common case in decode); the next step reuses them if its tier agrees.
   if (s.is_ok() && ring_ && !options_.measure) s = prefetch_next_step(step);
+  // The hot-expert cache follows this step's routing (its copies after the prefetches).
+  if (s.is_ok()) s = promote_experts(step);
   count_cpu_time(step);
   count_step(tier, in, start_ms);
   if (recording) end_timeline_step();

@@ -38,6 +38,7 @@ void HybridRunnerImpl::reset_stats() {
     const TierStats fresh = blank_stats(t.tokens, t.strategy, t.predicted_ms);
     t = fresh;
   }
+  cache_.stats = ExpertCacheStats{};
 }
 
 void HybridRunnerImpl::set_timeline(Timeline* timeline) {

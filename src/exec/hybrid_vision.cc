@@ -64,6 +64,7 @@ Status HybridRunnerImpl::release_residents() {
   FERRY_RETURN_IF_ERROR(device_->synchronize());  // prefetches into the ring included
   for (DeviceBuffer& b : resident_blocks_) device_->release(&b);
   ring_.reset();
+  release_expert_cache();
   if (on_cuda_) {  // graphs hold the resident weights' and the ring's addresses
     cuda_ops_->drop_graphs();
     graphs_.clear();
@@ -77,6 +78,7 @@ Status HybridRunnerImpl::restore_residents() {
   std::vector<char*> base;
   FERRY_RETURN_IF_ERROR(allocate_residents(&base));
   FERRY_RETURN_IF_ERROR(make_ring());
+  FERRY_RETURN_IF_ERROR(restore_expert_cache());
   FERRY_ASSIGN_OR_RETURN(upload_stage_, device_->allocate_pinned(kUploadStageBytes));
   Status st = Status::ok();
   for (size_t i = 0; i < sublayers_.size() && st.is_ok(); ++i)

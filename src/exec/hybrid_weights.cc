@@ -40,8 +40,8 @@ uintptr_t page_size() {
 // ones stay apart so several threads pin them at once.
 constexpr uint64_t kRegisterChunk = 256ull << 20;
 
-// Rows [r0, r0 + nr) of `src`, strided or not, into dst back to back in layout `to` (kSplit: repacked for
-// the CUDA decode kernels). `gathered` holds a strided source's rows before a repack.
+}  // namespace
+
 void write_rows(const TensorView& src, int64_t r0, int64_t nr, ferry::Layout to, char* dst,
                 std::vector<char>* gathered) {
   if (to == src.layout) {
@@ -56,6 +56,8 @@ void write_rows(const TensorView& src, int64_t r0, int64_t nr, ferry::Layout to,
   }
   repack_to_split(src.dtype, src.ne[0], nr, rows, dst);
 }
+
+namespace {
 
 SlotLayout layout_of(const std::vector<TensorView*>& mats, bool split) {
   SlotLayout l;

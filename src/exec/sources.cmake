@@ -21,6 +21,8 @@ ferry_module(exec_hybrid DEPS exec plan model kernels_cpu tensor base SOURCES
   exec/hybrid_graphs.cc
   exec/hybrid_slices.cc
   exec/hybrid_moe.cc
+  exec/hybrid_expert_cache.cc
+  exec/expert_cache.cc
   exec/hybrid_stats.cc
   exec/hybrid_vision.cc
   exec/timeline.cc

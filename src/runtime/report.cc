@@ -98,6 +98,17 @@ std::string hybrid_report_text(const HybridState& s, const ProcessMemory& proces
                   mib(pin.released_bytes).c_str());
     out += line;
   }
+  const exec::ExpertCacheGeometry& cg = r.expert_cache_geometry();
+  if (cg.slots > 0) {
+    const exec::ExpertCacheStats& cs = r.expert_cache_stats();
+    std::snprintf(line, sizeof line,
+                  "expert cache: %d experts a layer x %d layers (%s) | hit rate %.1f %% (%lld of %lld CPU-placed picks "
+                  "on the device) | %lld promotions (%s copied)\n",
+                  cg.slots, cg.n_layers, mib(cg.bytes()).c_str(), 100.0 * cs.hit_rate(),
+                  static_cast<long long>(cs.hits), static_cast<long long>(cs.lookups),
+                  static_cast<long long>(cs.promotions), mib(cs.promoted_bytes).c_str());
+    out += line;
+  }
   for (size_t t = 0; t < ps.tiers.size(); ++t) {
     const exec::TierStats& st = r.stats()[t];
     if (st.steps == 0) continue;
@@ -172,6 +183,13 @@ nlohmann::json hybrid_report_json(const HybridState& s, const ProcessMemory& pro
               {"copy_s", pin.copy_s}, {"threads", pin.threads}, {"ranges", pin.ranges}, {"bytes", pin.bytes},
               {"registered_ranges", pin.registered_ranges}, {"registered_bytes", pin.registered_bytes},
               {"released_bytes", pin.released_bytes}, {"note", pin.note}};
+  if (r.expert_cache_geometry().slots > 0) {
+    const exec::ExpertCacheGeometry& cg = r.expert_cache_geometry();
+    const exec::ExpertCacheStats& cs = r.expert_cache_stats();
+    j["expert_cache"] = {{"slots_per_layer", cg.slots}, {"layers", cg.n_layers}, {"bytes", cg.bytes()},
+                         {"lookups", cs.lookups}, {"hits", cs.hits}, {"hit_rate", cs.hit_rate()},
+                         {"promotions", cs.promotions}, {"promoted_bytes", cs.promoted_bytes}};
+  }
   j["tiers"] = nlohmann::json::array();
   for (size_t t = 0; t < ps.tiers.size(); ++t) {
     const exec::TierStats& st = r.stats()[t];

@@ -186,6 +186,7 @@ engine::RunnerFactory hybrid_factory(RuntimeImpl* rt, const OpenOptions& o, plan
     s.options.force_strategy = ex.strategy;
     s.options.gemm_staging_bytes = ex.gemm_staging_bytes;
     s.options.ffn_slices = ex.ffn_slices;
+    s.options.expert_cache_bytes = ex.expert_cache_bytes;
     // The emulated GPU reports the context it stands for as memory outside its arena.
     if (rt->device_ == "emulated") s.emulated.outside_arena = b.context_bytes;
     // Whole model: with room for all weights the planner's resident set holds every matrix it gains

@@ -41,6 +41,7 @@ struct ExecutorOverrides {
   exec::PinMode pin = exec::PinMode::kAuto; // streamed weights: registered where the CPU reads them too, else copied
   bool measure = false;                     // time every sub-layer and copy (report_text(explain))
   uint64_t gemm_staging_bytes = plan::PlannerOptions::kGemmStagingAuto;  // prefill GEMMs' F16 staging
+  uint64_t expert_cache_bytes = 0;          // mixture of experts: the hot-expert cache's share of the budget
 };
 
 struct OpenOptions {

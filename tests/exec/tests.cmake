@@ -9,6 +9,8 @@ set(FERRY_TEST_DEPS exec tensor base)
 list(APPEND FERRY_TEST_SOURCES test_executor.cc)
 # test_executor_moe.cc: mixture-of-experts layers (router, expert groups) at every placement, vs the CPU path.
 list(APPEND FERRY_TEST_SOURCES test_executor_moe.cc)
+# test_expert_cache.cc: the hot-expert cache's table and geometry, and cached experts at run time vs the CPU path.
+list(APPEND FERRY_TEST_SOURCES test_expert_cache.cc)
 # test_executor_vision.cc: images through HybridRunner::encode_image and image steps, vs the CPU path.
 list(APPEND FERRY_TEST_SOURCES test_executor_vision.cc)
 list(APPEND FERRY_TEST_DEPS exec_hybrid engine plan model kernels_cpu format)

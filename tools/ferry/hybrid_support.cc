@@ -32,6 +32,10 @@ void add_hybrid_options(CLI::App& app, HybridArgs* a, bool bench) {
                  "page-locked in place (register; falls back to copy if the driver refuses), or (auto) those the "
                  "CPU also computes are registered and the rest copied, so host memory holds one copy of the weights")
       ->check(CLI::IsMember({"auto", "copy", "register"}));
+  app.add_option("--expert-cache", a->expert_cache,
+                 "with --vram, mixture-of-experts models: this much of the budget (e.g. 512M) holds the experts the "
+                 "plan leaves to the CPU that the router picks most, copied in as the routing changes (default 0: none; "
+                 "--explain reports its hit rate)");
   if (!bench) return;
   app.add_flag("--explain", a->explain, "with --vram: measured time per sub-layer and copy");
   app.add_option("--timeline", a->timeline_path,
@@ -49,6 +53,15 @@ Status fill_open_options(const HybridArgs& a, runtime::OpenOptions* o) {
   }
   o->profile_path = a.profile_path;
   runtime::ExecutorOverrides& ex = o->executor;
+  if (!a.expert_cache.empty()) {
+    const std::optional<uint64_t> c = runtime::parse_size(a.expert_cache);
+    if (!c)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "--expert-cache: cannot read size '%s' (bytes or K/M/G suffix, e.g. 512M)", a.expert_cache.c_str());
+    if (a.vram_text.empty() && *c > 0)
+      return make_error(ErrorCode::kInvalidArgument, "--expert-cache needs a VRAM budget (--vram SIZE)");
+    ex.expert_cache_bytes = *c;
+  }
   ex.ring_slots = a.ring_slots;
   ex.ffn_slices = a.ffn_slices;
   ex.cuda_graphs = a.cuda_graphs != 0;

@@ -22,6 +22,7 @@ struct HybridArgs {
   int32_t cuda_graphs = 1;    // --cuda-graphs 0|1 (A/B studies)
   int32_t split_layout = 1;   // --split-layout 0|1 (A/B studies)
   std::string pin = "auto";   // --pin auto|copy|register (exec::PinMode)
+  std::string expert_cache;   // --expert-cache SIZE: the hot-expert cache's share of the budget (MoE)
   bool explain = false;       // --explain: per sub-layer timing (bench)
   std::string timeline_path;  // --timeline FILE: SVG of a few steps (bench)
 };
