@@ -60,11 +60,12 @@ struct ExpertCacheStats {
 
 // Which expert each slot holds, and the routing counts that decide it. Scores are exponentially decayed
 // pick counts (half-life `half_life_steps` steps), so the cache follows what the router picks now; a
-// slot changes hands only when a candidate's score passes its expert's by kMinGain, so experts of near
-// equal popularity (uniform routing) do not chase each other through the slots.
+// slot changes hands only when a candidate's score passes its expert's by kMinGain plus kRelGain of it,
+// so experts of near equal popularity (uniform routing) seldom chase each other through the slots.
 class ExpertCacheTable {
  public:
-  static constexpr double kMinGain = 1.0;        // one recent pick more than the expert it evicts
+  static constexpr double kMinGain = 2.0;        // recent picks more than the expert it evicts ...
+  static constexpr double kRelGain = 0.5;        // ... plus this share of that expert's score
   static constexpr double kHalfLifeSteps = 16.0;
 
   ExpertCacheTable() = default;
@@ -128,7 +129,7 @@ std::vector<ExpertPromotion> ExpertCacheTable::choose(int32_t max_copies, const 
     }
     // An empty slot (or one whose expert the plan no longer runs on the CPU) takes any recent pick.
     const double gain = score(l, cand) - std::max(victim_score, 0.0);
-    if (victim_score >= 0 && gain < kMinGain) continue;
+    if (victim_score >= 0 && gain < kMinGain + kRelGain * victim_score) continue;
     best.push_back({gain, {l, victim, cand, expert_in(l, victim)}});
   }
   std::sort(best.begin(), best.end(), [](const Candidate& a, const Candidate& b) { return a.gain > b.gain; });

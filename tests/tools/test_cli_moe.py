@@ -135,3 +135,30 @@ def test_emulated_bench(moe):
                 "--profile", str(PROFILE), "--explain")
     assert res.returncode == 0, res.stderr
     assert ".experts[" in res.stdout, res.stdout
+
+
+def test_expert_cache_run_matches_cpu_and_reports(moe):
+    """--expert-cache at the minimum budget plus the cache (the experts on the CPU, a few of them cached on the
+    emulated GPU): the CPU's greedy text, and bench reports the cache's hit rate (text and JSON)."""
+    cpu = _greedy(moe)
+    low = _minimum_mib(moe) + 4  # the minimum counts the cache too
+    emu = _greedy(moe, "--device", "emulated", "--profile", str(PROFILE), "--vram", f"{low}M", "--expert-cache", "2M")
+    assert emu["tokens"] == cpu["tokens"]
+    res = ferry("bench", "-m", str(moe), "-p", "8", "-n", "24", "--device", "emulated", "--vram", f"{low}M",
+                "--expert-cache", "2M", "--profile", str(PROFILE), "--explain")
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"expert cache: \d+ experts a layer x \d+ layers .* hit rate", res.stdout), res.stdout
+    res = ferry("bench", "-m", str(moe), "-p", "8", "-n", "24", "--device", "emulated", "--vram", f"{low}M",
+                "--expert-cache", "2M", "--profile", str(PROFILE), "--json")
+    assert res.returncode == 0, res.stderr
+    cache = json.loads(res.stdout)["plan"]["expert_cache"]
+    assert cache["slots_per_layer"] > 0 and cache["lookups"] > 0, cache
+
+
+def test_expert_cache_bad_flags(moe):
+    res = ferry("run", "-m", str(moe), "-p", "hi", "-n", "1", "--expert-cache", "lots")
+    assert_error(res, 2)
+    assert "--expert-cache" in res.stderr
+    res = ferry("run", "-m", str(moe), "-p", "hi", "-n", "1", "--expert-cache", "2M")
+    assert_error(res, 2)
+    assert "needs a VRAM budget" in res.stderr
