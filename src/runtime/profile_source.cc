@@ -124,6 +124,21 @@ Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::s
   return prof;
 }
 
+Expected<std::vector<DType>> measure_missing_cpu_types(plan::HardwareProfile* profile, const std::vector<DType>& types,
+                                                       bool cached, const std::string& origin,
+                                                       std::optional<kernels::CpuIsa> isa) {
+  std::vector<DType> missing;
+  for (DType t : types) {
+    bool have = false;
+    for (const plan::ThroughputCurve& c : profile->cpu.matmul) have = have || c.dtype == t;
+    if (!have) missing.push_back(t);
+  }
+  if (missing.empty() || !cached) return std::vector<DType>{};
+  FERRY_RETURN_IF_ERROR(plan::remeasure_cpu(host_kernels(isa), missing, plan::ProfileOptions{}, profile));
+  FERRY_RETURN_IF_ERROR(plan::save_profile(*profile, origin));
+  return missing;
+}
+
 std::string check_profile_after_run(const std::vector<exec::TierStats>& stats, const std::string& origin,
                                     bool profile_cached, const std::vector<DType>& weight_types,
                                     std::optional<kernels::CpuIsa> isa) {

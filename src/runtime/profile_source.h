@@ -50,6 +50,16 @@ Expected<plan::HardwareProfile> load_gpu_profile(const std::string& path, std::s
                                                  std::optional<kernels::CpuIsa> isa = std::nullopt,
                                                  uint64_t gpu_process_cap = 0);
 
+// Before planning a model: the CPU matmul curves of the weight types it uses that the profile lacks (gpt-oss's
+// MXFP4: the quick profile measures five common types) measured now, at the profile's thread counts, and, for
+// this machine's cached profile (`cached`, saved at `origin`), added to the file so later runs have them.
+// A profile from another machine (a --profile file) is left as it is: the cost model prices a missing type
+// as its nearest measured one. Returns the types measured (empty: none were missing, or the profile is not
+// this machine's).
+Expected<std::vector<DType>> measure_missing_cpu_types(plan::HardwareProfile* profile, const std::vector<DType>& types,
+                                                       bool cached, const std::string& origin,
+                                                       std::optional<kernels::CpuIsa> isa = std::nullopt);
+
 // After a run: when the CPU sub-layers ran far from the profile's times (exec::cpu_vs_profile outside
 // plan::cpu_time_off's band), re-measures the part of the profile that prices them (host
 // bandwidth, the CPU curves of `weight_types`) and, for this machine's cached profile, saves the new

@@ -162,12 +162,24 @@ engine::RunnerFactory hybrid_factory(RuntimeImpl* rt, const OpenOptions& o, plan
   const ExecutorOverrides ex = o.executor;
   const int32_t threads = o.n_threads, n_seq = o.n_seq_max;
   const bool batch_given = o.n_batch > 0;
-  return [rt, ex, threads, n_seq, batch_given, profile = std::move(profile)](
+  const NoteFn on_note = o.on_note;
+  return [rt, ex, threads, n_seq, batch_given, on_note, profile = std::move(profile)](
              const model::ModelSpec& spec, const model::ModelWeights& w, const gguf::ModelFile& file, int32_t n_ctx,
-             int32_t* n_batch_io) -> Expected<std::unique_ptr<engine::StepRunner>> {
+             int32_t* n_batch_io) mutable -> Expected<std::unique_ptr<engine::StepRunner>> {
     const int32_t n_batch = *n_batch_io;
     FERRY_ASSIGN_OR_RETURN(std::vector<model::SubLayer> subs, model::build_sublayers(spec, file));
     rt->state_.weight_types = plan::matmul_weight_types(subs);
+    // A weight type this machine's profile lacks (gpt-oss's MXFP4): its CPU curves measured now, once.
+    const Expected<std::vector<DType>> added = measure_missing_cpu_types(
+        &profile, rt->state_.weight_types, rt->state_.profile_cached, rt->state_.profile_origin, rt->state_.cpu_isa);
+    if (on_note && !added)
+      on_note("warning: could not measure the CPU kernels of this model's weight types: " + added.status().message());
+    if (on_note && added && !added->empty()) {
+      std::string names;
+      for (DType t : *added) names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
+      on_note("measured the CPU kernels of " + names + " (this model's, not in the profile yet) into " +
+              rt->state_.profile_origin);
+    }
     const ProcessBudget& b = rt->state_.budget;
     exec::HybridSetup s;
     s.vram_budget = b.arena;

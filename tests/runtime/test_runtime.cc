@@ -2,7 +2,7 @@
 // is the whole process, so the planner and the arena get the budget less the modelled CUDA context and
 // the growth reserve; a budget below the minimum (or 0) says how much is needed and how much of it is
 // the context; device resolution and its one-line errors; the modelled process memory; and the same
-// logits as the all-CPU engine.
+// logits as the all-CPU engine; a weight type this machine's profile lacks is measured into it once.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,6 +14,7 @@
 #include "model/tiny_model.h"
 #include "plan/profile.h"
 #include "runtime/budget.h"
+#include "runtime/profile_source.h"
 #include "runtime/runtime.h"
 
 namespace ferry {
@@ -214,6 +215,52 @@ TEST(Runtime, EngineLoadPointsCudaToRuntime) {
   auto e = engine::Engine::load(o);
   ASSERT_FALSE(e.has_value());
   EXPECT_NE(e.status().message().find("runtime::open"), std::string::npos) << e.status().message();
+}
+
+// A model's weight type the cached profile lacks (MXFP4) gets its CPU curves measured and saved into the
+// profile's file; a second open finds them; a profile that is not this machine's cache stays as it is.
+TEST(Runtime, MissingWeightTypeMeasuredIntoTheCachedProfile) {
+  auto loaded = plan::load_profile(profile_path());
+  ASSERT_TRUE(loaded.has_value()) << loaded.status().message();
+  plan::HardwareProfile p = *loaded;
+  // This machine's two threads, so the measurement is quick.
+  p.cpu.threads = 2;
+  p.cpu.mem_bw = {{1, 10.0}, {2, 18.0}};
+  std::vector<plan::ThroughputCurve> curves;
+  for (plan::ThroughputCurve c : p.cpu.matmul)
+    if (c.threads == 16 && c.dtype != DType::MXFP4) {
+      c.threads = 2;
+      curves.push_back(c);
+    }
+  ASSERT_FALSE(curves.empty());
+  p.cpu.matmul = curves;
+  TempDir dir;
+  const std::string path = dir.file("profile.json");
+  ASSERT_TRUE(plan::save_profile(p, path).is_ok());
+
+  plan::HardwareProfile other = p;
+  auto none = runtime::measure_missing_cpu_types(&other, {DType::MXFP4}, /*cached=*/false, path);
+  ASSERT_TRUE(none.has_value()) << none.status().message();
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(other.cpu.matmul.size(), curves.size());
+
+  auto added = runtime::measure_missing_cpu_types(&p, {DType::Q4_0, DType::MXFP4}, /*cached=*/true, path);
+  ASSERT_TRUE(added.has_value()) << added.status().message();
+  ASSERT_EQ(added->size(), 1u);
+  EXPECT_EQ((*added)[0], DType::MXFP4);
+  auto saved = plan::load_profile(path);
+  ASSERT_TRUE(saved.has_value()) << saved.status().message();
+  bool has = false;
+  for (const plan::ThroughputCurve& c : saved->cpu.matmul)
+    if (c.dtype == DType::MXFP4) {
+      has = true;
+      EXPECT_EQ(c.threads, 2);
+      for (double g : c.gflops) EXPECT_GT(g, 0);
+    }
+  EXPECT_TRUE(has);
+  auto again = runtime::measure_missing_cpu_types(&*saved, {DType::MXFP4}, true, path);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_TRUE(again->empty());
 }
 
 TEST(Runtime, ParseSize) {
