@@ -293,10 +293,22 @@ void describe_inputs(PlanSet& ps, const PlacementPricer& pricer, const HardwareP
   }
 }
 
-// The decode ceilings: (W - R) / H, (W - R) / (C + P), and the serial one (PlanSet::limit_serial_ms).
+// Bytes of sub-layer i a one-token step reads: all of a dense sub-layer's, the routed share of an expert
+// group's (SubLayer::weight_bytes_read), in the pricer's (aligned) matrix bytes.
+double decode_bytes(const PlacementPricer& pricer, size_t i) {
+  const model::SubLayer& sub = pricer.sublayer(i);
+  const double all = static_cast<double>(pricer.matrix_bytes()[i]);
+  if (sub.kind != model::SubLayerKind::kExperts || sub.weight_bytes == 0) return all;
+  return all * sub.weight_bytes_read(pricer.spec(), 1) / static_cast<double>(sub.weight_bytes);
+}
+
+// The decode ceilings: (W - R) / H, (W - R) / (C + P), and the serial one (PlanSet::limit_serial_ms), with W - R
+// the bytes a token reads outside the device (a mixture of experts' routed share only).
 void decode_limits(PlanSet& ps, const PlacementPricer& pricer) {
   const CostModel& cm = pricer.cost_model();
-  const double rest = static_cast<double>(ps.weights_total - ps.weights_resident);
+  double rest = 0;
+  for (size_t i = 0; i < ps.resident.size() && i < pricer.matrix_bytes().size(); ++i)
+    if (!ps.resident[i] && !pricer.is_embed(i)) rest += decode_bytes(pricer, i);
   ps.limit_h_ms = rest / (cm.host_combined_gbs() * 1e9) * 1e3;
   ps.limit_cp_ms = rest / ((cm.host_bw_gbs() + cm.link_gbs()) * 1e9) * 1e3;
   ps.limit_serial_ms = ps.limit_h_ms;
@@ -304,8 +316,7 @@ void decode_limits(PlanSet& ps, const PlacementPricer& pricer) {
   const Plan& d = ps.tiers.front();  // tier 1: decode
   double cpu_bytes = 0, gpu_ms = 0;
   for (size_t i = 0; i < d.placement.size(); ++i)
-    if (d.placement[i] == Placement::kCpu && !pricer.is_embed(i))
-      cpu_bytes += static_cast<double>(pricer.matrix_bytes()[i]);
+    if (d.placement[i] == Placement::kCpu && !pricer.is_embed(i)) cpu_bytes += decode_bytes(pricer, i);
   // The GPU's compute that cannot overlap the CPU: all of it but the device slices of FFNs split
   // between the two (SimItem::group), which run beside the CPU's slices.
   for (const SimItem& it : pricer.items(d.placement, 1, pricer.eval_context()))
