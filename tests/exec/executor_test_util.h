@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -176,6 +177,27 @@ inline std::vector<float> cpu_logits(const Loaded& l, const Script& sc) {
   auto r = engine::make_ops_runner(l.spec, l.weights, kernels::make_cpu_ops(1), kCells, kBatch);
   EXPECT_TRUE(r.has_value()) << r.status().message();
   return replay(sc, l.spec.n_vocab, [&](const exec::StepIo& io, float* out) { return (*r)->run(step_input(io), out); });
+}
+
+// The planner's plan at 1 GiB, a base for plans a test edits (its tiers, options and arena figures); empty
+// tiers (and a failure) when it cannot be made.
+inline plan::PlanSet plan_for_editing(const Loaded& l) {
+  auto runner = exec::make_hybrid_runner(l.spec, l.weights, l.subs, setup_for(1ull << 30, std::nullopt));
+  EXPECT_TRUE(runner.has_value()) << runner.status().message();
+  return runner.has_value() ? (*runner)->plan() : plan::PlanSet{};
+}
+
+// The matrices of the largest sub-layer but the embedding, each 256-aligned as the runner lays them out: a
+// ring slot that takes any streamed sub-layer of an edited plan.
+inline uint64_t largest_sublayer_bytes(const std::vector<model::SubLayer>& subs) {
+  uint64_t largest = 0;
+  for (const model::SubLayer& s : subs) {
+    uint64_t bytes = 0;
+    for (const model::WeightRef& w : s.weights)
+      if (w.rows > 1) bytes += (w.bytes + 255) / 256 * 256;
+    if (s.kind != model::SubLayerKind::kEmbed) largest = std::max(largest, bytes);
+  }
+  return largest;
 }
 
 inline void expect_close(const std::vector<float>& ref, const std::vector<float>& got, const std::string& what) {

@@ -184,20 +184,12 @@ TEST_P(ExecutorMoe, EveryPlacementCombinationMatchesCpu) {
   ASSERT_EQ(l->spec.n_layer, 2);
   const Script sc = every_tier();
   const std::vector<float> ref = cpu_logits(*l, sc);
-  auto base = exec::make_hybrid_runner(l->spec, l->weights, l->subs, setup_for(1ull << 30, std::nullopt));
-  ASSERT_TRUE(base.has_value()) << base.status().message();
-  const plan::PlanSet planned = (*base)->plan();
-  base->reset();
+  const plan::PlanSet planned = plan_for_editing(*l);
+  ASSERT_FALSE(planned.tiers.empty());
 
   const std::vector<model::SubLayer>& subs = l->subs;
   const size_t m = subs.size();
-  uint64_t largest = 0;
-  for (const model::SubLayer& s : subs) {
-    uint64_t bytes = 0;
-    for (const model::WeightRef& w : s.weights)
-      if (w.rows > 1) bytes += (w.bytes + 255) / 256 * 256;
-    if (s.kind != model::SubLayerKind::kEmbed) largest = std::max(largest, bytes);
-  }
+  const uint64_t largest = largest_sublayer_bytes(subs);
   const Placement R = Placement::kResident, S = Placement::kStreamed, C = Placement::kCpu;
   const std::vector<std::vector<Placement>> patterns = {{R, R, R, R}, {S, S, S, S}, {C, C, C, C}, {R, S, C, C},
                                                         {C, R, S, R}, {S, C, S, C}, {R, R, S, S}};

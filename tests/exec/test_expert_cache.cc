@@ -135,25 +135,16 @@ class ExpertCacheRunner : public ::testing::TestWithParam<CacheCase> {};
 // Plans edited so that every layer's CPU computes experts, with its router resident or on the CPU and
 // its other groups resident, streamed or on the CPU; a cache of a few slots a layer.
 TEST_P(ExpertCacheRunner, CachedExpertsKeepTheCpuLogits) {
-  const CacheCase cc = GetParam();
   TempDir dir;
-  auto l = synth_skewed(dir, cc.preset, cc.type);
+  auto l = synth_skewed(dir, GetParam().preset, GetParam().type);
   ASSERT_TRUE(l);
   const Script sc = long_decode();
   const std::vector<float> ref = cpu_logits(*l, sc);
-  auto base = exec::make_hybrid_runner(l->spec, l->weights, l->subs, setup_for(1ull << 30, std::nullopt));
-  ASSERT_TRUE(base.has_value()) << base.status().message();
-  const plan::PlanSet planned = (*base)->plan();
-  base->reset();
+  const plan::PlanSet planned = plan_for_editing(*l);
+  ASSERT_FALSE(planned.tiers.empty());
   const std::vector<model::SubLayer>& subs = l->subs;
   const size_t m = subs.size();
-  uint64_t largest = 0;
-  for (const model::SubLayer& s : subs) {
-    uint64_t bytes = 0;
-    for (const model::WeightRef& w : s.weights)
-      if (w.rows > 1) bytes += (w.bytes + 255) / 256 * 256;
-    if (s.kind != model::SubLayerKind::kEmbed) largest = std::max(largest, bytes);
-  }
+  const uint64_t largest = largest_sublayer_bytes(subs);
   const Placement R = Placement::kResident, S = Placement::kStreamed, C = Placement::kCpu;
   struct Case {
     Placement router;
@@ -190,7 +181,7 @@ TEST_P(ExpertCacheRunner, CachedExpertsKeepTheCpuLogits) {
     ASSERT_TRUE(made.has_value()) << made.status().message();
     exec::HybridRunner& r = **made;
     ASSERT_GT(r.expert_cache_geometry().slots, 0);
-    const std::string what = std::string(cc.preset) + " case " + std::to_string(k);
+    const std::string what = std::string(GetParam().preset) + " case " + std::to_string(k);
     const std::vector<float> got =
         replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return r.run(io, out); });
     expect_close(ref, got, what);
@@ -208,9 +199,8 @@ TEST_P(ExpertCacheRunner, CachedExpertsKeepTheCpuLogits) {
 // The planner's own plan with a cache: the cache's bytes come out of what it places, the arena stays
 // within the budget, and the logits stay the CPU's.
 TEST_P(ExpertCacheRunner, PlannedBudgetLeavesRoomForTheCache) {
-  const CacheCase cc = GetParam();
   TempDir dir;
-  auto l = synth_skewed(dir, cc.preset, cc.type);
+  auto l = synth_skewed(dir, GetParam().preset, GetParam().type);
   ASSERT_TRUE(l);
   const Script sc = long_decode();
   const std::vector<float> ref = cpu_logits(*l, sc);
@@ -226,7 +216,7 @@ TEST_P(ExpertCacheRunner, PlannedBudgetLeavesRoomForTheCache) {
   exec::HybridRunner& r = **runner;
   const std::vector<float> got =
       replay(sc, l->spec.n_vocab, [&](const exec::StepIo& io, float* out) { return r.run(io, out); });
-  expect_close(ref, got, cc.preset);
+  expect_close(ref, got, GetParam().preset);
   auto mi = r.device().memory_info();
   ASSERT_TRUE(mi.has_value());
   EXPECT_LE(mi->arena_peak, s.vram_budget);
