@@ -223,7 +223,7 @@ void direct_kquant(const MatArgs& a) {
     __m256 acc[C], macc[C];
     for (int c = 0; c < C; ++c) acc[c] = macc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
-      pf.advance(blocks + i + 1);
+      pf.step<sizeof(typename Dec::BlockT)>(blocks + i);
       __m256i u[8], sc16[8];
       alignas(32) float mn[16];
       float d;
@@ -333,7 +333,7 @@ void direct_k4(const MatArgs& a) {
       }
       for (int k = 0; k < n; ++k) {
         const int64_t i = i0 + k;
-        pf.advance(blocks + i + 1);
+        pf.step<sizeof(Block)>(blocks + i);
         __m256i u[8], sc16[8];
         Dec::levels(blocks[i], u);
         for (int j = 0; j < 8; ++j) sc16[j] = bcast_d(&pairs[k][j]);
