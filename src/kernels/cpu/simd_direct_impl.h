@@ -235,9 +235,11 @@ void direct_legacy(const MatArgs& a) {
 // 32-level block (a 16-byte nibble load and split, the dot, a convert and an FMA per block). Here a
 // ymm holds the 16 nibble bytes of blocks 2j and 2j + 1 (one per 128-bit lane), split into low and high
 // nibbles (elements 0..15 and 16..31 of each block); the act columns are copied once per call with the
-// middle quarters of every 64 bytes swapped to match. Per pair one (VNNI: two) integer dots leave each
-// block's sum in 4 int32 lanes; three vphaddd fold 4 pairs into one vector of 8 block sums (lanes in
-// block order 0 2 4 6 1 3 5 7), and the chunk's offset correction, convert and FMA with d * dx run on
+// middle quarters of every 64 bytes swapped to match, and their per-block dx, offset corrections
+// (-8 * qs) and sy permuted to the chunk's lane order. Per pair and column the nibble products
+// (vpmaddubsw) are summed in int16 over 4 pairs by a vphaddw tree (|sum of 16| <= 16 * 15 * 127 fits)
+// and widened once (vpmaddwd): 8 block sums per vector, lanes in block order 0 2 4 6 1 3 5 7 (VNNI:
+// vpdpbusd per pair, vphaddd tree). The chunk's offset correction, convert and FMA with d * dx run on
 // that vector: ~5 instructions per block. d (and m) of the chunk come from one gather in that order.
 constexpr int64_t kNibMaxK = 32768;
 
@@ -246,21 +248,35 @@ void direct_nib(const MatArgs& a) {
   static_assert(Dec::kOff == 8 || Dec::kOff == 0, "Q4_0 / Q4_1");
   using Block = typename Dec::BlockT;
   const int64_t nb = a.K / 32;
+  constexpr int kMaxChunks = static_cast<int>(kNibMaxK / 256);
   alignas(32) int8_t yb[C][kNibMaxK + 256];
-  ActView act[C];
+  // Per chunk of 8 blocks, in the chunk's lane order: dx, -8 * qs (Q4_0), sy (Q4_1); 0 past the row.
+  alignas(32) float dxp[C][8 * kMaxChunks];
+  alignas(32) int32_t corrp[Dec::kOff > 0 ? C : 1][8 * kMaxChunks];
+  alignas(32) float syp[Dec::kMin ? C : 1][8 * kMaxChunks];
+  const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const int64_t nch = (nb + 7) / 8;
   for (int c = 0; c < C; ++c) {
-    act[c] = act_view(a.act + c * a.act_stride, a.K, 32);
+    const ActView act = act_view(a.act + c * a.act_stride, a.K, 32);
     for (int64_t b = 0; b < nb; b += 2) {
-      const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b));
-      const __m256i y1 = b + 1 < nb ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b + 32))
+      const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.q + 32 * b));
+      const __m256i y1 = b + 1 < nb ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.q + 32 * b + 32))
                                     : _mm256_setzero_si256();
       _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b), _mm256_permute2x128_si256(y0, y1, 0x20));
       _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b + 32), _mm256_permute2x128_si256(y0, y1, 0x31));
     }
-    for (int64_t b = (nb + 1) / 2 * 2; b < (nb + 7) / 8 * 8; ++b)  // the last chunk's blocks past the row
+    for (int64_t b = (nb + 1) / 2 * 2; b < nch * 8; ++b)  // the last chunk's blocks past the row
       _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b), _mm256_setzero_si256());
+    for (int64_t ch = 0; ch < nch; ++ch) {  // the act's group arrays are zero-padded to 16 groups
+      _mm256_store_ps(dxp[c] + 8 * ch, _mm256_permutevar8x32_ps(_mm256_loadu_ps(act.dx + 8 * ch), perm));
+      if constexpr (Dec::kOff > 0) {
+        const __m256i qs = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.qs + 8 * ch)), perm);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(corrp[c] + 8 * ch), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(qs, 3)));
+      }
+      if constexpr (Dec::kMin)
+        _mm256_store_ps(syp[c] + 8 * ch, _mm256_permutevar8x32_ps(_mm256_loadu_ps(act.sy + 8 * ch), perm));
+    }
   }
-  const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   const __m256i gidx = _mm256_mullo_epi32(perm, _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
   const __m256i mf = _mm256_set1_epi8(0x0F);
   PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
@@ -275,7 +291,7 @@ void direct_nib(const MatArgs& a) {
       const __m256i lanes = kTail ? _mm256_cmpgt_epi32(_mm256_set1_epi32(n), perm) : _mm256_set1_epi32(-1);
       const __m256i g = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + b0), gidx, lanes, 1);
       const __m256 dw = halves_to_f32(g, false);  // 0 past the row: the padded act is 0 there too
-      __m256i v[4][C];
+      __m256i v[4][C];  // per pair and column: int16 nibble products (VNNI: int32 dots)
       for (int j = 0; j < 4; ++j) {
         // Past the row's last block, the pair's missing half repeats its first (times a zero act).
         int64_t i0 = b0 + 2 * j, i1 = i0 + 1;
@@ -292,24 +308,23 @@ void direct_nib(const MatArgs& a) {
           const __m256i yhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(y + 32));
           if constexpr (kDotU8Full) {
             v[j][c] = dot_u8s8_acc(dot_u8s8(lo, ylo), hi, yhi);
-          } else {  // nibble products: |sum of 4| <= 4 * 15 * 127, exact in int16
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
-            v[j][c] = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+          } else {  // |sum of 4 products| <= 4 * 15 * 127
+            v[j][c] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
           }
         }
       }
       for (int c = 0; c < C; ++c) {
-        __m256i sum = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0][c], v[1][c]), _mm256_hadd_epi32(v[2][c], v[3][c]));
-        if constexpr (Dec::kOff > 0) {
-          const __m256i qs = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].qs + b0)), perm);
-          sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(qs, 3));  // -8 * qs, exact
+        __m256i sum;
+        if constexpr (kDotU8Full) {
+          sum = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0][c], v[1][c]), _mm256_hadd_epi32(v[2][c], v[3][c]));
+        } else {
+          const __m256i h = _mm256_hadd_epi16(_mm256_hadd_epi16(v[0][c], v[1][c]), _mm256_hadd_epi16(v[2][c], v[3][c]));
+          sum = _mm256_madd_epi16(h, _mm256_set1_epi16(1));
         }
-        const __m256 dx = _mm256_permutevar8x32_ps(_mm256_loadu_ps(act[c].dx + b0), perm);
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, dx), acc[c]);
-        if constexpr (Dec::kMin) {
-          const __m256 sy = _mm256_permutevar8x32_ps(_mm256_loadu_ps(act[c].sy + b0), perm);
-          macc[c] = _mm256_fmadd_ps(halves_to_f32(g, true), sy, macc[c]);
-        }
+        if constexpr (Dec::kOff > 0)
+          sum = _mm256_add_epi32(sum, _mm256_load_si256(reinterpret_cast<const __m256i*>(corrp[c] + b0)));
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_load_ps(dxp[c] + b0)), acc[c]);
+        if constexpr (Dec::kMin) macc[c] = _mm256_fmadd_ps(halves_to_f32(g, true), _mm256_load_ps(syp[c] + b0), macc[c]);
       }
     };
     int64_t b0 = 0;
