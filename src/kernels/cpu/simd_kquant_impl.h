@@ -80,17 +80,19 @@ inline void scales16_g16(__m128i s8, __m256i* sc16) {
 
 // Q4_K / Q5_K (the same header: d, dmin, 12 packed bytes of 6-bit scales and mins).
 template <typename Block>
-inline void scales_int_k4(const Block& b, __m256i* sc16, float* d, float* mn) {
+inline void scales_int_k4(const Block& b, __m256i* sc16, float* d, __m256i* mins16, float* dmin) {
   const __m128i v = unpack_scales_k4(b.scales);
   scales16_g32(v, sc16);
-  store_scaled_u8x8(_mm_srli_si128(v, 8), -h2f(b.dmin), mn);
+  *mins16 = _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(v, 8)));
   *d = h2f(b.d);
+  *dmin = -h2f(b.dmin);
 }
 
 // Each decoder: levels() the 8 x 32 unsigned levels of a super-block (natural order); decode() those
 // plus float scales and mins per group (the panel packer); scales_int() the int16 scale vectors of the
-// 8 level vectors (scales16_g*), the super-block scale d and the float min terms per group (the direct
-// kernel: value = d * sc * u + mn).
+// 8 level vectors (scales16_g*), the super-block scale d, and the groups' integer mins (int16, group
+// order; G = 32: 8 in the low half) with their factor dmin (the direct kernel: value = d * sc * u +
+// dmin * min per group).
 struct DecQ2_K {
   using BlockT = BlockQ2_K;
   static constexpr int G = 16;
@@ -109,11 +111,12 @@ struct DecQ2_K {
     store_scaled_i8x16(lo, h2f(b.d), sc);  // levels <= 15: signed and unsigned widening agree
     store_scaled_i8x16(hi, -h2f(b.dmin), mn);
   }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) {
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, __m256i* mins16, float* dmin) {
     const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     scales16_g16(_mm_and_si128(sb, _mm_set1_epi8(0x0F)), sc16);
-    store_scaled_i8x16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)), -h2f(b.dmin), mn);
+    *mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
     *d = h2f(b.d);
+    *dmin = -h2f(b.dmin);
   }
 };
 struct DecQ3_K {
@@ -136,11 +139,12 @@ struct DecQ3_K {
     store_scaled_i8x16(unpack_scales_q3k(b.scales), h2f(b.d), sc);
     store_neg_scaled16(sc, 4.f, mn);
   }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) {
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, __m256i* mins16, float* dmin) {
     const __m128i s = unpack_scales_q3k(b.scales);
     scales16_g16(s, sc16);
+    *mins16 = _mm256_cvtepi8_epi16(s);  // value = d * sc * (u - 4)
     *d = h2f(b.d);
-    store_scaled_i8x16(s, -4.f * *d, mn);
+    *dmin = -4.f * *d;
   }
 };
 // Q4_K and Q5_K: groups of 32 with the 6-bit packed scales and mins; each decoder brings its levels().
@@ -152,7 +156,9 @@ struct KQuant32Dec {
     Dec::levels(b, u);
     kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
   }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) { scales_int_k4(b, sc16, d, mn); }
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, __m256i* mins16, float* dmin) {
+    scales_int_k4(b, sc16, d, mins16, dmin);
+  }
 };
 struct DecQ4_K : KQuant32Dec<DecQ4_K, BlockQ4_K> {
   static void levels(const BlockT& b, __m256i* u) {
@@ -164,16 +170,23 @@ struct DecQ4_K : KQuant32Dec<DecQ4_K, BlockQ4_K> {
     }
   }
 };
+// Bit k of every byte of v moved to bit 4 (0x10 where set), k a constant: one shift, one mask (bits that
+// a 16-bit lane shift carries across the byte boundary are masked off).
+template <int k>
+inline __m256i bit_to_0x10(__m256i v) {
+  const __m256i s = k <= 4 ? _mm256_slli_epi16(v, 4 - k) : _mm256_srli_epi16(v, k - 4);
+  return _mm256_and_si256(s, _mm256_set1_epi8(0x10));
+}
 struct DecQ5_K : KQuant32Dec<DecQ5_K, BlockQ5_K> {
   static void levels(const BlockT& b, __m256i* u) {
-    const __m256i mf = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
+    const __m256i mf = _mm256_set1_epi8(0x0F);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    const __m256i h[8] = {bit_to_0x10<0>(qh), bit_to_0x10<1>(qh), bit_to_0x10<2>(qh), bit_to_0x10<3>(qh),
+                          bit_to_0x10<4>(qh), bit_to_0x10<5>(qh), bit_to_0x10<6>(qh), bit_to_0x10<7>(qh)};
     for (int j = 0; j < 4; ++j) {
       const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * j), m1), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * j + 1), m1), 4);
-      u[2 * j] = _mm256_or_si256(_mm256_and_si256(t, mf), h0);
-      u[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 4), mf), h1);
+      u[2 * j] = _mm256_or_si256(_mm256_and_si256(t, mf), h[2 * j]);
+      u[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 4), mf), h[2 * j + 1]);
     }
   }
 };
@@ -181,15 +194,16 @@ struct DecQ6_K {
   using BlockT = BlockQ6_K;
   static constexpr int G = 16;
   static void levels(const BlockT& b, __m256i* u) {
-    const __m256i mf = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    const __m256i mf = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4);
-      const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4);
-      const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4);
+      // Bit pairs 0-1, 2-3, 4-5, 6-7 of qh to bits 4-5 (shifts across the byte boundary masked off).
+      const __m256i h0 = _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30);
+      const __m256i h1 = _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30);
+      const __m256i h2 = _mm256_and_si256(qh, m30);
+      const __m256i h3 = _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30);
       u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, mf), h0);
       u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, mf), h1);
       u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mf), h2);
@@ -201,16 +215,31 @@ struct DecQ6_K {
     store_scaled_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), h2f(b.d), sc);
     store_neg_scaled16(sc, 32.f, mn);
   }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) {
+  static void scales_int(const BlockT& b, __m256i* sc16, float* d, __m256i* mins16, float* dmin) {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     scales16_g16(s, sc16);
+    *mins16 = _mm256_cvtepi8_epi16(s);  // value = d * sc * (u - 32)
     *d = h2f(b.d);
-    store_scaled_i8x16(s, -32.f * *d, mn);
+    *dmin = -32.f * *d;
   }
 };
 
+// The act's group sums of one super-block as int16 (|sum| <= 32 * 127), in group order: G = 16: 16
+// lanes; G = 32: 8 in the low half, the high half 0 (matching scales_int's mins).
+template <int G>
+inline __m256i group_sums16(const int32_t* qs) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+  if constexpr (G == 16) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8));
+    return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+  } else {
+    return _mm256_zextsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
+  }
+}
+
 // K-quant rows, any type: per super-block its scales decoded (scales_int), then per column the int32
-// dot and the mins through the act's group sums as floats. Two int32 chains (even / odd vectors).
+// dot (two chains, even / odd vectors) and the mins' integer dot with the act's group sums (vpmaddwd),
+// each converted once and applied with d * dx and dmin * dx.
 template <typename Dec, int C>
 void direct_kquant(const MatArgs& a) {
   constexpr int G = Dec::G, NG = 256 / G;
@@ -224,15 +253,15 @@ void direct_kquant(const MatArgs& a) {
     for (int c = 0; c < C; ++c) acc[c] = macc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
       pf.step<sizeof(typename Dec::BlockT)>(blocks + i);
-      __m256i u[8], sc16[8];
-      alignas(32) float mn[16];
-      float d;
+      __m256i u[8], sc16[8], mins16;
+      float d, dmin;
       Dec::levels(blocks[i], u);
-      Dec::scales_int(blocks[i], sc16, &d, mn);
-      alignas(16) float ddx[C];
-      for (int c = 0; c < C; ++c) ddx[c] = d * act[c].dx[i * NG];
-      const __m256 mn0 = _mm256_load_ps(mn);
-      const __m256 mn1 = G == 16 ? _mm256_load_ps(mn + 8) : _mm256_setzero_ps();
+      Dec::scales_int(blocks[i], sc16, &d, &mins16, &dmin);
+      alignas(16) float ddx[C], mdx[C];
+      for (int c = 0; c < C; ++c) {
+        ddx[c] = d * act[c].dx[i * NG];
+        mdx[c] = dmin * act[c].dx[i * NG];
+      }
       for (int c = 0; c < C; ++c) {
         const int8_t* y = act[c].q + 256 * i;
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
@@ -243,12 +272,11 @@ void direct_kquant(const MatArgs& a) {
           s1 = dot_i16_acc(s1, p1, sc16[j + 1]);
         }
         acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), bcast_ss(&ddx[c]), acc[c]);
-        const float* sy = act[c].sy + i * NG;
-        macc[c] = _mm256_fmadd_ps(mn0, _mm256_loadu_ps(sy), macc[c]);
-        if constexpr (G == 16) macc[c] = _mm256_fmadd_ps(mn1, _mm256_loadu_ps(sy + 8), macc[c]);
+        const __m256i m = _mm256_madd_epi16(mins16, group_sums16<G>(act[c].qs + i * NG));
+        macc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), bcast_ss(&mdx[c]), macc[c]);
       }
     }
-    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(acc[c]) + hsum256(macc[c]);
+    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(_mm256_add_ps(acc[c], macc[c]));
   }
 }
 
