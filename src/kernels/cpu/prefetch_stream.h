@@ -5,8 +5,12 @@
 // until their line arrives, L2 prefetches do not, so the far stream keeps more lines in flight while
 // the kernel computes: with them the decode matmuls read about as fast as a loop that only loads the
 // same bytes, where a single T0 stream leaves part of the bandwidth unused (figures: bench/RESULTS_cpu.md,
-// "Decode round 3"). Internal linkage (ODR rule in kernels.h); only SSE
-// prefetch instructions, so any x86-64 kernel file may include it.
+// "Decode round 3"). The distances are the stream's template arguments: PrefetchStream (8 KB / 2 KB)
+// for the kernels that call advance(), StepPrefetchStream (4 KB / 2 KB) for the 256-bit quantized
+// decode kernels that call step(): with those kernels a 4 KB L2 distance read 5-7 % faster than 8 KB at
+// 2 threads on the 2-core development machine (6 KB slower again, 3 KB the same), while the AVX-512
+// Q4_K kernel and the float kernels read slower with it. Internal linkage (ODR rule in kernels.h); only
+// SSE prefetch instructions, so any x86-64 kernel file may include it.
 #pragma once
 
 #include <immintrin.h>
@@ -17,13 +21,14 @@
 namespace ferry::kernels::cpu {
 namespace {
 
-class PrefetchStream {
+template <size_t Far, size_t Near>
+class PrefetchStreamT {
  public:
-  static constexpr size_t kFar = 8192, kNear = 2048;
+  static constexpr size_t kFar = Far, kNear = Near;
   // The first 4 KB of the range were already prefetched into L1 by the caller (matmul.cc's chunk ramp);
   // the ramp here pulls the rest of the far window into L2. (Addresses as integers: the streams run
   // past the end of the weights, where pointer arithmetic would be undefined.)
-  PrefetchStream(const void* begin, const void* end)
+  PrefetchStreamT(const void* begin, const void* end)
       : far_(line(begin, kFar)), near_(line(begin, kNear)), end_(reinterpret_cast<uintptr_t>(end)) {
     for (uintptr_t p = reinterpret_cast<uintptr_t>(begin) + 4096; p < far_ && p < end_; p += 64) fetch_l2(p);
   }
@@ -61,6 +66,8 @@ class PrefetchStream {
   static void fetch_l2(uintptr_t p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T2); }
   uintptr_t far_, near_, end_;
 };
+using PrefetchStream = PrefetchStreamT<8192, 2048>;
+using StepPrefetchStream = PrefetchStreamT<4096, 2048>;
 
 }  // namespace
 }  // namespace ferry::kernels::cpu

@@ -183,7 +183,7 @@ void direct_legacy(const MatArgs& a) {
   for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, 32);
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i goff = _mm256_mullo_epi32(iota, _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
-  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
     __m256 acc[C];
@@ -279,7 +279,7 @@ void direct_nib(const MatArgs& a) {
   }
   const __m256i gidx = _mm256_mullo_epi32(perm, _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
   const __m256i mf = _mm256_set1_epi8(0x0F);
-  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
     __m256 acc[C], macc[C];

@@ -268,7 +268,7 @@ void direct_kquant(const MatArgs& a) {
   const int64_t nsb = a.K / 256;
   ActView act[C];
   for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, G);
-  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(a.w + r * a.w_stride);
     __m256 acc[C], macc[C];
@@ -356,7 +356,7 @@ void direct_k4(const MatArgs& a) {
   }
   const __m256i goff = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
     __m256 acc[C];
