@@ -27,7 +27,6 @@ inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
 
 // Broadcasts from memory, forced: GCC otherwise turns a broadcast of a value it just stored into
 // register shuffles, which all compete for one port and would bound the kernel (several per Q4_0

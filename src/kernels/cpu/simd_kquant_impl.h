@@ -3,7 +3,10 @@
 // Per super-block of 256 weights: the levels as 8 ymm of 32 unsigned levels in natural order, the
 // groups' scales as int16 vectors, and per act column the whole super-block's dot in int32: vpmaddubsw
 // of levels and act (int16 pairs, exact: levels <= 63), then vpmaddwd / vpdpwssd with the scales, as
-// ggml's k-quant dots do; one convert and one FMA with d * dx apply it. Same ODR rules as generic_impl.h.
+// ggml's k-quant dots do; one convert and one FMA with d * dx apply it. The mins likewise: one vpmaddwd
+// of the groups' int16 mins with the act's exact group sums, a convert and an FMA with dmin * dx. The
+// kernels work by halves of a super-block (4 level vectors) so levels and scales stay in registers.
+// Same ODR rules as generic_impl.h.
 #pragma once
 
 #include <immintrin.h>
