@@ -1,8 +1,11 @@
-// The chunked Q4_K / Q5_K decode kernels (AVX-512: kernels_avx512_kquants.cc; AVX2 and AVX-VNNI:
-// simd_kquant_impl.h) on row lengths the shared matmul test does not reach: several scale chunks with
-// a partial last one, the kernels' largest row (32768) and one past it (the fallback kernel), 1..4 act
-// columns, at every vector level this CPU has. Against the scalar level (same act quantization) to
-// float rounding, and against the dequantized weights to the act quantization error.
+// The decode (direct) kernels on row lengths the shared matmul test does not reach, at every vector
+// level this CPU has, 1..4 act columns: the chunked Q4_K / Q5_K kernels (AVX-512:
+// kernels_avx512_kquants.cc; AVX2 and AVX-VNNI: simd_kquant_impl.h) and the other k-quants over several
+// scale chunks with a partial last one, the kernels' largest row (32768) and one past it (the fallback
+// kernel); the legacy types' 8-block steps (simd_direct_impl.h) and the AVX-512 16-block chunks with a
+// partial last step, and the paired-nibble Q4_0 / Q4_1 kernel's largest row and one past it. Against
+// the scalar level (same act quantization) to float rounding, and against the dequantized weights to
+// the act quantization error.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,7 +29,12 @@ TEST_P(CpuKquantDecode, LongRowsMatchScalar) {
   if (vector_levels.empty()) GTEST_SKIP() << "no AVX2";
   auto scalar = make_cpu_ops(1, CpuIsa::kScalar);
   uint32_t seed = 11;
-  for (int64_t K : {4096, 256 * 17, 256 * 37, 32768, 33024}) {
+  std::vector<int64_t> Ks = {4096, 256 * 17, 256 * 37, 32768, 33024};
+  if (traits(type).block_elems == 32) {  // partial last 8-block steps: 131 = 16 * 8 + 3 blocks, 1027 = 128 * 8 + 3
+    Ks.push_back(32 * 131);
+    Ks.push_back(32 * 1027);
+  }
+  for (int64_t K : Ks) {
     const int64_t N = 19;
     std::mt19937 rng(seed++);
     std::normal_distribution<float> nd(0.f, 1.f);
@@ -69,7 +77,11 @@ TEST_P(CpuKquantDecode, LongRowsMatchScalar) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Q4KQ5K, CpuKquantDecode, ::testing::Values(DType::Q4_K, DType::Q5_K),
+INSTANTIATE_TEST_SUITE_P(Kquants, CpuKquantDecode,
+                         ::testing::Values(DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+INSTANTIATE_TEST_SUITE_P(Legacy, CpuKquantDecode,
+                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::MXFP4),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 }  // namespace

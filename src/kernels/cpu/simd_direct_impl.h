@@ -27,7 +27,6 @@ inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline __m256i srl16(__m256i v, int n) { return _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)); }
 
 // Broadcasts from memory, forced: GCC otherwise turns a broadcast of a value it just stored into
 // register shuffles, which all compete for one port and would bound the kernel (several per Q4_0
@@ -159,66 +158,75 @@ inline void block_scales16(const typename Dec::BlockT* blk, int n, float* d, flo
   }
 }
 
-// Legacy rows against C act columns. Per 16 blocks: the weights' d (and m) by one gather, the products
-// d * dx and the integer offset corrections -kOff * qs per column, vectorized; per block: the levels
-// decoded once, then per column one integer dot (accumulator seeded with the correction), a convert
-// and an FMA with the broadcast scale. Two accumulators per column break the FMA latency chain.
-// The signed path (Q8_0 where dot_u8s8 cannot take levels up to 255) dots the raw signed levels.
+// Lanes of x and z summed per 128-bit half, 4 x 8 int32 -> 8 int32: lane k of the result is the sum
+// of the 8 lanes of vector k (v[0..3] -> lanes 0..3, v[4..7] -> lanes 4..7).
+inline __m256i sum8x8(const __m256i* v) {
+  const __m256i x = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i z = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(x, z, 0x20), _mm256_permute2x128_si256(x, z, 0x31));
+}
+
+// Legacy rows against C act columns, 8 blocks per step. Per block: the levels decoded once, then per
+// column one integer dot (8 int32 lanes); per 8 blocks and column: a transposing add tree (sum8x8)
+// makes one vector of the 8 blocks' dots, + the integer offset correction -kOff * qs (exact), one
+// convert and one FMA with d * dx; the weights' d (and m) of the 8 blocks come from one gather. The
+// signed path (Q8_0 where dot_u8s8 cannot take levels up to 255) dots the raw signed levels.
 template <typename Dec, int C>
 void direct_legacy(const MatArgs& a) {
+  using Block = typename Dec::BlockT;
   constexpr bool kSignedPath = Dec::kOff == 128 && !kDotU8Full;
+  constexpr int kOffShift = Dec::kOff == 128 ? 7 : Dec::kOff == 16 ? 4 : 3;  // kOff is 0, 8, 16 or 128
+  static_assert(Dec::kOff == 0 || (1 << kOffShift) == Dec::kOff, "power-of-two offsets");
   const int64_t nb = a.K / 32;
   ActView act[C];
   for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, 32);
-  const __m256i corr_mul = _mm256_set1_epi32(-Dec::kOff / 8);  // 8 int32 lanes share a block's offset
-  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i goff = _mm256_mullo_epi32(iota, _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
+  StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
-    const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(a.w + r * a.w_stride);
-    __m256 acc0[C], acc1[C], macc[C];
-    for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = macc[c] = _mm256_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
-      const int n = static_cast<int>(nb - b0 < 16 ? nb - b0 : 16);
-      pf.advance(blocks + b0 + 16);
-      alignas(32) float dw[16], mw[16], sc[C][16];
-      alignas(32) int32_t corr[C][16];
-      block_scales16<Dec>(blocks + b0, n, dw, mw);
-      for (int c = 0; c < C; ++c) {
-        for (int h = 0; h < 2; ++h) {  // act arrays are zero-padded to 16 groups
-          const __m256 dwh = _mm256_load_ps(dw + 8 * h);
-          _mm256_store_ps(sc[c] + 8 * h, _mm256_mul_ps(dwh, _mm256_loadu_ps(act[c].dx + b0 + 8 * h)));
-          if constexpr (Dec::kOff > 0 && !kSignedPath) {
-            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].qs + b0 + 8 * h));
-            _mm256_store_si256(reinterpret_cast<__m256i*>(corr[c] + 8 * h), _mm256_mullo_epi32(q, corr_mul));
-          }
-          if constexpr (Dec::kMin)
-            macc[c] = _mm256_fmadd_ps(_mm256_load_ps(mw + 8 * h), _mm256_loadu_ps(act[c].sy + b0 + 8 * h), macc[c]);
-        }
+    const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+    // 8 blocks from b0; kTail: the row's last, partial step (n < 8): its missing blocks repeat the
+    // last one, with d = 0 (and the act's zero padding past the row: dx = sy = qs = 0).
+    auto step = [&](int64_t b0, int n, auto tail) {
+      constexpr bool kTail = decltype(tail)::value;
+      pf.step<8 * sizeof(Block)>(blocks + b0);
+      __m256 dw, mw = _mm256_setzero_ps();
+      if constexpr (Dec::kE8M0) {
+        alignas(32) float d[8];
+        for (int i = 0; i < 8; ++i) d[i] = i < n ? e8m0_half(blocks[b0 + i].e) : 0.f;
+        dw = _mm256_load_ps(d);
+      } else {
+        const __m256i lanes = kTail ? _mm256_cmpgt_epi32(_mm256_set1_epi32(n), iota) : _mm256_set1_epi32(-1);
+        const __m256i g = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + b0), goff, lanes, 1);
+        dw = halves_to_f32(g, false);
+        if constexpr (Dec::kMin) mw = halves_to_f32(g, true);
       }
-      auto block = [&](int i, __m256* acc) {
-        const auto& blk = blocks[b0 + i];
-        const __m256i u = kSignedPath ? DecQ8_0::raw(reinterpret_cast<const BlockQ8_0&>(blk)) : Dec::levels(blk);
+      __m256i dots[C][8];
+      for (int i = 0; i < 8; ++i) {
+        const int64_t b = kTail ? (b0 + i < nb ? b0 + i : nb - 1) : b0 + i;
+        const __m256i u = kSignedPath ? DecQ8_0::raw(reinterpret_cast<const BlockQ8_0&>(blocks[b])) : Dec::levels(blocks[b]);
         for (int c = 0; c < C; ++c) {
-          const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * (b0 + i)));
-          __m256i d;
-          if constexpr (kSignedPath) {
-            d = dot_s8s8(u, y);
-          } else if constexpr (Dec::kOff > 0) {
-            d = dot_u8s8_acc(bcast_d(&corr[c][i]), u, y);
-          } else {
-            d = dot_u8s8(u, y);
-          }
-          acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), bcast_ss(&sc[c][i]), acc[c]);
+          const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b));
+          dots[c][i] = kSignedPath ? dot_s8s8(u, y) : dot_u8s8(u, y);
         }
-      };
-      int i = 0;
-      for (; i + 2 <= n; i += 2) {
-        block(i, acc0);
-        block(i + 1, acc1);
       }
-      if (i < n) block(i, acc0);
-    }
-    for (int c = 0; c < C; ++c)
-      a.out[c * a.out_stride + r] = hsum256(_mm256_add_ps(_mm256_add_ps(acc0[c], acc1[c]), macc[c]));
+      for (int c = 0; c < C; ++c) {
+        __m256i sum = sum8x8(dots[c]);
+        if constexpr (Dec::kOff > 0 && !kSignedPath) {
+          const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].qs + b0));
+          sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(qs, kOffShift));
+        }
+        const __m256 sc = _mm256_mul_ps(dw, _mm256_loadu_ps(act[c].dx + b0));
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), sc, acc[c]);
+        if constexpr (Dec::kMin) acc[c] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(act[c].sy + b0), acc[c]);
+      }
+    };
+    int64_t b0 = 0;
+    for (; b0 + 8 <= nb; b0 += 8) step(b0, 8, std::false_type{});
+    if (b0 < nb) step(b0, static_cast<int>(nb - b0), std::true_type{});
+    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(acc[c]);
   }
 }
 
@@ -226,9 +234,11 @@ void direct_legacy(const MatArgs& a) {
 // 32-level block (a 16-byte nibble load and split, the dot, a convert and an FMA per block). Here a
 // ymm holds the 16 nibble bytes of blocks 2j and 2j + 1 (one per 128-bit lane), split into low and high
 // nibbles (elements 0..15 and 16..31 of each block); the act columns are copied once per call with the
-// middle quarters of every 64 bytes swapped to match. Per pair one (VNNI: two) integer dots leave each
-// block's sum in 4 int32 lanes; three vphaddd fold 4 pairs into one vector of 8 block sums (lanes in
-// block order 0 2 4 6 1 3 5 7), and the chunk's offset correction, convert and FMA with d * dx run on
+// middle quarters of every 64 bytes swapped to match, and their per-block dx, offset corrections
+// (-8 * qs) and sy permuted to the chunk's lane order. Per pair and column the nibble products
+// (vpmaddubsw) are summed in int16 over 4 pairs by a vphaddw tree (|sum of 16| <= 16 * 15 * 127 fits)
+// and widened once (vpmaddwd): 8 block sums per vector, lanes in block order 0 2 4 6 1 3 5 7 (VNNI:
+// vpdpbusd per pair, vphaddd tree). The chunk's offset correction, convert and FMA with d * dx run on
 // that vector: ~5 instructions per block. d (and m) of the chunk come from one gather in that order.
 constexpr int64_t kNibMaxK = 32768;
 
@@ -237,24 +247,38 @@ void direct_nib(const MatArgs& a) {
   static_assert(Dec::kOff == 8 || Dec::kOff == 0, "Q4_0 / Q4_1");
   using Block = typename Dec::BlockT;
   const int64_t nb = a.K / 32;
+  constexpr int kMaxChunks = static_cast<int>(kNibMaxK / 256);
   alignas(32) int8_t yb[C][kNibMaxK + 256];
-  ActView act[C];
+  // Per chunk of 8 blocks, in the chunk's lane order: dx, -8 * qs (Q4_0), sy (Q4_1); 0 past the row.
+  alignas(32) float dxp[C][8 * kMaxChunks];
+  alignas(32) int32_t corrp[Dec::kOff > 0 ? C : 1][8 * kMaxChunks];
+  alignas(32) float syp[Dec::kMin ? C : 1][8 * kMaxChunks];
+  const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const int64_t nch = (nb + 7) / 8;
   for (int c = 0; c < C; ++c) {
-    act[c] = act_view(a.act + c * a.act_stride, a.K, 32);
+    const ActView act = act_view(a.act + c * a.act_stride, a.K, 32);
     for (int64_t b = 0; b < nb; b += 2) {
-      const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b));
-      const __m256i y1 = b + 1 < nb ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].q + 32 * b + 32))
+      const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.q + 32 * b));
+      const __m256i y1 = b + 1 < nb ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.q + 32 * b + 32))
                                     : _mm256_setzero_si256();
       _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b), _mm256_permute2x128_si256(y0, y1, 0x20));
       _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b + 32), _mm256_permute2x128_si256(y0, y1, 0x31));
     }
-    for (int64_t b = (nb + 1) / 2 * 2; b < (nb + 7) / 8 * 8; ++b)  // the last chunk's blocks past the row
+    for (int64_t b = (nb + 1) / 2 * 2; b < nch * 8; ++b)  // the last chunk's blocks past the row
       _mm256_store_si256(reinterpret_cast<__m256i*>(yb[c] + 32 * b), _mm256_setzero_si256());
+    for (int64_t ch = 0; ch < nch; ++ch) {  // the act's group arrays are zero-padded to 16 groups
+      _mm256_store_ps(dxp[c] + 8 * ch, _mm256_permutevar8x32_ps(_mm256_loadu_ps(act.dx + 8 * ch), perm));
+      if constexpr (Dec::kOff > 0) {
+        const __m256i qs = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.qs + 8 * ch)), perm);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(corrp[c] + 8 * ch), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(qs, 3)));
+      }
+      if constexpr (Dec::kMin)
+        _mm256_store_ps(syp[c] + 8 * ch, _mm256_permutevar8x32_ps(_mm256_loadu_ps(act.sy + 8 * ch), perm));
+    }
   }
-  const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   const __m256i gidx = _mm256_mullo_epi32(perm, _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
   const __m256i mf = _mm256_set1_epi8(0x0F);
-  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
     __m256 acc[C], macc[C];
@@ -262,11 +286,11 @@ void direct_nib(const MatArgs& a) {
     // A chunk of 8 blocks from b0; kTail: the row's last, partial chunk (n < 8).
     auto chunk = [&](int64_t b0, int n, auto tail) {
       constexpr bool kTail = decltype(tail)::value;
-      pf.advance(blocks + b0 + 8);
+      pf.step<8 * sizeof(Block)>(blocks + b0);
       const __m256i lanes = kTail ? _mm256_cmpgt_epi32(_mm256_set1_epi32(n), perm) : _mm256_set1_epi32(-1);
       const __m256i g = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + b0), gidx, lanes, 1);
       const __m256 dw = halves_to_f32(g, false);  // 0 past the row: the padded act is 0 there too
-      __m256i v[4][C];
+      __m256i v[4][C];  // per pair and column: int16 nibble products (VNNI: int32 dots)
       for (int j = 0; j < 4; ++j) {
         // Past the row's last block, the pair's missing half repeats its first (times a zero act).
         int64_t i0 = b0 + 2 * j, i1 = i0 + 1;
@@ -283,24 +307,23 @@ void direct_nib(const MatArgs& a) {
           const __m256i yhi = _mm256_load_si256(reinterpret_cast<const __m256i*>(y + 32));
           if constexpr (kDotU8Full) {
             v[j][c] = dot_u8s8_acc(dot_u8s8(lo, ylo), hi, yhi);
-          } else {  // nibble products: |sum of 4| <= 4 * 15 * 127, exact in int16
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
-            v[j][c] = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+          } else {  // |sum of 4 products| <= 4 * 15 * 127
+            v[j][c] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
           }
         }
       }
       for (int c = 0; c < C; ++c) {
-        __m256i sum = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0][c], v[1][c]), _mm256_hadd_epi32(v[2][c], v[3][c]));
-        if constexpr (Dec::kOff > 0) {
-          const __m256i qs = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c].qs + b0)), perm);
-          sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(qs, 3));  // -8 * qs, exact
+        __m256i sum;
+        if constexpr (kDotU8Full) {
+          sum = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0][c], v[1][c]), _mm256_hadd_epi32(v[2][c], v[3][c]));
+        } else {
+          const __m256i h = _mm256_hadd_epi16(_mm256_hadd_epi16(v[0][c], v[1][c]), _mm256_hadd_epi16(v[2][c], v[3][c]));
+          sum = _mm256_madd_epi16(h, _mm256_set1_epi16(1));
         }
-        const __m256 dx = _mm256_permutevar8x32_ps(_mm256_loadu_ps(act[c].dx + b0), perm);
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, dx), acc[c]);
-        if constexpr (Dec::kMin) {
-          const __m256 sy = _mm256_permutevar8x32_ps(_mm256_loadu_ps(act[c].sy + b0), perm);
-          macc[c] = _mm256_fmadd_ps(halves_to_f32(g, true), sy, macc[c]);
-        }
+        if constexpr (Dec::kOff > 0)
+          sum = _mm256_add_epi32(sum, _mm256_load_si256(reinterpret_cast<const __m256i*>(corrp[c] + b0)));
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_load_ps(dxp[c] + b0)), acc[c]);
+        if constexpr (Dec::kMin) macc[c] = _mm256_fmadd_ps(halves_to_f32(g, true), _mm256_load_ps(syp[c] + b0), macc[c]);
       }
     };
     int64_t b0 = 0;

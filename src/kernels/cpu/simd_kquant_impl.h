@@ -3,7 +3,10 @@
 // Per super-block of 256 weights: the levels as 8 ymm of 32 unsigned levels in natural order, the
 // groups' scales as int16 vectors, and per act column the whole super-block's dot in int32: vpmaddubsw
 // of levels and act (int16 pairs, exact: levels <= 63), then vpmaddwd / vpdpwssd with the scales, as
-// ggml's k-quant dots do; one convert and one FMA with d * dx apply it. Same ODR rules as generic_impl.h.
+// ggml's k-quant dots do; one convert and one FMA with d * dx apply it. The mins likewise: one vpmaddwd
+// of the groups' int16 mins with the act's exact group sums, a convert and an FMA with dmin * dx. The
+// kernels work by halves of a super-block (4 level vectors) so levels and scales stay in registers.
+// Same ODR rules as generic_impl.h.
 #pragma once
 
 #include <immintrin.h>
@@ -57,49 +60,70 @@ inline __m128i unpack_scales_q3k(const uint8_t* scales) {
   return _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), _mm_set1_epi8(32));
 }
 // Integer scales for the direct kernels: per ymm of levels j, the int16 scale of each of its 16 int16
-// lanes after vpmaddubsw (lane l holds elements 2l, 2l + 1).
-// G = 32: ymm j is group j, every lane scale[j] (8 unsigned scales in the low bytes of s8).
-inline void scales16_g32(__m128i s8, __m256i* sc16) {
-  const __m256i s32 = _mm256_cvtepu8_epi32(s8);
-  alignas(32) int32_t pair[8];  // (scale, scale) as two int16: one broadcast load per vector
-  _mm256_store_si256(reinterpret_cast<__m256i*>(pair), _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
-  for (int j = 0; j < 8; ++j) sc16[j] = bcast_d(&pair[j]);
-}
-// G = 16: ymm j holds groups 2j (lanes 0..7) and 2j + 1 (lanes 8..15); 16 signed scales in s8.
-inline void scales16_g16(__m128i s8, __m256i* sc16) {
-  const __m256i lo = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s8));
-  const __m256i hi = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s8, 8)));
-  for (int j = 0; j < 4; ++j) {
-    const char a = static_cast<char>(4 * j), b = static_cast<char>(4 * j + 2);
+// lanes after vpmaddubsw (lane l holds elements 2l, 2l + 1), made where the kernel uses it (get<j>():
+// holding all 8 vectors next to the 8 level vectors would spill registers).
+// G = 32: ymm j is group j, every lane scale[j] (8 unsigned scales in the low bytes of s8): one
+// broadcast load of a stored (scale, scale) int16 pair.
+struct ScalesG32 {
+  alignas(32) int32_t pair[8];
+  explicit ScalesG32(__m128i s8) {
+    const __m256i s32 = _mm256_cvtepu8_epi32(s8);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(pair), _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
+  }
+  template <int J>
+  __m256i get() const { return bcast_d(&pair[J]); }
+};
+// G = 16: ymm j holds groups 2j (lanes 0..7) and 2j + 1 (lanes 8..15); 16 signed scales in s8, as int16
+// in both 128-bit lanes (groups 0..7 in lo, 8..15 in hi): one vpshufb per vector.
+struct ScalesG16 {
+  __m256i lo, hi;
+  explicit ScalesG16(__m128i s8)
+      : lo(_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s8))),
+        hi(_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s8, 8)))) {}
+  template <int J>
+  __m256i get() const {
+    constexpr char a = static_cast<char>(4 * (J % 4)), b = static_cast<char>(4 * (J % 4) + 2);
     const __m256i idx = _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
                                          b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1);
-    sc16[j] = _mm256_shuffle_epi8(lo, idx);
-    sc16[4 + j] = _mm256_shuffle_epi8(hi, idx);
+    return _mm256_shuffle_epi8(J < 4 ? lo : hi, idx);
   }
-}
+};
 
 // Q4_K / Q5_K (the same header: d, dmin, 12 packed bytes of 6-bit scales and mins).
 template <typename Block>
-inline void scales_int_k4(const Block& b, __m256i* sc16, float* d, float* mn) {
+inline ScalesG32 scales_int_k4(const Block& b, float* d, __m256i* mins16, float* dmin) {
   const __m128i v = unpack_scales_k4(b.scales);
-  scales16_g32(v, sc16);
-  store_scaled_u8x8(_mm_srli_si128(v, 8), -h2f(b.dmin), mn);
+  *mins16 = _mm256_zextsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(v, 8)));
   *d = h2f(b.d);
+  *dmin = -h2f(b.dmin);
+  return ScalesG32(v);
 }
 
-// Each decoder: levels() the 8 x 32 unsigned levels of a super-block (natural order); decode() those
-// plus float scales and mins per group (the panel packer); scales_int() the int16 scale vectors of the
-// 8 level vectors (scales16_g*), the super-block scale d and the float min terms per group (the direct
-// kernel: value = d * sc * u + mn).
-struct DecQ2_K {
+// Each decoder: levels_half<H>() the level vectors 4H..4H+3 of a super-block (32 unsigned levels each,
+// natural order), levels() all 8; decode() those plus float scales and mins per group (the panel
+// packer); scales_int() the int16 scales of the 8 level vectors (ScalesG16 / ScalesG32), the
+// super-block scale d, and the groups' integer mins (int16, group order; G = 32: 8 in the low half)
+// with their factor dmin (the direct kernel: value = d * sc * u + dmin * min per group).
+template <typename Dec>
+struct KQuantLevels {
+  template <typename Block>
+  static void levels(const Block& b, __m256i* u) {
+    Dec::template levels_half<0>(b, u);
+    Dec::template levels_half<1>(b, u + 4);
+  }
+};
+struct DecQ2_K : KQuantLevels<DecQ2_K> {
   using BlockT = BlockQ2_K;
+  using Scales = ScalesG16;
   static constexpr int G = 16;
-  static void levels(const BlockT& b, __m256i* u) {
+  template <int H>
+  static void levels_half(const BlockT& b, __m256i* u) {
     const __m256i m3 = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
-      for (int s = 0; s < 4; ++s) u[4 * h + s] = _mm256_and_si256(srl16(q, 2 * s), m3);
-    }
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * H));
+    u[0] = _mm256_and_si256(q, m3);
+    u[1] = _mm256_and_si256(_mm256_srli_epi16(q, 2), m3);
+    u[2] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m3);
+    u[3] = _mm256_and_si256(_mm256_srli_epi16(q, 6), m3);
   }
   static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
     levels(b, u);
@@ -109,146 +133,185 @@ struct DecQ2_K {
     store_scaled_i8x16(lo, h2f(b.d), sc);  // levels <= 15: signed and unsigned widening agree
     store_scaled_i8x16(hi, -h2f(b.dmin), mn);
   }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) {
+  static Scales scales_int(const BlockT& b, float* d, __m256i* mins16, float* dmin) {
     const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-    scales16_g16(_mm_and_si128(sb, _mm_set1_epi8(0x0F)), sc16);
-    store_scaled_i8x16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)), -h2f(b.dmin), mn);
+    *mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), _mm_set1_epi8(0x0F)));
     *d = h2f(b.d);
+    *dmin = -h2f(b.dmin);
+    return Scales(_mm_and_si128(sb, _mm_set1_epi8(0x0F)));
   }
 };
-struct DecQ3_K {
+struct DecQ3_K : KQuantLevels<DecQ3_K> {
   using BlockT = BlockQ3_K;
+  using Scales = ScalesG16;
   static constexpr int G = 16;
-  static void levels(const BlockT& b, __m256i* u) {
-    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+  template <int H>
+  static void levels_half(const BlockT& b, __m256i* u) {
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
-      for (int s = 0; s < 4; ++s) {
-        const __m256i lo = _mm256_and_si256(srl16(q, 2 * s), m3);
-        const __m256i hb = _mm256_and_si256(srl16(hm, 4 * h + s), m1);
-        u[4 * h + s] = _mm256_add_epi8(lo, _mm256_slli_epi16(hb, 2));
-      }
-    }
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * H));
+    // Level s: bits 2s..2s+1 of q plus 4 * bit 4H + s of hmask (moved to bit 2 by one shift).
+    auto hbit = [&](auto k) {
+      constexpr int kk = decltype(k)::value;
+      return _mm256_and_si256(kk <= 2 ? _mm256_slli_epi16(hm, 2 - kk) : _mm256_srli_epi16(hm, kk - 2), m4);
+    };
+    u[0] = _mm256_or_si256(_mm256_and_si256(q, m3), hbit(std::integral_constant<int, 4 * H>{}));
+    u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2), m3), hbit(std::integral_constant<int, 4 * H + 1>{}));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m3), hbit(std::integral_constant<int, 4 * H + 2>{}));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 6), m3), hbit(std::integral_constant<int, 4 * H + 3>{}));
   }
   static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
     levels(b, u);
     store_scaled_i8x16(unpack_scales_q3k(b.scales), h2f(b.d), sc);
     store_neg_scaled16(sc, 4.f, mn);
   }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) {
+  static Scales scales_int(const BlockT& b, float* d, __m256i* mins16, float* dmin) {
     const __m128i s = unpack_scales_q3k(b.scales);
-    scales16_g16(s, sc16);
+    *mins16 = _mm256_cvtepi8_epi16(s);  // value = d * sc * (u - 4)
     *d = h2f(b.d);
-    store_scaled_i8x16(s, -4.f * *d, mn);
+    *dmin = -4.f * *d;
+    return Scales(s);
   }
 };
-// Q4_K and Q5_K: groups of 32 with the 6-bit packed scales and mins; each decoder brings its levels().
+// Q4_K and Q5_K: groups of 32 with the 6-bit packed scales and mins; each decoder brings its levels_half().
 template <typename Dec, typename Block>
-struct KQuant32Dec {
+struct KQuant32Dec : KQuantLevels<Dec> {
   using BlockT = Block;
+  using Scales = ScalesG32;
   static constexpr int G = 32;
   static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
     Dec::levels(b, u);
     kquant_scales_32_v(b.d, b.dmin, b.scales, sc, mn);
   }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) { scales_int_k4(b, sc16, d, mn); }
+  static Scales scales_int(const BlockT& b, float* d, __m256i* mins16, float* dmin) {
+    return scales_int_k4(b, d, mins16, dmin);
+  }
 };
 struct DecQ4_K : KQuant32Dec<DecQ4_K, BlockQ4_K> {
-  static void levels(const BlockT& b, __m256i* u) {
+  template <int H>
+  static void levels_half(const BlockT& b, __m256i* u) {
     const __m256i mf = _mm256_set1_epi8(0x0F);
-    for (int j = 0; j < 4; ++j) {
-      const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
+    for (int j = 0; j < 2; ++j) {
+      const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 64 * H + 32 * j));
       u[2 * j] = _mm256_and_si256(t, mf);
       u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(t, 4), mf);
     }
   }
 };
+// Bit k of every byte of v moved to bit 4 (0x10 where set), k a constant: one shift, one mask (bits that
+// a 16-bit lane shift carries across the byte boundary are masked off).
+template <int k>
+inline __m256i bit_to_0x10(__m256i v) {
+  const __m256i s = k <= 4 ? _mm256_slli_epi16(v, 4 - k) : _mm256_srli_epi16(v, k - 4);
+  return _mm256_and_si256(s, _mm256_set1_epi8(0x10));
+}
 struct DecQ5_K : KQuant32Dec<DecQ5_K, BlockQ5_K> {
-  static void levels(const BlockT& b, __m256i* u) {
-    const __m256i mf = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
+  template <int H>
+  static void levels_half(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-    for (int j = 0; j < 4; ++j) {
-      const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * j));
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * j), m1), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(srl16(qh, 2 * j + 1), m1), 4);
-      u[2 * j] = _mm256_or_si256(_mm256_and_si256(t, mf), h0);
-      u[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 4), mf), h1);
-    }
+    const __m256i t0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 64 * H));
+    const __m256i t1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 64 * H + 32));
+    u[0] = _mm256_or_si256(_mm256_and_si256(t0, mf), bit_to_0x10<4 * H>(qh));
+    u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t0, 4), mf), bit_to_0x10<4 * H + 1>(qh));
+    u[2] = _mm256_or_si256(_mm256_and_si256(t1, mf), bit_to_0x10<4 * H + 2>(qh));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t1, 4), mf), bit_to_0x10<4 * H + 3>(qh));
   }
 };
-struct DecQ6_K {
+struct DecQ6_K : KQuantLevels<DecQ6_K> {
   using BlockT = BlockQ6_K;
+  using Scales = ScalesG16;
   static constexpr int G = 16;
-  static void levels(const BlockT& b, __m256i* u) {
-    const __m256i mf = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4);
-      const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4);
-      const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4);
-      u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, mf), h0);
-      u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, mf), h1);
-      u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mf), h2);
-      u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mf), h3);
-    }
+  template <int H>
+  static void levels_half(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * H));
+    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * H + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * H));
+    // Bit pairs 0-1, 2-3, 4-5, 6-7 of qh to bits 4-5 (shifts across the byte boundary masked off).
+    u[0] = _mm256_or_si256(_mm256_and_si256(l0, mf), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    u[1] = _mm256_or_si256(_mm256_and_si256(l1, mf), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mf), _mm256_and_si256(qh, m30));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mf),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
   }
   static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
     levels(b, u);
     store_scaled_i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), h2f(b.d), sc);
     store_neg_scaled16(sc, 32.f, mn);
   }
-  static void scales_int(const BlockT& b, __m256i* sc16, float* d, float* mn) {
+  static Scales scales_int(const BlockT& b, float* d, __m256i* mins16, float* dmin) {
     const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-    scales16_g16(s, sc16);
+    *mins16 = _mm256_cvtepi8_epi16(s);  // value = d * sc * (u - 32)
     *d = h2f(b.d);
-    store_scaled_i8x16(s, -32.f * *d, mn);
+    *dmin = -32.f * *d;
+    return Scales(s);
   }
 };
 
+// The act's group sums of one super-block as int16 (|sum| <= 32 * 127), in group order: G = 16: 16
+// lanes; G = 32: 8 in the low half, the high half 0 (matching scales_int's mins).
+template <int G>
+inline __m256i group_sums16(const int32_t* qs) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+  if constexpr (G == 16) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8));
+    return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+  } else {
+    return _mm256_zextsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
+  }
+}
+
 // K-quant rows, any type: per super-block its scales decoded (scales_int), then per column the int32
-// dot and the mins through the act's group sums as floats. Two int32 chains (even / odd vectors).
+// dot (two chains, even / odd vectors) and the mins' integer dot with the act's group sums (vpmaddwd),
+// each converted once and applied with d * dx and dmin * dx.
 template <typename Dec, int C>
 void direct_kquant(const MatArgs& a) {
   constexpr int G = Dec::G, NG = 256 / G;
   const int64_t nsb = a.K / 256;
   ActView act[C];
   for (int c = 0; c < C; ++c) act[c] = act_view(a.act + c * a.act_stride, a.K, G);
-  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const typename Dec::BlockT*>(a.w + r * a.w_stride);
     __m256 acc[C], macc[C];
     for (int c = 0; c < C; ++c) acc[c] = macc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nsb; ++i) {
-      pf.advance(blocks + i + 1);
-      __m256i u[8], sc16[8];
-      alignas(32) float mn[16];
-      float d;
-      Dec::levels(blocks[i], u);
-      Dec::scales_int(blocks[i], sc16, &d, mn);
-      alignas(16) float ddx[C];
-      for (int c = 0; c < C; ++c) ddx[c] = d * act[c].dx[i * NG];
-      const __m256 mn0 = _mm256_load_ps(mn);
-      const __m256 mn1 = G == 16 ? _mm256_load_ps(mn + 8) : _mm256_setzero_ps();
+      pf.step<sizeof(typename Dec::BlockT)>(blocks + i);
+      __m256i mins16;
+      float d, dmin;
+      const typename Dec::Scales sc = Dec::scales_int(blocks[i], &d, &mins16, &dmin);
+      alignas(16) float ddx[C], mdx[C];
       for (int c = 0; c < C; ++c) {
-        const int8_t* y = act[c].q + 256 * i;
-        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int j = 0; j < 8; j += 2) {
-          const __m256i p0 = _mm256_maddubs_epi16(u[j], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j)));
-          const __m256i p1 = _mm256_maddubs_epi16(u[j + 1], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j + 32)));
-          s0 = dot_i16_acc(s0, p0, sc16[j]);
-          s1 = dot_i16_acc(s1, p1, sc16[j + 1]);
+        ddx[c] = d * act[c].dx[i * NG];
+        mdx[c] = dmin * act[c].dx[i * NG];
+      }
+      __m256i s0[C], s1[C];
+      for (int c = 0; c < C; ++c) s0[c] = s1[c] = _mm256_setzero_si256();
+      // One half of the super-block (level vectors 4H..4H+3) against every column.
+      auto half = [&](auto h) {
+        constexpr int H = decltype(h)::value;
+        __m256i u[4];
+        Dec::template levels_half<H>(blocks[i], u);
+        const __m256i sc0 = sc.template get<4 * H>(), sc1 = sc.template get<4 * H + 1>();
+        const __m256i sc2 = sc.template get<4 * H + 2>(), sc3 = sc.template get<4 * H + 3>();
+        for (int c = 0; c < C; ++c) {
+          const __m256i* y = reinterpret_cast<const __m256i*>(act[c].q + 256 * i + 128 * H);
+          s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(y)), sc0);
+          s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(y + 1)), sc1);
+          s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[2], _mm256_loadu_si256(y + 2)), sc2);
+          s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[3], _mm256_loadu_si256(y + 3)), sc3);
         }
-        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), bcast_ss(&ddx[c]), acc[c]);
-        const float* sy = act[c].sy + i * NG;
-        macc[c] = _mm256_fmadd_ps(mn0, _mm256_loadu_ps(sy), macc[c]);
-        if constexpr (G == 16) macc[c] = _mm256_fmadd_ps(mn1, _mm256_loadu_ps(sy + 8), macc[c]);
+      };
+      half(std::integral_constant<int, 0>{});
+      half(std::integral_constant<int, 1>{});
+      for (int c = 0; c < C; ++c) {
+        acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0[c], s1[c])), bcast_ss(&ddx[c]), acc[c]);
+        const __m256i m = _mm256_madd_epi16(mins16, group_sums16<G>(act[c].qs + i * NG));
+        macc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), bcast_ss(&mdx[c]), macc[c]);
       }
     }
-    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(acc[c]) + hsum256(macc[c]);
+    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(_mm256_add_ps(acc[c], macc[c]));
   }
 }
 
@@ -296,7 +359,7 @@ void direct_k4(const MatArgs& a) {
   }
   const __m256i goff = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  PrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
     __m256 acc[C];
@@ -333,21 +396,27 @@ void direct_k4(const MatArgs& a) {
       }
       for (int k = 0; k < n; ++k) {
         const int64_t i = i0 + k;
-        pf.advance(blocks + i + 1);
-        __m256i u[8], sc16[8];
-        Dec::levels(blocks[i], u);
-        for (int j = 0; j < 8; ++j) sc16[j] = bcast_d(&pairs[k][j]);
+        pf.step<sizeof(Block)>(blocks + i);
         const __m128i m16 = _mm_load_si128(reinterpret_cast<const __m128i*>(mins[k]));
-        for (int c = 0; c < C; ++c) {
-          const int8_t* y = act_view(a.act + c * a.act_stride, a.K, 32).q + 256 * i;
-          __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-          for (int j = 0; j < 8; j += 2) {
-            const __m256i p0 = _mm256_maddubs_epi16(u[j], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j)));
-            const __m256i p1 = _mm256_maddubs_epi16(u[j + 1], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + 32 * j + 32)));
-            s0 = dot_i16_acc(s0, p0, sc16[j]);
-            s1 = dot_i16_acc(s1, p1, sc16[j + 1]);
+        __m256i s0[C], s1[C];
+        for (int c = 0; c < C; ++c) s0[c] = s1[c] = _mm256_setzero_si256();
+        // One half of the super-block (level vectors 4H..4H+3) against every column.
+        auto half = [&](auto h) {
+          constexpr int H = decltype(h)::value;
+          __m256i u[4];
+          Dec::template levels_half<H>(blocks[i], u);
+          for (int c = 0; c < C; ++c) {
+            const auto* y = reinterpret_cast<const __m256i*>(act_view(a.act + c * a.act_stride, a.K, 32).q + 256 * i + 128 * H);
+            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(y)), bcast_d(&pairs[k][4 * H]));
+            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(y + 1)), bcast_d(&pairs[k][4 * H + 1]));
+            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[2], _mm256_loadu_si256(y + 2)), bcast_d(&pairs[k][4 * H + 2]));
+            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[3], _mm256_loadu_si256(y + 3)), bcast_d(&pairs[k][4 * H + 3]));
           }
-          acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), bcast_ss(&ddx[c][k]), acc[c]);
+        };
+        half(std::integral_constant<int, 0>{});
+        half(std::integral_constant<int, 1>{});
+        for (int c = 0; c < C; ++c) {
+          acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0[c], s1[c])), bcast_ss(&ddx[c][k]), acc[c]);
           const __m128i mq = _mm_madd_epi16(m16, _mm_load_si128(reinterpret_cast<const __m128i*>(qs16[c][i])));
           macc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(mq), _mm_broadcast_ss(&mdx[c][k]), macc[c]);
         }
