@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Issue 29's MoE table against llama.cpp, as a queue that survives the 10-minute call limit: each call runs the
+# jobs not done yet (markers in /root/state) until its deadline, and every call's tarball holds all results so
+# far (/root/res). Run it in back-to-back calls on one warm machine until its log says "queue empty".
+#   bash bench/device/moe_queue.sh                       # the default queue (below)
+#   QUEUE="skew q235" BUDGET=575 bash bench/device/moe_queue.sh
+# Jobs (each runs once; a job that does not fit the time left waits for the next call):
+#   setup      llama.cpp (llama-bench, llama-server, llama-batched-bench) in the background; synthetic
+#              qwen3-30b-a3b Q4_K (/root/moe/q30.gguf), gpt-oss-20b (goss20.gguf), qwen3-8b Q4_K (/root/m)
+#   cudatests  test_cuda_ops (before the peer's build is done: it shares the CPU, not the GPU)
+#   waitbuild  waits for the peer's build (nothing below is measured while it compiles)
+#   prof       ferry profile --quick (the cached profile every row plans from)
+#   2G         q30 and goss20 at 2 GB: ferry, llama-bench -fitt, llama-bench -ngl 99 -ot exps=CPU
+#   8G 4G      q30 (and goss20 at 4 GB): ferry and llama-bench -fitt
+#   par        ferry bench --parallel 16 / 64 on q30 at 8 GB, and llama-batched-bench at the same VRAM
+#   skew       q30 with --route-skew 1 at 2 GB, without and with --expert-cache 512M
+#   q235       qwen3-235b-a22b-shaped Q2_K with 8 and 16 layers at 2 GB (decode per layer, for extrapolation)
+#   b512 copy  goss20 at 2 GB with -b 512; q30 at 2 GB with --pin copy (load time and host memory)
+#   repeat     bench/profile_repeat.sh -n 5 (issue 28)
+# Rows: ferry `bench -m M --vram BG -p 1024 -n 64 --json --explain`; llama.cpp `llama-bench -m M -fitt <free MiB -
+# B> -fa 1 -p 1024 -n 64 -r 1 -o json` (its TTFT: 1024 / prefill tok/s); each under an nvidia-smi sampler
+# (peak above the idle card, MiB). Needs .devcarry/bin/{ferry,bck,test_cuda_ops}.xz and
+# .devcarry/llama.cpp-src.tar.xz (bench/README.md, "On the GPU host").
+set -u
+BINS="ferry test_cuda_ops" . bench/device/carry_setup.sh
+F=/root/bin/ferry; R=/root/res; ST=/root/state; mkdir -p "$R" "$ST" /root/moe /root/m
+END=$(( T0 + ${BUDGET:-575} ))
+QUEUE=${QUEUE:-setup cudatests waitbuild prof 2G 8G 4G par skew q235 b512 copy repeat}
+LOG=$R/log.txt
+left() { echo $(( END - $(date +%s) )); }
+say() { el "$*" | tee -a "$LOG"; }
+say "call: build $(cat .devcarry/bin/VERSION 2>/dev/null), $(nvidia-smi -L | head -1), $(left) s"
+building() { local pid state; pid=$(cat /root/lcb/pid 2>/dev/null)
+  state=$([ -n "$pid" ] && awk '{print $3}' /proc/$pid/stat 2>/dev/null); [ -n "$state" ] && [ "$state" != Z ]; }
+# job TAG EST CMD...: CMD once across calls, when EST seconds are left.
+job() { local tag=$1 est=$2; shift 2
+  [ -f "$ST/$tag.done" ] && return 0
+  [ "$(left)" -lt "$est" ] && { say "later: $tag ($(left) s left, needs $est)"; return 1; }
+  "$@" && touch "$ST/$tag.done"; }
+BASE=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+free_mib() { nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
+peak_run() { local pf=$1; shift
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 50 > "$pf.s" 2>/dev/null & local mon=$!
+  "$@"; local rc=$?; kill $mon; wait $mon 2>/dev/null; echo $(( $(sort -n "$pf.s" | tail -1) - BASE )) > "$pf"
+  rm -f "$pf.s"; return $rc; }
+fr() { python3 -c "
+import json,sys; j=json.load(open(sys.argv[1])); p=j['plan'].get('pin',{}); c=j['plan'].get('expert_cache',{})
+print('pp %.1f tg %.2f TTFT %.0f ms nb %d proc_peak %.3f GB host_peak %.2f GiB / file %.2f GiB load %.1f s reg %.2f GiB%s' % (
+  j['prefill_tok_s'], j['decode_tok_s'], j['ttft_ms'], j['n_batch'], j['vram_peak_process_bytes']/1e9,
+  j['host_peak_rss_bytes']/2**30, j['model_file_bytes']/2**30, j['load_ms']/1e3, p.get('registered_bytes',0)/2**30,
+  ' cache hit %.3f promotions %d' % (c['hit_rate'], c['promotions']) if c else ''))" "$1" 2>&1 | tail -1; }
+lb() { python3 -c "
+import json,sys
+r=json.load(open(sys.argv[1])); pp=[x['avg_ts'] for x in r if x['n_prompt']>0]; tg=[x['avg_ts'] for x in r if x['n_gen']>0]
+print('pp %.1f tg %.2f TTFT %.0f ms' % (pp[0], tg[0], 1024e3/pp[0]))" "$1" 2>&1 | tail -1; }
+LB=/root/lcb/build/bin/llama-bench
+# ferry M GB TAG [ARGS]; fitt M GB TAG; ot M TAG
+ferry_row() { local m=$1 gb=$2 tag=$3; shift 3
+  peak_run "$R/f_$tag.peak" timeout 150 $F bench -m /root/moe/$m.gguf --vram ${gb}G -p 1024 -n 64 --json --explain "$@" \
+    > "$R/f_$tag.json" 2> "$R/f_$tag.err"
+  say "ferry $tag: $(fr "$R/f_$tag.json") smi $(cat "$R/f_$tag.peak") MiB"; }
+fitt_row() { local m=$1 gb=$2 tag=$3 margin; margin=$(( $(free_mib) - gb * 1024 ))
+  peak_run "$R/l_$tag.peak" timeout 170 $LB -m /root/moe/$m.gguf -fitt $margin -fa 1 -p 1024 -n 64 -r 1 -o json \
+    > "$R/l_$tag.json" 2> "$R/l_$tag.err"
+  say "llama.cpp -fitt $margin $tag: $(lb "$R/l_$tag.json") smi $(cat "$R/l_$tag.peak") MiB"; }
+ot_row() { local m=$1 tag=$2
+  peak_run "$R/o_$tag.peak" timeout 170 $LB -m /root/moe/$m.gguf -ngl 99 -ot exps=CPU -fa 1 -p 1024 -n 64 -r 1 -o json \
+    > "$R/o_$tag.json" 2> "$R/o_$tag.err"
+  say "llama.cpp -ot exps=CPU $tag: $(lb "$R/o_$tag.json") smi $(cat "$R/o_$tag.peak") MiB"; }
+synth() { local out=$1; shift
+  [ -f "$out" ] || { timeout 300 $F synth "$@" --fast -o "$out.part" > "$R/synth_$(basename "$out").log" 2>&1 && mv "$out.part" "$out"; }; }
+
+setup() {
+  TARGETS="llama-bench llama-server llama-batched-bench" JOBS=12 bash bench/device/llama_cpp_build.sh
+  synth /root/moe/q30.gguf --preset qwen3-30b-a3b --type Q4_K &
+  synth /root/moe/goss20.gguf --preset gpt-oss-20b --type Q8_0 &
+  synth /root/m/qwen3-8b-Q4_K.gguf --preset qwen3-8b --type Q4_K &
+  wait; ln -sf /root/moe/q30.gguf /root/m/qwen3-30b-a3b-Q4_K.gguf; sync
+  say "models: $(ls -la /root/moe /root/m | grep gguf | awk '{print $9, $5}' | tr '\n' ' ')"; }
+cudatests() {
+  timeout 300 /root/bin/test_cuda_ops > "$R/test_cuda_ops.txt" 2>&1; local rc=$?
+  say "test_cuda_ops rc $rc: $(grep -cE '^\[       OK' "$R/test_cuda_ops.txt") ok, $(grep -cE '^\[  FAILED' "$R/test_cuda_ops.txt") failed lines"
+  [ $rc = 0 ]; }
+waitbuild() { while building && [ "$(left)" -gt 30 ]; do sleep 5; done
+  say "llama.cpp build: $([ -f /root/lcb/done ] && echo done || echo NOT done)"; ! building; }
+prof() { timeout 120 $F profile --quick > "$R/profile.txt" 2>&1; say "profile rc $?"; }
+two() { ferry_row q30 2 q30_2G; fitt_row q30 2 q30_2G; ot_row q30 q30_2G
+  ferry_row goss20 2 goss20_2G; fitt_row goss20 2 goss20_2G; ot_row goss20 goss20_2G; }
+eight() { ferry_row q30 8 q30_8G; fitt_row q30 8 q30_8G; }
+four() { ferry_row q30 4 q30_4G; fitt_row q30 4 q30_4G; ferry_row goss20 4 goss20_4G; fitt_row goss20 4 goss20_4G; }
+par() {
+  for np in 16 64; do
+    timeout 150 $F bench -m /root/moe/q30.gguf --vram 8G -p 256 -n 32 --parallel $np --json > "$R/f_q30_8G_np$np.json" \
+      2> "$R/f_q30_8G_np$np.err"
+    say "ferry q30 8G --parallel $np: $(fr "$R/f_q30_8G_np$np.json")"
+  done
+  local margin=$(( $(free_mib) - 8 * 1024 ))
+  timeout 200 /root/lcb/build/bin/llama-batched-bench -m /root/moe/q30.gguf -fitt $margin -fa on -c $(( 64 * 288 )) \
+    -b 2048 -ub 512 -npp 256 -ntg 32 -npl 16,64 > "$R/l_q30_8G_batched.txt" 2>&1
+  say "llama-batched-bench rc $?: $(grep -E '^\|' "$R/l_q30_8G_batched.txt" | tail -2 | tr '\n' ' ')"; }
+skew() {
+  synth /root/moe/q30s1.gguf --preset qwen3-30b-a3b --type Q4_K --route-skew 1
+  for c in 0 512M; do
+    timeout 150 $F bench -m /root/moe/q30s1.gguf --vram 2G -p 512 -n 256 --expert-cache $c --json \
+      > "$R/f_q30s1_2G_c$c.json" 2> "$R/f_q30s1_2G_c$c.err"
+    say "q30 skew 1, 2G, --expert-cache $c: $(fr "$R/f_q30s1_2G_c$c.json")"
+  done
+  rm -f /root/moe/q30s1.gguf; }
+q235() {
+  for L in 8 16; do
+    synth /root/moe/q235_L$L.gguf --preset qwen3-235b-a22b --type Q2_K --layers $L
+    timeout 150 $F bench -m /root/moe/q235_L$L.gguf --vram 2G -p 256 -n 32 --json > "$R/f_q235_L${L}_2G.json" \
+      2> "$R/f_q235_L${L}_2G.err"
+    say "qwen3-235b-a22b shape, $L layers, 2G: $(fr "$R/f_q235_L${L}_2G.json")"
+  done; }
+b512() { ferry_row goss20 2 goss20_2G_b512 -b 512; }
+copy() { ferry_row q30 2 q30_2G_copy --pin copy; }
+repeat() { timeout 250 bash bench/profile_repeat.sh -n 5 -f $F -o "$R/prof5" > "$R/prof5.txt" 2>&1; say "profile_repeat rc $?"
+  grep -iE "outside|same plan|widest" "$R/prof5.txt" | head -12 | tee -a "$LOG"; }
+
+declare -A EST=([setup]=320 [cudatests]=300 [waitbuild]=60 [prof]=100 [2G]=420 [8G]=160 [4G]=320 [par]=330 [skew]=330
+                [q235]=420 [b512]=80 [copy]=90 [repeat]=250)
+declare -A FN=([setup]=setup [cudatests]=cudatests [waitbuild]=waitbuild [prof]=prof [2G]=two [8G]=eight [4G]=four
+               [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat)
+for j in $QUEUE; do
+  [ -n "${FN[$j]:-}" ] || { say "unknown job $j"; continue; }
+  # Nothing is measured while the peer compiles.
+  case $j in setup|cudatests|waitbuild) ;; *) building && { say "later: $j (llama.cpp still building)"; continue; } ;; esac
+  job "$j" "${EST[$j]}" "${FN[$j]}"
+done
+pending=""; for j in $QUEUE; do [ -f "$ST/$j.done" ] || pending="$pending $j"; done
+say "${pending:+pending:$pending}${pending:-queue empty}"
+cd "$R" && tar czf "$OUT/res.tgz" . && cp "$LOG" "$OUT/log.txt"
