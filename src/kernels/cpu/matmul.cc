@@ -18,6 +18,8 @@ namespace {
 // Panel path: up to this many panels per thread task, while their packed bytes fit this L2 budget.
 constexpr int kMaxPanelGroup = 4;
 constexpr size_t kPanelGroupL2Bytes = size_t{1} << 20;
+// Float panels: the largest K block of a pair of panels that stays in L1 beside the act's block.
+constexpr size_t kPairL1Bytes = size_t{32} << 10;
 
 }  // namespace
 
@@ -110,7 +112,11 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
   // panels are packed first, then each column group of act is applied to every panel of the group, so
   // the act (T columns, several MB at T = 512) is streamed from the LLC once per group instead of once
   // per panel, as long as the group's panels fit the L2 budget. (Streaming the act once per panel
-  // would make the LLC, shared by all cores, the limit of a many-core prefill.)
+  // would make the LLC, shared by all cores, the limit of a many-core prefill.) Float panels walk K in
+  // blocks; where a pair of panels' block fits L1 (kPairL1Bytes), each pair passes over all column
+  // groups within a block: the act block (all columns, T x kb floats) is read from the LLC by the first
+  // pair and from L2 by the others, while the pair's block stays in L1 (with every column group passing
+  // over all the group's panels, their blocks would not fit L1 together).
   if (panel) {
     const size_t panel_bytes = mk.panel_bytes(K), tmp_bytes = mk.pack_tmp_bytes(K);
     const int64_t n_panels = (N + kPanelRows - 1) / kPanelRows;
@@ -129,7 +135,11 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
     // Float panels: [K][kPanelRows] f32, act F32 (offsets of a K block).
     const size_t kb_panel = blocked ? static_cast<size_t>(kb) * kPanelRows * sizeof(float) : 0;
     const size_t kb_act = blocked ? static_cast<size_t>(kb) * sizeof(float) : 0;
-    const int64_t n_passes = (T + cstep - 1) / cstep * ((K + kb - 1) / kb);
+    // Float panels whose pair of K blocks fits L1: panel pairs outside the column groups (see above).
+    const bool pairs_outer = il_cols > 0 && 2 * kb_panel <= kPairL1Bytes;
+    // Kernel passes per group (column groups x K blocks, x panel pairs there): the next group's
+    // prefetch is spread over them.
+    const int64_t n_passes = (T + cstep - 1) / cstep * ((K + kb - 1) / kb) * (pairs_outer ? (gp + 1) / 2 : 1);
     pool_.parallel_for(n_groups_p, 1, [&](int64_t g0, int64_t g1, int ith) {
       uint8_t* panels = scratch + slice * static_cast<size_t>(ith);
       uint8_t* tmp = panels + static_cast<size_t>(gp) * panel_bytes;
@@ -153,30 +163,42 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
         const size_t dose = (next_bytes / 64 + static_cast<size_t>(n_passes) - 1) / static_cast<size_t>(n_passes) * 64;
         const uint8_t* pf = w0 + static_cast<size_t>(next_r0) * w_stride;
         size_t pf_done = 0;
+        auto prefetch_dose = [&] {
+          for (size_t e = pf_done + dose; pf_done < next_bytes && pf_done < e; pf_done += 64) __builtin_prefetch(pf + pf_done, 0, 2);
+        };
         for (int64_t k0 = 0, kbi = 0; k0 < K; k0 += kb, ++kbi) {
           a.K = K - k0 < kb ? K - k0 : kb;
           a.accumulate = k0 > 0;
           const bool last_k = k0 + a.K >= K;
+          // Float panels: one or two panels (from panel i) per call on the interleaved act of the
+          // column group from c0.
+          auto il_call = [&](int i, int64_t c0) {
+            a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
+            a.w_stride = panel_bytes;
+            a.n_rows = i + 1 < np ? kPanelRows + nr[i + 1] : nr[i];
+            a.act = reinterpret_cast<const uint8_t*>(il + static_cast<size_t>(c0 / cstep) * il_group +
+                                                     static_cast<size_t>(k0) * static_cast<size_t>(cstep));
+            a.n_cols = static_cast<int>(T - c0 < cstep ? T - c0 : cstep);
+            a.out = out0 + static_cast<size_t>(c0) * out_stride + (p0 + i) * kPanelRows;
+            mk.panel_il(a);
+          };
+          if (pairs_outer) {
+            for (int i = 0; i < np; i += 2)
+              for (int64_t c0 = 0; c0 < T; c0 += cstep) {
+                prefetch_dose();
+                il_call(i, c0);
+              }
+            if (acc0 != nullptr && last_k) accumulate(p0 * kPanelRows, std::min<int64_t>(N, (p0 + np) * kPanelRows), 0, T);
+            continue;
+          }
           for (int64_t c0 = 0; c0 < T; c0 += cstep) {
-            for (size_t e = pf_done + dose; pf_done < next_bytes && pf_done < e; pf_done += 64)
-              __builtin_prefetch(pf + pf_done, 0, 2);
+            prefetch_dose();
             const int nc = static_cast<int>(T - c0 < cstep ? T - c0 : cstep);
             const uint8_t* act_c = act + static_cast<size_t>(c0) * act_stride + static_cast<size_t>(kbi) * kb_act;
             float* out_c = out0 + static_cast<size_t>(c0) * out_stride;
             int i = 0;
-            if (il_cols > 0) {
-              // One or two panels per call on the interleaved act.
-              for (; i < np; i += 2) {
-                a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
-                a.w_stride = panel_bytes;
-                a.n_rows = i + 1 < np ? kPanelRows + nr[i + 1] : nr[i];
-                a.act = reinterpret_cast<const uint8_t*>(il + static_cast<size_t>(c0 / cstep) * il_group +
-                                                         static_cast<size_t>(k0) * static_cast<size_t>(cstep));
-                a.n_cols = nc;
-                a.out = out_c + (p0 + i) * kPanelRows;
-                mk.panel_il(a);
-              }
-            }
+            if (il_cols > 0)
+              for (; i < np; i += 2) il_call(i, c0);
             for (; i < np; ++i) {
               for (int cc = 0; cc < nc; cc += kPanelCols) {
                 a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
