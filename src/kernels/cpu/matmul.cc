@@ -21,6 +21,29 @@ constexpr size_t kPanelGroupL2Bytes = size_t{1} << 20;
 // Float panels: the largest K block of a pair of panels that stays in L1 beside the act's block.
 constexpr size_t kPairL1Bytes = size_t{32} << 10;
 
+// The column groups of the interleaved act (float panels): groups of S columns, except that a tail
+// of 1 or 2 columns is merged with the group before it and the two split evenly (8 = 4 + 4 at S = 6):
+// a kernel call on 1 or 2 columns has too few accumulator chains to cover the FMA latency, so it would
+// take about as long as one on 4. A column is computed alone in either grouping (same result).
+struct IlGroups {
+  int64_t T = 0;
+  int S = 0;
+  int64_t n = 0;        // groups
+  int64_t b_start = 0;  // first column of the last group when the tail is split, else T
+  IlGroups(int64_t t, int s) : T(t), S(s) {
+    if (S == 0) return;
+    n = (T + S - 1) / S;
+    const int64_t r = T % S;
+    b_start = T > S && r > 0 && r <= 2 ? (T / S - 1) * S + (S + r + 1) / 2 : T;
+  }
+  int64_t start(int64_t g) const { return g == n - 1 && b_start < T ? b_start : g * S; }
+  int width(int64_t g) const {
+    const int64_t end = g == n - 1 ? T : (g == n - 2 && b_start < T ? b_start : (g + 1) * S);
+    return static_cast<int>(end - start(g));
+  }
+  int64_t group_of(int64_t t) const { return t >= b_start ? n - 1 : t / S; }
+};
+
 }  // namespace
 
 void CpuOps::matmul(const TensorView& w, const TensorView& x, TensorView out) { matmul_into(w, x, out, nullptr); }
@@ -66,13 +89,15 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
 
   // 1. Activations -> act form, [T] columns of act_stride bytes.
   // Float panel kernels with panel_il also get the act interleaved by column group behind it:
-  // [ceil(T / S)][K][S] f32 (S = panel_il_cols), written while each column is still in L1.
+  // [ceil(T / S)][K][S] f32 (S = panel_il_cols; groups as IlGroups), written while each column is
+  // still in L1.
   const size_t act_stride = mk.act_bytes(K);
   const bool panel = mk.pack != nullptr && (path == MatPath::kPanel || (path == MatPath::kByTokens && T >= mk.panel_min_tokens));
   const int il_cols = panel && mk.panel_il != nullptr ? mk.panel_il_cols : 0;
   const size_t il_group = static_cast<size_t>(K) * static_cast<size_t>(il_cols);  // floats per column group
+  const IlGroups groups(T, il_cols);
   const size_t act_total = (act_stride * static_cast<size_t>(T) + 63) / 64 * 64;
-  const size_t il_bytes = il_cols > 0 ? static_cast<size_t>((T + il_cols - 1) / il_cols) * il_group * sizeof(float) : 0;
+  const size_t il_bytes = static_cast<size_t>(groups.n) * il_group * sizeof(float);
   uint8_t* act = act_.get(act_total + il_bytes);
   float* il = reinterpret_cast<float*>(act + act_total);
   auto quantize = [&](int64_t t0, int64_t t1) {
@@ -83,7 +108,8 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
         for (int64_t k = 0; k < K; ++k) col[k] ^= 0x80;  // int8 q -> uint8 q + 128
       if (il_cols > 0) {
         const float* src = reinterpret_cast<const float*>(col);
-        float* dst = il + static_cast<size_t>(t / il_cols) * il_group + static_cast<size_t>(t % il_cols);
+        const int64_t g = groups.group_of(t);
+        float* dst = il + static_cast<size_t>(g) * il_group + static_cast<size_t>(t - groups.start(g));
         for (int64_t k = 0; k < K; ++k) dst[static_cast<size_t>(k) * static_cast<size_t>(il_cols)] = src[k];
       }
     }
@@ -152,6 +178,7 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
           nr[i] = static_cast<int>(N - r0 < kPanelRows ? N - r0 : kPanelRows);
           mk.pack(K, w0 + static_cast<size_t>(r0) * w_stride, w_stride, nr[i], panels + i * panel_bytes, tmp);
         }
+        const int64_t row0 = p0 * kPanelRows, row1 = std::min<int64_t>(N, (p0 + np) * kPanelRows);
         MatArgs a;
         a.act_stride = act_stride;
         a.out_stride = out_stride;
@@ -170,25 +197,33 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
           a.K = K - k0 < kb ? K - k0 : kb;
           a.accumulate = k0 > 0;
           const bool last_k = k0 + a.K >= K;
-          // Float panels: one or two panels (from panel i) per call on the interleaved act of the
-          // column group from c0.
-          auto il_call = [&](int i, int64_t c0) {
-            a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
-            a.w_stride = panel_bytes;
-            a.n_rows = i + 1 < np ? kPanelRows + nr[i + 1] : nr[i];
-            a.act = reinterpret_cast<const uint8_t*>(il + static_cast<size_t>(c0 / cstep) * il_group +
-                                                     static_cast<size_t>(k0) * static_cast<size_t>(cstep));
-            a.n_cols = static_cast<int>(T - c0 < cstep ? T - c0 : cstep);
-            a.out = out0 + static_cast<size_t>(c0) * out_stride + (p0 + i) * kPanelRows;
-            mk.panel_il(a);
-          };
-          if (pairs_outer) {
-            for (int i = 0; i < np; i += 2)
-              for (int64_t c0 = 0; c0 < T; c0 += cstep) {
+          if (il_cols > 0) {
+            // Float panels: one or two panels (from panel i) per call on column group cg's
+            // interleaved act.
+            auto il_call = [&](int i, int64_t cg) {
+              a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
+              a.w_stride = panel_bytes;
+              a.n_rows = i + 1 < np ? kPanelRows + nr[i + 1] : nr[i];
+              a.act = reinterpret_cast<const uint8_t*>(il + static_cast<size_t>(cg) * il_group +
+                                                       static_cast<size_t>(k0) * static_cast<size_t>(il_cols));
+              a.n_cols = groups.width(cg);
+              a.out = out0 + static_cast<size_t>(groups.start(cg)) * out_stride + (p0 + i) * kPanelRows;
+              mk.panel_il(a);
+            };
+            if (pairs_outer) {
+              for (int i = 0; i < np; i += 2)
+                for (int64_t cg = 0; cg < groups.n; ++cg) {
+                  prefetch_dose();
+                  il_call(i, cg);
+                }
+              if (acc0 != nullptr && last_k) accumulate(row0, row1, 0, T);
+            } else {
+              for (int64_t cg = 0; cg < groups.n; ++cg) {
                 prefetch_dose();
-                il_call(i, c0);
+                for (int i = 0; i < np; i += 2) il_call(i, cg);
+                if (acc0 != nullptr && last_k) accumulate(row0, row1, groups.start(cg), groups.start(cg) + groups.width(cg));
               }
-            if (acc0 != nullptr && last_k) accumulate(p0 * kPanelRows, std::min<int64_t>(N, (p0 + np) * kPanelRows), 0, T);
+            }
             continue;
           }
           for (int64_t c0 = 0; c0 < T; c0 += cstep) {
@@ -196,10 +231,7 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
             const int nc = static_cast<int>(T - c0 < cstep ? T - c0 : cstep);
             const uint8_t* act_c = act + static_cast<size_t>(c0) * act_stride + static_cast<size_t>(kbi) * kb_act;
             float* out_c = out0 + static_cast<size_t>(c0) * out_stride;
-            int i = 0;
-            if (il_cols > 0)
-              for (; i < np; i += 2) il_call(i, c0);
-            for (; i < np; ++i) {
+            for (int i = 0; i < np; ++i) {
               for (int cc = 0; cc < nc; cc += kPanelCols) {
                 a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
                 a.n_rows = nr[i];
@@ -209,8 +241,7 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
                 mk.panel_mul(a);
               }
             }
-            if (acc0 != nullptr && last_k)
-              accumulate(p0 * kPanelRows, std::min<int64_t>(N, (p0 + np) * kPanelRows), c0, c0 + nc);
+            if (acc0 != nullptr && last_k) accumulate(row0, row1, c0, c0 + nc);
           }
         }
       }
