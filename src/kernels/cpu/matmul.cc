@@ -153,22 +153,28 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
                      : static_cast<int>(std::min<size_t>(kMaxPanelGroup, std::max<size_t>(1, kPanelGroupL2Bytes / panel_bytes)));
     // Keep at least one group per thread (k/v projections have few panels).
     gp = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(gp, n_panels / pool_.size())));
-    const size_t slice = static_cast<size_t>(gp) * panel_bytes + tmp_bytes;
-    uint8_t* scratch = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
-    const int64_t n_groups_p = (n_panels + gp - 1) / gp;
-    const int cstep = il_cols > 0 ? il_cols : kPanelCols;
     const int64_t kb = blocked ? mk.panel_k_block : K;
     // Float panels: [K][kPanelRows] f32, act F32 (offsets of a K block).
     const size_t kb_panel = blocked ? static_cast<size_t>(kb) * kPanelRows * sizeof(float) : 0;
     const size_t kb_act = blocked ? static_cast<size_t>(kb) * sizeof(float) : 0;
     // Float panels whose pair of K blocks fits L1: panel pairs outside the column groups (see above).
     const bool pairs_outer = il_cols > 0 && 2 * kb_panel <= kPairL1Bytes;
+    // Float panels with pairs outside: the group's outputs go to a tile [T][gp * kPanelRows] first (out's
+    // columns lie a multiple of 4 KB apart, so the kernels' output lines of all columns would share
+    // one L1 set and evict the panels' lines there), copied to out after the last K block.
+    const int64_t tile_stride = static_cast<int64_t>(gp) * kPanelRows;
+    const size_t tile_bytes = pairs_outer ? static_cast<size_t>(T * tile_stride) * sizeof(float) : 0;
+    const size_t slice = static_cast<size_t>(gp) * panel_bytes + tmp_bytes + tile_bytes;
+    uint8_t* scratch = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
+    const int64_t n_groups_p = (n_panels + gp - 1) / gp;
+    const int cstep = il_cols > 0 ? il_cols : kPanelCols;
     // Kernel passes per group (column groups x K blocks, x panel pairs there): the next group's
     // prefetch is spread over them.
     const int64_t n_passes = (T + cstep - 1) / cstep * ((K + kb - 1) / kb) * (pairs_outer ? (gp + 1) / 2 : 1);
     pool_.parallel_for(n_groups_p, 1, [&](int64_t g0, int64_t g1, int ith) {
       uint8_t* panels = scratch + slice * static_cast<size_t>(ith);
       uint8_t* tmp = panels + static_cast<size_t>(gp) * panel_bytes;
+      float* tile = reinterpret_cast<float*>(tmp + tmp_bytes);
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t p0 = g * gp;
         const int np = static_cast<int>(n_panels - p0 < gp ? n_panels - p0 : gp);
@@ -207,7 +213,12 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
               a.act = reinterpret_cast<const uint8_t*>(il + static_cast<size_t>(cg) * il_group +
                                                        static_cast<size_t>(k0) * static_cast<size_t>(il_cols));
               a.n_cols = groups.width(cg);
-              a.out = out0 + static_cast<size_t>(groups.start(cg)) * out_stride + (p0 + i) * kPanelRows;
+              if (pairs_outer) {
+                a.out = tile + groups.start(cg) * tile_stride + i * kPanelRows;
+                a.out_stride = static_cast<size_t>(tile_stride);
+              } else {
+                a.out = out0 + static_cast<size_t>(groups.start(cg)) * out_stride + (p0 + i) * kPanelRows;
+              }
               mk.panel_il(a);
             };
             if (pairs_outer) {
@@ -216,7 +227,12 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
                   prefetch_dose();
                   il_call(i, cg);
                 }
-              if (acc0 != nullptr && last_k) accumulate(row0, row1, 0, T);
+              if (last_k) {
+                for (int64_t t = 0; t < T; ++t)
+                  std::memcpy(out0 + static_cast<size_t>(t) * out_stride + row0, tile + t * tile_stride,
+                              static_cast<size_t>(row1 - row0) * sizeof(float));
+                if (acc0 != nullptr) accumulate(row0, row1, 0, T);
+              }
             } else {
               for (int64_t cg = 0; cg < groups.n; ++cg) {
                 prefetch_dose();
