@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(("decode_layers/" + tag).c_str(), bm_decode_layers, t, isa)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
-      for (int64_t T : {4, 16, 64, 512})
+      for (int64_t T : {4, 16, 64, 128, 512})
         benchmark::RegisterBenchmark(("matmul/" + tag + "/" + std::to_string(T)).c_str(), bm_matmul, t, isa, T)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();

@@ -312,7 +312,7 @@ TEST(CpuMatmul, MatmulAccEqualsMatmulThenAdd) {
   for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16}) {
     for (int64_t N : {64, 1000}) {
       const int64_t K = 512;
-      for (int64_t T : {1, 3, 40}) {
+      for (int64_t T : {1, 3, 26, 40}) {  // 26: the float panels' split tail groups (see IlGroups)
         Problem p = make_problem(type, K, N, T, 500 + static_cast<uint32_t>(N + T));
         TensorView w = TensorView::make(type, p.w.data(), K, N);
         TensorView x = TensorView::make(DType::F32, p.x.data(), K, T);
@@ -344,11 +344,12 @@ TEST(CpuMatmul, MatmulAccEqualsMatmulThenAdd) {
 }
 
 // Prefill with many panels per thread (groups of up to 4 packed panels share each pass over the
-// tokens), a partial last group and a partial last panel.
+// tokens), a partial last group and a partial last panel; token counts whose last float-panel column
+// group would hold 1 or 2 columns (13, 20, 26: merged with the group before and split evenly).
 TEST(CpuMatmul, PanelGroups) {
   uint32_t seed = 500;
   for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
-    for (int64_t T : {9, 20}) {
+    for (int64_t T : {9, 13, 20, 26}) {
       const int64_t K = 512, N = 16 * 9 + 5;
       const Problem p = make_problem(type, K, N, T, seed++);
       const Expect e = emulate(p);

@@ -18,6 +18,31 @@ namespace {
 // Panel path: up to this many panels per thread task, while their packed bytes fit this L2 budget.
 constexpr int kMaxPanelGroup = 4;
 constexpr size_t kPanelGroupL2Bytes = size_t{1} << 20;
+// Float panels: the largest K block of a pair of panels that stays in L1 beside the act's block.
+constexpr size_t kPairL1Bytes = size_t{32} << 10;
+
+// The column groups of the interleaved act (float panels): groups of S columns, except that a tail
+// of 1 or 2 columns is merged with the group before it and the two split evenly (8 = 4 + 4 at S = 6):
+// a kernel call on 1 or 2 columns has too few accumulator chains to cover the FMA latency, so it would
+// take about as long as one on 4. A column is computed alone in either grouping (same result).
+struct IlGroups {
+  int64_t T = 0;
+  int S = 0;
+  int64_t n = 0;        // groups
+  int64_t b_start = 0;  // first column of the last group when the tail is split, else T
+  IlGroups(int64_t t, int s) : T(t), S(s) {
+    if (S == 0) return;
+    n = (T + S - 1) / S;
+    const int64_t r = T % S;
+    b_start = T > S && r > 0 && r <= 2 ? (T / S - 1) * S + (S + r + 1) / 2 : T;
+  }
+  int64_t start(int64_t g) const { return g == n - 1 && b_start < T ? b_start : g * S; }
+  int width(int64_t g) const {
+    const int64_t end = g == n - 1 ? T : (g == n - 2 && b_start < T ? b_start : (g + 1) * S);
+    return static_cast<int>(end - start(g));
+  }
+  int64_t group_of(int64_t t) const { return t >= b_start ? n - 1 : t / S; }
+};
 
 }  // namespace
 
@@ -64,13 +89,15 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
 
   // 1. Activations -> act form, [T] columns of act_stride bytes.
   // Float panel kernels with panel_il also get the act interleaved by column group behind it:
-  // [ceil(T / S)][K][S] f32 (S = panel_il_cols), written while each column is still in L1.
+  // [ceil(T / S)][K][S] f32 (S = panel_il_cols; groups as IlGroups), written while each column is
+  // still in L1.
   const size_t act_stride = mk.act_bytes(K);
   const bool panel = mk.pack != nullptr && (path == MatPath::kPanel || (path == MatPath::kByTokens && T >= mk.panel_min_tokens));
   const int il_cols = panel && mk.panel_il != nullptr ? mk.panel_il_cols : 0;
   const size_t il_group = static_cast<size_t>(K) * static_cast<size_t>(il_cols);  // floats per column group
+  const IlGroups groups(T, il_cols);
   const size_t act_total = (act_stride * static_cast<size_t>(T) + 63) / 64 * 64;
-  const size_t il_bytes = il_cols > 0 ? static_cast<size_t>((T + il_cols - 1) / il_cols) * il_group * sizeof(float) : 0;
+  const size_t il_bytes = static_cast<size_t>(groups.n) * il_group * sizeof(float);
   uint8_t* act = act_.get(act_total + il_bytes);
   float* il = reinterpret_cast<float*>(act + act_total);
   auto quantize = [&](int64_t t0, int64_t t1) {
@@ -81,7 +108,8 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
         for (int64_t k = 0; k < K; ++k) col[k] ^= 0x80;  // int8 q -> uint8 q + 128
       if (il_cols > 0) {
         const float* src = reinterpret_cast<const float*>(col);
-        float* dst = il + static_cast<size_t>(t / il_cols) * il_group + static_cast<size_t>(t % il_cols);
+        const int64_t g = groups.group_of(t);
+        float* dst = il + static_cast<size_t>(g) * il_group + static_cast<size_t>(t - groups.start(g));
         for (int64_t k = 0; k < K; ++k) dst[static_cast<size_t>(k) * static_cast<size_t>(il_cols)] = src[k];
       }
     }
@@ -110,7 +138,11 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
   // panels are packed first, then each column group of act is applied to every panel of the group, so
   // the act (T columns, several MB at T = 512) is streamed from the LLC once per group instead of once
   // per panel, as long as the group's panels fit the L2 budget. (Streaming the act once per panel
-  // would make the LLC, shared by all cores, the limit of a many-core prefill.)
+  // would make the LLC, shared by all cores, the limit of a many-core prefill.) Float panels walk K in
+  // blocks; where a pair of panels' block fits L1 (kPairL1Bytes), each pair passes over all column
+  // groups within a block: the act block (all columns, T x kb floats) is read from the LLC by the first
+  // pair and from L2 by the others, while the pair's block stays in L1 (with every column group passing
+  // over all the group's panels, their blocks would not fit L1 together).
   if (panel) {
     const size_t panel_bytes = mk.panel_bytes(K), tmp_bytes = mk.pack_tmp_bytes(K);
     const int64_t n_panels = (N + kPanelRows - 1) / kPanelRows;
@@ -121,18 +153,28 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
                      : static_cast<int>(std::min<size_t>(kMaxPanelGroup, std::max<size_t>(1, kPanelGroupL2Bytes / panel_bytes)));
     // Keep at least one group per thread (k/v projections have few panels).
     gp = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(gp, n_panels / pool_.size())));
-    const size_t slice = static_cast<size_t>(gp) * panel_bytes + tmp_bytes;
-    uint8_t* scratch = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
-    const int64_t n_groups_p = (n_panels + gp - 1) / gp;
-    const int cstep = il_cols > 0 ? il_cols : kPanelCols;
     const int64_t kb = blocked ? mk.panel_k_block : K;
     // Float panels: [K][kPanelRows] f32, act F32 (offsets of a K block).
     const size_t kb_panel = blocked ? static_cast<size_t>(kb) * kPanelRows * sizeof(float) : 0;
     const size_t kb_act = blocked ? static_cast<size_t>(kb) * sizeof(float) : 0;
-    const int64_t n_passes = (T + cstep - 1) / cstep * ((K + kb - 1) / kb);
+    // Float panels whose pair of K blocks fits L1: panel pairs outside the column groups (see above).
+    const bool pairs_outer = il_cols > 0 && 2 * kb_panel <= kPairL1Bytes;
+    // Float panels with pairs outside: the group's outputs go to a tile [T][gp * kPanelRows] first (out's
+    // columns lie a multiple of 4 KB apart, so the kernels' output lines of all columns would share
+    // one L1 set and evict the panels' lines there), copied to out after the last K block.
+    const int64_t tile_stride = static_cast<int64_t>(gp) * kPanelRows;
+    const size_t tile_bytes = pairs_outer ? static_cast<size_t>(T * tile_stride) * sizeof(float) : 0;
+    const size_t slice = static_cast<size_t>(gp) * panel_bytes + tmp_bytes + tile_bytes;
+    uint8_t* scratch = per_thread_.get(slice * static_cast<size_t>(pool_.size()));
+    const int64_t n_groups_p = (n_panels + gp - 1) / gp;
+    const int cstep = il_cols > 0 ? il_cols : kPanelCols;
+    // Kernel passes per group (column groups x K blocks, x panel pairs there): the next group's
+    // prefetch is spread over them.
+    const int64_t n_passes = (T + cstep - 1) / cstep * ((K + kb - 1) / kb) * (pairs_outer ? (gp + 1) / 2 : 1);
     pool_.parallel_for(n_groups_p, 1, [&](int64_t g0, int64_t g1, int ith) {
       uint8_t* panels = scratch + slice * static_cast<size_t>(ith);
       uint8_t* tmp = panels + static_cast<size_t>(gp) * panel_bytes;
+      float* tile = reinterpret_cast<float*>(tmp + tmp_bytes);
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t p0 = g * gp;
         const int np = static_cast<int>(n_panels - p0 < gp ? n_panels - p0 : gp);
@@ -142,6 +184,7 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
           nr[i] = static_cast<int>(N - r0 < kPanelRows ? N - r0 : kPanelRows);
           mk.pack(K, w0 + static_cast<size_t>(r0) * w_stride, w_stride, nr[i], panels + i * panel_bytes, tmp);
         }
+        const int64_t row0 = p0 * kPanelRows, row1 = std::min<int64_t>(N, (p0 + np) * kPanelRows);
         MatArgs a;
         a.act_stride = act_stride;
         a.out_stride = out_stride;
@@ -153,31 +196,58 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
         const size_t dose = (next_bytes / 64 + static_cast<size_t>(n_passes) - 1) / static_cast<size_t>(n_passes) * 64;
         const uint8_t* pf = w0 + static_cast<size_t>(next_r0) * w_stride;
         size_t pf_done = 0;
+        auto prefetch_dose = [&] {
+          for (size_t e = pf_done + dose; pf_done < next_bytes && pf_done < e; pf_done += 64) __builtin_prefetch(pf + pf_done, 0, 2);
+        };
         for (int64_t k0 = 0, kbi = 0; k0 < K; k0 += kb, ++kbi) {
           a.K = K - k0 < kb ? K - k0 : kb;
           a.accumulate = k0 > 0;
           const bool last_k = k0 + a.K >= K;
+          if (il_cols > 0) {
+            // Float panels: one or two panels (from panel i) per call on column group cg's
+            // interleaved act.
+            auto il_call = [&](int i, int64_t cg) {
+              a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
+              a.w_stride = panel_bytes;
+              a.n_rows = i + 1 < np ? kPanelRows + nr[i + 1] : nr[i];
+              a.act = reinterpret_cast<const uint8_t*>(il + static_cast<size_t>(cg) * il_group +
+                                                       static_cast<size_t>(k0) * static_cast<size_t>(il_cols));
+              a.n_cols = groups.width(cg);
+              if (pairs_outer) {
+                a.out = tile + groups.start(cg) * tile_stride + i * kPanelRows;
+                a.out_stride = static_cast<size_t>(tile_stride);
+              } else {
+                a.out = out0 + static_cast<size_t>(groups.start(cg)) * out_stride + (p0 + i) * kPanelRows;
+              }
+              mk.panel_il(a);
+            };
+            if (pairs_outer) {
+              for (int i = 0; i < np; i += 2)
+                for (int64_t cg = 0; cg < groups.n; ++cg) {
+                  prefetch_dose();
+                  il_call(i, cg);
+                }
+              if (last_k) {
+                for (int64_t t = 0; t < T; ++t)
+                  std::memcpy(out0 + static_cast<size_t>(t) * out_stride + row0, tile + t * tile_stride,
+                              static_cast<size_t>(row1 - row0) * sizeof(float));
+                if (acc0 != nullptr) accumulate(row0, row1, 0, T);
+              }
+            } else {
+              for (int64_t cg = 0; cg < groups.n; ++cg) {
+                prefetch_dose();
+                for (int i = 0; i < np; i += 2) il_call(i, cg);
+                if (acc0 != nullptr && last_k) accumulate(row0, row1, groups.start(cg), groups.start(cg) + groups.width(cg));
+              }
+            }
+            continue;
+          }
           for (int64_t c0 = 0; c0 < T; c0 += cstep) {
-            for (size_t e = pf_done + dose; pf_done < next_bytes && pf_done < e; pf_done += 64)
-              __builtin_prefetch(pf + pf_done, 0, 2);
+            prefetch_dose();
             const int nc = static_cast<int>(T - c0 < cstep ? T - c0 : cstep);
             const uint8_t* act_c = act + static_cast<size_t>(c0) * act_stride + static_cast<size_t>(kbi) * kb_act;
             float* out_c = out0 + static_cast<size_t>(c0) * out_stride;
-            int i = 0;
-            if (il_cols > 0) {
-              // One or two panels per call on the interleaved act.
-              for (; i < np; i += 2) {
-                a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
-                a.w_stride = panel_bytes;
-                a.n_rows = i + 1 < np ? kPanelRows + nr[i + 1] : nr[i];
-                a.act = reinterpret_cast<const uint8_t*>(il + static_cast<size_t>(c0 / cstep) * il_group +
-                                                         static_cast<size_t>(k0) * static_cast<size_t>(cstep));
-                a.n_cols = nc;
-                a.out = out_c + (p0 + i) * kPanelRows;
-                mk.panel_il(a);
-              }
-            }
-            for (; i < np; ++i) {
+            for (int i = 0; i < np; ++i) {
               for (int cc = 0; cc < nc; cc += kPanelCols) {
                 a.w = panels + i * panel_bytes + static_cast<size_t>(kbi) * kb_panel;
                 a.n_rows = nr[i];
@@ -187,8 +257,7 @@ void CpuOps::matmul_path(const TensorView& w, const TensorView& x, TensorView ou
                 mk.panel_mul(a);
               }
             }
-            if (acc0 != nullptr && last_k)
-              accumulate(p0 * kPanelRows, std::min<int64_t>(N, (p0 + np) * kPanelRows), c0, c0 + nc);
+            if (acc0 != nullptr && last_k) accumulate(row0, row1, c0, c0 + nc);
           }
         }
       }

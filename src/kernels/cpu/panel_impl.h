@@ -409,10 +409,61 @@ inline __m256 load8_as_f32(const uint8_t* row, int64_t k0, int n) {
   }
 }
 
+// In-lane transpose of two 8 x 8 matrices of 16-bit elements: v[i] = row i (elements 0-7 in the low lane,
+// 8-15 in the high lane) -> v[j] = element j of rows 0-7 in the low lane, element 8 + j in the high lane.
+inline void transpose8x8x2_epi16(__m256i* v) {
+  __m256i a[8], b[8];
+  for (int i = 0; i < 4; ++i) {  // a[2i]: elements 0-3 of rows 2i, 2i+1 interleaved; a[2i+1]: 4-7
+    a[2 * i] = _mm256_unpacklo_epi16(v[2 * i], v[2 * i + 1]);
+    a[2 * i + 1] = _mm256_unpackhi_epi16(v[2 * i], v[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h)  // b[4h + e]: elements 2e, 2e+1 of rows 4h..4h+3
+    for (int e = 0; e < 2; ++e) {
+      b[4 * h + 2 * e] = _mm256_unpacklo_epi32(a[4 * h + e], a[4 * h + 2 + e]);
+      b[4 * h + 2 * e + 1] = _mm256_unpackhi_epi32(a[4 * h + e], a[4 * h + 2 + e]);
+    }
+  for (int e = 0; e < 4; ++e) {
+    v[2 * e] = _mm256_unpacklo_epi64(b[e], b[4 + e]);
+    v[2 * e + 1] = _mm256_unpackhi_epi64(b[e], b[4 + e]);
+  }
+}
+
+// 16-bit weights, 16 elements of each row per step: transposed as halves (half the shuffles of a
+// transpose of floats), staged in t, then widened straight into the panel rows (the conversion reads
+// memory, leaving the shuffle port to the transposes).
+template <FKind kKind>
+int64_t fpack_rows16(int64_t K, const uint8_t* w, size_t w_stride, int n_rows, float* p) {
+  alignas(32) uint16_t t[2][16][8];  // [row block][element][row]
+  int64_t k0 = 0;
+  for (; k0 + 16 <= K; k0 += 16) {
+    for (int blk = 0; blk < 2; ++blk) {
+      __m256i v[8];
+      for (int r = 0; r < 8; ++r) {
+        const int row = 8 * blk + r;
+        v[r] = row < n_rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + row * w_stride + 2 * k0))
+                            : _mm256_setzero_si256();
+      }
+      transpose8x8x2_epi16(v);
+      for (int j = 0; j < 8; ++j) {
+        _mm_store_si128(reinterpret_cast<__m128i*>(t[blk][j]), _mm256_castsi256_si128(v[j]));
+        _mm_store_si128(reinterpret_cast<__m128i*>(t[blk][8 + j]), _mm256_extracti128_si256(v[j], 1));
+      }
+    }
+    for (int k = 0; k < 16; ++k)
+      for (int blk = 0; blk < 2; ++blk) {
+        const uint8_t* h = reinterpret_cast<const uint8_t*>(t[blk][k]);
+        _mm256_storeu_ps(p + (k0 + k) * R + 8 * blk, load8_as_f32<kKind>(h, 0, 8));
+      }
+  }
+  return k0;
+}
+
 template <FKind kKind>
 void fpack_rows(V256, int64_t K, const uint8_t* w, size_t w_stride, int n_rows, uint8_t* panel) {
   auto* p = reinterpret_cast<float*>(panel);
-  for (int64_t k0 = 0; k0 < K; k0 += 8) {
+  int64_t start = 0;
+  if constexpr (kKind != FKind::kF32) start = fpack_rows16<kKind>(K, w, w_stride, n_rows, p);
+  for (int64_t k0 = start; k0 < K; k0 += 8) {
     const int left = K - k0 >= 8 ? 8 : static_cast<int>(K - k0);
     __m256i v[R];
     for (int r = 0; r < R; ++r)
