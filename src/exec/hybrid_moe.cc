@@ -174,26 +174,16 @@ Status HybridRunnerImpl::run_moe_layer(Step& step, size_t router, size_t end, bo
     model::Scratch cpu_scratch = host_scratch_;
     bool gaps = false;
     for (size_t i = first; i <= last; ++i) gaps = gaps || pl[i] != Placement::kCpu;
-    if (routed) {  // route_through_cache wrote the CPU's routing (device groups' and cached picks as -1)
-      cpu_scratch.moe_ids =
-          TensorView::make(DType::I32, masked_ids_.data(), spec_.n_expert_used, n, 1, 1, Where::kHost);
-    } else if (gaps) {
-      const size_t pairs = static_cast<size_t>(spec_.n_expert_used) * static_cast<size_t>(n);
-      masked_ids_.resize(pairs);
-      const int32_t* ids = host_scratch_.moe_ids.ptr<const int32_t>();
-      for (size_t p = 0; p < pairs; ++p) {
-        const int32_t e = ids[p];
-        bool on_cpu = false;
-        for (size_t i = first; i <= last && !on_cpu; ++i)
-          on_cpu = pl[i] == Placement::kCpu && e >= sublayers_[i].expert_begin && e < sublayers_[i].expert_end;
-        masked_ids_[p] = on_cpu ? e : -1;
-      }
-      cpu_scratch.moe_ids =
-          TensorView::make(DType::I32, masked_ids_.data(), spec_.n_expert_used, n, 1, 1, Where::kHost);
+    if (gaps && !routed) {  // device groups between the CPU's: the routing with their experts as -1
+      route_through_cache(step, router, end, &cpu_picks);
+      routed = true;
     }
+    if (routed)
+      cpu_scratch.moe_ids =
+          TensorView::make(DType::I32, masked_ids_.data(), spec_.n_expert_used, n, 1, 1, Where::kHost);
     const kernels::ExpertGroup run = model::expert_group_views(spec_, host_weights_.layers[il], e0, e1);
     const double t0 = now_ms();
-    cpu_ran = !routed || cpu_picks > 0;  // every CPU pick cached: nothing left to compute here
+    cpu_ran = !caching || cpu_picks > 0;  // every CPU pick cached: nothing left to compute here
     if (cpu_ran) model::forward_moe_group(*cpu_ops_, spec_, run, n, cpu_scratch, hproj, false);
     const double t1 = now_ms();
     int32_t cpu_experts = 0;

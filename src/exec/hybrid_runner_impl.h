@@ -258,10 +258,10 @@ class HybridRunnerImpl final : public HybridRunner {
   // it again.
   void release_expert_cache();
   Status restore_expert_cache();
-  // With the MoE layer's routing on the host (router sub-layer `router`, groups [router + 1, end)): counts
-  // the CPU's picks, writes the CPU's routing (device groups' and cached experts as -1) into masked_ids_
-  // and the slots' routing (the slot of each cached pick, else -1) into the pinned staging. Returns the
-  // picks a slot holds (0 without a cache); *cpu_picks: the picks left to the CPU.
+  // With the MoE layer's routing on the host (router sub-layer `router`, groups [router + 1, end)): writes
+  // the CPU's routing (device groups' and cached experts as -1) into masked_ids_; with a cache, also counts
+  // the CPU's picks and writes the slots' routing (the slot of each cached pick, else -1) into the pinned
+  // staging. Returns the picks a slot holds (0 without a cache); *cpu_picks: the picks left to the CPU.
   int32_t route_through_cache(const Step& step, size_t router, size_t end, int32_t* cpu_picks);
   // The layer's cached picks on the device (its slots' routing up, then one moe_experts over the slots),
   // summing into the device's proj (accumulate: after the layer's device groups).
