@@ -237,7 +237,11 @@ Value Evaluator::eval(const Expr& e, Scope* scope) {
     }
     case ExprKind::kConcat: {
       std::string out;
-      for (const ExprPtr& i : e.items) out += py_str(eval(*i, scope));
+      for (const ExprPtr& i : e.items) {
+        std::string part = py_str(eval(*i, scope));
+        check_built_bytes(out.size() + part.size(), "concatenated string");
+        out += part;
+      }
       return Value(std::move(out));
     }
     case ExprKind::kCompare: {

@@ -129,6 +129,7 @@ Evaluator::Flow Evaluator::exec(const Body& body, Scope* scope, std::string& out
     Flow f;
     try {
       f = exec_stmt(*s, scope, out);
+      check_built_bytes(out.size(), "rendered text");
     } catch (const RenderError& e) {
       throw LocatedError(s->line, e.what());
     }

@@ -243,6 +243,8 @@ const std::unordered_map<std::string, FilterFn>& table() {
     m["batch"] = [](Evaluator&, const Value& v, CallArgs& a) -> Value {
       int64_t n = to_int_arg(arg(a, 0, "linecount", kUndef), "linecount");
       if (n <= 0) throw RenderError("batch size must be positive");
+      if (!arg(a, 1, "fill_with", kNone).is_none() && static_cast<uint64_t>(n) > kMaxBuiltItems)
+        throw RenderError("batch size too large");
       const Value& fill = arg(a, 1, "fill_with", kNone);
       std::vector<Value> out, cur;
       for (Value& item : iterate(v)) {
@@ -434,6 +436,7 @@ const std::unordered_map<std::string, FilterFn>& table() {
       std::vector<Value> items = iterate(v);
       int64_t slices = to_int_arg(arg(a, 0, "slices", kUndef), "slices");
       if (slices <= 0) throw RenderError("slices must be positive");
+      if (static_cast<uint64_t>(slices) > kMaxBuiltItems) throw RenderError("slices too many");
       const Value& fill = arg(a, 1, "fill_with", kNone);
       int64_t n = static_cast<int64_t>(items.size()), per = n / slices, extra = n % slices, offset = 0;
       std::vector<Value> out;

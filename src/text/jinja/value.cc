@@ -309,16 +309,25 @@ std::string spaces(int64_t n, const char* what) {
 namespace {
 
 Value repeat(const Value& seq, int64_t n) {
+  // An empty sequence repeated stays empty (and is not looped over n times); the size checks divide
+  // rather than multiply, so a huge n cannot wrap the product past the limit.
   if (seq.is_string()) {
-    if (n > 0) check_built_bytes(seq.str().size() * static_cast<uint64_t>(n), "repeated string");
+    const std::string& s = seq.str();
     std::string out;
-    for (int64_t i = 0; i < n; ++i) out += seq.str();
+    if (n > 0 && !s.empty()) {
+      if (static_cast<uint64_t>(n) > kMaxBuiltBytes / s.size()) throw RenderError("repeated string too long");
+      out.reserve(s.size() * static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) out += s;
+    }
     return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
   }
-  if (n > 0 && seq.list_ref().items.size() * static_cast<uint64_t>(n) > kMaxBuiltItems)
-    throw RenderError("repeated list too long");
+  const std::vector<Value>& items = seq.list_ref().items;
   std::vector<Value> out;
-  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.list_ref().items.begin(), seq.list_ref().items.end());
+  if (n > 0 && !items.empty()) {
+    if (static_cast<uint64_t>(n) > kMaxBuiltItems / items.size()) throw RenderError("repeated list too long");
+    out.reserve(items.size() * static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
+  }
   return Value::list(std::move(out), seq.list_ref().tuple);
 }
 
@@ -340,12 +349,15 @@ Value add(const Value& a, const Value& b) {
     return Value(checked(overflow, r));
   }
   if (a.is_string() && b.is_string()) {
+    check_built_bytes(a.str().size() + b.str().size(), "concatenated string");
     if (a.is_markup() || b.is_markup())
       return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) +
                            (b.is_markup() ? b.str() : html_escape(b.str())));
     return Value(a.str() + b.str());
   }
   if (a.is_list() && b.is_list() && a.list_ref().tuple == b.list_ref().tuple) {
+    if (a.list_ref().items.size() + b.list_ref().items.size() > kMaxBuiltItems)
+      throw RenderError("concatenated list too long");
     std::vector<Value> out = a.list_ref().items;
     out.insert(out.end(), b.list_ref().items.begin(), b.list_ref().items.end());
     return Value::list(std::move(out), a.list_ref().tuple);

@@ -192,8 +192,9 @@ std::string quoted(std::string_view text);
 
 // The largest string (bytes) or list (items) a template may build from a count it computes ('-' * n, a
 // width of n spaces): beyond it, RenderError "<what> too long" instead of an allocation the process cannot make.
-inline constexpr uint64_t kMaxBuiltBytes = uint64_t{1} << 30;
-inline constexpr uint64_t kMaxBuiltItems = uint64_t{1} << 24;
+// 64 MiB of text is far beyond any prompt a model's context holds; a million items beyond any message list.
+inline constexpr uint64_t kMaxBuiltBytes = uint64_t{1} << 26;
+inline constexpr uint64_t kMaxBuiltItems = uint64_t{1} << 20;
 // Throws RenderError "<what> too long" when a string the template builds would exceed kMaxBuiltBytes.
 void check_built_bytes(uint64_t bytes, const char* what);
 // n spaces (none for n <= 0), within kMaxBuiltBytes.
