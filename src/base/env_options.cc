@@ -88,6 +88,7 @@ const CudaSwitch kCudaSwitches[] = {
      [](Parser& p, CudaExperiments& e) { p.flag("FERRY_CUDA_QKNORM_FUSE", &e.qk_norm_fuse); }},
     {"FERRY_CUDA_PDL", [](Parser& p, CudaExperiments& e) { p.flag("FERRY_CUDA_PDL", &e.pdl); }},
     {"FERRY_CUDA_NORM_PDL", [](Parser& p, CudaExperiments& e) { p.flag("FERRY_CUDA_NORM_PDL", &e.norm_pdl); }},
+    {"FERRY_CUDA_MOE_MMA", [](Parser& p, CudaExperiments& e) { p.flag("FERRY_CUDA_MOE_MMA", &e.moe_mma); }},
     {"FERRY_CUDA_ATTN_SPLIT_SM",
      [](Parser& p, CudaExperiments& e) {
        p.integer("FERRY_CUDA_ATTN_SPLIT_SM", 1, 16, &e.attention_split_blocks_per_sm);

@@ -45,6 +45,7 @@ struct CudaExperiments {
   std::optional<bool> norm_pdl;                       // FERRY_CUDA_NORM_PDL: 0 | 1
   std::optional<int32_t> attention_split_blocks_per_sm;  // FERRY_CUDA_ATTN_SPLIT_SM: 1 .. 16
   std::optional<int32_t> attention_decode_cells;      // FERRY_CUDA_ATTN_DEC_CELLS: 1 .. 4096
+  std::optional<bool> moe_mma;                        // FERRY_CUDA_MOE_MMA: 0 | 1
   // FERRY_CUDA_ABLATE: kernel families whose launches are skipped ("norm+rope+attn+combine+glu", any
   // subset, "," or "+" between names, also "matvec").
   std::vector<std::string> ablate;

@@ -23,6 +23,7 @@ if(FERRY_HAVE_CUDA)
     ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_vision_test.cc
     ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_moe_test.cc
     ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_gptoss_test.cc
+    ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_moe_mma_test.cc
     ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_test_util.cc
   )
   target_include_directories(test_cuda_ops PRIVATE ${CMAKE_SOURCE_DIR}/tests)

@@ -174,6 +174,13 @@ struct MoeMatvecArgs {
   bool shared_x = true;
   int64_t max_per_expert = 1;
 };
+// The tensor-core expert kernel (moe_mma.cu) for prefill token counts: the quantized types whose scales are
+// per 32 elements or coarser (quant_groups_i8.h), in ggml's layout, with 16-byte aligned Q8 activations.
+// moe_matvec_quant takes it where the plan averages kMoeMmaMinPairs or more pairs an expert.
+inline constexpr int64_t kMoeMmaMinPairs = 8;
+bool moe_mma_supported(DType type, Layout layout, int64_t K, const int8_t* xq);
+cudaError_t moe_mma_quant(DType type, const MoeMatvecSet& set, int64_t K, const int8_t* xq, const float2* xds,
+                          const MoeMatvecArgs& a, cudaStream_t stream);
 // Whether moe_matvec reads this weight stack: rows the v2 chunk decoders read (matvec_v2_supported, 16-byte
 // aligned experts, K % 64 == 0 for the quantized types), or quantized rows in ggml's layout (K a multiple of
 // the block and of 32) through the v1 kernels' slices (slower: no weight loads issued ahead).

@@ -8,32 +8,13 @@
 // which other pairs share its pass. Launched with a grid of the plan's largest item count: blocks past the
 // plan's items return at once, so nothing is read back to the host.
 #include "kernels/cuda/matvec_adapters.cuh"
+#include "kernels/cuda/moe_mat.cuh"
 
 namespace ferry::kernels::cuda {
 namespace {
 
 constexpr int kMoeWarps = 8;
 constexpr int kMoeThreads = kMoeWarps * kWarp;
-
-// Matrix m of the set, at expert e (compile-time indices into the set, so it stays in the parameter bank).
-struct MoeMat {
-  const uint8_t* w;
-  int64_t nb1, rows;
-  float* out;
-  int64_t s1, s2;
-};
-__device__ __forceinline__ MoeMat moe_mat(const MoeMatvecSet& s, int m, int64_t e) {
-  MoeMat r{static_cast<const uint8_t*>(s.w[0]) + e * s.w_nb2[0], s.w_nb1[0], s.rows[0], s.out[0], s.out_s1[0],
-           s.out_s2[0]};
-#pragma unroll
-  for (int i = 1; i < kMatvecMaxMats; ++i) {
-    if (i == m) {
-      r = MoeMat{static_cast<const uint8_t*>(s.w[i]) + e * s.w_nb2[i], s.w_nb1[i], s.rows[i], s.out[i], s.out_s1[i],
-                 s.out_s2[i]};
-    }
-  }
-  return r;
-}
 
 // blockIdx: x = a tile of 8 * RPW rows, y = the plan's work item, z = the matrix of the set.
 template <class A, int NT, int RPW, int U>
@@ -192,6 +173,9 @@ cudaError_t moe_matvec_quant(DType type, Layout layout, const MoeMatvecSet& set,
                              const float2* xds, const MoeMatvecArgs& a, cudaStream_t stream) {
   if (!args_ok(set, a) || K % 32 != 0) return cudaErrorInvalidValue;
   if (a.shape.n_pairs == 0 || ablated("matvec")) return cudaSuccess;
+  if (a.shape.n_pairs >= kMoeMmaMinPairs * a.shape.n_expert && moe_mma_supported(type, layout, K, xq) &&
+      launch_settings().moe_mma)
+    return moe_mma_quant(type, set, K, xq, xds, a, stream);
   bool chunks = K % 64 == 0;
   for (int m = 0; m < set.n; ++m)
     chunks = chunks && chunked(type, layout, set.w[m], set.w_nb1[m], set.w_nb2[m], K);

@@ -10,6 +10,7 @@ ferry_module(kernels_cuda DEPS tensor base CUDA_SOURCES
   kernels/cuda/vision.cu
   kernels/cuda/moe.cu
   kernels/cuda/moe_matvec.cu
+  kernels/cuda/moe_mma.cu
   kernels/cuda/cuda_ops_moe.cc
 )
 if(TARGET ferry_kernels_cuda)

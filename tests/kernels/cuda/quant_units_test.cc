@@ -1,6 +1,7 @@
 // Host tests of kernels/cuda/quant_units.h: the per-type decoders the CUDA kernels run, checked on the CPU
 // against the reference dequantizer (tensor/quant.h) so layout mistakes are caught in CI without a GPU.
 #include "kernels/cuda/quant_chunks.h"
+#include "kernels/cuda/quant_groups_i8.h"
 
 #include <gtest/gtest.h>
 
@@ -164,6 +165,76 @@ TEST_P(QuantUnitsType, DotSlicesMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllQuant, QuantUnitsType, ::testing::ValuesIn(kQuantTypes),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+// ---- int8 groups (the tensor-core expert kernel) ---------------------------------------------------------
+
+template <DType T>
+void decode_row_i8(const uint8_t* row, int64_t K, int8_t* q, float* scale, float* min_coef) {
+  for (int g = 0; g < K / 32; ++g) {
+    uint32_t words[8];
+    decode_group_i8<T>(row, g, words, scale + g, min_coef + g);
+    std::memcpy(q + 32 * g, words, 32);
+  }
+}
+
+void dispatch_decode_i8(DType t, const uint8_t* row, int64_t K, int8_t* q, float* scale, float* min_coef) {
+  switch (t) {
+    case DType::Q4_0: return decode_row_i8<DType::Q4_0>(row, K, q, scale, min_coef);
+    case DType::Q4_1: return decode_row_i8<DType::Q4_1>(row, K, q, scale, min_coef);
+    case DType::Q5_0: return decode_row_i8<DType::Q5_0>(row, K, q, scale, min_coef);
+    case DType::Q5_1: return decode_row_i8<DType::Q5_1>(row, K, q, scale, min_coef);
+    case DType::Q8_0: return decode_row_i8<DType::Q8_0>(row, K, q, scale, min_coef);
+    case DType::Q4_K: return decode_row_i8<DType::Q4_K>(row, K, q, scale, min_coef);
+    case DType::Q5_K: return decode_row_i8<DType::Q5_K>(row, K, q, scale, min_coef);
+    case DType::MXFP4: return decode_row_i8<DType::MXFP4>(row, K, q, scale, min_coef);
+    default: FAIL() << dtype_name(t);
+  }
+}
+
+class QuantGroupsI8 : public ::testing::TestWithParam<DType> {};
+
+// scale * q + min_coef is the reference dequantizer's value of every element, and the group dot products
+// (the integer sums the tensor cores form, then the two float terms) equal dot_slice's row dot.
+TEST_P(QuantGroupsI8, ValuesAndDotsMatchReference) {
+  const DType t = GetParam();
+  ASSERT_TRUE(group_i8_supported(t));
+  const int64_t K = 2048;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int rep = 0; rep < 4; ++rep) {
+    std::vector<float> w(K), x(K);
+    for (float& v : w) v = nd(rng) + (rep == 3 ? 0.7f : 0.f);  // rep 3: an offset, so the mins matter
+    for (float& v : x) v = nd(rng) * (rep + 1);
+    std::vector<uint8_t> qw(row_bytes(t, K));
+    quantize_row(t, w.data(), qw.data(), K);
+    std::vector<float> wd(K), scale(K / 32), min_coef(K / 32);
+    dequantize_row(t, qw.data(), wd.data(), K);
+    std::vector<int8_t> q(K);
+    dispatch_decode_i8(t, qw.data(), K, q.data(), scale.data(), min_coef.data());
+    for (int64_t k = 0; k < K; ++k) {
+      const float v = scale[k / 32] * static_cast<float>(q[k]) + min_coef[k / 32];
+      ASSERT_NEAR(v, wd[k], 1e-6f * std::fabs(wd[k]) + 1e-7f) << dtype_name(t) << " element " << k;
+    }
+    std::vector<int8_t> xq(K);
+    std::vector<XDs> xds(K / 32);
+    quantize_q8_host(x.data(), K, xq.data(), xds.data());
+    float got = 0.f;
+    double mag = 0;
+    for (int64_t g = 0; g < K / 32; ++g) {
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) sum += q[32 * g + i] * xq[32 * g + i];
+      got += scale[g] * xds[g].x * static_cast<float>(sum) + min_coef[g] * xds[g].y;
+      for (int i = 0; i < 32; ++i) mag += std::fabs(static_cast<double>(wd[32 * g + i]) * xds[g].x * xq[32 * g + i]);
+    }
+    const float ref = dispatch_dot(t, qw.data(), K, reinterpret_cast<const int*>(xq.data()), xds.data());
+    EXPECT_NEAR(got, ref, 2e-5 * mag + 1e-6) << dtype_name(t) << " rep " << rep;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupTypes, QuantGroupsI8,
+                         ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
+                                           DType::Q5_K, DType::MXFP4),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 // ---- 16-byte chunk decoders (v2 decode kernels) and split-row dequantization ---------------------------
