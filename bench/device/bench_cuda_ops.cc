@@ -8,7 +8,8 @@
 //   attention  decode (1 token, long context) and causal prefill, both kernels
 //   layer      the sum of one llama3-8b layer's decode matmuls -> an upper bound on decode tok/s; also with
 //              matmul_many (q/k/v in one call, gate/up in one call)
-//   moe        one qwen3-30b-a3b MoE layer (moe_experts, Q4_K) at 1, 16 and 512 tokens: the device kernels vs
+//   moe        the experts of a qwen3-30b-a3b (Q4_K) and a gpt-oss-20b (MXFP4) layer at 1, 16, 512 and 1024 tokens:
+//              the device kernels with and without the tensor-core prefill kernel vs
 //              Ops' default composition, GB/s of routed expert bytes; the router alone
 // Lines starting with "RESULT" are machine-readable: RESULT <name> <value> <unit>.
 #include <algorithm>
@@ -416,15 +417,17 @@ void bench_layer() {
   }
 }
 
-// One qwen3-30b-a3b mixture-of-experts layer (d 2048, 128 experts of ffe 768, 8 a token, Q4_K): moe_experts
-// with every expert in one group, the device kernels (cuda_ops_moe.cc) against Ops' default composition (host
-// reads of the routing, one matvec per slot and token); the stacks rotate over copies larger than L2, so the
-// routed experts come from DRAM. GB/s: bytes of the distinct routed experts' gate / up / down rows per call.
-// Also the router alone (moe_route, 128 experts, top 8, softmax and normalised).
-void bench_moe() {
-  std::printf("\n== qwen3-30b-a3b MoE layer: moe_experts, d 2048, ffe 768, 128 experts, top 8, Q4_K ==\n");
-  const int64_t d = 2048, ffe = 768, n_expert = 128, k = 8;
-  const DType t = DType::Q4_K;
+// A mixture-of-experts layer's experts (moe_experts with every expert in one group): the device kernels
+// (cuda_ops_moe.cc) at their defaults, the same with the tensor-core prefill kernel off (moe_mma.cu vs the
+// dp4a expert matvec), and Ops' default composition (host reads of the routing, one matvec per slot and
+// token; small T only). qwen3-30b-a3b (d 2048, 128 experts of ffe 768, top 8, Q4_K) and gpt-oss-20b (d 2880,
+// 32 experts of ffe 2880, top 4, MXFP4; without its biases and clamped SwiGLU, which cost the same either
+// way). The stacks rotate over copies larger than L2, so the routed experts come from DRAM. GB/s: bytes of
+// the distinct routed experts' gate / up / down rows per call; TFLOP/s: 2 x T x top-k x 3 x d x ffe per call.
+void bench_moe_layer(const char* name, int64_t d, int64_t ffe, int64_t n_expert, int64_t k, DType t) {
+  std::printf("\n== %s experts: moe_experts, d %lld, ffe %lld, %lld experts, top %lld, %s ==\n", name,
+              static_cast<long long>(d), static_cast<long long>(ffe), static_cast<long long>(n_expert),
+              static_cast<long long>(k), dtype_name(t));
   auto stack = [&](int64_t K, int64_t N) {
     auto w = make_weights(t, K, N * n_expert, kRotateBytes / 3);
     w->view.ne[1] = N;
@@ -435,13 +438,15 @@ void bench_moe() {
   };
   auto gate = stack(d, ffe), up = stack(d, ffe), down = stack(ffe, d);
   const double expert_bytes = 3.0 * static_cast<double>(gate->bytes) / static_cast<double>(n_expert);
-  kernels::CudaOpsOptions plain_opt;
+  kernels::CudaOpsOptions plain_opt, matvec_opt;
   plain_opt.moe_kernels = false;
-  kernels::CudaOps plain(*E->ctx, plain_opt);
-  kernels::CudaOps fast(*E->ctx);
+  matvec_opt.moe_mma = false;
+  kernels::CudaOps plain(*E->ctx, plain_opt), matvec(*E->ctx, matvec_opt), fast(*E->ctx);
   std::mt19937 rng(5);
-  std::printf("%6s %8s %12s %10s %12s %10s %9s\n", "T", "experts", "kernels us", "GB/s", "default us", "GB/s", "speedup");
-  for (int64_t T : {1, 16, 512}) {
+  std::printf("%6s %8s %12s %8s %8s %12s %8s %9s %12s\n", "T", "experts", "kernels us", "GB/s", "TFLOP/s",
+              "no-mma us", "TFLOP/s", "mma gain", "default us");
+  const std::string tag = std::string(name) + "_";
+  for (int64_t T : {1, 16, 512, 1024}) {
     // Uniform routing: k distinct experts a token.
     std::vector<int32_t> ids(static_cast<size_t>(k * T));
     std::vector<int32_t> pool(static_cast<size_t>(n_expert));
@@ -469,18 +474,30 @@ void bench_moe() {
       g.down = down->at(i);
       ops.moe_experts(g, dx.view, dids.view, dw.view, s, false, out.view);
     };
-    const double ms = time_ms(T >= 512 ? 10 : 50, [&](int i) { run(fast, i); });
-    const double ms_plain = time_ms(T >= 512 ? 1 : 5, [&](int i) { run(plain, i); });
+    const int iters = T >= 512 ? 10 : 50;
+    const double ms = time_ms(iters, [&](int i) { run(fast, i); });
+    const double ms_mv = time_ms(iters, [&](int i) { run(matvec, i); });
+    const double ms_plain = T <= 16 ? time_ms(5, [&](int i) { run(plain, i); }) : 0.0;
     const double bytes = static_cast<double>(distinct) * expert_bytes;
-    std::printf("%6lld %8lld %12.1f %10.0f %12.1f %10.0f %8.1fx\n", static_cast<long long>(T),
-                static_cast<long long>(distinct), ms * 1e3, bytes / (ms * 1e6), ms_plain * 1e3,
-                bytes / (ms_plain * 1e6), ms_plain / ms);
+    const double flop = 2.0 * static_cast<double>(T * k) * 3.0 * static_cast<double>(d * ffe);
+    std::printf("%6lld %8lld %12.1f %8.0f %8.2f %12.1f %8.2f %8.2fx %12.1f\n", static_cast<long long>(T),
+                static_cast<long long>(distinct), ms * 1e3, bytes / (ms * 1e6), flop / (ms * 1e9), ms_mv * 1e3,
+                flop / (ms_mv * 1e9), ms_mv / ms, ms_plain * 1e3);
     const std::string sfx = "_T" + std::to_string(T);
-    result("moe_experts_us" + sfx, ms * 1e3, "us");
-    result("moe_experts_gbps" + sfx, bytes / (ms * 1e6), "GB/s");
-    result("moe_default_us" + sfx, ms_plain * 1e3, "us");
+    result(tag + "moe_experts_us" + sfx, ms * 1e3, "us");
+    result(tag + "moe_experts_tflops" + sfx, flop / (ms * 1e9), "TFLOP/s");
+    result(tag + "moe_matvec_us" + sfx, ms_mv * 1e3, "us");
+    if (T <= 16) result(tag + "moe_default_us" + sfx, ms_plain * 1e3, "us");
   }
-  // The router alone.
+}
+
+void bench_moe() {
+  bench_moe_layer("qwen3-30b-a3b", 2048, 768, 128, 8, DType::Q4_K);
+  bench_moe_layer("gpt-oss-20b", 2880, 2880, 32, 4, DType::MXFP4);
+  // The router alone (moe_route, 128 experts, top 8, softmax and normalised).
+  kernels::CudaOps fast(*E->ctx);
+  std::mt19937 rng(9);
+  const int64_t n_expert = 128, k = 8;
   for (int64_t T : {1, 512}) {
     HostTensor hl(DType::F32, n_expert, T);
     fill_uniform(rng, hl.data<float>(), hl.n(), -4.f, 4.f);

@@ -7,7 +7,10 @@
 # Jobs (each runs once; a job that does not fit the time left waits for the next call):
 #   setup      llama.cpp (llama-bench, llama-server, llama-batched-bench) in the background; synthetic
 #              qwen3-30b-a3b Q4_K (/root/moe/q30.gguf), gpt-oss-20b (goss20.gguf), qwen3-8b Q4_K (/root/m)
+#   mmatests   test_cuda_ops' expert tests alone (CudaMoeMma*, CudaMoe*, CudaGptOss*: the tensor-core prefill kernel)
 #   cudatests  test_cuda_ops (before the peer's build is done: it shares the CPU, not the GPU)
+#   mma        bench_cuda_ops moe: the expert kernels of a qwen3-30b-a3b and a gpt-oss-20b layer at 1..1024
+#              tokens, tensor-core prefill kernel on and off, in one process
 #   waitbuild  waits for the peer's build (nothing below is measured while it compiles)
 #   prof       ferry profile --quick (the cached profile every row plans from)
 #   2G         q30 and goss20 at 2 GB: ferry, llama-bench -fitt, llama-bench -ngl 99 -ot exps=CPU
@@ -22,10 +25,10 @@
 # (peak above the idle card, MiB). Needs .devcarry/bin/{ferry,bck,test_cuda_ops}.xz and
 # .devcarry/llama.cpp-src.tar.xz (bench/README.md, "On the GPU host").
 set -u
-BINS="ferry test_cuda_ops" . bench/device/carry_setup.sh
+BINS="ferry test_cuda_ops ${EXTRA_BINS:-}" . bench/device/carry_setup.sh
 F=/root/bin/ferry; R=/root/res; ST=/root/state; mkdir -p "$R" "$ST" /root/moe /root/m
 END=$(( T0 + ${BUDGET:-575} ))
-QUEUE=${QUEUE:-setup cudatests waitbuild prof 2G 8G 4G par skew q235 b512 copy repeat}
+QUEUE=${QUEUE:-setup mmatests cudatests waitbuild prof mma 2G 8G 4G par skew q235 b512 copy repeat}
 LOG=$R/log.txt
 left() { echo $(( END - $(date +%s) )); }
 say() { el "$*" | tee -a "$LOG"; }
@@ -81,6 +84,15 @@ cudatests() {
   timeout 300 /root/bin/test_cuda_ops > "$R/test_cuda_ops.txt" 2>&1; local rc=$?
   say "test_cuda_ops rc $rc: $(grep -cE '^\[       OK' "$R/test_cuda_ops.txt") ok, $(grep -cE '^\[  FAILED' "$R/test_cuda_ops.txt") failed lines"
   [ $rc = 0 ]; }
+mmatests() {
+  timeout 200 /root/bin/test_cuda_ops --gtest_filter='CudaMoeMma*:CudaMoe*:CudaGptOss*' > "$R/test_moe.txt" 2>&1
+  local rc=$?
+  say "expert tests rc $rc: $(grep -cE '^\[       OK' "$R/test_moe.txt") ok, $(grep -cE '^\[  FAILED' "$R/test_moe.txt") failed lines"
+  grep -E "Failure|nrmse|FAILED" "$R/test_moe.txt" | head -8 | tee -a "$LOG"
+  [ $rc = 0 ]; }
+mma() { [ -x /root/bin/bench_cuda_ops ] || { say "mma: no bench_cuda_ops (EXTRA_BINS=bench_cuda_ops)"; return 1; }
+  timeout 200 /root/bin/bench_cuda_ops moe > "$R/bench_moe.txt" 2>&1; say "bench_cuda_ops moe rc $?"
+  grep -vE '^RESULT' "$R/bench_moe.txt" | tail -16 | tee -a "$LOG"; }
 waitbuild() { while building && [ "$(left)" -gt 30 ]; do sleep 5; done
   say "llama.cpp build: $([ -f /root/lcb/done ] && echo done || echo NOT done)"; ! building; }
 prof() { timeout 120 $F profile --quick > "$R/profile.txt" 2>&1; say "profile rc $?"; }
@@ -118,14 +130,14 @@ copy() { ferry_row q30 2 q30_2G_copy --pin copy; }
 repeat() { timeout 250 bash bench/profile_repeat.sh -n 5 -f $F -o "$R/prof5" > "$R/prof5.txt" 2>&1; say "profile_repeat rc $?"
   grep -iE "outside|same plan|widest" "$R/prof5.txt" | head -12 | tee -a "$LOG"; }
 
-declare -A EST=([setup]=320 [cudatests]=300 [waitbuild]=60 [prof]=100 [2G]=420 [8G]=160 [4G]=320 [par]=330 [skew]=330
+declare -A EST=([setup]=320 [mmatests]=200 [mma]=200 [cudatests]=300 [waitbuild]=60 [prof]=100 [2G]=420 [8G]=160 [4G]=320 [par]=330 [skew]=330
                 [q235]=420 [b512]=80 [copy]=90 [repeat]=250)
-declare -A FN=([setup]=setup [cudatests]=cudatests [waitbuild]=waitbuild [prof]=prof [2G]=two [8G]=eight [4G]=four
+declare -A FN=([setup]=setup [mmatests]=mmatests [mma]=mma [cudatests]=cudatests [waitbuild]=waitbuild [prof]=prof [2G]=two [8G]=eight [4G]=four
                [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat)
 for j in $QUEUE; do
   [ -n "${FN[$j]:-}" ] || { say "unknown job $j"; continue; }
   # Nothing is measured while the peer compiles.
-  case $j in setup|cudatests|waitbuild) ;; *) building && { say "later: $j (llama.cpp still building)"; continue; } ;; esac
+  case $j in setup|mmatests|cudatests|waitbuild) ;; *) building && { say "later: $j (llama.cpp still building)"; continue; } ;; esac
   job "$j" "${EST[$j]}" "${FN[$j]}"
 done
 pending=""; for j in $QUEUE; do [ -f "$ST/$j.done" ] || pending="$pending $j"; done

@@ -27,7 +27,6 @@ const LaunchSettings& launch_settings() {
     if (e.norm_pdl) s.norm_pdl = *e.norm_pdl;
     if (e.attention_split_blocks_per_sm) s.attention_split_blocks_per_sm = *e.attention_split_blocks_per_sm;
     if (e.attention_decode_cells) s.attention_decode_cells = *e.attention_decode_cells;
-    if (e.moe_mma) s.moe_mma = *e.moe_mma;
     return s;
   }();
   return settings;

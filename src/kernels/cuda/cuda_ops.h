@@ -139,6 +139,10 @@ struct CudaOpsOptions {
   // matmul_id, moe_combine, moe_experts through moe.cu / moe_matvec.cu); false = Ops' defaults, which read
   // the routing on the host (bench_cuda_ops moe compares them).
   bool moe_kernels = true;
+  // With moe_kernels, the quantized expert matmuls of prefill token counts on the int8 tensor cores
+  // (moe_mma.cu: each weight decoded once per 32 routed pairs) instead of the dp4a matvec (once per 4).
+  // FERRY_CUDA_MOE_MMA=0|1 (experiments build).
+  bool moe_mma = true;
 };
 
 // `options` with an experiments build's FERRY_CUDA_* switches applied over it; a production build's
@@ -156,6 +160,7 @@ inline CudaOpsOptions with_experiments(CudaOpsOptions options, const CudaExperim
   if (e.attention_decode_max_cells) options.attention_decode_max_cells = *e.attention_decode_max_cells;
   if (e.attention_decode_splits) options.attention_decode_splits = *e.attention_decode_splits;
   if (e.qk_norm_fuse) options.qk_norm_fuse = *e.qk_norm_fuse;
+  if (e.moe_mma) options.moe_mma = *e.moe_mma;
   return options;
 }
 // The same over the process's environment (base/env_options.h).

@@ -160,6 +160,7 @@ void CudaOps::matmul_id(int n, const TensorView* const* ws, const TensorView& x,
     a.k = static_cast<int>(k);
     a.shared_x = shared;
     a.max_per_expert = nt;
+    a.mma = options_.moe_mma;
     const float* x0 = x.ptr<const float>() + t0 * per_token * x_stride;
     if (!quant) {
       check(cu::moe_matvec_float(ws[0]->dtype, set, K, x0, x_stride, a, ctx_.stream()), "matmul_id: moe_matvec_float");
@@ -290,6 +291,7 @@ void CudaOps::moe_experts(const ExpertGroup& g, const TensorView& x, const Tenso
     a.shape = shape;
     a.k = static_cast<int>(k);
     a.max_per_expert = nt;
+    a.mma = options_.moe_mma;
 
     // gate / up of every pair the group holds: h, up [ffe, k, nt].
     cu::MoeMatvecSet gu;

@@ -173,6 +173,7 @@ struct MoeMatvecArgs {
   int k = 1;
   bool shared_x = true;
   int64_t max_per_expert = 1;
+  bool mma = true;  // quantized weights may take the tensor-core kernel (CudaOpsOptions::moe_mma)
 };
 // The tensor-core expert kernel (moe_mma.cu) for prefill token counts: the quantized types whose scales are
 // per 32 elements or coarser (quant_groups_i8.h), in ggml's layout, with 16-byte aligned Q8 activations.

@@ -2,7 +2,7 @@
 // and the timing ablation that skips kernels (the results are wrong then). They exist for A/B studies only:
 // a production build uses the defaults below and compiles the ablation checks out; an experiments build
 // (-DFERRY_EXPERIMENTS=ON) takes them once from the environment (base/env_options.h: FERRY_CUDA_PDL,
-// FERRY_CUDA_NORM_PDL, FERRY_CUDA_ATTN_SPLIT_SM, FERRY_CUDA_ATTN_DEC_CELLS, FERRY_CUDA_MOE_MMA, FERRY_CUDA_ABLATE;
+// FERRY_CUDA_NORM_PDL, FERRY_CUDA_ATTN_SPLIT_SM, FERRY_CUDA_ATTN_DEC_CELLS, FERRY_CUDA_ABLATE;
 // docs/ENVIRONMENT.md). Plain C++17, no CUDA header: the launchers and cuda_ops.cc include it.
 #pragma once
 
@@ -15,7 +15,6 @@ struct LaunchSettings {
   bool norm_pdl = true;                   // ... also of the short-row rms_norm kernels
   int attention_split_blocks_per_sm = 2;  // blocks per SM the flash-decoding split count aims for
   int attention_decode_cells = 0;         // cells a split of the decode kernel takes; 0: two rounds of every warp
-  bool moe_mma = true;                    // the tensor-core expert kernel at prefill token counts (moe_mma.cu)
 };
 
 #if FERRY_EXPERIMENTS

@@ -173,8 +173,8 @@ cudaError_t moe_matvec_quant(DType type, Layout layout, const MoeMatvecSet& set,
                              const float2* xds, const MoeMatvecArgs& a, cudaStream_t stream) {
   if (!args_ok(set, a) || K % 32 != 0) return cudaErrorInvalidValue;
   if (a.shape.n_pairs == 0 || ablated("matvec")) return cudaSuccess;
-  if (a.shape.n_pairs >= kMoeMmaMinPairs * a.shape.n_expert && moe_mma_supported(type, layout, K, xq) &&
-      launch_settings().moe_mma)
+  if (a.shape.n_pairs >= kMoeMmaMinPairs * a.shape.n_expert && a.mma &&
+      moe_mma_supported(type, layout, K, xq))
     return moe_mma_quant(type, set, K, xq, xds, a, stream);
   bool chunks = K % 64 == 0;
   for (int m = 0; m < set.n; ++m)
