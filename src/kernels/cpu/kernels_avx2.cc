@@ -26,7 +26,7 @@ inline __m256i dot_s8s8(__m256i a, __m256i b) {
 }  // namespace ferry::kernels::cpu
 
 #include "kernels/cpu/attn_cells_impl.h"
-#include "kernels/cpu/panel_impl.h"
+#include "kernels/cpu/panel_float_impl.h"
 #include "kernels/cpu/panel_kquant_impl.h"
 #include "kernels/cpu/simd_math_impl.h"
 

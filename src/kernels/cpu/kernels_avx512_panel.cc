@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/dot_vnni256.h"
 
-#include "kernels/cpu/panel_impl.h"
+#include "kernels/cpu/panel_float_impl.h"
 
 namespace ferry::kernels::cpu {
 namespace {
