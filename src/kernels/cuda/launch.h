@@ -176,7 +176,8 @@ struct MoeMatvecArgs {
   bool mma = true;  // quantized weights may take the tensor-core kernel (CudaOpsOptions::moe_mma)
 };
 // The tensor-core expert kernel (moe_mma.cu) for prefill token counts: the quantized types whose scales are
-// per 32 elements or coarser (quant_groups_i8.h), in ggml's layout, with 16-byte aligned Q8 activations.
+// per 32 elements or coarser, and Q6_K (quant_groups_i8.h), in ggml's layout, with 16-byte aligned Q8
+// activations.
 // moe_matvec_quant takes it where the plan averages kMoeMmaMinPairs or more pairs an expert.
 inline constexpr int64_t kMoeMmaMinPairs = 8;
 bool moe_mma_supported(DType type, Layout layout, int64_t K, const int8_t* xq);

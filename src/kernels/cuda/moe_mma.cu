@@ -2,7 +2,7 @@
 // (mma.m16n8k32): a block takes one work item of the plan (moe.cu: up to 32 (slot, token) pairs routed to
 // one expert) and 64 rows of that expert's matrix. Per step of 8 groups of 32 along K its threads decode the
 // rows' groups once into shared memory as int8 values with a scale and a min coefficient per (row, group)
-// (quant_groups_i8.h) and copy the pairs' Q8 activations beside them; then each of the 4 warps multiplies
+// (quant_groups_i8.h; Q6_K: a scale per half) and copy the pairs' Q8 activations beside them; then each of the 4 warps multiplies
 // its 16 rows by the pairs, 8 at a time. A weight is decoded once per item, not once per pair as in
 // moe_matvec.cu, and the products run on the tensor cores. Per (row, pair, group) the integer dot product is
 // exact, as dp4a's; the float terms are added group after group.
@@ -126,13 +126,27 @@ __global__ void __launch_bounds__(kThreads) moe_mma_kernel(MoeMatvecSet set, int
       for (int nt = 0; nt < 4; ++nt) {
         if (nt < n_tiles) {  // uniform: mma.sync needs the whole warp
           const int tb = nt * 8 + g;
-          int c[4] = {0, 0, 0, 0};
-          mma_s8(c, af, lds32(&s.x[tb][c0]), lds32(&s.x[tb][c0 + 16]));
+          const uint32_t b0 = lds32(&s.x[tb][c0]), b1 = lds32(&s.x[tb][c0 + 16]);
           const float2 d0 = s.x_ds[nt * 8 + 2 * q][gi], d1 = s.x_ds[nt * 8 + 2 * q + 1][gi];
-          acc[nt][0] += sc0 * d0.x * static_cast<float>(c[0]) + mn0 * d0.y;
-          acc[nt][1] += sc0 * d1.x * static_cast<float>(c[1]) + mn0 * d1.y;
-          acc[nt][2] += sc1 * d0.x * static_cast<float>(c[2]) + mn1 * d0.y;
-          acc[nt][3] += sc1 * d1.x * static_cast<float>(c[3]) + mn1 * d1.y;
+          int c[4] = {0, 0, 0, 0};
+          if constexpr (group_i8_halves(T)) {
+            // Scales per 16: the group's halves as two products, each with the other half's columns of A
+            // zero (a0 / a1 hold columns 0..15, a2 / a3 columns 16..31); mn* is the second half's scale.
+            const uint32_t lo[4] = {af[0], af[1], 0u, 0u}, hi[4] = {0u, 0u, af[2], af[3]};
+            int h[4] = {0, 0, 0, 0};
+            mma_s8(c, lo, b0, b1);
+            mma_s8(h, hi, b0, b1);
+            acc[nt][0] += d0.x * (sc0 * static_cast<float>(c[0]) + mn0 * static_cast<float>(h[0]));
+            acc[nt][1] += d1.x * (sc0 * static_cast<float>(c[1]) + mn0 * static_cast<float>(h[1]));
+            acc[nt][2] += d0.x * (sc1 * static_cast<float>(c[2]) + mn1 * static_cast<float>(h[2]));
+            acc[nt][3] += d1.x * (sc1 * static_cast<float>(c[3]) + mn1 * static_cast<float>(h[3]));
+          } else {
+            mma_s8(c, af, b0, b1);
+            acc[nt][0] += sc0 * d0.x * static_cast<float>(c[0]) + mn0 * d0.y;
+            acc[nt][1] += sc0 * d1.x * static_cast<float>(c[1]) + mn0 * d1.y;
+            acc[nt][2] += sc1 * d0.x * static_cast<float>(c[2]) + mn1 * d0.y;
+            acc[nt][3] += sc1 * d1.x * static_cast<float>(c[3]) + mn1 * d1.y;
+          }
         }
       }
     }
@@ -183,6 +197,7 @@ cudaError_t moe_mma_quant(DType type, const MoeMatvecSet& set, int64_t K, const 
     case DType::Q4_K: return launch<DType::Q4_K>(set, K, xq, xds, a, stream);
     case DType::Q5_K: return launch<DType::Q5_K>(set, K, xq, xds, a, stream);
     case DType::MXFP4: return launch<DType::MXFP4>(set, K, xq, xds, a, stream);
+    case DType::Q6_K: return launch<DType::Q6_K>(set, K, xq, xds, a, stream);
     default: return cudaErrorInvalidValue;
   }
 }

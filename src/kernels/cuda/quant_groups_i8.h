@@ -4,9 +4,12 @@
 //   decode_group_i8<T>(row, g, q, &scale, &min_coef)
 //     q[w] holds elements 32g + 4w .. 32g + 4w + 3 as bytes (little-endian), and for Q8 activations of the
 //     group {xq, (dx, dx * sum(xq))}: dot(row group, x) = scale * dx * sum(q * xq) + min_coef * dx * sum(xq).
-// The types whose scales are per 32 elements or coarser: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, MXFP4
-// (Q2_K, Q3_K and Q6_K scale every 16 elements: group_i8_supported is false for them). Unsigned values
-// stay unsigned (0..15, 0..31): their offset (-8 of Q4_0, -16 of Q5_0, a block's min) is the min term.
+// The types whose scales are per 32 elements or coarser: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, MXFP4.
+// Unsigned values stay unsigned (0..15, 0..31): their offset (-8 of Q4_0, -16 of Q5_0, a block's min) is
+// the min term. Q6_K scales every 16 elements and has no min: group_i8_halves, and decode_group_i8 gives
+// the first half's scale in *scale and the second half's in *min_coef:
+//     dot = scale * dx * sum(q * xq over elements 0..15) + min_coef * dx * sum(q * xq over 16..31).
+// (Q2_K's per-16 mins would need per-16 activation sums, Q3_K's packing is not done: neither is supported.)
 #pragma once
 
 #include <cstdint>
@@ -15,9 +18,10 @@
 
 namespace ferry::kernels::cuda {
 
+constexpr bool group_i8_halves(DType t) { return t == DType::Q6_K; }
 constexpr bool group_i8_supported(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||
-         t == DType::Q4_K || t == DType::Q5_K || t == DType::MXFP4;
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::MXFP4 || group_i8_halves(t);
 }
 
 template <DType T>
@@ -132,6 +136,28 @@ FERRY_HD void decode_group_i8<DType::Q5_K>(const uint8_t* row, int g, uint32_t* 
   get_scale_min_k4(j, b + 4, &sc, &m);
   *scale = half_to_float(ld_u16(b)) * static_cast<float>(sc);
   *min_coef = -half_to_float(ld_u16(b + 2)) * static_cast<float>(m);
+}
+
+// Q6_K: group r = g % 8 of super-block g / 8 is half h = r / 4, quarter k = r % 4 (ggml's q1..q4): element
+// l's low 4 bits are ql[64h + 32 (k % 2) + l] (low nibble for k < 2, high for k >= 2), its top 2 bits are
+// qh[32h + l] >> 2k; value minus 32, signed. Scales sc[8h + 2k] (elements 0..15) and sc[8h + 2k + 1] (16..31).
+template <>
+FERRY_HD void decode_group_i8<DType::Q6_K>(const uint8_t* row, int g, uint32_t* q, float* scale, float* min_coef) {
+  const int r = g & 7, h = r >> 2, k = r & 3;
+  const uint8_t* b = block_ptr<DType::Q6_K>(row, g >> 3);
+  const uint8_t* ql = b + 64 * h + 32 * (k & 1);
+  const uint8_t* qh = b + 128 + 32 * h;
+  const int shift = 4 * (k >> 1);
+  FERRY_UNROLL
+  for (int w = 0; w < 8; ++w) {
+    const uint32_t lo = (static_cast<uint32_t>(ld_a2(ql + 4 * w)) >> shift) & 0x0F0F0F0Fu;
+    const uint32_t hi = ((static_cast<uint32_t>(ld_a2(qh + 4 * w)) >> (2 * k)) & 0x03030303u) << 4;
+    q[w] = static_cast<uint32_t>(sub32_bytes(static_cast<int>(lo | hi)));
+  }
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * h + 2 * k);
+  const float d = half_to_float(ld_u16(b + 208));
+  *scale = d * static_cast<float>(sc[0]);
+  *min_coef = d * static_cast<float>(sc[1]);
 }
 
 }  // namespace ferry::kernels::cuda

@@ -113,11 +113,13 @@ TEST_P(CudaMoeMma, MatmulIdMatchesRef) {
   }
 }
 
-// Legacy types at K = 352 (11 groups: a step of 8 and one of 3), k-quants at 1280 (5 super-blocks), MXFP4 at
+// Legacy types at K = 352 (11 groups: a step of 8 and one of 3), k-quants at 1280 (5 super-blocks; Q6_K's
+// scales per 16 as two products a group), MXFP4 at
 // gpt-oss's 2880 (90 groups); 100 rows (a 64-row tile and a partial one).
 const MmaCase kMmaCases[] = {{DType::Q4_0, 352, 100}, {DType::Q4_1, 352, 100}, {DType::Q5_0, 352, 100},
                              {DType::Q5_1, 352, 100}, {DType::Q8_0, 352, 100}, {DType::Q4_K, 1280, 100},
-                             {DType::Q5_K, 1280, 100}, {DType::MXFP4, 2880, 100}, {DType::MXFP4, 352, 64}};
+                             {DType::Q5_K, 1280, 100}, {DType::Q6_K, 1280, 100}, {DType::MXFP4, 2880, 100},
+                             {DType::MXFP4, 352, 64}};
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaMoeMma, ::testing::ValuesIn(kMmaCases),
                          [](const ::testing::TestParamInfo<MmaCase>& i) {

@@ -188,14 +188,16 @@ void dispatch_decode_i8(DType t, const uint8_t* row, int64_t K, int8_t* q, float
     case DType::Q4_K: return decode_row_i8<DType::Q4_K>(row, K, q, scale, min_coef);
     case DType::Q5_K: return decode_row_i8<DType::Q5_K>(row, K, q, scale, min_coef);
     case DType::MXFP4: return decode_row_i8<DType::MXFP4>(row, K, q, scale, min_coef);
+    case DType::Q6_K: return decode_row_i8<DType::Q6_K>(row, K, q, scale, min_coef);
     default: FAIL() << dtype_name(t);
   }
 }
 
 class QuantGroupsI8 : public ::testing::TestWithParam<DType> {};
 
-// scale * q + min_coef is the reference dequantizer's value of every element, and the group dot products
-// (the integer sums the tensor cores form, then the two float terms) equal dot_slice's row dot.
+// scale * q + min_coef is the reference dequantizer's value of every element (halves types: scale * q in
+// elements 0..15 of a group, min_coef * q in 16..31), and the group dot products (the integer sums the
+// tensor cores form, then the two float terms) equal dot_slice's row dot.
 TEST_P(QuantGroupsI8, ValuesAndDotsMatchReference) {
   const DType t = GetParam();
   ASSERT_TRUE(group_i8_supported(t));
@@ -212,8 +214,10 @@ TEST_P(QuantGroupsI8, ValuesAndDotsMatchReference) {
     dequantize_row(t, qw.data(), wd.data(), K);
     std::vector<int8_t> q(K);
     dispatch_decode_i8(t, qw.data(), K, q.data(), scale.data(), min_coef.data());
+    const bool halves = group_i8_halves(t);
     for (int64_t k = 0; k < K; ++k) {
-      const float v = scale[k / 32] * static_cast<float>(q[k]) + min_coef[k / 32];
+      const float v = halves ? (k % 32 < 16 ? scale[k / 32] : min_coef[k / 32]) * static_cast<float>(q[k])
+                             : scale[k / 32] * static_cast<float>(q[k]) + min_coef[k / 32];
       ASSERT_NEAR(v, wd[k], 1e-6f * std::fabs(wd[k]) + 1e-7f) << dtype_name(t) << " element " << k;
     }
     std::vector<int8_t> xq(K);
@@ -222,9 +226,13 @@ TEST_P(QuantGroupsI8, ValuesAndDotsMatchReference) {
     float got = 0.f;
     double mag = 0;
     for (int64_t g = 0; g < K / 32; ++g) {
-      int sum = 0;
-      for (int i = 0; i < 32; ++i) sum += q[32 * g + i] * xq[32 * g + i];
-      got += scale[g] * xds[g].x * static_cast<float>(sum) + min_coef[g] * xds[g].y;
+      int lo = 0, hi = 0;
+      for (int i = 0; i < 16; ++i) lo += q[32 * g + i] * xq[32 * g + i];
+      for (int i = 16; i < 32; ++i) hi += q[32 * g + i] * xq[32 * g + i];
+      if (halves)
+        got += scale[g] * xds[g].x * static_cast<float>(lo) + min_coef[g] * xds[g].x * static_cast<float>(hi);
+      else
+        got += scale[g] * xds[g].x * static_cast<float>(lo + hi) + min_coef[g] * xds[g].y;
       for (int i = 0; i < 32; ++i) mag += std::fabs(static_cast<double>(wd[32 * g + i]) * xds[g].x * xq[32 * g + i]);
     }
     const float ref = dispatch_dot(t, qw.data(), K, reinterpret_cast<const int*>(xq.data()), xds.data());
@@ -234,7 +242,7 @@ TEST_P(QuantGroupsI8, ValuesAndDotsMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(GroupTypes, QuantGroupsI8,
                          ::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
-                                           DType::Q5_K, DType::MXFP4),
+                                           DType::Q5_K, DType::MXFP4, DType::Q6_K),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
 // ---- 16-byte chunk decoders (v2 decode kernels) and split-row dequantization ---------------------------
