@@ -22,7 +22,8 @@
 #   repeat     bench/profile_repeat.sh -n 5 (issue 28)
 # Rows: ferry `bench -m M --vram BG -p 1024 -n 64 --json --explain`; llama.cpp `llama-bench -m M -fitt <free MiB -
 # B> -fa 1 -p 1024 -n 64 -r 1 -o json` (its TTFT: 1024 / prefill tok/s); each under an nvidia-smi sampler
-# (peak above the idle card, MiB). Needs .devcarry/bin/{ferry,bck,test_cuda_ops}.xz and
+# (peak above the idle card, MiB). Needs .devcarry/bin/{ferry,test_cuda_ops}.xz (and bench_cuda_ops.xz for mma,
+# with EXTRA_BINS=bench_cuda_ops) and
 # .devcarry/llama.cpp-src.tar.xz (bench/README.md, "On the GPU host").
 set -u
 BINS="ferry test_cuda_ops ${EXTRA_BINS:-}" . bench/device/carry_setup.sh
