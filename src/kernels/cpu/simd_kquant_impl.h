@@ -5,7 +5,8 @@
 // of levels and act (int16 pairs, exact: levels <= 63), then vpmaddwd / vpdpwssd with the scales, as
 // ggml's k-quant dots do; one convert and one FMA with d * dx apply it. The mins likewise: one vpmaddwd
 // of the groups' int16 mins with the act's exact group sums, a convert and an FMA with dmin * dx. The
-// kernels work by halves of a super-block (4 level vectors) so levels and scales stay in registers.
+// kernels work by halves of a super-block (4 level vectors), the chunked Q4_K / Q5_K / Q6_K ones by
+// pairs of level vectors, so levels and scales stay in registers.
 // Same ODR rules as generic_impl.h.
 #pragma once
 
@@ -191,9 +192,15 @@ struct KQuant32Dec : KQuantLevels<Dec> {
   }
 };
 struct DecQ4_K : KQuant32Dec<DecQ4_K, BlockQ4_K> {
+  // The direct kernel's level vectors 2J and 2J + 1 (kOddTwice: see DecQ5_K).
   static constexpr bool kOddTwice = false;
-  template <int H>
-  static void levels_half_direct(const BlockT& b, __m256i* u) { levels_half<H>(b, u); }
+  template <int J>
+  static void levels_pair(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F);
+    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * J));
+    u[0] = _mm256_and_si256(t, mf);
+    u[1] = _mm256_and_si256(_mm256_srli_epi16(t, 4), mf);
+  }
   template <int H>
   static void levels_half(const BlockT& b, __m256i* u) {
     const __m256i mf = _mm256_set1_epi8(0x0F);
@@ -223,27 +230,23 @@ struct DecQ5_K : KQuant32Dec<DecQ5_K, BlockQ5_K> {
     u[2] = _mm256_or_si256(_mm256_and_si256(t1, mf), bit_to_0x10<4 * H + 2>(qh));
     u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t1, 4), mf), bit_to_0x10<4 * H + 3>(qh));
   }
-  // The direct kernel's levels (kOddTwice): the odd vectors (high nibbles, groups 2m + 1) as 2u, the even
-  // ones as u. Per pair of groups (2m, 2m + 1) one shift of qh puts high bit 2m at bit 4 and 2m + 1 at
-  // bit 5; the high nibble needs a shift anyway, to bits 1..4 it meets its high bit there: 7 operations
-  // per pair where u for both takes 8 or 9. direct_k4 doubles the even groups' scales and halves d.
+  // The direct kernel's level vectors 2J and 2J + 1 (kOddTwice): the odd one (high nibbles) as 2u, the
+  // even one as u. One shift of qh puts high bit 2J at bit 4 and 2J + 1 at bit 5; the high nibble needs
+  // a shift anyway, to bits 1..4 it meets its high bit there: 7 operations per pair where u for both
+  // takes 8 or 9. direct_k4 doubles the even groups' scales and halves d.
   static constexpr bool kOddTwice = true;
-  template <int H>
-  static void levels_half_direct(const BlockT& b, __m256i* u) {
+  template <int J>
+  static void levels_pair(const BlockT& b, __m256i* u) {
     const __m256i mf = _mm256_set1_epi8(0x0F), m1e = _mm256_set1_epi8(0x1E);
     const __m256i b4 = _mm256_set1_epi8(0x10), b5 = _mm256_set1_epi8(0x20);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-    auto pair = [&](auto p) {
-      constexpr int P = decltype(p)::value, j = 4 * H + 2 * P;  // high bits j, j + 1 -> bits 4, 5
-      __m256i q = qh;
-      if constexpr (j < 4) q = _mm256_slli_epi16(qh, 4 - j);
-      if constexpr (j > 4) q = _mm256_srli_epi16(qh, j - 4);
-      const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 64 * H + 32 * P));
-      u[2 * P] = _mm256_or_si256(_mm256_and_si256(t, mf), _mm256_and_si256(q, b4));
-      u[2 * P + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 3), m1e), _mm256_and_si256(q, b5));
-    };
-    pair(std::integral_constant<int, 0>{});
-    pair(std::integral_constant<int, 1>{});
+    constexpr int j = 2 * J;  // high bits j, j + 1 -> bits 4, 5
+    __m256i q = qh;
+    if constexpr (j < 4) q = _mm256_slli_epi16(qh, 4 - j);
+    if constexpr (j > 4) q = _mm256_srli_epi16(qh, j - 4);
+    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * J));
+    u[0] = _mm256_or_si256(_mm256_and_si256(t, mf), _mm256_and_si256(q, b4));
+    u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 3), m1e), _mm256_and_si256(q, b5));
   }
 };
 struct DecQ6_K : KQuantLevels<DecQ6_K> {
@@ -262,6 +265,17 @@ struct DecQ6_K : KQuantLevels<DecQ6_K> {
     u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mf), _mm256_and_si256(qh, m30));
     u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mf),
                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+  }
+  // The direct kernel's level vectors 4H + P and 4H + P + 2 (the low and high nibbles of the same 32
+  // ql bytes), as levels_half makes them.
+  template <int H, int P>
+  static void levels_pair(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * H + 32 * P));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * H));
+    u[0] = _mm256_or_si256(_mm256_and_si256(l, mf), _mm256_and_si256(_mm256_slli_epi16(qh, 4 - 2 * P), m30));
+    u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), mf),
+                           _mm256_and_si256(P == 0 ? qh : _mm256_srli_epi16(qh, 2), m30));
   }
   static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
     levels(b, u);
@@ -443,21 +457,22 @@ void direct_k4(const MatArgs& a) {
         pf.step<sizeof(Block)>(blocks + i);
         __m256i s0[C], s1[C];
         for (int c = 0; c < C; ++c) s0[c] = s1[c] = _mm256_setzero_si256();
-        // One half of the super-block (level vectors 4H..4H+3) against every column.
-        auto half = [&](auto h) {
-          constexpr int H = decltype(h)::value;
-          __m256i u[4];
-          Dec::template levels_half_direct<H>(blocks[i], u);
+        // Level vectors by pairs (2J, 2J + 1), each dotted against every column as soon as it is made
+        // (fewer live vectors than a half's four: no spills).
+        auto pair = [&](auto j) {
+          constexpr int J = decltype(j)::value;
+          __m256i u[2];
+          Dec::template levels_pair<J>(blocks[i], u);
           for (int c = 0; c < C; ++c) {
-            const auto* y = reinterpret_cast<const __m256i*>(act_view(a.act + c * a.act_stride, a.K, 32).q + 256 * i + 128 * H);
-            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(y)), bcast_d(&pairs[k][4 * H]));
-            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(y + 1)), bcast_d(&pairs[k][4 * H + 1]));
-            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[2], _mm256_loadu_si256(y + 2)), bcast_d(&pairs[k][4 * H + 2]));
-            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[3], _mm256_loadu_si256(y + 3)), bcast_d(&pairs[k][4 * H + 3]));
+            const auto* y = reinterpret_cast<const __m256i*>(act_view(a.act + c * a.act_stride, a.K, 32).q + 256 * i + 64 * J);
+            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(y)), bcast_d(&pairs[k][2 * J]));
+            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(y + 1)), bcast_d(&pairs[k][2 * J + 1]));
           }
         };
-        half(std::integral_constant<int, 0>{});
-        half(std::integral_constant<int, 1>{});
+        pair(std::integral_constant<int, 0>{});
+        pair(std::integral_constant<int, 1>{});
+        pair(std::integral_constant<int, 2>{});
+        pair(std::integral_constant<int, 3>{});
         for (int c = 0; c < C; ++c)
           acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0[c], s1[c])), bcast_ss(&ddx[c][k]), acc[c]);
       }
@@ -524,22 +539,25 @@ void direct_q6k(const MatArgs& a) {
                            _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc16[k] + 8))));
         __m256i s0[C], s1[C];
         for (int c = 0; c < C; ++c) s0[c] = s1[c] = _mm256_setzero_si256();
-        auto half = [&](auto h) {
-          constexpr int H = decltype(h)::value;
-          __m256i u[4];
-          Dec::levels_half<H>(blocks[i], u);
-          const __m256i sc0 = sc.template get<4 * H>(), sc1 = sc.template get<4 * H + 1>();
-          const __m256i sc2 = sc.template get<4 * H + 2>(), sc3 = sc.template get<4 * H + 3>();
+        // Level vectors by pairs (4H + P, 4H + P + 2), each dotted against every column as soon as it is
+        // made (fewer live vectors than a half's four: no spills).
+        auto pair = [&](auto h, auto p) {
+          constexpr int H = decltype(h)::value, P = decltype(p)::value;
+          __m256i u[2];
+          Dec::levels_pair<H, P>(blocks[i], u);
+          const __m256i sca = sc.template get<4 * H + P>(), scb = sc.template get<4 * H + P + 2>();
           for (int c = 0; c < C; ++c) {
             const __m256i* y = reinterpret_cast<const __m256i*>(yq[c] + 256 * i + 128 * H);
-            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(y)), sc0);
-            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(y + 1)), sc1);
-            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[2], _mm256_loadu_si256(y + 2)), sc2);
-            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[3], _mm256_loadu_si256(y + 3)), sc3);
+            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(y + P)), sca);
+            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(y + P + 2)), scb);
           }
         };
-        half(std::integral_constant<int, 0>{});
-        half(std::integral_constant<int, 1>{});
+        using I0 = std::integral_constant<int, 0>;
+        using I1 = std::integral_constant<int, 1>;
+        pair(I0{}, I0{});
+        pair(I0{}, I1{});
+        pair(I1{}, I0{});
+        pair(I1{}, I1{});
         const __m256i sc_all = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc16[k]));
         for (int c = 0; c < C; ++c) {
           const __m256i off = _mm256_madd_epi16(sc_all, _mm256_load_si256(reinterpret_cast<const __m256i*>(qs16[c][i])));
