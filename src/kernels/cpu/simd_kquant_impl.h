@@ -397,7 +397,7 @@ void direct_k4(const MatArgs& a) {
       const __m256i g = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v.qs + 8 * i));  // |sum| <= 32 * 127
       _mm_store_si128(reinterpret_cast<__m128i*>(qs16[c][i]),
                       _mm_packs_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1)));
-      dxs[c][i] = v.dx[8 * i];
+      dxs[c][i] = Dec::kOddTwice ? 0.5f * v.dx[8 * i] : v.dx[8 * i];  // kOddTwice: see below
     }
     _mm_store_si128(reinterpret_cast<__m128i*>(qs16[c][nsb]), _mm_setzero_si128());  // an odd chunk's pair
     for (int64_t i = nsb; i < kChunk * nch; ++i) dxs[c][i] = 0.f;
@@ -414,9 +414,11 @@ void direct_k4(const MatArgs& a) {
       const int n = static_cast<int>(nsb - i0 < kChunk ? nsb - i0 : kChunk);
       const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), iota);
       const __m256i hdr = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + i0), goff, lanes, 1);
-      // kOddTwice: the integer dot is twice the super-block's (even scales doubled, odd levels doubled).
-      const __m256 d = _mm256_mul_ps(halves_to_f32(hdr, false), _mm256_set1_ps(Dec::kOddTwice ? 0.5f : 1.f));
-      const __m256 dmin = halves_to_f32(hdr, true);  // 0 past the row
+      // d and dmin of the chunk (0 past the row): the 16-bit halves split by one vpshufb and vpermq.
+      // kOddTwice: the integer dot is twice the super-block's (even scales doubled, odd levels doubled)
+      // and dxs holds dx / 2; the mins are doubled too (exact).
+      const __m256i dm = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(hdr, _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15))), 0xD8);
+      const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(dm)), dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));
       alignas(32) float ddx[C][kChunk];
       for (int c = 0; c < C; ++c) _mm256_store_ps(ddx[c], _mm256_mul_ps(d, _mm256_load_ps(dxs[c] + i0)));
       // Scales as (s, s) int16 pairs and mins as int16, per super-block of the chunk (an odd chunk's
@@ -428,12 +430,12 @@ void direct_k4(const MatArgs& a) {
       const __m256i pair_idx = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
                                                 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
       const __m256i min_idx = _mm256_broadcastsi128_si256(_mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
-      const __m256i even_scales = _mm256_broadcastsi128_si256(_mm_setr_epi8(-1, 0, -1, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+      const __m256i doubled = _mm256_broadcastsi128_si256(_mm_setr_epi8(-1, 0, -1, 0, -1, 0, -1, 0, -1, -1, -1, -1, -1, -1, -1, -1));
       for (int k = 0; k < n; k += 2) {
         const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + i0 + k));
         const __m128i h1 = k + 1 < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + i0 + k + 1)) : h0;
         __m256i sm = unpack_scales_k4_x2(_mm256_set_m128i(h1, h0));
-        if constexpr (Dec::kOddTwice) sm = _mm256_add_epi8(sm, _mm256_and_si256(sm, even_scales));  // even scales doubled
+        if constexpr (Dec::kOddTwice) sm = _mm256_add_epi8(sm, _mm256_and_si256(sm, doubled));  // even scales and mins doubled
         _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[k]), _mm256_shuffle_epi8(_mm256_permute4x64_epi64(sm, 0x44), pair_idx));
         _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[k + 1]), _mm256_shuffle_epi8(_mm256_permute4x64_epi64(sm, 0xEE), pair_idx));
         _mm256_store_si256(reinterpret_cast<__m256i*>(mins[k]), _mm256_shuffle_epi8(sm, min_idx));
