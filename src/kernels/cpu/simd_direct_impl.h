@@ -370,6 +370,14 @@ struct KquantK {
   template <int C>
   static void run(const MatArgs& a) { direct_kquant<Dec, C>(a); }
 };
+// Q6_K: the chunked kernel for rows up to kQ6MaxK (simd_kquant_impl.h), else the plain one.
+struct KquantQ6 {
+  template <int C>
+  static void run(const MatArgs& a) {
+    if (a.K > kQ6MaxK) return direct_kquant<DecQ6_K, C>(a);
+    direct_q6k<C>(a);
+  }
+};
 // Q4_K / Q5_K: the chunked kernel for rows up to kK4MaxK (simd_kquant_impl.h), else the plain one.
 template <typename Dec>
 struct KquantK4 {
@@ -391,7 +399,7 @@ inline void set_direct_quant(KernelTable* t) {
       {DType::Q8_0, direct_by_cols<LegacyK<DecQ8_0>>}, {DType::MXFP4, direct_by_cols<LegacyK<DecMXFP4>>},
       {DType::Q2_K, direct_by_cols<KquantK<DecQ2_K>>},
       {DType::Q3_K, direct_by_cols<KquantK<DecQ3_K>>}, {DType::Q4_K, direct_by_cols<KquantK4<DecQ4_K>>},
-      {DType::Q5_K, direct_by_cols<KquantK4<DecQ5_K>>}, {DType::Q6_K, direct_by_cols<KquantK<DecQ6_K>>},
+      {DType::Q5_K, direct_by_cols<KquantK4<DecQ5_K>>}, {DType::Q6_K, direct_by_cols<KquantQ6>},
   };
   for (const Entry& e : entries) {
     MatKernel& m = t->mat[static_cast<uint32_t>(e.type)];

@@ -5,11 +5,14 @@
 // of levels and act (int16 pairs, exact: levels <= 63), then vpmaddwd / vpdpwssd with the scales, as
 // ggml's k-quant dots do; one convert and one FMA with d * dx apply it. The mins likewise: one vpmaddwd
 // of the groups' int16 mins with the act's exact group sums, a convert and an FMA with dmin * dx. The
-// kernels work by halves of a super-block (4 level vectors) so levels and scales stay in registers.
+// kernels work by halves of a super-block (4 level vectors), the chunked Q4_K / Q5_K / Q6_K ones by
+// pairs of level vectors, so levels and scales stay in registers.
 // Same ODR rules as generic_impl.h.
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstddef>
 
 #include "kernels/cpu/simd_direct_impl.h"
 
@@ -80,6 +83,7 @@ struct ScalesG16 {
   explicit ScalesG16(__m128i s8)
       : lo(_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s8))),
         hi(_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(s8, 8)))) {}
+  ScalesG16(__m256i lo16, __m256i hi16) : lo(lo16), hi(hi16) {}  // groups 0..7 / 8..15 as int16, both lanes
   template <int J>
   __m256i get() const {
     constexpr char a = static_cast<char>(4 * (J % 4)), b = static_cast<char>(4 * (J % 4) + 2);
@@ -188,6 +192,15 @@ struct KQuant32Dec : KQuantLevels<Dec> {
   }
 };
 struct DecQ4_K : KQuant32Dec<DecQ4_K, BlockQ4_K> {
+  // The direct kernel's level vectors 2J and 2J + 1 (kOddTwice: see DecQ5_K).
+  static constexpr bool kOddTwice = false;
+  template <int J>
+  static void levels_pair(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F);
+    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * J));
+    u[0] = _mm256_and_si256(t, mf);
+    u[1] = _mm256_and_si256(_mm256_srli_epi16(t, 4), mf);
+  }
   template <int H>
   static void levels_half(const BlockT& b, __m256i* u) {
     const __m256i mf = _mm256_set1_epi8(0x0F);
@@ -217,6 +230,24 @@ struct DecQ5_K : KQuant32Dec<DecQ5_K, BlockQ5_K> {
     u[2] = _mm256_or_si256(_mm256_and_si256(t1, mf), bit_to_0x10<4 * H + 2>(qh));
     u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t1, 4), mf), bit_to_0x10<4 * H + 3>(qh));
   }
+  // The direct kernel's level vectors 2J and 2J + 1 (kOddTwice): the odd one (high nibbles) as 2u, the
+  // even one as u. One shift of qh puts high bit 2J at bit 4 and 2J + 1 at bit 5; the high nibble needs
+  // a shift anyway, to bits 1..4 it meets its high bit there: 7 operations per pair where u for both
+  // takes 8 or 9. direct_k4 doubles the even groups' scales and halves d.
+  static constexpr bool kOddTwice = true;
+  template <int J>
+  static void levels_pair(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F), m1e = _mm256_set1_epi8(0x1E);
+    const __m256i b4 = _mm256_set1_epi8(0x10), b5 = _mm256_set1_epi8(0x20);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    constexpr int j = 2 * J;  // high bits j, j + 1 -> bits 4, 5
+    __m256i q = qh;
+    if constexpr (j < 4) q = _mm256_slli_epi16(qh, 4 - j);
+    if constexpr (j > 4) q = _mm256_srli_epi16(qh, j - 4);
+    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * J));
+    u[0] = _mm256_or_si256(_mm256_and_si256(t, mf), _mm256_and_si256(q, b4));
+    u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(t, 3), m1e), _mm256_and_si256(q, b5));
+  }
 };
 struct DecQ6_K : KQuantLevels<DecQ6_K> {
   using BlockT = BlockQ6_K;
@@ -234,6 +265,17 @@ struct DecQ6_K : KQuantLevels<DecQ6_K> {
     u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), mf), _mm256_and_si256(qh, m30));
     u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), mf),
                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+  }
+  // The direct kernel's level vectors 4H + P and 4H + P + 2 (the low and high nibbles of the same 32
+  // ql bytes), as levels_half makes them.
+  template <int H, int P>
+  static void levels_pair(const BlockT& b, __m256i* u) {
+    const __m256i mf = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * H + 32 * P));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * H));
+    u[0] = _mm256_or_si256(_mm256_and_si256(l, mf), _mm256_and_si256(_mm256_slli_epi16(qh, 4 - 2 * P), m30));
+    u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), mf),
+                           _mm256_and_si256(P == 0 ? qh : _mm256_srli_epi16(qh, 2), m30));
   }
   static void decode(const BlockT& b, __m256i* u, float* sc, float* mn) {
     levels(b, u);
@@ -318,12 +360,14 @@ void direct_kquant(const MatArgs& a) {
 
 // Q4_K / Q5_K rows up to kK4MaxK, the decode workhorses: the per-super-block scale work of
 // direct_kquant (scalar unpacking of the 12 packed bytes, fp16 conversions) took as many instructions
-// as the dots. Here it is done 8 super-blocks at a time:
-//   - d and dmin of the chunk by one gather; d * dx and dmin * dx per column into small tables;
+// as the dots. Here it is done 8 super-blocks at a time, and the kernel is bound by its vector
+// instructions per super-block, this per-chunk work included:
+//   - d and dmin of the chunk by one gather; d * dx per column into a small table;
 //   - the 6-bit scales and mins of 2 super-blocks per ymm (one 128-bit lane each, vpshufb), the scales
 //     as (s, s) int16 pairs (one broadcast load per level vector), the mins as int16;
-//   - the mins: one vpmaddwd of the 8 mins with the act's group sums as int16 (exact), a convert and an
-//     FMA with dmin * dx. The act's group sums and dx per super-block are copied once per call.
+//   - the mins of the chunk before its super-blocks: per two super-blocks one vpmaddwd of their int16
+//     mins with the act's group sums as int16 (exact), a convert and an FMA with dmin * dx. The act's
+//     group sums and dx per super-block are copied once per call.
 // Equal to direct_kquant up to float rounding (the min terms are summed in integers first).
 constexpr int64_t kK4MaxK = 32768;
 
@@ -345,7 +389,7 @@ void direct_k4(const MatArgs& a) {
   static_assert(Dec::G == 32, "Q4_K / Q5_K layout");
   constexpr int kChunk = 8;  // super-blocks per scale chunk
   const int64_t nsb = a.K / 256, nch = (nsb + kChunk - 1) / kChunk;
-  alignas(32) int16_t qs16[C][kK4MaxK / 256][8];      // per super-block: the act's 8 group sums
+  alignas(32) int16_t qs16[C][kK4MaxK / 256 + 1][8];  // per super-block: the act's 8 group sums (+ a zero row)
   alignas(32) float dxs[C][kK4MaxK / 256 + kChunk];  // dx per super-block, zero-padded to whole chunks
   for (int c = 0; c < C; ++c) {
     const ActView v = act_view(a.act + c * a.act_stride, a.K, 32);
@@ -353,8 +397,9 @@ void direct_k4(const MatArgs& a) {
       const __m256i g = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v.qs + 8 * i));  // |sum| <= 32 * 127
       _mm_store_si128(reinterpret_cast<__m128i*>(qs16[c][i]),
                       _mm_packs_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1)));
-      dxs[c][i] = v.dx[8 * i];
+      dxs[c][i] = Dec::kOddTwice ? 0.5f * v.dx[8 * i] : v.dx[8 * i];  // kOddTwice: see below
     }
+    _mm_store_si128(reinterpret_cast<__m128i*>(qs16[c][nsb]), _mm_setzero_si128());  // an odd chunk's pair
     for (int64_t i = nsb; i < kChunk * nch; ++i) dxs[c][i] = 0.f;
   }
   const __m256i goff = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(sizeof(Block))));
@@ -362,71 +407,168 @@ void direct_k4(const MatArgs& a) {
   StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
   for (int64_t r = 0; r < a.n_rows; ++r) {
     const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
-    __m256 acc[C];
-    __m128 macc[C];
-    for (int c = 0; c < C; ++c) {
-      acc[c] = _mm256_setzero_ps();
-      macc[c] = _mm_setzero_ps();
-    }
+    __m256 acc[C], macc[C];
+    for (int c = 0; c < C; ++c) acc[c] = macc[c] = _mm256_setzero_ps();
     for (int64_t ch = 0; ch < nch; ++ch) {
       const int64_t i0 = kChunk * ch;
       const int n = static_cast<int>(nsb - i0 < kChunk ? nsb - i0 : kChunk);
       const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), iota);
       const __m256i hdr = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + i0), goff, lanes, 1);
-      const __m256 d = halves_to_f32(hdr, false), dmin = halves_to_f32(hdr, true);
-      alignas(32) float ddx[C][kChunk], mdx[C][kChunk];
-      for (int c = 0; c < C; ++c) {
-        const __m256 dx = _mm256_load_ps(dxs[c] + i0);
-        _mm256_store_ps(ddx[c], _mm256_mul_ps(d, dx));
-        _mm256_store_ps(mdx[c], _mm256_mul_ps(dmin, dx));
-      }
-      // Scales as (s, s) int16 pairs and mins as int16, per super-block of the chunk.
+      // d and dmin of the chunk (0 past the row): the 16-bit halves split by one vpshufb and vpermq.
+      // kOddTwice: the integer dot is twice the super-block's (even scales doubled, odd levels doubled)
+      // and dxs holds dx / 2; the mins are doubled too (exact).
+      const __m256i dm = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(hdr, _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15))), 0xD8);
+      const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(dm)), dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));
+      alignas(32) float ddx[C][kChunk];
+      for (int c = 0; c < C; ++c) _mm256_store_ps(ddx[c], _mm256_mul_ps(d, _mm256_load_ps(dxs[c] + i0)));
+      // Scales as (s, s) int16 pairs and mins as int16, per super-block of the chunk (an odd chunk's
+      // last pair repeats its last super-block, whose dmin lane past the row is 0): per two
+      // super-blocks one unpack (one 128-bit lane each), then per super-block its lane broadcast and
+      // one vpshufb to the 8 pairs, and one vpshufb for both mins.
       alignas(32) int32_t pairs[kChunk][8];
-      alignas(16) int16_t mins[kChunk][8];
+      alignas(32) int16_t mins[kChunk][8];
+      const __m256i pair_idx = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                                4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+      const __m256i min_idx = _mm256_broadcastsi128_si256(_mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
+      const __m256i doubled = _mm256_broadcastsi128_si256(_mm_setr_epi8(-1, 0, -1, 0, -1, 0, -1, 0, -1, -1, -1, -1, -1, -1, -1, -1));
       for (int k = 0; k < n; k += 2) {
         const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + i0 + k));
         const __m128i h1 = k + 1 < n ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + i0 + k + 1)) : h0;
-        const __m256i sm = unpack_scales_k4_x2(_mm256_set_m128i(h1, h0));
-        for (int h = 0; h < 2; ++h) {
-          const __m128i v = h == 0 ? _mm256_castsi256_si128(sm) : _mm256_extracti128_si256(sm, 1);
-          const __m256i s32 = _mm256_cvtepu8_epi32(v);
-          _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[k + h]), _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16)));
-          _mm_store_si128(reinterpret_cast<__m128i*>(mins[k + h]), _mm_cvtepu8_epi16(_mm_srli_si128(v, 8)));
+        __m256i sm = unpack_scales_k4_x2(_mm256_set_m128i(h1, h0));
+        if constexpr (Dec::kOddTwice) sm = _mm256_add_epi8(sm, _mm256_and_si256(sm, doubled));  // even scales and mins doubled
+        _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[k]), _mm256_shuffle_epi8(_mm256_permute4x64_epi64(sm, 0x44), pair_idx));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[k + 1]), _mm256_shuffle_epi8(_mm256_permute4x64_epi64(sm, 0xEE), pair_idx));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(mins[k]), _mm256_shuffle_epi8(sm, min_idx));
+      }
+      // The chunk's mins, outside the super-block loop: per pair of super-blocks one vpmaddwd of their
+      // int16 mins with the act's group sums (4 partial sums each, exact), a convert and an FMA with
+      // each half's dmin * dx.
+      alignas(32) static constexpr int32_t kPairLanes[kChunk / 2][8] = {
+          {0, 0, 0, 0, 1, 1, 1, 1}, {2, 2, 2, 2, 3, 3, 3, 3}, {4, 4, 4, 4, 5, 5, 5, 5}, {6, 6, 6, 6, 7, 7, 7, 7}};
+      for (int c = 0; c < C; ++c) {
+        const __m256 mdx = _mm256_mul_ps(dmin, _mm256_load_ps(dxs[c] + i0));
+        for (int k = 0; k < n; k += 2) {
+          const __m256i mq = _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mins[k])),
+                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(qs16[c][i0 + k])));
+          const __m256i sel = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairLanes[k / 2]));
+          macc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mq), _mm256_permutevar8x32_ps(mdx, sel), macc[c]);
         }
       }
       for (int k = 0; k < n; ++k) {
         const int64_t i = i0 + k;
         pf.step<sizeof(Block)>(blocks + i);
-        const __m128i m16 = _mm_load_si128(reinterpret_cast<const __m128i*>(mins[k]));
         __m256i s0[C], s1[C];
         for (int c = 0; c < C; ++c) s0[c] = s1[c] = _mm256_setzero_si256();
-        // One half of the super-block (level vectors 4H..4H+3) against every column.
-        auto half = [&](auto h) {
-          constexpr int H = decltype(h)::value;
-          __m256i u[4];
-          Dec::template levels_half<H>(blocks[i], u);
+        // Level vectors by pairs (2J, 2J + 1), each dotted against every column as soon as it is made
+        // (fewer live vectors than a half's four: no spills).
+        auto pair = [&](auto j) {
+          constexpr int J = decltype(j)::value;
+          __m256i u[2];
+          Dec::template levels_pair<J>(blocks[i], u);
           for (int c = 0; c < C; ++c) {
-            const auto* y = reinterpret_cast<const __m256i*>(act_view(a.act + c * a.act_stride, a.K, 32).q + 256 * i + 128 * H);
-            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(y)), bcast_d(&pairs[k][4 * H]));
-            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(y + 1)), bcast_d(&pairs[k][4 * H + 1]));
-            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[2], _mm256_loadu_si256(y + 2)), bcast_d(&pairs[k][4 * H + 2]));
-            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[3], _mm256_loadu_si256(y + 3)), bcast_d(&pairs[k][4 * H + 3]));
+            const auto* y = reinterpret_cast<const __m256i*>(act_view(a.act + c * a.act_stride, a.K, 32).q + 256 * i + 64 * J);
+            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(y)), bcast_d(&pairs[k][2 * J]));
+            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(y + 1)), bcast_d(&pairs[k][2 * J + 1]));
           }
         };
-        half(std::integral_constant<int, 0>{});
-        half(std::integral_constant<int, 1>{});
-        for (int c = 0; c < C; ++c) {
+        pair(std::integral_constant<int, 0>{});
+        pair(std::integral_constant<int, 1>{});
+        pair(std::integral_constant<int, 2>{});
+        pair(std::integral_constant<int, 3>{});
+        for (int c = 0; c < C; ++c)
           acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0[c], s1[c])), bcast_ss(&ddx[c][k]), acc[c]);
-          const __m128i mq = _mm_madd_epi16(m16, _mm_load_si128(reinterpret_cast<const __m128i*>(qs16[c][i])));
-          macc[c] = _mm_fmadd_ps(_mm_cvtepi32_ps(mq), _mm_broadcast_ss(&mdx[c][k]), macc[c]);
+      }
+    }
+    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(_mm256_sub_ps(acc[c], macc[c]));
+  }
+}
+
+// Q6_K rows up to kQ6MaxK, chunked as direct_k4: the per-super-block scale work of direct_kquant (an
+// fp16 conversion, the int8 scales widened and broadcast, the act's group sums packed, a second
+// convert and FMA for the offset) took about a sixth of its instructions. Here, per 8 super-blocks:
+//   - d of the chunk by one gather (the u32 at byte 206: the last two scales and d), d * dx per column
+//     into a small table;
+//   - the 16 scales widened to int16 once into a stack table; a super-block's two 128-bit halves of
+//     it are then broadcast loads (ScalesG16's lo / hi);
+//   - the offset -32 folded into the integer dot: sum sc * (dot - 32 * group sum) with one vpmaddwd of
+//     the int16 scales and the act's int16 group sums (copied once per call), exact in int32
+//     (|sum| < 2^29), so one convert and one FMA per super-block.
+// Equal to direct_kquant up to float rounding.
+constexpr int64_t kQ6MaxK = 32768;
+
+template <int C>
+void direct_q6k(const MatArgs& a) {
+  using Dec = DecQ6_K;
+  using Block = BlockQ6_K;
+  constexpr int kChunk = 8;
+  const int64_t nsb = a.K / 256, nch = (nsb + kChunk - 1) / kChunk;
+  alignas(32) int16_t qs16[C][kQ6MaxK / 256][16];    // per super-block: the act's 16 group sums
+  alignas(32) float dxs[C][kQ6MaxK / 256 + kChunk];  // dx per super-block, zero-padded to whole chunks
+  const int8_t* yq[C];
+  for (int c = 0; c < C; ++c) {
+    const ActView v = act_view(a.act + c * a.act_stride, a.K, 16);
+    yq[c] = v.q;
+    for (int64_t i = 0; i < nsb; ++i) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(qs16[c][i]), group_sums16<16>(v.qs + 16 * i));
+      dxs[c][i] = v.dx[16 * i];
+    }
+    for (int64_t i = nsb; i < kChunk * nch; ++i) dxs[c][i] = 0.f;
+  }
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i goff = _mm256_add_epi32(_mm256_mullo_epi32(iota, _mm256_set1_epi32(static_cast<int>(sizeof(Block)))),
+                                        _mm256_set1_epi32(static_cast<int>(offsetof(Block, d)) - 2));
+  StepPrefetchStream pf(a.w, a.w + a.n_rows * a.w_stride);
+  for (int64_t r = 0; r < a.n_rows; ++r) {
+    const auto* blocks = reinterpret_cast<const Block*>(a.w + r * a.w_stride);
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t ch = 0; ch < nch; ++ch) {
+      const int64_t i0 = kChunk * ch;
+      const int n = static_cast<int>(nsb - i0 < kChunk ? nsb - i0 : kChunk);
+      const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), iota);
+      const __m256i hdr = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(blocks + i0), goff, lanes, 1);
+      const __m256 d = halves_to_f32(hdr, true);
+      alignas(32) float ddx[C][kChunk];
+      for (int c = 0; c < C; ++c) _mm256_store_ps(ddx[c], _mm256_mul_ps(d, _mm256_load_ps(dxs[c] + i0)));
+      alignas(32) int16_t sc16[kChunk][16];  // the 16 scales as int16, per super-block of the chunk
+      for (int k = 0; k < n; ++k)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc16[k]),
+                           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[i0 + k].scales))));
+      for (int k = 0; k < n; ++k) {
+        const int64_t i = i0 + k;
+        pf.step<sizeof(Block)>(blocks + i);
+        const ScalesG16 sc(_mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc16[k]))),
+                           _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc16[k] + 8))));
+        __m256i s0[C], s1[C];
+        for (int c = 0; c < C; ++c) s0[c] = s1[c] = _mm256_setzero_si256();
+        // Level vectors by pairs (4H + P, 4H + P + 2), each dotted against every column as soon as it is
+        // made (fewer live vectors than a half's four: no spills).
+        auto pair = [&](auto h, auto p) {
+          constexpr int H = decltype(h)::value, P = decltype(p)::value;
+          __m256i u[2];
+          Dec::levels_pair<H, P>(blocks[i], u);
+          const __m256i sca = sc.template get<4 * H + P>(), scb = sc.template get<4 * H + P + 2>();
+          for (int c = 0; c < C; ++c) {
+            const __m256i* y = reinterpret_cast<const __m256i*>(yq[c] + 256 * i + 128 * H);
+            s0[c] = dot_i16_acc(s0[c], _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(y + P)), sca);
+            s1[c] = dot_i16_acc(s1[c], _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(y + P + 2)), scb);
+          }
+        };
+        using I0 = std::integral_constant<int, 0>;
+        using I1 = std::integral_constant<int, 1>;
+        pair(I0{}, I0{});
+        pair(I0{}, I1{});
+        pair(I1{}, I0{});
+        pair(I1{}, I1{});
+        const __m256i sc_all = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc16[k]));
+        for (int c = 0; c < C; ++c) {
+          const __m256i off = _mm256_madd_epi16(sc_all, _mm256_load_si256(reinterpret_cast<const __m256i*>(qs16[c][i])));
+          const __m256i s = _mm256_sub_epi32(_mm256_add_epi32(s0[c], s1[c]), _mm256_slli_epi32(off, 5));
+          acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), bcast_ss(&ddx[c][k]), acc[c]);
         }
       }
     }
-    for (int c = 0; c < C; ++c) {
-      __m128 s4 = _mm_add_ps(macc[c], _mm_movehl_ps(macc[c], macc[c]));
-      s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-      a.out[c * a.out_stride + r] = hsum256(acc[c]) - _mm_cvtss_f32(s4);
-    }
+    for (int c = 0; c < C; ++c) a.out[c * a.out_stride + r] = hsum256(acc[c]);
   }
 }
 
