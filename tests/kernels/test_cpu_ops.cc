@@ -433,5 +433,70 @@ TEST(CpuOps, ActQuantizersSameAtEveryLevel) {
   }
 }
 
+// The Q8_K act quantizers of every level (Q2_K .. Q6_K acts, groups of 16 and 32) write the portable
+// quantizer's bytes on super-blocks built for the corner cases: exact rounding ties with iscale = +-1,
+// |max| repeated with both signs (the first one sets the scale's sign), |max| in each 64-element
+// word and at the last element, all-equal and +-0 blocks, very large and very small magnitudes; then
+// random rows of several spreads.
+TEST(CpuOps, ActQuantizersQ8KEdgeCases) {
+  using namespace ferry::kernels::cpu;
+  std::vector<std::vector<float>> rows;
+  {
+    std::vector<float> x = randn(256 * 12, 23, 1.f);
+    float* blk = x.data();
+    // 0: random. 1: ties: max -127 (iscale 1) with halves of both signs and -0.
+    blk = x.data() + 256;
+    for (int i = 0; i < 256; ++i) blk[i] = static_cast<float>((i % 253) - 126) + ((i & 1) ? 0.5f : -0.5f);
+    blk[3] = -0.f;
+    blk[17] = -127.f;
+    // 2: ties with max +127 (iscale -1); the later -127 does not move the scale.
+    blk = x.data() + 512;
+    for (int i = 0; i < 256; ++i) blk[i] = static_cast<float>((i * 7) % 250 - 125) + 0.5f;
+    blk[100] = 127.f;
+    blk[101] = -127.f;
+    // 3: large magnitudes; |max| first in the last word, at its last element, negative.
+    blk = x.data() + 768;
+    for (int i = 0; i < 256; ++i) blk[i] *= 1e30f;
+    blk[255] = -9e30f;
+    // 4: small magnitudes (1/|max| stays finite); |max| in the second word, positive, then negative.
+    blk = x.data() + 1024;
+    for (int i = 0; i < 256; ++i) blk[i] *= 1e-30f;
+    blk[64 + 9] = 8e-30f;
+    blk[64 + 10] = -8e-30f;
+    blk[200] = -8e-30f;
+    // 5: all equal (negative): the first element is the scale's.
+    for (int i = 0; i < 256; ++i) x[1280 + i] = -3.25f;
+    // 6: all +-0. 7: zeros and one value.
+    for (int i = 0; i < 256; ++i) x[1536 + i] = (i & 1) ? -0.f : 0.f;
+    for (int i = 0; i < 256; ++i) x[1792 + i] = 0.f;
+    x[1792 + 130] = -1e-3f;
+    // 8: +-|max| alternating from the first element. 9: |max| in the third word only.
+    for (int i = 0; i < 256; ++i) x[2048 + i] = (i & 1) ? 2.f : -2.f;
+    x[2304 + 150] = 40.f;
+    // 10: values at level boundaries of iscale = -127 / 64: multiples of 32 / 127.
+    for (int i = 0; i < 256; ++i) x[2560 + i] = static_cast<float>(i - 128) * (32.f / 127.f);
+    x[2560 + 255] = 64.f;
+    // 11: random with one huge outlier (most levels 0).
+    x[2816 + 33] = 1e4f;
+    rows.push_back(std::move(x));
+  }
+  for (uint32_t seed = 0; seed < 8; ++seed) rows.push_back(randn(4096, 100 + seed, seed < 4 ? 1.f : 50.f));
+  const KernelTable& ref = kernel_table(CpuIsa::kScalar);
+  for (const std::vector<float>& x : rows) {
+    const int64_t K = static_cast<int64_t>(x.size());
+    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+      const MatKernel& r = ref.mat[static_cast<uint32_t>(t)];
+      std::vector<uint8_t> want(r.act_bytes(K), 0xAB);
+      r.quantize(x.data(), K, want.data());
+      for (CpuIsa isa : levels()) {
+        const MatKernel& m = kernel_table(isa).mat[static_cast<uint32_t>(t)];
+        std::vector<uint8_t> got(m.act_bytes(K), 0xAB);
+        m.quantize(x.data(), K, got.data());
+        EXPECT_EQ(got, want) << dtype_name(t) << " at " << cpu_isa_name(isa) << ", K " << K;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ferry::kernels

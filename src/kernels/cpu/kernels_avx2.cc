@@ -1,7 +1,7 @@
 // AVX2 + FMA + F16C kernels (Haswell / Zen 1 and later): direct (decode) matmul for every weight type
 // on 256-bit vectors, the shared panel (prefill) kernels on ymm (panel_impl.h, V256, int8 dots by
 // vpmaddubsw + vpmaddwd), the shared decode attention cells kernels (attn_cells_impl.h), vector exp /
-// GLU / softmax / F16 attention rows. The AVX-VNNI level
+// GLU / softmax / F16 attention rows, the k-quant (Q8_K) act quantizer. The AVX-VNNI level
 // (kernels_avx2_vnni.cc) replaces the quantized kernels of this table with vpdpbusd ones. Compiled with
 // -mavx2 -mfma -mf16c -mbmi2 (sources.cmake); see the ODR rule in kernels.h.
 #include <immintrin.h>
@@ -92,6 +92,86 @@ void act_f16_avx2(const float* x, int64_t K, void* act) {
   for (; i < K; ++i) y[i] = h2f(f2h(x[i]));
 }
 
+// Q8_K super-blocks of 256 (see quantize_act_q8_k), bit-exact with the portable quantizer: the scale
+// from the first element of largest |x|, levels round-half-to-even(iscale * x) (vcvtps2dq in the
+// default rounding mode, as rintf) capped at 127. The int32 levels are narrowed by saturating packs,
+// which keep every level in [-127, 127] as the int8 cast does; vcvtps2dq's out-of-range answer
+// INT_MIN (an inf / NaN product, from a block of |max| below 127 / FLT_MAX) is first set to 0, the
+// low byte the cast keeps of it.
+template <int G>
+void quantize_q8_k256(const float* x, int64_t K, void* act) {
+  const ActView v = act_view(act, K, G);
+  auto* q = const_cast<int8_t*>(v.q);
+  auto* dx = const_cast<float*>(v.dx);
+  auto* sy = const_cast<float*>(v.sy);
+  auto* qs = const_cast<int32_t*>(v.qs);
+  constexpr int gpb = 256 / G, cpg = G / 16;  // groups per block, 16-chunks per group
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i cap = _mm256_set1_epi32(127), int_min = _mm256_set1_epi32(INT32_MIN);
+  // The packs leave 4-byte groups in the order (v0 lo, v1 lo, v2 lo, v3 lo | v0 hi, ..., v3 hi).
+  const __m256i unzip = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < K / 256; ++b) {
+    const float* xb = x + 256 * b;
+    int8_t* qb = q + 256 * b;
+    // |max| by four independent max chains, then broadcast to every lane (max is exact: any order).
+    __m256 am[4];
+    for (int j = 0; j < 4; ++j) am[j] = _mm256_and_ps(_mm256_loadu_ps(xb + 8 * j), abs_mask);
+    for (int i = 4; i < 32; ++i) am[i & 3] = _mm256_max_ps(am[i & 3], _mm256_and_ps(_mm256_loadu_ps(xb + 8 * i), abs_mask));
+    __m256 m = _mm256_max_ps(_mm256_max_ps(am[0], am[1]), _mm256_max_ps(am[2], am[3]));
+    m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0x4E));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0xB1));
+    float d = 0.f;
+    int32_t csum[16] = {};
+    if (_mm256_cvtss_f32(m) == 0.f) {
+      memset(qb, 0, 256);
+    } else {
+      // The first element of largest |x|, without a data-dependent loop exit: the 32 compare masks as
+      // four 64-bit words, the first set bit.
+      uint64_t bits[4];
+      for (int j = 0; j < 4; ++j) {
+        uint64_t w = 0;
+        for (int k = 0; k < 8; ++k) {
+          const __m256 eq = _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 64 * j + 8 * k), abs_mask), m, _CMP_EQ_OQ);
+          w |= static_cast<uint64_t>(static_cast<uint32_t>(_mm256_movemask_ps(eq))) << (8 * k);
+        }
+        bits[j] = w;
+      }
+      const int at = bits[0] != 0   ? __builtin_ctzll(bits[0])
+                     : bits[1] != 0 ? 64 + __builtin_ctzll(bits[1])
+                     : bits[2] != 0 ? 128 + __builtin_ctzll(bits[2])
+                                    : 192 + __builtin_ctzll(bits[3]);
+      const float iscale = -127.f / xb[at];
+      const __m256 is = _mm256_set1_ps(iscale);
+      // 32 levels a step; the lanes of each 16-chunk's two vectors added, summed across by sum8x8.
+      __m256i part[16];
+      for (int c = 0; c < 8; ++c) {
+        __m256i l[4];
+        for (int k = 0; k < 4; ++k) {
+          __m256i li = _mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(xb + 32 * c + 8 * k)));
+          li = _mm256_min_epi32(li, cap);
+          l[k] = _mm256_andnot_si256(_mm256_cmpeq_epi32(li, int_min), li);
+        }
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(l[0], l[1]), _mm256_packs_epi32(l[2], l[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + 32 * c), _mm256_permutevar8x32_epi32(p, unzip));
+        part[2 * c] = _mm256_add_epi32(l[0], l[1]);
+        part[2 * c + 1] = _mm256_add_epi32(l[2], l[3]);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(csum), sum8x8(part));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(csum + 8), sum8x8(part + 8));
+      d = 1 / iscale;
+    }
+    for (int g = 0; g < gpb; ++g) {
+      int32_t sum = 0;
+      for (int j = 0; j < cpg; ++j) sum += csum[g * cpg + j];
+      dx[b * gpb + g] = d;
+      sy[b * gpb + g] = d * static_cast<float>(sum);
+      qs[b * gpb + g] = sum;
+    }
+  }
+  act_zero_pad(v, K, G);
+}
+
 // Panels: from this many tokens the panel path beats the direct one; float panels take 6 interleaved
 // act columns (12 accumulators + 2 panel rows + a broadcast of the 16 ymm) in K blocks of 256 (a
 // panel's block is 16 KB, the act's 6 KB: both stay in L1).
@@ -107,6 +187,8 @@ void fill_avx2(KernelTable* t) {
   t->mat[static_cast<uint32_t>(DType::F32)].direct = direct_by_cols<FloatK<LoadF32>>;
   t->mat[static_cast<uint32_t>(DType::F16)].direct = direct_by_cols<FloatK<LoadF16>>;
   t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_avx2;
+  for (DType ty : {DType::Q2_K, DType::Q3_K, DType::Q6_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k256<16>;
+  for (DType ty : {DType::Q4_K, DType::Q5_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k256<32>;
   t->mat[static_cast<uint32_t>(DType::BF16)].direct = direct_by_cols<FloatK<LoadBF16>>;
   set_simd_math(t);
   set_attn_cells<V256>(t);
