@@ -11,6 +11,8 @@
 //                              mixture-of-experts layer's shape, routed to k random experts, over >= 1 GiB
 //                              of distinct layers: GB/s of the routed experts' weights (qwen3-30b-a3b: Q4_K
 //                              2048 x 768, 128 experts, 8 routed; gpt-oss-20b: MXFP4 2880 x 2880, 32, 4).
+//   act_quant/<type>/<isa>     the act converter of one K=4096 column (run on the calling thread before
+//                              each decode matmul while the pool waits); GB/s of floats read.
 //   membw                      the host's streaming read bandwidth (kernels/cpu/membw.h).
 //   pool_dispatch/<threads>    an empty parallel_for: wake-up + join latency of the thread pool.
 // Threads: FERRY_BENCH_THREADS (default: physical cores).
@@ -29,6 +31,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/kernels.h"
 #include "kernels/cpu/membw.h"
 #include "tensor/quant.h"
 
@@ -211,6 +214,18 @@ void bm_decode_layers(benchmark::State& st, DType type, CpuIsa isa) {
   if (file_bytes > 0) ::munmap(w, file_bytes);
 }
 
+void bm_act_quant(benchmark::State& st, DType type, CpuIsa isa) {
+  const int64_t K = 4096;
+  const cpu::MatKernel& mk = cpu::kernel_table(isa).mat[static_cast<uint32_t>(type)];
+  std::vector<float> x = make_x(K, 1);
+  std::vector<uint8_t> act(mk.act_bytes(K));
+  for (auto _ : st) {
+    mk.quantize(x.data(), K, act.data());
+    benchmark::DoNotOptimize(act.data());
+  }
+  st.counters["GB/s"] = benchmark::Counter(static_cast<double>(K * 4) * st.iterations(), benchmark::Counter::kIsRate);
+}
+
 void bm_membw(benchmark::State& st) {
   double gbs = 0;
   for (auto _ : st) gbs = measure_read_gbs(bench_threads());
@@ -246,6 +261,7 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(("matvec_hot/" + tag).c_str(), bm_matvec, t, isa, true)
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
+      benchmark::RegisterBenchmark(("act_quant/" + tag).c_str(), bm_act_quant, t, isa)->UseRealTime();
       benchmark::RegisterBenchmark(("decode_layers/" + tag).c_str(), bm_decode_layers, t, isa)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();

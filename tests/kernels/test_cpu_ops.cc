@@ -433,12 +433,12 @@ TEST(CpuOps, ActQuantizersSameAtEveryLevel) {
   }
 }
 
-// The Q8_K act quantizers of every level (Q2_K .. Q6_K acts, groups of 16 and 32) write the portable
-// quantizer's bytes on super-blocks built for the corner cases: exact rounding ties with iscale = +-1,
-// |max| repeated with both signs (the first one sets the scale's sign), |max| in each 64-element
-// word and at the last element, all-equal and +-0 blocks, very large and very small magnitudes; then
-// random rows of several spreads.
-TEST(CpuOps, ActQuantizersQ8KEdgeCases) {
+// Every level's Q8_K act quantizer (Q2_K .. Q6_K acts, groups of 16 and 32) and Q8_0 / Q8_1 one write
+// the portable quantizer's bytes on super-blocks built for the corner cases: exact rounding ties (scale
+// factor 1), |max| repeated with both signs (the first one sets Q8_K's scale sign), |max| in each
+// 64-element word and at the last element, all-equal and +-0 blocks, very large and very small
+// magnitudes; then random rows of several spreads.
+TEST(CpuOps, ActQuantizersEdgeCases) {
   using namespace ferry::kernels::cpu;
   std::vector<std::vector<float>> rows;
   {
@@ -484,7 +484,8 @@ TEST(CpuOps, ActQuantizersQ8KEdgeCases) {
   const KernelTable& ref = kernel_table(CpuIsa::kScalar);
   for (const std::vector<float>& x : rows) {
     const int64_t K = static_cast<int64_t>(x.size());
-    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_0, DType::Q4_1,
+                    DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::MXFP4}) {
       const MatKernel& r = ref.mat[static_cast<uint32_t>(t)];
       std::vector<uint8_t> want(r.act_bytes(K), 0xAB);
       r.quantize(x.data(), K, want.data());

@@ -1,9 +1,9 @@
 // AVX2 + FMA + F16C kernels (Haswell / Zen 1 and later): direct (decode) matmul for every weight type
 // on 256-bit vectors, the shared panel (prefill) kernels on ymm (panel_impl.h, V256, int8 dots by
 // vpmaddubsw + vpmaddwd), the shared decode attention cells kernels (attn_cells_impl.h), vector exp /
-// GLU / softmax / F16 attention rows, the k-quant (Q8_K) act quantizer. The AVX-VNNI level
-// (kernels_avx2_vnni.cc) replaces the quantized kernels of this table with vpdpbusd ones. Compiled with
-// -mavx2 -mfma -mf16c -mbmi2 (sources.cmake); see the ODR rule in kernels.h.
+// GLU / softmax / F16 attention rows, the quantized act converters (Q8_0 / Q8_1 / Q8_K). The AVX-VNNI
+// level (kernels_avx2_vnni.cc) replaces the quantized kernels of this table with vpdpbusd ones.
+// Compiled with -mavx2 -mfma -mf16c -mbmi2 (sources.cmake); see the ODR rule in kernels.h.
 #include <immintrin.h>
 
 namespace ferry::kernels::cpu {
@@ -92,6 +92,51 @@ void act_f16_avx2(const float* x, int64_t K, void* act) {
   for (; i < K; ++i) y[i] = h2f(f2h(x[i]));
 }
 
+// llama.cpp's x86 Q8_0 / Q8_1 acts (see quantize_act_q8_legacy), bit-exact with the portable quantizer:
+// per block of 32, amax by a max tree, d and 127 / amax as there, levels round-half-to-even(x * id)
+// (vcvtps2dq). The bytes by saturating packs with vcvtps2dq's INT_MIN (an inf / NaN product) set to 0
+// first, the low byte the portable int8 cast keeps; the level sum is of the int32 levels, as there.
+template <bool kQ81>
+void quantize_q8_legacy256(const float* x, int64_t K, void* act) {
+  const ActView v = act_view(act, K, 32);
+  auto* q = const_cast<int8_t*>(v.q);
+  auto* dx = const_cast<float*>(v.dx);
+  auto* sy = const_cast<float*>(v.sy);
+  auto* qs = const_cast<int32_t*>(v.qs);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i int_min = _mm256_set1_epi32(INT32_MIN);
+  const __m256i unzip = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // as in quantize_q8_k256
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const float* xb = x + 32 * b;
+    __m256 xv[4];
+    for (int k = 0; k < 4; ++k) xv[k] = _mm256_loadu_ps(xb + 8 * k);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(xv[0], abs_mask), _mm256_and_ps(xv[1], abs_mask)),
+                             _mm256_max_ps(_mm256_and_ps(xv[2], abs_mask), _mm256_and_ps(xv[3], abs_mask)));
+    m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0x4E));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0xB1));
+    const float amax = _mm256_cvtss_f32(m);
+    const float d = amax / 127.f;
+    const __m256 id = _mm256_set1_ps(amax != 0.f ? 127.f / amax : 0.0f);
+    __m256i l[4], bl[4];
+    for (int k = 0; k < 4; ++k) {
+      l[k] = _mm256_cvtps_epi32(_mm256_mul_ps(xv[k], id));
+      bl[k] = _mm256_andnot_si256(_mm256_cmpeq_epi32(l[k], int_min), l[k]);
+    }
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(bl[0], bl[1]), _mm256_packs_epi32(bl[2], bl[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), _mm256_permutevar8x32_epi32(p, unzip));
+    const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(l[0], l[1]), _mm256_add_epi32(l[2], l[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    const int sum = _mm_cvtsi128_si32(s4);
+    dx[b] = h2f(f2h(d));
+    sy[b] = kQ81 ? h2f(f2h(d * static_cast<float>(sum))) : dx[b] * static_cast<float>(sum);
+    qs[b] = sum;
+  }
+  act_zero_pad(v, K, 32);
+}
+
 // Q8_K super-blocks of 256 (see quantize_act_q8_k), bit-exact with the portable quantizer: the scale
 // from the first element of largest |x|, levels round-half-to-even(iscale * x) (vcvtps2dq in the
 // default rounding mode, as rintf) capped at 127. The int32 levels are narrowed by saturating packs,
@@ -116,7 +161,8 @@ void quantize_q8_k256(const float* x, int64_t K, void* act) {
     // |max| by four independent max chains, then broadcast to every lane (max is exact: any order).
     __m256 am[4];
     for (int j = 0; j < 4; ++j) am[j] = _mm256_and_ps(_mm256_loadu_ps(xb + 8 * j), abs_mask);
-    for (int i = 4; i < 32; ++i) am[i & 3] = _mm256_max_ps(am[i & 3], _mm256_and_ps(_mm256_loadu_ps(xb + 8 * i), abs_mask));
+    for (int i = 4; i < 32; ++i)
+      am[i & 3] = _mm256_max_ps(am[i & 3], _mm256_and_ps(_mm256_loadu_ps(xb + 8 * i), abs_mask));
     __m256 m = _mm256_max_ps(_mm256_max_ps(am[0], am[1]), _mm256_max_ps(am[2], am[3]));
     m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
     m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, 0x4E));
@@ -172,6 +218,16 @@ void quantize_q8_k256(const float* x, int64_t K, void* act) {
   act_zero_pad(v, K, G);
 }
 
+void set_quantizers256(KernelTable* t) {
+  auto set = [t](DType ty, void (*fn)(const float*, int64_t, void*)) {
+    t->mat[static_cast<uint32_t>(ty)].quantize = fn;
+  };
+  for (DType ty : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::MXFP4}) set(ty, quantize_q8_legacy256<false>);
+  for (DType ty : {DType::Q4_1, DType::Q5_1}) set(ty, quantize_q8_legacy256<true>);
+  for (DType ty : {DType::Q2_K, DType::Q3_K, DType::Q6_K}) set(ty, quantize_q8_k256<16>);
+  for (DType ty : {DType::Q4_K, DType::Q5_K}) set(ty, quantize_q8_k256<32>);
+}
+
 // Panels: from this many tokens the panel path beats the direct one; float panels take 6 interleaved
 // act columns (12 accumulators + 2 panel rows + a broadcast of the 16 ymm) in K blocks of 256 (a
 // panel's block is 16 KB, the act's 6 KB: both stay in L1).
@@ -187,8 +243,7 @@ void fill_avx2(KernelTable* t) {
   t->mat[static_cast<uint32_t>(DType::F32)].direct = direct_by_cols<FloatK<LoadF32>>;
   t->mat[static_cast<uint32_t>(DType::F16)].direct = direct_by_cols<FloatK<LoadF16>>;
   t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_avx2;
-  for (DType ty : {DType::Q2_K, DType::Q3_K, DType::Q6_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k256<16>;
-  for (DType ty : {DType::Q4_K, DType::Q5_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k256<32>;
+  set_quantizers256(t);
   t->mat[static_cast<uint32_t>(DType::BF16)].direct = direct_by_cols<FloatK<LoadBF16>>;
   set_simd_math(t);
   set_attn_cells<V256>(t);
