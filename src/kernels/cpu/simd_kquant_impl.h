@@ -449,7 +449,7 @@ void direct_k4(const MatArgs& a) {
         const __m256 mdx = _mm256_mul_ps(dmin, _mm256_load_ps(dxs[c] + i0));
         for (int k = 0; k < n; k += 2) {
           const __m256i mq = _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mins[k])),
-                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(qs16[c][i0 + k])));
+                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs16[c][i0 + k])));
           const __m256i sel = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairLanes[k / 2]));
           macc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mq), _mm256_permutevar8x32_ps(mdx, sel), macc[c]);
         }
