@@ -371,8 +371,26 @@ inline void quantize_q8_1_act(const float* x, int64_t K, void* act) { quantize_a
 inline void quantize_q8_k32_act(const float* x, int64_t K, void* act) { quantize_act_q8_k(x, K, act, 32); }
 inline void quantize_q8_k16_act(const float* x, int64_t K, void* act) { quantize_act_q8_k(x, K, act, 16); }
 
-// Sets the act kind of every quantized type (shared by all levels).
-inline void set_quant_acts(KernelTable* t) {
+// Index of the first set bit of a 256-bit mask held as four words (one bit set at least): the SIMD Q8_K
+// converters find the first element of largest |x| this way, without a data-dependent loop exit.
+inline int first_set_bit256(const uint64_t (&bits)[4]) {
+  return bits[0] != 0   ? __builtin_ctzll(bits[0])
+         : bits[1] != 0 ? 64 + __builtin_ctzll(bits[1])
+         : bits[2] != 0 ? 128 + __builtin_ctzll(bits[2])
+                        : 192 + __builtin_ctzll(bits[3]);
+}
+
+// The act converters of one level: Q8_0 and Q8_1 blocks of 32 (legacy types, MXFP4), Q8_K super-blocks
+// with sums per group of 16 or 32 (k-quants). A SIMD level passes its own, bit-exact with these.
+struct ActQuantizers {
+  void (*q8_0)(const float*, int64_t, void*) = quantize_q8_0_act;
+  void (*q8_1)(const float*, int64_t, void*) = quantize_q8_1_act;
+  void (*q8_k16)(const float*, int64_t, void*) = quantize_q8_k16_act;
+  void (*q8_k32)(const float*, int64_t, void*) = quantize_q8_k32_act;
+};
+
+// Sets the act kind of every quantized type (the mapping shared by all levels) with the level's converters.
+inline void set_quant_acts(KernelTable* t, const ActQuantizers& f = {}) {
   struct Entry {
     DType type;
     int group;
@@ -380,12 +398,12 @@ inline void set_quant_acts(KernelTable* t) {
     void (*quantize)(const float*, int64_t, void*);
   };
   const Entry entries[] = {
-      {DType::Q4_0, 32, act_bytes_g32, quantize_q8_0_act}, {DType::Q5_0, 32, act_bytes_g32, quantize_q8_0_act},
-      {DType::Q8_0, 32, act_bytes_g32, quantize_q8_0_act}, {DType::MXFP4, 32, act_bytes_g32, quantize_q8_0_act},
-      {DType::Q4_1, 32, act_bytes_g32, quantize_q8_1_act},
-      {DType::Q5_1, 32, act_bytes_g32, quantize_q8_1_act}, {DType::Q2_K, 16, act_bytes_g16, quantize_q8_k16_act},
-      {DType::Q3_K, 16, act_bytes_g16, quantize_q8_k16_act}, {DType::Q4_K, 32, act_bytes_g32, quantize_q8_k32_act},
-      {DType::Q5_K, 32, act_bytes_g32, quantize_q8_k32_act}, {DType::Q6_K, 16, act_bytes_g16, quantize_q8_k16_act},
+      {DType::Q4_0, 32, act_bytes_g32, f.q8_0},   {DType::Q5_0, 32, act_bytes_g32, f.q8_0},
+      {DType::Q8_0, 32, act_bytes_g32, f.q8_0},   {DType::MXFP4, 32, act_bytes_g32, f.q8_0},
+      {DType::Q4_1, 32, act_bytes_g32, f.q8_1},   {DType::Q5_1, 32, act_bytes_g32, f.q8_1},
+      {DType::Q2_K, 16, act_bytes_g16, f.q8_k16}, {DType::Q3_K, 16, act_bytes_g16, f.q8_k16},
+      {DType::Q6_K, 16, act_bytes_g16, f.q8_k16}, {DType::Q4_K, 32, act_bytes_g32, f.q8_k32},
+      {DType::Q5_K, 32, act_bytes_g32, f.q8_k32},
   };
   for (const Entry& e : entries) {
     MatKernel& m = t->mat[static_cast<uint32_t>(e.type)];

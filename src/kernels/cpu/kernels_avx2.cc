@@ -183,10 +183,7 @@ void quantize_q8_k256(const float* x, int64_t K, void* act) {
         }
         bits[j] = w;
       }
-      const int at = bits[0] != 0   ? __builtin_ctzll(bits[0])
-                     : bits[1] != 0 ? 64 + __builtin_ctzll(bits[1])
-                     : bits[2] != 0 ? 128 + __builtin_ctzll(bits[2])
-                                    : 192 + __builtin_ctzll(bits[3]);
+      const int at = first_set_bit256(bits);
       const float iscale = -127.f / xb[at];
       const __m256 is = _mm256_set1_ps(iscale);
       // 32 levels a step; the lanes of each 16-chunk's two vectors added, summed across by sum8x8.
@@ -218,16 +215,6 @@ void quantize_q8_k256(const float* x, int64_t K, void* act) {
   act_zero_pad(v, K, G);
 }
 
-void set_quantizers256(KernelTable* t) {
-  auto set = [t](DType ty, void (*fn)(const float*, int64_t, void*)) {
-    t->mat[static_cast<uint32_t>(ty)].quantize = fn;
-  };
-  for (DType ty : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::MXFP4}) set(ty, quantize_q8_legacy256<false>);
-  for (DType ty : {DType::Q4_1, DType::Q5_1}) set(ty, quantize_q8_legacy256<true>);
-  for (DType ty : {DType::Q2_K, DType::Q3_K, DType::Q6_K}) set(ty, quantize_q8_k256<16>);
-  for (DType ty : {DType::Q4_K, DType::Q5_K}) set(ty, quantize_q8_k256<32>);
-}
-
 // Panels: from this many tokens the panel path beats the direct one; float panels take 6 interleaved
 // act columns (12 accumulators + 2 panel rows + a broadcast of the 16 ymm) in K blocks of 256 (a
 // panel's block is 16 KB, the act's 6 KB: both stay in L1).
@@ -243,7 +230,7 @@ void fill_avx2(KernelTable* t) {
   t->mat[static_cast<uint32_t>(DType::F32)].direct = direct_by_cols<FloatK<LoadF32>>;
   t->mat[static_cast<uint32_t>(DType::F16)].direct = direct_by_cols<FloatK<LoadF16>>;
   t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_avx2;
-  set_quantizers256(t);
+  set_quant_acts(t, {quantize_q8_legacy256<false>, quantize_q8_legacy256<true>, quantize_q8_k256<16>, quantize_q8_k256<32>});
   t->mat[static_cast<uint32_t>(DType::BF16)].direct = direct_by_cols<FloatK<LoadBF16>>;
   set_simd_math(t);
   set_attn_cells<V256>(t);

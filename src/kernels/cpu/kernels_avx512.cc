@@ -207,10 +207,7 @@ void quantize_q8_k512(const float* x, int64_t K, void* act) {
           w |= static_cast<uint64_t>(_mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 64 * j + 16 * k)), av, _CMP_EQ_OQ)) << (16 * k);
         bits[j] = w;
       }
-      const int at = bits[0] != 0   ? __builtin_ctzll(bits[0])
-                     : bits[1] != 0 ? 64 + __builtin_ctzll(bits[1])
-                     : bits[2] != 0 ? 128 + __builtin_ctzll(bits[2])
-                                    : 192 + __builtin_ctzll(bits[3]);
+      const int at = first_set_bit256(bits);
       const float max = xb[at];
       const float iscale = -127.f / max;
       const __m512 is = _mm512_set1_ps(iscale);
@@ -235,13 +232,6 @@ void quantize_q8_k512(const float* x, int64_t K, void* act) {
     }
   }
   act_zero_pad(v, K, G);
-}
-
-void set_quantizers512(KernelTable* t) {
-  for (DType ty : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::MXFP4}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<false>;
-  for (DType ty : {DType::Q4_1, DType::Q5_1}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_legacy512<true>;
-  for (DType ty : {DType::Q2_K, DType::Q3_K, DType::Q6_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k512<16>;
-  for (DType ty : {DType::Q4_K, DType::Q5_K}) t->mat[static_cast<uint32_t>(ty)].quantize = quantize_q8_k512<32>;
 }
 
 // ---- float weights: 1 row x C columns, 32 elements per step, masked tail ---------------------------
@@ -312,7 +302,7 @@ void act_f16_512(const float* x, int64_t K, void* act) {
 void fill_avx512(KernelTable* t) {
   t->isa = CpuIsa::kAvx512;
   set_direct_quant(t);  // the shared 256-bit decoders, now with vpdpbusd
-  set_quantizers512(t);
+  set_quant_acts(t, {quantize_q8_legacy512<false>, quantize_q8_legacy512<true>, quantize_q8_k512<16>, quantize_q8_k512<32>});
   t->mat[static_cast<uint32_t>(DType::F32)].direct = direct_by_cols<Float512K<Z32>>;
   t->mat[static_cast<uint32_t>(DType::F16)].direct = direct_by_cols<Float512K<Z16>>;
   t->mat[static_cast<uint32_t>(DType::F16)].quantize = act_f16_512;
