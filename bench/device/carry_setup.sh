@@ -3,8 +3,12 @@
 # unpacks the carried binaries named in $BINS (.devcarry/bin/NAME.xz) to /root/bin, puts the toolkit's cuBLAS
 # on the path, and defines the steps calls share (synth_bg / synth_wait, cuda_tests / cuda_checks, ab,
 # alt_ab, ncu_tma, full_table). Functions that write results take a folder; a call sets R=$OUT/r first.
+# .devcarry is git-ignored: the run call must carry it (carry: [".devcarry/bin", ".devcarry/llama.cpp-src.tar.xz"]);
+# without the binaries the call stops here rather than "measure" nothing.
 mkdir -p /root/bin /root/m
-for b in $BINS; do xz -dc .devcarry/bin/$b.xz > /root/bin/$b; done
+for b in $BINS; do
+  xz -dc .devcarry/bin/$b.xz > /root/bin/$b || { echo "error: .devcarry/bin/$b.xz not carried (run's carry argument)"; exit 1; }
+done
 chmod +x /root/bin/*
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
