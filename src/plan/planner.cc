@@ -249,11 +249,11 @@ Expected<PlanSet> plan_with_gpu(const PlacementPricer& pricer, const HardwarePro
     const Candidate& f = *fastest.overall;
     char note[320];
     std::snprintf(note, sizeof note,
-                  "robust choice: K=%d, %.2f ms of copies per decode step (scenario %.0f ms) over K=%d, %.2f ms "
-                  "(%.0f ms, %.1f%% faster): hidden copies are least certain",
+                  "robust choice: K=%d (%.2f ms of copies a step, scenario %.0f ms) over K=%d (%.2f ms, "
+                  "%.0f ms, %.1f%% faster): copies least certain; %.0f%% ties: shallower K",
                   picked->variant->slots, detail::decode_copy_ms(pricer, *picked), picked->objective,
                   f.variant->slots, detail::decode_copy_ms(pricer, *fastest.overall), f.objective,
-                  (1 - f.objective / picked->objective) * 100);
+                  (1 - f.objective / picked->objective) * 100, o.score_tie * 100);
     notes.push_back(note);
   }
   ps.ring_choices = ring_choices(fastest.by_depth, o);

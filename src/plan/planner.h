@@ -99,6 +99,9 @@ struct PlannerOptions {
   // predicted closely (docs/PLANNER.md). 0 / 0: off.
   double copy_window = 0.06;
   double copy_risk = 0.5;
+  // Candidates whose scores (as above) lie within score_tie of the best are equally good: the one with
+  // the shallowest ring is taken (plans that repeat from one profile of a machine to the next).
+  double score_tie = 0.01;
   uint64_t workspace_bytes = 32ull << 20;          // cuBLAS workspace (its recommendation on Hopper)
   // Scratch for the F16 copy of dequantized weights a prefill GEMM multiplies (CudaScratchShape's); 0: the
   // largest quantized matrix whole. Smaller leaves more of a tight budget to weights, in exchange for

@@ -297,15 +297,31 @@ FastestCandidates fastest_candidates(std::vector<Candidate>& candidates) {
 
 Candidate* robust_choice(const PlacementPricer& pricer, std::vector<Candidate>& candidates, Candidate* fastest) {
   const PlannerOptions& o = pricer.options();
-  if (!fastest || o.copy_window <= 0 || o.copy_risk <= 0 || o.gen_tokens <= 0) return fastest;
+  if (!fastest) return fastest;
+  const bool charge_copies = o.copy_window > 0 && o.copy_risk > 0 && o.gen_tokens > 0;
+  auto in_window = [&](const Candidate& c) {
+    return !charge_copies || c.objective <= fastest->objective * (1 + o.copy_window);
+  };
+  auto score = [&](Candidate& c) {
+    return charge_copies ? c.objective + o.gen_tokens * o.copy_risk * decode_copy_ms(pricer, c) : c.objective;
+  };
   double best_score = 0;
+  bool any = false;
+  for (Candidate& c : candidates)
+    if (in_window(c) && (!any || score(c) < best_score)) best_score = score(c), any = true;
+  // Scores within score_tie of the best count as equal: the shallowest ring among them wins, then the
+  // lowest score. Two profiles of one machine differ by a few percent, and ring depths often plan within
+  // 1 % of each other; without the tie the depth (and with it the resident set) followed that noise.
   Candidate* pick = nullptr;
+  double pick_score = 0;
   for (Candidate& c : candidates) {
-    if (c.objective > fastest->objective * (1 + o.copy_window)) continue;
-    const double score = c.objective + o.gen_tokens * o.copy_risk * decode_copy_ms(pricer, c);
-    if (!pick || score < best_score * (1 - 1e-12) || (score <= best_score * (1 + 1e-12) && preferred(c, pick))) {
+    if (!in_window(c) || score(c) > best_score * (1 + o.score_tie)) continue;
+    const double sc = score(c);
+    if (!pick || c.variant->slots < pick->variant->slots ||
+        (c.variant->slots == pick->variant->slots &&
+         (sc < pick_score * (1 - 1e-12) || (sc <= pick_score * (1 + 1e-12) && preferred(c, pick))))) {
       pick = &c;
-      best_score = score;
+      pick_score = sc;
     }
   }
   return pick;

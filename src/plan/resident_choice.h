@@ -66,7 +66,8 @@ struct FastestCandidates {
 };
 FastestCandidates fastest_candidates(std::vector<Candidate>& candidates);
 // Phase 4, the robust choice: within copy_window of the fastest scenario, each candidate is charged
-// gen_tokens x copy_risk x its decode step's copy time, and the cheapest is taken.
+// gen_tokens x copy_risk x its decode step's copy time; among those within score_tie of the cheapest,
+// the shallowest ring is taken.
 Candidate* robust_choice(const PlacementPricer& pricer, std::vector<Candidate>& candidates, Candidate* fastest);
 // Phase 5: grows the chosen set into what it leaves of the budget: each further sub-layer (in the
 // variant's priority order) that fits stays if the scenario is no slower and the decode step copies no
