@@ -298,25 +298,25 @@ FastestCandidates fastest_candidates(std::vector<Candidate>& candidates) {
 Candidate* robust_choice(const PlacementPricer& pricer, std::vector<Candidate>& candidates, Candidate* fastest) {
   const PlannerOptions& o = pricer.options();
   if (!fastest) return fastest;
+  // Each candidate's score once (-1: outside the copy window).
   const bool charge_copies = o.copy_window > 0 && o.copy_risk > 0 && o.gen_tokens > 0;
-  auto in_window = [&](const Candidate& c) {
-    return !charge_copies || c.objective <= fastest->objective * (1 + o.copy_window);
-  };
-  auto score = [&](Candidate& c) {
-    return charge_copies ? c.objective + o.gen_tokens * o.copy_risk * decode_copy_ms(pricer, c) : c.objective;
-  };
-  double best_score = 0;
-  bool any = false;
-  for (Candidate& c : candidates)
-    if (in_window(c) && (!any || score(c) < best_score)) best_score = score(c), any = true;
+  std::vector<double> scores(candidates.size(), -1);
+  double best_score = -1;
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    Candidate& c = candidates[k];
+    if (charge_copies && c.objective > fastest->objective * (1 + o.copy_window)) continue;
+    scores[k] = charge_copies ? c.objective + o.gen_tokens * o.copy_risk * decode_copy_ms(pricer, c) : c.objective;
+    if (best_score < 0 || scores[k] < best_score) best_score = scores[k];
+  }
   // Scores within score_tie of the best count as equal: the shallowest ring among them wins, then the
   // lowest score. Two profiles of one machine differ by a few percent, and ring depths often plan within
   // 1 % of each other; without the tie the depth (and with it the resident set) followed that noise.
   Candidate* pick = nullptr;
   double pick_score = 0;
-  for (Candidate& c : candidates) {
-    if (!in_window(c) || score(c) > best_score * (1 + o.score_tie)) continue;
-    const double sc = score(c);
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    Candidate& c = candidates[k];
+    const double sc = scores[k];
+    if (sc < 0 || sc > best_score * (1 + o.score_tie)) continue;
     if (!pick || c.variant->slots < pick->variant->slots ||
         (c.variant->slots == pick->variant->slots &&
          (sc < pick_score * (1 - 1e-12) || (sc <= pick_score * (1 + 1e-12) && preferred(c, pick))))) {

@@ -54,8 +54,8 @@ class PrefetchStreamT {
     if (p + kFar + 64 * kLines <= end_) [[likely]] {
       if constexpr (kEachLineOnce) {
         // Both streams move together: one branch (predicted not taken) catches them up after a jump.
-        // Written as a branch, not as two max()es: compiled to conditional moves, those put the stream
-        // positions on a dependency chain and read 5 % slower than the fixed lines (Q5_K).
+        // A branch, not two max()es: as conditional moves those put the stream positions on a dependency
+        // chain, and the kernel read slower than with the fixed lines.
         const uintptr_t far_end = p + kStep + kFar, near_end = p + kStep + kNear;
         if (far_ < line(pos, kFar)) far_ = line(pos, kFar), near_ = line(pos, kNear);
         for (size_t i = 0; i < kLines && far_ < far_end; ++i, far_ += 64) fetch_l2(far_);

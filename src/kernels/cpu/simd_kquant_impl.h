@@ -194,10 +194,8 @@ struct KQuant32Dec : KQuantLevels<Dec> {
 struct DecQ4_K : KQuant32Dec<DecQ4_K, BlockQ4_K> {
   // The direct kernel's level vectors 2J and 2J + 1 (kOddTwice: see DecQ5_K).
   static constexpr bool kOddTwice = false;
-  // The prefetch stream of direct_k4 (PrefetchStreamT::step): Q4_K reads faster with a step's fixed
-  // lines, Q5_K with each line once. Decode GB/s, fixed lines / each line once, 2 threads, --cpu-isa
-  // avx2, 2-core development machine: Q4_K qwen3-4b 27.6 / 27.1, llama3-8b 29.7 / 28.6; Q5_K qwen3-4b
-  // 25.3 / 26.9, llama3-8b 25.6 / 28.5.
+  // The prefetch stream of direct_k4 (PrefetchStreamT::step): Q4_K decodes faster with a step's fixed
+  // lines, Q5_K with each line once (bench/RESULTS.md, AVX2 section, session 28).
   static constexpr bool kPrefetchEachLineOnce = false;
   template <int J>
   static void levels_pair(const BlockT& b, __m256i* u) {
