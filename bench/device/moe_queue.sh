@@ -5,8 +5,9 @@
 #   bash bench/device/moe_queue.sh                       # the default queue (below)
 #   QUEUE="skew q235" BUDGET=575 bash bench/device/moe_queue.sh
 # Jobs (each runs once; a job that does not fit the time left waits for the next call):
-#   setup      llama.cpp (llama-bench, llama-server, llama-batched-bench) in the background; synthetic
-#              qwen3-30b-a3b Q4_K (/root/moe/q30.gguf), gpt-oss-20b (goss20.gguf), qwen3-8b Q4_K (/root/m)
+#   setup      llama.cpp (PEER_TARGETS: llama-bench, llama-server, llama-batched-bench) in the background;
+#              the synthetic models of SETUP_MODELS: q30 = qwen3-30b-a3b Q4_K (/root/moe/q30.gguf), goss20 =
+#              gpt-oss-20b (goss20.gguf), qwen3-8b = qwen3-8b Q4_K (/root/m), minitron = minitron-8b F16 (/root/m)
 #   mmatests   test_cuda_ops' expert tests alone (CudaMoeMma*, CudaMoe*, CudaGptOss*: the tensor-core prefill kernel)
 #   cudatests  test_cuda_ops (before the peer's build is done: it shares the CPU, not the GPU)
 #   mma        bench_cuda_ops moe: the expert kernels of a qwen3-30b-a3b and a gpt-oss-20b layer at 1..1024
@@ -21,6 +22,7 @@
 #   q235       qwen3-235b-a22b-shaped Q2_K with 8 and 16 layers at 2 GB (decode per layer, for extrapolation)
 #   b512 copy  goss20 at 2 GB with -b 512; q30 at 2 GB with --pin copy (load time and host memory)
 #   repeat     bench/profile_repeat.sh -n 5 (issue 28)
+#   tl         q30 at 2 and 8 GB with --timeline and --explain, and on the CPU alone (the MoE step against its plan)
 # Rows: ferry `bench -m M --vram BG -p 1024 -n 64 --json --explain`; llama.cpp `llama-bench -m M -fitt <free MiB -
 # B> -fa 1 -p 1024 -n 64 -r 1 -o json` (its TTFT: 1024 / prefill tok/s); each under an nvidia-smi sampler
 # (peak above the idle card, MiB). Needs .devcarry/bin/{ferry,test_cuda_ops}.xz (and bench_cuda_ops.xz for mma,
@@ -76,11 +78,17 @@ synth() { local out=$1; shift
   [ -f "$out" ] || { timeout 300 $F synth "$@" --fast -o "$out.part" > "$R/synth_$(basename "$out").log" 2>&1 && mv "$out.part" "$out"; }; }
 
 setup() {
-  TARGETS="llama-bench llama-server llama-batched-bench" JOBS=12 bash bench/device/llama_cpp_build.sh
-  synth /root/moe/q30.gguf --preset qwen3-30b-a3b --type Q4_K &
-  synth /root/moe/goss20.gguf --preset gpt-oss-20b --type Q8_0 &
-  synth /root/m/qwen3-8b-Q4_K.gguf --preset qwen3-8b --type Q4_K &
-  wait; ln -sf /root/moe/q30.gguf /root/m/qwen3-30b-a3b-Q4_K.gguf; sync
+  TARGETS="${PEER_TARGETS:-llama-bench llama-server llama-batched-bench}" JOBS=12 bash bench/device/llama_cpp_build.sh
+  for m in ${SETUP_MODELS:-q30 goss20 qwen3-8b}; do
+    case $m in
+      q30) synth /root/moe/q30.gguf --preset qwen3-30b-a3b --type Q4_K & ;;
+      goss20) synth /root/moe/goss20.gguf --preset gpt-oss-20b --type Q8_0 & ;;
+      qwen3-8b) synth /root/m/qwen3-8b-Q4_K.gguf --preset qwen3-8b --type Q4_K & ;;
+      minitron) synth /root/m/minitron-8b-F16.gguf --preset minitron-8b --type F16 & ;;
+      *) say "setup: unknown model $m" ;;
+    esac
+  done
+  wait; [ -f /root/moe/q30.gguf ] && ln -sf /root/moe/q30.gguf /root/m/qwen3-30b-a3b-Q4_K.gguf; sync
   say "models: $(ls -la /root/moe /root/m | grep gguf | awk '{print $9, $5}' | tr '\n' ' ')"; }
 cudatests() {
   timeout 300 /root/bin/test_cuda_ops > "$R/test_cuda_ops.txt" 2>&1; local rc=$?
@@ -131,13 +139,24 @@ q235() {
   done; }
 b512() { ferry_row goss20 2 goss20_2G_b512 -b 512; }
 copy() { ferry_row q30 2 q30_2G_copy --pin copy; }
+# One decode step's lanes on the GPU host (issue 29: the MoE step measured over its plan): q30 at 2 and 8 GB with
+# --timeline (an SVG whose span tooltips carry each span's times) and --explain, then the CPU alone (the CPU
+# expert kernels' decode rate against the host's bandwidth).
+tl() {
+  for gb in 2 8; do
+    timeout 170 $F bench -m /root/moe/q30.gguf --vram ${gb}G -p 256 -n 32 --json --explain \
+      --timeline "$R/tl_q30_${gb}G.svg" > "$R/tl_q30_${gb}G.json" 2> "$R/tl_q30_${gb}G.err"
+    say "ferry q30 ${gb}G timeline: $(fr "$R/tl_q30_${gb}G.json")"
+  done
+  timeout 150 $F bench -m /root/moe/q30.gguf --device cpu -p 32 -n 32 --json > "$R/cpu_q30.json" 2> "$R/cpu_q30.err"
+  say "ferry q30 --device cpu: $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('pp %.1f tg %.2f' % (j['prefill_tok_s'], j['decode_tok_s']))" "$R/cpu_q30.json" 2>&1 | tail -1)"; }
 repeat() { timeout 250 bash bench/profile_repeat.sh -n 5 -f $F -o "$R/prof5" > "$R/prof5.txt" 2>&1; say "profile_repeat rc $?"
   grep -iE "outside|same plan|widest" "$R/prof5.txt" | head -12 | tee -a "$LOG"; }
 
 declare -A EST=([setup]=320 [mmatests]=200 [mma]=200 [cudatests]=300 [waitbuild]=60 [prof]=100 [2G]=420 [8G]=160 [4G]=320 [par]=330 [skew]=330
-                [q235]=420 [b512]=80 [copy]=90 [repeat]=250)
+                [q235]=420 [b512]=80 [copy]=90 [repeat]=250 [tl]=300)
 declare -A FN=([setup]=setup [mmatests]=mmatests [mma]=mma [cudatests]=cudatests [waitbuild]=waitbuild [prof]=prof [2G]=two [8G]=eight [4G]=four
-               [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat)
+               [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat [tl]=tl)
 for j in $QUEUE; do
   [ -n "${FN[$j]:-}" ] || { say "unknown job $j"; continue; }
   # Nothing is measured while the peer compiles.
