@@ -149,7 +149,12 @@ tl() {
     say "ferry q30 ${gb}G timeline: $(fr "$R/tl_q30_${gb}G.json")"
   done
   timeout 150 $F bench -m /root/moe/q30.gguf --device cpu -p 32 -n 32 --json > "$R/cpu_q30.json" 2> "$R/cpu_q30.err"
-  say "ferry q30 --device cpu: $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('pp %.1f tg %.2f' % (j['prefill_tok_s'], j['decode_tok_s']))" "$R/cpu_q30.json" 2>&1 | tail -1)"; }
+  say "ferry q30 --device cpu: $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('pp %.1f tg %.2f' % (j['prefill_tok_s'], j['decode_tok_s']))" "$R/cpu_q30.json" 2>&1 | tail -1)"
+  # The CPU kernels alone at 16 threads (EXTRA_BINS=bck: bench_cpu_kernels): routed experts' and a dense
+  # layer's decode GB/s, the pool's wake-up latency, the host's read bandwidth.
+  [ -x /root/bin/bck ] && FERRY_BENCH_THREADS=16 timeout 120 /root/bin/bck --benchmark_min_time=0.5s \
+    --benchmark_filter='moe_decode/qwen3-30b-a3b/avx512|decode_layers/Q4_K/avx512|pool_dispatch|membw' \
+    > "$R/bck.txt" 2>&1 && grep -E "moe_decode|decode_layers|pool_dispatch/16|membw" "$R/bck.txt" | tee -a "$LOG"; }
 repeat() { timeout 250 bash bench/profile_repeat.sh -n 5 -f $F -o "$R/prof5" > "$R/prof5.txt" 2>&1; say "profile_repeat rc $?"
   grep -iE "outside|same plan|widest" "$R/prof5.txt" | head -12 | tee -a "$LOG"; }
 
