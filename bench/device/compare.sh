@@ -40,7 +40,9 @@ if ldd "$F" | grep -q "not found"; then
   done
 fi
 { nvidia-smi; lscpu | head -20; ldd "$F"; [ -n "$LB" ] && ldd "$LB"; } > "$OUTD/env.txt" 2>&1
-export XDG_CACHE_HOME="$OUTD/cache"
+# PROFILE_CACHE: an XDG_CACHE_HOME holding a profile measured earlier on this machine (moe_queue.sh: /root/cache);
+# unset, the first ferry run measures a quick profile into this run's output.
+export XDG_CACHE_HOME="${PROFILE_CACHE:-$OUTD/cache}"
 log "# compare.sh $(date -u +%FT%TZ) ferry=$F llama-bench=${LB:-none}"
 
 synth() {  # preset type -> path
