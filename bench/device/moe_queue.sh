@@ -5,7 +5,7 @@
 #   bash bench/device/moe_queue.sh                       # the default queue (below)
 #   QUEUE="skew q235" BUDGET=575 bash bench/device/moe_queue.sh
 # Jobs (each runs once; a job that does not fit the time left waits for the next call):
-#   setup      llama.cpp (PEER_TARGETS: llama-bench, llama-server, llama-batched-bench) in the background;
+#   setup      llama.cpp (PEER_TARGETS: llama-bench, llama-server, llama-batched-bench; none: no build) in the background;
 #              the synthetic models of SETUP_MODELS: q30 = qwen3-30b-a3b Q4_K (/root/moe/q30.gguf), goss20 =
 #              gpt-oss-20b (goss20.gguf), qwen3-8b = qwen3-8b Q4_K (/root/m), minitron = minitron-8b F16 (/root/m)
 #   mmatests   test_cuda_ops' expert tests alone (CudaMoeMma*, CudaMoe*, CudaGptOss*: the tensor-core prefill kernel)
@@ -78,7 +78,8 @@ synth() { local out=$1; shift
   [ -f "$out" ] || { timeout 300 $F synth "$@" --fast -o "$out.part" > "$R/synth_$(basename "$out").log" 2>&1 && mv "$out.part" "$out"; }; }
 
 setup() {
-  TARGETS="${PEER_TARGETS:-llama-bench llama-server llama-batched-bench}" JOBS=12 bash bench/device/llama_cpp_build.sh
+  [ "${PEER_TARGETS:-}" = none ] ||
+    TARGETS="${PEER_TARGETS:-llama-bench llama-server llama-batched-bench}" JOBS=12 bash bench/device/llama_cpp_build.sh
   for m in ${SETUP_MODELS:-q30 goss20 qwen3-8b}; do
     case $m in
       q30) synth /root/moe/q30.gguf --preset qwen3-30b-a3b --type Q4_K & ;;
