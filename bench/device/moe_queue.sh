@@ -22,6 +22,7 @@
 #   q235       qwen3-235b-a22b-shaped Q2_K with 8 and 16 layers at 2 GB (decode per layer, for extrapolation)
 #   b512 copy  goss20 at 2 GB with -b 512; q30 at 2 GB with --pin copy (load time and host memory)
 #   repeat     bench/profile_repeat.sh -n 5 (issue 28)
+#   cpuprobe   bench/cpu/moe_stream.cc: one token's routed experts on the CPU at 16 threads (memory kinds, variants)
 #   tl         q30 at 2 and 8 GB with --timeline and --explain, and on the CPU alone (the MoE step against its plan)
 # Rows: ferry `bench -m M --vram BG -p 1024 -n 64 --json --explain`; llama.cpp `llama-bench -m M -fitt <free MiB -
 # B> -fa 1 -p 1024 -n 64 -r 1 -o json` (its TTFT: 1024 / prefill tok/s); each under an nvidia-smi sampler
@@ -156,13 +157,20 @@ tl() {
   [ -x /root/bin/bck ] && FERRY_BENCH_THREADS=16 timeout 120 /root/bin/bck --benchmark_min_time=0.5s \
     --benchmark_filter='moe_decode/qwen3-30b-a3b/avx512|decode_layers/Q4_K/avx512|pool_dispatch|membw' \
     > "$R/bck.txt" 2>&1 && grep -E "moe_decode|decode_layers|pool_dispatch/16|membw" "$R/bck.txt" | tee -a "$LOG"; }
+# bench/cpu/moe_stream.cc at 16 (and 8, 12) threads: the routed experts of one token per call, the memory
+# in 4 KiB pages, in the page cache (as the hybrid executor's mmap) and in huge pages, 80 us between calls
+# (EXTRA_BINS=moe_stream; VARIANTS when the binary was linked with a kernel file that defines them).
+cpuprobe() { [ -x /root/bin/moe_stream ] || { say "cpuprobe: no moe_stream"; return 1; }
+  { for mem in 4k file huge; do MEM=$mem GAP_US=80 VARIANTS=${PROBE_VARIANTS:-0} timeout 120 /root/bin/moe_stream 16 6 5; done
+    for t in 8 12; do MEM=4k GAP_US=80 VARIANTS=0 timeout 120 /root/bin/moe_stream $t 6 5; done; } > "$R/moe_stream.txt" 2>&1
+  tee -a "$LOG" < "$R/moe_stream.txt"; }
 repeat() { timeout 250 bash bench/profile_repeat.sh -n 5 -f $F -o "$R/prof5" > "$R/prof5.txt" 2>&1; say "profile_repeat rc $?"
   grep -iE "outside|same plan|widest" "$R/prof5.txt" | head -12 | tee -a "$LOG"; }
 
 declare -A EST=([setup]=320 [mmatests]=200 [mma]=200 [cudatests]=300 [waitbuild]=60 [prof]=100 [2G]=420 [8G]=160 [4G]=320 [par]=330 [skew]=330
-                [q235]=420 [b512]=80 [copy]=90 [repeat]=250 [tl]=300)
+                [q235]=420 [b512]=80 [copy]=90 [repeat]=250 [tl]=300 [cpuprobe]=120)
 declare -A FN=([setup]=setup [mmatests]=mmatests [mma]=mma [cudatests]=cudatests [waitbuild]=waitbuild [prof]=prof [2G]=two [8G]=eight [4G]=four
-               [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat [tl]=tl)
+               [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat [tl]=tl [cpuprobe]=cpuprobe)
 for j in $QUEUE; do
   [ -n "${FN[$j]:-}" ] || { say "unknown job $j"; continue; }
   # Nothing is measured while the peer compiles.
