@@ -15,6 +15,9 @@
 //                              each decode matmul while the pool waits); GB/s of floats read.
 //   membw                      the host's streaming read bandwidth (kernels/cpu/membw.h).
 //   pool_dispatch/<threads>    an empty parallel_for: wake-up + join latency of the thread pool.
+//   pool_after_idle/<us>       a job of one 20 us share per thread after the pool idled <us> microseconds
+//                              (the caller busy, as a hybrid step's CPU waits for the GPU): 20 us when every
+//                              worker joins at once, up to threads x 20 us when the caller runs the shares alone.
 // Threads: FERRY_BENCH_THREADS (default: physical cores).
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -238,6 +242,22 @@ void bm_pool(benchmark::State& st) {
   for (auto _ : st) pool.parallel_for(pool.size(), [&](int64_t b, int64_t e) { benchmark::DoNotOptimize(sink += e - b); });
 }
 
+void spin_us(double us) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() < us) {
+  }
+}
+
+void bm_pool_after_idle(benchmark::State& st) {
+  ferry::ThreadPool pool(bench_threads());
+  for (auto _ : st) {
+    st.PauseTiming();
+    spin_us(static_cast<double>(st.range(0)));
+    st.ResumeTiming();
+    pool.run([](int, int) { spin_us(20); });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -273,6 +293,7 @@ int main(int argc, char** argv) {
   }
   benchmark::RegisterBenchmark("membw", bm_membw)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::RegisterBenchmark("pool_dispatch", bm_pool)->Arg(1)->Arg(2)->Arg(4)->UseRealTime();
+  benchmark::RegisterBenchmark("pool_after_idle", bm_pool_after_idle)->Arg(0)->Arg(80)->Arg(500)->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
