@@ -23,6 +23,7 @@
 #   b512 copy  goss20 at 2 GB with -b 512; q30 at 2 GB with --pin copy (load time and host memory)
 #   repeat     bench/profile_repeat.sh -n 5 (issue 28)
 #   cpuprobe   bench/cpu/moe_stream.cc: one token's routed experts on the CPU at 16 threads (memory kinds, variants)
+#   ab         two ferry builds on q30 at AB_BUDGETS (default 2 8) GB, alternating (AB_OLD: the other binary)
 #   tl         q30 at 2 and 8 GB with --timeline and --explain, and on the CPU alone (the MoE step against its plan)
 # Rows: ferry `bench -m M --vram BG -p 1024 -n 64 --json --explain`; llama.cpp `llama-bench -m M -fitt <free MiB -
 # B> -fa 1 -p 1024 -n 64 -r 1 -o json` (its TTFT: 1024 / prefill tok/s); each under an nvidia-smi sampler
@@ -161,16 +162,30 @@ tl() {
 # in 4 KiB pages, in the page cache (as the hybrid executor's mmap) and in huge pages, 80 us between calls
 # (EXTRA_BINS=moe_stream; VARIANTS when the binary was linked with a kernel file that defines them).
 cpuprobe() { [ -x /root/bin/moe_stream ] || { say "cpuprobe: no moe_stream"; return 1; }
-  { for mem in 4k file huge; do MEM=$mem GAP_US=80 VARIANTS=${PROBE_VARIANTS:-0} timeout 120 /root/bin/moe_stream 16 6 5; done
-    for t in 8 12; do MEM=4k GAP_US=80 VARIANTS=0 timeout 120 /root/bin/moe_stream $t 6 5; done; } > "$R/moe_stream.txt" 2>&1
-  tee -a "$LOG" < "$R/moe_stream.txt"; }
+  # PROBE_BINS: moe_stream builds to compare (e.g. "moe_stream_old moe_stream"), each at 16 threads.
+  { for b in ${PROBE_BINS:-moe_stream}; do
+      for mem in 4k file; do echo "== $b"; MEM=$mem GAP_US=80 VARIANTS=${PROBE_VARIANTS:-0} timeout 120 /root/bin/$b 16 6 5; done
+    done
+    for t in 8 12; do MEM=4k GAP_US=80 timeout 120 /root/bin/moe_stream $t 6 5; done
+    [ -x /root/bin/bck ] && FERRY_BENCH_THREADS=16 timeout 60 /root/bin/bck --benchmark_filter='pool_after_idle|pool_dispatch'
+  } > "$R/moe_stream.txt" 2>&1
+  grep -E "==|variant|threads=|real_time" "$R/moe_stream.txt" | tee -a "$LOG"; }
+# A/B of two ferry builds (AB_OLD, default /root/bin/ferry_old, against $F) on q30 at AB_BUDGETS (GB), alternating.
+ab() { local old=${AB_OLD:-/root/bin/ferry_old}
+  for gb in ${AB_BUDGETS:-2 8}; do
+    for side in old new; do
+      local bin=$F; [ $side = old ] && bin=$old
+      timeout 150 $bin bench -m /root/moe/q30.gguf --vram ${gb}G -p 512 -n 64 --json --explain > "$R/ab_${side}_${gb}G.json" 2> "$R/ab_${side}_${gb}G.err"
+      say "ab $side q30 ${gb}G: $(fr "$R/ab_${side}_${gb}G.json")"
+    done
+  done; }
 repeat() { timeout 250 bash bench/profile_repeat.sh -n 5 -f $F -o "$R/prof5" > "$R/prof5.txt" 2>&1; say "profile_repeat rc $?"
   grep -iE "outside|same plan|widest" "$R/prof5.txt" | head -12 | tee -a "$LOG"; }
 
 declare -A EST=([setup]=320 [mmatests]=200 [mma]=200 [cudatests]=300 [waitbuild]=60 [prof]=100 [2G]=420 [8G]=160 [4G]=320 [par]=330 [skew]=330
-                [q235]=420 [b512]=80 [copy]=90 [repeat]=250 [tl]=300 [cpuprobe]=120)
+                [q235]=420 [b512]=80 [copy]=90 [repeat]=250 [tl]=300 [cpuprobe]=120 [ab]=240)
 declare -A FN=([setup]=setup [mmatests]=mmatests [mma]=mma [cudatests]=cudatests [waitbuild]=waitbuild [prof]=prof [2G]=two [8G]=eight [4G]=four
-               [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat [tl]=tl [cpuprobe]=cpuprobe)
+               [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat [tl]=tl [cpuprobe]=cpuprobe [ab]=ab)
 for j in $QUEUE; do
   [ -n "${FN[$j]:-}" ] || { say "unknown job $j"; continue; }
   # Nothing is measured while the peer compiles.
