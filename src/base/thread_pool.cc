@@ -4,7 +4,7 @@
 //   worker: on seeing gen_ == g: active_++; if open_ == g, take a slot and run the call; active_--.
 // active_ is raised before open_ is read and open_ is cleared before active_ is read (both seq_cst), so
 // either the caller waits for the worker or the worker sees the job closed and never touches it.
-// Waiting = spin_ polls with pause, then polls with pause for up to poll_us_, then a futex sleep
+// Waiting = spin_ polls with pause, then polls with sched_yield for up to yield_us_, then a futex sleep
 // (std::atomic::wait); notify is cheap when nobody sleeps.
 #include "base/thread_pool.h"
 
@@ -25,31 +25,27 @@ namespace ferry {
 
 namespace {
 
-// Waits until pred(a.load()) holds: spins `spin` times with `pause`, then keeps polling with `pause`
-// until `poll_us` microseconds have passed, then sleeps. Returns the value seen.
-// Why the timed poll: a decode step's matmuls leave a worker idle for the rest of the job's tail and
-// the caller's serial ops between jobs, and a hybrid step leaves the CPU idle while the GPU computes
-// (often 30-300 us); a 2000-`pause` spin lasts only ~27 us on a Sapphire Rapids class core (pause
-// ~13 ns), so after the spin alone workers would be asleep before almost every job, and each job
-// would pay a futex wake-up per worker (tens to hundreds of us on a VM).
-// Why not sched_yield between polls: a worker that shares a CPU with a busy thread (a futex wake-up
-// may place it on the waker's CPU) hands that CPU back on every poll, and the scheduler does not move
-// it to an idle CPU (it is runnable and cache-hot), so it joins no job while the caller does its share
-// alone; polling with `pause` keeps it runnable on its own CPU, and a shared CPU gets balanced.
+// Waits until pred(a.load()) holds: spins `spin` times with `pause`, then yields the CPU between
+// polls until `yield_us` microseconds have passed, then sleeps. Returns the value seen.
+// Why the yield phase: a decode step's matmuls leave a worker idle for the rest of the job's tail and
+// the caller's serial ops between jobs, often 30-300 us; a 2000-`pause` spin lasts only ~27 us on a
+// Sapphire Rapids class core (pause ~13 ns), so after the spin alone workers would be asleep before
+// almost every job, and each job would pay a futex wake-up per worker. Yielding keeps them ready
+// without taking the CPU from other threads of a busy machine (sched_yield gives it away).
 template <typename T, typename Pred>
-T wait_until(const std::atomic<T>& a, Pred pred, int spin, int poll_us) {
+T wait_until(const std::atomic<T>& a, Pred pred, int spin, int yield_us) {
   for (int i = 0; i < spin; ++i) {
     const T v = a.load(std::memory_order_acquire);
     if (pred(v)) return v;
     FERRY_PAUSE();
   }
-  if (poll_us > 0) {
+  if (yield_us > 0) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 1;; ++i) {
       const T v = a.load(std::memory_order_acquire);
       if (pred(v)) return v;
-      FERRY_PAUSE();
-      if ((i & 63) == 0 && std::chrono::steady_clock::now() - t0 > std::chrono::microseconds(poll_us)) break;
+      std::this_thread::yield();
+      if ((i & 7) == 0 && std::chrono::steady_clock::now() - t0 > std::chrono::microseconds(yield_us)) break;
     }
   }
   for (;;) {
@@ -78,7 +74,7 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker(int) {
   uint32_t seen = 0;
   for (;;) {
-    seen = wait_until(gen_, [seen](uint32_t v) { return v != seen; }, spin_, poll_us_);
+    seen = wait_until(gen_, [seen](uint32_t v) { return v != seen; }, spin_, yield_us_);
     if (stop_) return;
     active_.fetch_add(1, std::memory_order_seq_cst);
     if (open_.load(std::memory_order_seq_cst) == seen) {
@@ -107,7 +103,7 @@ void ThreadPool::dispatch(Call call, void* ctx) {
   gen_.notify_all();
   call(ctx, 0, n_threads_);
   open_.store(0, std::memory_order_seq_cst);
-  wait_until(active_, [](int32_t v) { return v == 0; }, spin_, poll_us_);
+  wait_until(active_, [](int32_t v) { return v == 0; }, spin_, yield_us_);
   busy_.store(false, std::memory_order_release);
 }
 

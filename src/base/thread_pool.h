@@ -1,7 +1,8 @@
 // ThreadPool: a fixed set of workers for data-parallel kernels, built for low wake-up latency (a decode
 // step is hundreds of ~10-100 us ops back to back). Workers spin briefly on a generation counter after
-// each job, then keep polling it for up to ~1 ms (ready for the next job), then sleep on it (futex via
-// std::atomic::wait); the calling thread always takes part.
+// each job, then poll it with sched_yield for up to ~1 ms (ready for the next job, without holding a
+// CPU that another thread wants), then sleep on it (futex via std::atomic::wait); the calling thread
+// always takes part.
 // Work is claimed dynamically (chunks, or run()'s shares), and a worker that has not joined a job by
 // the time its work is all claimed is not waited for: on a busy machine a descheduled worker delays
 // nothing it has not started. Nothing allocates per job: the job is a function pointer plus a pointer
@@ -88,8 +89,8 @@ class ThreadPool {
 
   // Iterations a waiting thread spins before it sleeps (each ~ one `pause`, 10-150 cycles).
   void set_spin(int iterations) { spin_ = iterations; }
-  // Then, microseconds it keeps polling (with `pause`) before it sleeps (0: none).
-  void set_poll_us(int us) { poll_us_ = us; }
+  // Then, microseconds it polls with sched_yield between polls before it sleeps (0: none).
+  void set_yield_us(int us) { yield_us_ = us; }
 
  private:
   using Call = void (*)(void* ctx, int slot, int nth);
@@ -115,7 +116,7 @@ class ThreadPool {
 
   int n_threads_ = 1;
   int spin_ = 2000;
-  int poll_us_ = 1000;
+  int yield_us_ = 1000;
   std::vector<std::thread> workers_;
   Call call_ = nullptr;
   void* ctx_ = nullptr;
