@@ -155,18 +155,23 @@ tl() {
   say "ferry q30 --device cpu: $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('pp %.1f tg %.2f' % (j['prefill_tok_s'], j['decode_tok_s']))" "$R/cpu_q30.json" 2>&1 | tail -1)"
   # The CPU kernels alone at 16 threads (EXTRA_BINS=bck: bench_cpu_kernels): routed experts' and a dense
   # layer's decode GB/s, the pool's wake-up latency, the host's read bandwidth.
-  [ -x /root/bin/bck ] && FERRY_BENCH_THREADS=16 timeout 120 /root/bin/bck --benchmark_min_time=0.5s \
-    --benchmark_filter='moe_decode/qwen3-30b-a3b/avx512|decode_layers/Q4_K/avx512|pool_dispatch|membw' \
-    > "$R/bck.txt" 2>&1 && grep -E "moe_decode|decode_layers|pool_dispatch/16|membw" "$R/bck.txt" | tee -a "$LOG"; }
+  if [ -x /root/bin/bck ]; then
+    FERRY_BENCH_THREADS=16 timeout 120 /root/bin/bck --benchmark_min_time=0.5s \
+      --benchmark_filter='moe_decode/qwen3-30b-a3b/avx512|decode_layers/Q4_K/avx512|pool_dispatch|membw' > "$R/bck.txt" 2>&1
+    grep -E "moe_decode|decode_layers|pool_dispatch/16|membw" "$R/bck.txt" | tee -a "$LOG"
+  fi; }
 # bench/cpu/moe_stream.cc at 16 (and 8, 12) threads: the routed experts of one token per call, the memory
 # in 4 KiB pages, in the page cache (as the hybrid executor's mmap) and in huge pages, 80 us between calls
 # (EXTRA_BINS=moe_stream; VARIANTS when the binary was linked with a kernel file that defines them).
-cpuprobe() { [ -x /root/bin/moe_stream ] || { say "cpuprobe: no moe_stream"; return 1; }
-  # PROBE_BINS: moe_stream builds to compare (e.g. "moe_stream_old moe_stream"), each at 16 threads.
-  { for b in ${PROBE_BINS:-moe_stream}; do
+cpuprobe() {
+  # PROBE_BINS: moe_stream builds to compare (e.g. "moe_stream_old moe_stream"), each at 16 threads; the
+  # last one also at 8 and 12.
+  local bins=${PROBE_BINS:-moe_stream} b
+  for b in $bins; do [ -x /root/bin/$b ] || { say "cpuprobe: no /root/bin/$b (EXTRA_BINS)"; return 1; }; done
+  { for b in $bins; do
       for mem in 4k file; do echo "== $b"; MEM=$mem GAP_US=80 VARIANTS=${PROBE_VARIANTS:-0} timeout 120 /root/bin/$b 16 6 5; done
     done
-    for t in 8 12; do MEM=4k GAP_US=80 timeout 120 /root/bin/moe_stream $t 6 5; done
+    for t in 8 12; do MEM=4k GAP_US=80 timeout 120 /root/bin/$b $t 6 5; done
     [ -x /root/bin/bck ] && FERRY_BENCH_THREADS=16 timeout 60 /root/bin/bck --benchmark_filter='pool_after_idle|pool_dispatch'
   } > "$R/moe_stream.txt" 2>&1
   grep -E "==|variant|threads=|real_time" "$R/moe_stream.txt" | tee -a "$LOG"; }
