@@ -6,6 +6,11 @@
 // either the caller waits for the worker or the worker sees the job closed and never touches it.
 // Waiting = spin_ polls with pause, then polls with sched_yield for up to yield_us_, then a futex sleep
 // (std::atomic::wait); notify is cheap when nobody sleeps.
+// Reseating: a worker that a wake-up placed on the caller's CPU can poll with sched_yield there for as
+// long as jobs keep coming, handing the CPU back to the caller each time and joining nothing, while
+// another CPU idles (the scheduler moves a yielding thread rarely). When two long jobs in a row ran on
+// the caller alone, the caller bumps reseat_; yielding workers then sleep at once, and the next job's
+// futex wake-up lets the scheduler place each one on an idle CPU.
 #include "base/thread_pool.h"
 
 #include <chrono>
@@ -26,14 +31,16 @@ namespace ferry {
 namespace {
 
 // Waits until pred(a.load()) holds: spins `spin` times with `pause`, then yields the CPU between
-// polls until `yield_us` microseconds have passed, then sleeps. Returns the value seen.
+// polls until `yield_us` microseconds have passed or `leave` moves away from `leave_seen`, then sleeps.
+// Returns the value seen.
 // Why the yield phase: a decode step's matmuls leave a worker idle for the rest of the job's tail and
 // the caller's serial ops between jobs, often 30-300 us; a 2000-`pause` spin lasts only ~27 us on a
 // Sapphire Rapids class core (pause ~13 ns), so after the spin alone workers would be asleep before
 // almost every job, and each job would pay a futex wake-up per worker. Yielding keeps them ready
 // without taking the CPU from other threads of a busy machine (sched_yield gives it away).
 template <typename T, typename Pred>
-T wait_until(const std::atomic<T>& a, Pred pred, int spin, int yield_us) {
+T wait_until(const std::atomic<T>& a, Pred pred, int spin, int yield_us,
+             const std::atomic<uint32_t>* leave = nullptr, uint32_t leave_seen = 0) {
   for (int i = 0; i < spin; ++i) {
     const T v = a.load(std::memory_order_acquire);
     if (pred(v)) return v;
@@ -44,6 +51,7 @@ T wait_until(const std::atomic<T>& a, Pred pred, int spin, int yield_us) {
     for (int i = 1;; ++i) {
       const T v = a.load(std::memory_order_acquire);
       if (pred(v)) return v;
+      if (leave != nullptr && leave->load(std::memory_order_relaxed) != leave_seen) break;
       std::this_thread::yield();
       if ((i & 7) == 0 && std::chrono::steady_clock::now() - t0 > std::chrono::microseconds(yield_us)) break;
     }
@@ -74,7 +82,8 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker(int) {
   uint32_t seen = 0;
   for (;;) {
-    seen = wait_until(gen_, [seen](uint32_t v) { return v != seen; }, spin_, yield_us_);
+    seen = wait_until(gen_, [seen](uint32_t v) { return v != seen; }, spin_, yield_us_, &reseat_,
+                      reseat_.load(std::memory_order_relaxed));
     if (stop_) return;
     active_.fetch_add(1, std::memory_order_seq_cst);
     if (open_.load(std::memory_order_seq_cst) == seen) {
@@ -101,10 +110,25 @@ void ThreadPool::dispatch(Call call, void* ctx) {
   // so a worker that was just going to sleep on the old value would miss this job.
   gen_.store(g, std::memory_order_seq_cst);
   gen_.notify_all();
+  const auto t0 = std::chrono::steady_clock::now();
   call(ctx, 0, n_threads_);
   open_.store(0, std::memory_order_seq_cst);
+  note_joiners(slots_.load(std::memory_order_relaxed) > 1, std::chrono::steady_clock::now() - t0);
   wait_until(active_, [](int32_t v) { return v == 0; }, spin_, yield_us_);
   busy_.store(false, std::memory_order_release);
+}
+
+void ThreadPool::note_joiners(bool joined, std::chrono::steady_clock::duration caller_time) {
+  // A job this long gives every awake worker time to join; two in a row that none joined mean the
+  // workers are not running (descheduled, or yielding a CPU to the caller on the same CPU).
+  constexpr auto kLongJob = std::chrono::microseconds(50);
+  if (joined || caller_time < kLongJob) {
+    unjoined_ = 0;
+    return;
+  }
+  if (++unjoined_ < 2) return;
+  unjoined_ = 0;
+  reseat_.fetch_add(1, std::memory_order_relaxed);
 }
 
 Status parallel_items(size_t n, int32_t threads, const std::function<Status(size_t)>& fn) {

@@ -2,7 +2,8 @@
 // step is hundreds of ~10-100 us ops back to back). Workers spin briefly on a generation counter after
 // each job, then poll it with sched_yield for up to ~1 ms (ready for the next job, without holding a
 // CPU that another thread wants), then sleep on it (futex via std::atomic::wait); the calling thread
-// always takes part.
+// always takes part. When long jobs keep running with no worker joining, yielding workers are sent to
+// sleep so that the next wake-up places them on idle CPUs (thread_pool.cc, "Reseating").
 // Work is claimed dynamically (chunks, or run()'s shares), and a worker that has not joined a job by
 // the time its work is all claimed is not waited for: on a busy machine a descheduled worker delays
 // nothing it has not started. Nothing allocates per job: the job is a function pointer plus a pointer
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -113,6 +115,9 @@ class ThreadPool {
 
   void dispatch(Call call, void* ctx);
   void worker(int ith);
+  // Caller-side bookkeeping after each job: whether a worker joined it and how long the caller's own
+  // share ran; bumps reseat_ when long jobs keep running without workers (thread_pool.cc).
+  void note_joiners(bool joined, std::chrono::steady_clock::duration caller_time);
 
   int n_threads_ = 1;
   int spin_ = 2000;
@@ -126,6 +131,8 @@ class ThreadPool {
   alignas(64) std::atomic<int32_t> active_{0};    // workers between "join attempt" and "done"
   alignas(64) std::atomic<int32_t> slots_{0};     // next free slot of the current job
   alignas(64) std::atomic<bool> busy_{false};     // a job is being dispatched
+  alignas(64) std::atomic<uint32_t> reseat_{0};   // bumped to send yielding workers to sleep (see .cc)
+  int unjoined_ = 0;                              // consecutive long jobs no worker joined (caller only)
 };
 
 // Runs fn(0 .. n-1) on up to `threads` short-lived threads (the caller's included), items handed out in

@@ -1,7 +1,9 @@
 // ThreadPool: every index of parallel_for runs exactly once, for many sizes and grains and many
 // back-to-back jobs (the spin/sleep hand-off); run() gives each thread its index; nested and
-// single-thread pools run inline; cpu_info reports something sane.
+// single-thread pools run inline; long jobs that no worker joins (reseating) stay correct; cpu_info
+// reports something sane.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -81,6 +83,42 @@ TEST(ThreadPool, NestedCallRunsInline) {
 // Many more threads than CPUs (as `ferry bench -t 16` on a smaller or busy machine): workers that spin
 // must not starve the ones doing the work, so many short jobs still finish promptly. (Measured with an
 // 8B decode on 2 cores: -t 2 / 4 / 8 / 16 used 457 / 449 / 468 / 485 CPU ms per token.)
+// Long jobs that no worker can join (the whole process on one CPU, the caller never yielding) send the
+// yielding workers to sleep (thread_pool.cc, "Reseating"); every share still runs once, then and after
+// the process gets its CPUs back and the workers are woken again.
+TEST(ThreadPool, LongJobsWithoutWorkersThenWithThem) {
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the pool's workers inherit it
+  ThreadPool pool(3);
+  auto busy_us = [](int us) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(us)) {
+    }
+  };
+  std::atomic<int64_t> total{0};
+  for (int rep = 0; rep < 40; ++rep)
+    pool.run([&](int, int) {
+      busy_us(40);
+      total.fetch_add(1);
+    });
+  EXPECT_EQ(total.load(), 40 * 3);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);  // the caller only: enough to run on
+  total = 0;
+  for (int rep = 0; rep < 40; ++rep)
+    pool.parallel_for(64, [&](int64_t b, int64_t e) {
+      busy_us(5);
+      total.fetch_add(e - b);
+    });
+  EXPECT_EQ(total.load(), 40 * 64);
+}
+
 TEST(ThreadPool, OversubscribedStaysFast) {
   const int nt = 8 * std::max(1u, std::thread::hardware_concurrency());
   ThreadPool pool(nt);
