@@ -3,6 +3,7 @@
 #include "engine/huge_weights.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -78,14 +79,28 @@ std::unique_ptr<HugePageBuffer> copy_weights_to_huge_pages(const gguf::ModelFile
     moved.push_back({b, b + t->nbytes, data + off});
     off += (t->nbytes + 63) & ~size_t{63};
   }
-  // Copy in contiguous shares of the destination (each thread faults in its own huge pages).
+  // Copy in contiguous shares of the destination (each thread faults in its own huge pages), in pieces;
+  // after each piece the file mapping's pages it read are dropped from this process (the page cache
+  // keeps them), so the resident peak stays near one copy of the weights instead of two. Only whole
+  // pages inside the piece, and only from a file mapping (a parsed buffer is the caller's): a page read
+  // again later re-faults from the page cache.
+  constexpr size_t kPiece = size_t{32} << 20;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const bool drop_source = file.file_backed();
   const int nth = std::max(1, std::min(n_threads > 0 ? n_threads : static_cast<int>(std::thread::hardware_concurrency()), 16));
   auto copy_share = [&](int ith) {
     const size_t lo = total * static_cast<size_t>(ith) / nth, hi = total * static_cast<size_t>(ith + 1) / nth;
     for (const Moved& m : moved) {
       const size_t d0 = static_cast<size_t>(m.to - data), d1 = d0 + static_cast<size_t>(m.end - m.begin);
-      const size_t a = std::max(d0, lo), e = std::min(d1, hi);
-      if (a < e) std::memcpy(data + a, m.begin + (a - d0), e - a);
+      for (size_t a = std::max(d0, lo), e = std::min(d1, hi); a < e;) {
+        const size_t n = std::min(kPiece, e - a);
+        const uint8_t* src = m.begin + (a - d0);
+        std::memcpy(data + a, src, n);
+        const uintptr_t p0 = (reinterpret_cast<uintptr_t>(src) + page - 1) & ~(page - 1);
+        const uintptr_t p1 = (reinterpret_cast<uintptr_t>(src) + n) & ~(page - 1);
+        if (drop_source && p0 < p1) ::madvise(reinterpret_cast<void*>(p0), p1 - p0, MADV_DONTNEED);
+        a += n;
+      }
     }
   };
   std::vector<std::thread> threads;

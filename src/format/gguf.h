@@ -104,6 +104,9 @@ class ModelFile {
   bool get_bool_or(std::string_view key, bool fallback) const;
 
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // True when the tensor bytes are read-only file mappings (open()); false for parse()'s caller-owned
+  // buffer. Only file-backed pages may be dropped from the process (madvise) and re-read later.
+  bool file_backed() const;
   const TensorInfo* find_tensor(std::string_view name) const;
 
  private:

@@ -474,6 +474,12 @@ Expected<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path) {
   return mf;
 }
 
+bool ModelFile::file_backed() const {
+  for (const std::unique_ptr<Split>& sp : splits_)
+    if (sp->map == nullptr) return false;
+  return !splits_.empty();
+}
+
 Expected<std::unique_ptr<ModelFile>> ModelFile::parse(const void* data, size_t size, std::string name) {
   std::unique_ptr<ModelFile> mf(new ModelFile());
   mf->path_ = name;

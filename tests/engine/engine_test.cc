@@ -354,5 +354,32 @@ TEST(Engine, DebugHookSeesNamedIntermediates) {
   EXPECT_TRUE(names.empty());
 }
 
+// device cpu copies the weights into huge pages and drops the file pages it copied from the process
+// (engine/huge_weights.cc): the logits equal those read from the file mapping, for a tied and an untied
+// head, and an engine opened afterwards on the same file (its pages re-read) gives them again.
+TEST(Engine, HugePageWeightsGiveTheFileMappingsLogits) {
+  for (const std::string arch : {"llama", "qwen2"}) {
+    TempDir dir;
+    const TinyModel m = tiny(arch);
+    const std::string path = dir.file(arch + ".gguf");
+    ASSERT_TRUE(write_tiny_model(m, path).is_ok());
+    auto logits = [&](bool huge) {
+      EngineOptions o;
+      o.model_path = path;
+      o.n_ctx = 32;
+      o.device = "cpu";
+      o.n_threads = 2;
+      o.cpu_huge_pages = huge;
+      auto e = Engine::load(o);
+      EXPECT_TRUE(e.has_value()) << e.status().message();
+      return e ? prefill(**e, prompt(7, 3), 0) : std::vector<float>{};
+    };
+    const std::vector<float> file = logits(false), huge = logits(true), again = logits(true);
+    ASSERT_FALSE(file.empty()) << arch;
+    EXPECT_EQ(file, huge) << arch;
+    EXPECT_EQ(file, again) << arch;
+  }
+}
+
 }  // namespace
 }  // namespace ferry::engine
