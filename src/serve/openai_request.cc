@@ -365,8 +365,9 @@ void read_stop(Reader& r, GenerationParams* g) {
   }
 }
 
-// Fields ferry knows but does not do: an error unless they ask for the default.
-void read_unsupported(Reader& r, Endpoint e) {
+// Fields ferry knows but does not do: an error unless they ask for the default (or, for response_format,
+// what ferry does: "json_object" turns JSON mode on).
+void read_unsupported(Reader& r, Endpoint e, GenerationParams* g) {
   if (auto n = r.integer("n", 1, 1 << 20); n && *n != 1) r.unsupported("n", "n other than 1");
   if (const json* lb = r.get("logit_bias"); lb && !(lb->is_object() && lb->empty()))
     r.unsupported("logit_bias", "logit_bias");
@@ -376,8 +377,13 @@ void read_unsupported(Reader& r, Endpoint e) {
     if (const json* f = r.get("response_format")) {
       if (!f->is_object() || !f->contains("type") || !(*f)["type"].is_string())
         r.fail("response_format", "response_format must be {\"type\": ...}");
+      else if ((*f)["type"].get<std::string>() == "json_object")
+        g->json_object = true;
       else if ((*f)["type"].get<std::string>() != "text")
-        r.unsupported("response_format", "response_format '" + (*f)["type"].get<std::string>() + "'");
+        r.fail("response_format",
+               "response_format '" + (*f)["type"].get<std::string>() +
+                   "' is not supported by ferry serve (it does 'text' and 'json_object')",
+               "unsupported");
     }
   } else {
     if (auto echo = r.boolean("echo"); echo && *echo) r.unsupported("echo", "echo");
@@ -511,7 +517,7 @@ std::variant<ApiRequest, ApiError> parse_api_request(Endpoint e, std::string_vie
     }
     read_prompt(r, &out);
   }
-  read_unsupported(r, e);
+  read_unsupported(r, e, &g);
   if (r.failed()) return r.take_error();
   // The template prints the tools with tojson: in the client's key order (nlohmann::json sorts keys).
   if (out.tools) out.chat.tools_json = nlohmann::ordered_json::parse(body.begin(), body.end())["tools"].dump();

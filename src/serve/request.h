@@ -26,6 +26,7 @@ struct GenerationParams {
   std::vector<std::string> stop;    // the text ends before the first of these (not included)
   int32_t top_logprobs = -1;        // < 0: no logprobs; else the chosen token's and this many best
   bool ignore_eos = false;          // keep generating past end-of-generation tokens
+  bool json_object = false;         // JSON mode: the reply is one JSON object (serve/json_mode.h)
   // For tests of what the server makes of a reply: these tokens are chosen in turn instead of sampled
   // (the model still runs and logprobs are still its own); sampling resumes after them.
   std::vector<int32_t> forced_tokens;

@@ -166,6 +166,7 @@ class SchedulerImpl final : public Scheduler {
   engine::Batch batch_;
   std::vector<float> logits_;
   std::vector<int32_t> row_slot_;  // slot of each logits row of the step
+  std::shared_ptr<const TokenPieces> json_pieces_;  // every token's bytes, made at the first JSON-mode request
   std::vector<int32_t> rope4_;     // per row of the step being built: its 4 M-RoPE positions
   std::vector<const float*> row_embd_;  // per row: its image embedding, or null
 
@@ -328,7 +329,13 @@ void SchedulerImpl::admit(Clock::time_point now) {
     s.next_token = -1;
     s.ignore_eos = p.params.ignore_eos;
     s.admitted_order = next_order_++;
-    s.chooser = std::make_unique<TokenChooser>(p.params);
+    std::unique_ptr<JsonMode> json;
+    if (p.params.json_object) {
+      if (json_pieces_ == nullptr)
+        json_pieces_ = std::make_shared<TokenPieces>(engine_.tokenizer(), engine_.spec().n_vocab);
+      json = std::make_unique<JsonMode>(json_pieces_);
+    }
+    s.chooser = std::make_unique<TokenChooser>(p.params, std::move(json));
     for (int32_t t : s.prompt.tokens)
       if (t >= 0) s.chooser->accept_prompt(t);
     s.utf8 = text::Utf8Streamer();
@@ -459,12 +466,16 @@ Status SchedulerImpl::step() {
 }
 
 // The next token of `s` from its logits row: sample, stream its text through the stop strings, and end
-// the request on an end-of-generation token, a stop string, or its token limit.
+// the request on an end-of-generation token, a stop string, the close of its JSON object (JSON mode), or
+// its token limit.
 void SchedulerImpl::take_token(Slot& s, const float* logits) {
   const text::Tokenizer& tok = engine_.tokenizer();
   std::vector<TokenLogprob> lps;
   TokenLogprob lp;
   const int32_t token = s.chooser->choose(logits, engine_.spec().n_vocab, &lp);
+  if (s.chooser->json_failed())
+    return finish(s, FinishReason::kError,
+                  make_error(ErrorCode::kInternal, "JSON mode: no token of the vocabulary continues the reply's object"));
   if (s.n_generated == 0) s.first_token = Clock::now();
   ++s.n_generated;
   {
@@ -480,6 +491,7 @@ void SchedulerImpl::take_token(Slot& s, const float* logits) {
   s.req->publish(s.stop->push(s.utf8.push(bytes)), std::move(lps));
   if (eog && !s.ignore_eos) return finish(s, FinishReason::kStop);
   if (s.stop->found()) return finish(s, FinishReason::kStop);
+  if (s.chooser->json_complete()) return finish(s, FinishReason::kStop);  // the JSON object has closed
   if (s.n_generated >= s.max_new) return finish(s, FinishReason::kLength);
   s.next_token = token;
 }

@@ -6,11 +6,12 @@
 
 namespace ferry::serve {
 
-TokenChooser::TokenChooser(const GenerationParams& params)
+TokenChooser::TokenChooser(const GenerationParams& params, std::unique_ptr<JsonMode> json)
     : sampler_(params.sampling),
       presence_(params.presence_penalty),
       frequency_(params.frequency_penalty),
       top_logprobs_(params.top_logprobs),
+      json_(std::move(json)),
       forced_(params.forced_tokens) {}
 
 int32_t TokenChooser::choose(const float* logits, int32_t n_vocab, TokenLogprob* logprob) {
@@ -22,7 +23,18 @@ int32_t TokenChooser::choose(const float* logits, int32_t n_vocab, TokenLogprob*
     row = adjusted_.data();
   }
   const bool forced = n_chosen_ < forced_.size() && forced_[n_chosen_] >= 0 && forced_[n_chosen_] < n_vocab;
-  const int32_t token = forced ? forced_[n_chosen_] : sampler_.sample(row, n_vocab);
+  int32_t token = forced ? forced_[n_chosen_] : sampler_.sample(row, n_vocab);
+  if (json_ != nullptr && !json_failed_) {
+    if (!forced && !json_->fits(token)) {
+      // Draw again among the fitting tokens: the model's distribution restricted to them.
+      fitting_.assign(row, row + n_vocab);
+      if (json_->mask(fitting_.data(), n_vocab) > 0) token = sampler_.sample(fitting_.data(), n_vocab);
+    }
+    if (json_->fits(token))
+      json_->accept(token);
+    else
+      json_failed_ = true;  // nothing fits (or a forced token does not)
+  }
   ++n_chosen_;
   sampler_.accept(token);
   ++generated_[token];

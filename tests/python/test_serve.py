@@ -1,6 +1,6 @@
 """`ferry serve` through the official `openai` Python client (and raw HTTP where the bytes matter), on the
 bundled SmolLM2 on the CPU: chat and text completions, streamed and not, stop sequences, seeded sampling,
-usage counts, logprobs, concurrent clients getting the tokens they get alone (greedy), a streaming client
+usage counts, logprobs, JSON mode, concurrent clients getting the tokens they get alone (greedy), a streaming client
 that disconnects (its request is cancelled), every kind of bad input (a 4xx JSON error in OpenAI's shape,
 and the server keeps serving), the API key, a full queue (429) and /metrics.
 
@@ -166,6 +166,24 @@ def test_streaming_client_that_disconnects_is_cancelled(server):
     assert m["ferry_generated_tokens_total"] - before["ferry_generated_tokens_total"] < 400
 
 
+def test_json_mode_replies_with_one_object(client):
+    # response_format json_object: the reply is one JSON object and ends when it closes ("stop"), greedy
+    # and sampled, whole and streamed.
+    ask = "Give the name and age of a person as JSON."
+    for kw in (dict(temperature=0), dict(temperature=1.0, seed=7)):
+        r = chat(client, ask, max_tokens=200, response_format={"type": "json_object"}, **kw)
+        c = r.choices[0]
+        assert c.finish_reason == "stop", c.message.content
+        assert isinstance(json.loads(c.message.content), dict), c.message.content
+        streamed = "".join(ch.choices[0].delta.content or "" for ch in chat(
+            client, ask, max_tokens=200, response_format={"type": "json_object"}, stream=True, **kw) if ch.choices)
+        assert streamed == c.message.content
+    # Cut by max_tokens: "length", the text an unfinished object.
+    r = chat(client, ask, max_tokens=3, temperature=0, response_format={"type": "json_object"})
+    assert r.choices[0].finish_reason == "length"
+    assert r.choices[0].message.content.lstrip().startswith("{")
+
+
 LONG = "word " * 3000  # far more tokens than one request's context
 
 # (endpoint, body, what the error message or param names)
@@ -191,6 +209,8 @@ BAD = [
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "stop": 5}, "stop"),
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "seed": 1.5}, "seed"),
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "n": 2}, "n"),
+    ("chat", {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema"}},
+     "json_object"),
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, "tools"),
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2}, "top_logprobs"),
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "frobnicate": True}, "frobnicate"),

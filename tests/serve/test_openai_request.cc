@@ -66,6 +66,16 @@ TEST(OpenAiRequest, ChatFields) {
   ASSERT_EQ(r.chat.messages[2].tool_calls.size(), 1u);
   EXPECT_EQ(r.chat.messages[2].tool_calls[0].name, "f");
   EXPECT_EQ(r.chat.messages[3].tool_call_id, "c1");
+  EXPECT_FALSE(r.gen.json_object);
+}
+
+TEST(OpenAiRequest, ResponseFormat) {
+  const std::string m = R"("messages": [{"role": "user", "content": "a"}])";
+  EXPECT_TRUE(ok(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "json_object"}})").gen.json_object);
+  EXPECT_FALSE(ok(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "text"}})").gen.json_object);
+  const ApiError e = bad(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "json_schema"}})");
+  EXPECT_EQ(e.code, "unsupported");
+  EXPECT_NE(e.message.find("json_object"), std::string::npos) << e.message;
 }
 
 TEST(OpenAiRequest, ToolsKeepTheClientsKeyOrderAndToolChoiceNoneLeavesThemOut) {
@@ -131,8 +141,10 @@ TEST(OpenAiRequest, BadBodiesNameTheField) {
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "top_p": 1.5})", "top_p"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "stop": ["a", 1]})", "stop"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "stream_options": {}})", "stream_options"},
-      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_object"}})",
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema"}})",
        "response_format"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": "json"})", "response_format"},
+      {Endpoint::kCompletions, R"({"prompt": "a", "response_format": {"type": "json_object"}})", "response_format"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": {"1": 5}})", "logit_bias"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "prompt": "x"})", "prompt"},
       {Endpoint::kCompletions, R"({"prompt": 5})", "prompt"},

@@ -1,0 +1,41 @@
+// TokenPieces and JsonMode (json_mode.h).
+#include "serve/json_mode.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "base/status.h"
+
+namespace ferry::serve {
+
+TokenPieces::TokenPieces(const text::Tokenizer& tok, int32_t n_vocab) : pieces_(static_cast<size_t>(n_vocab)) {
+  const int32_t n = std::min(n_vocab, tok.vocab_size());
+  for (int32_t t = 0; t < n; ++t)
+    if (!tok.is_eog(t)) pieces_[static_cast<size_t>(t)] = tok.token_to_piece(t, false);
+}
+
+bool JsonMode::fits(int32_t token) const {
+  if (token < 0 || token >= pieces_->size()) return false;
+  const std::string& p = pieces_->piece(token);
+  if (p.empty()) return false;
+  JsonPrefix trial = text_;
+  return trial.feed(p);
+}
+
+int32_t JsonMode::mask(float* row, int32_t n_vocab) const {
+  int32_t n_fit = 0;
+  for (int32_t t = 0; t < n_vocab; ++t) {
+    if (fits(t))
+      ++n_fit;
+    else
+      row[t] = -std::numeric_limits<float>::infinity();
+  }
+  return n_fit;
+}
+
+void JsonMode::accept(int32_t token) {
+  const bool ok = text_.feed(pieces_->piece(token));
+  FERRY_ASSERT_MSG(ok, "JsonMode::accept: the token does not fit");
+}
+
+}  // namespace ferry::serve

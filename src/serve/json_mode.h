@@ -1,0 +1,47 @@
+// JSON mode (`response_format: {"type": "json_object"}`): the reply is one JSON object. Each step the
+// sampled token is checked against the text so far (JsonPrefix); a token whose bytes cannot continue an
+// object is not taken: the tokens that can are kept (the others' logits set to -inf) and the sampler
+// draws again from them, which is the same as drawing from the model's distribution restricted to the
+// fitting tokens (greedy: the best fitting token). The reply ends when the object closes.
+// End-of-generation and other tokens without text never fit while the object is open.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "serve/json_prefix.h"
+#include "text/tokenizer.h"
+
+namespace ferry::serve {
+
+// The bytes of every token of a vocabulary, made once per model and shared by its requests.
+class TokenPieces {
+ public:
+  TokenPieces(const text::Tokenizer& tok, int32_t n_vocab);
+  int32_t size() const { return static_cast<int32_t>(pieces_.size()); }
+  // Empty for tokens that carry no text of their own: end-of-generation and control tokens.
+  const std::string& piece(int32_t token) const { return pieces_[static_cast<size_t>(token)]; }
+
+ private:
+  std::vector<std::string> pieces_;
+};
+
+class JsonMode {
+ public:
+  explicit JsonMode(std::shared_ptr<const TokenPieces> pieces) : pieces_(std::move(pieces)) {}
+  // Whether `token` may come next.
+  bool fits(int32_t token) const;
+  // Sets row[t] = -inf for every token t that does not fit; returns how many fit.
+  int32_t mask(float* row, int32_t n_vocab) const;
+  // Takes `token` (which must fit) into the text.
+  void accept(int32_t token);
+  bool complete() const { return text_.complete(); }
+
+ private:
+  std::shared_ptr<const TokenPieces> pieces_;
+  JsonPrefix text_;
+};
+
+}  // namespace ferry::serve

@@ -1,0 +1,175 @@
+// JSON mode: JsonPrefix accepts exactly the prefixes of JSON objects (checked against tables of valid
+// and invalid texts, and against nlohmann::json on every prefix of valid documents); JsonMode masks the
+// tokens that do not fit; a JSON-mode request on a tiny model writes only a prefix of an object and ends
+// when it closes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/model_spec.h"
+#include "model/tiny_model.h"
+#include "serve/json_mode.h"
+#include "serve/json_prefix.h"
+#include "serve/scheduler.h"
+
+namespace ferry::serve {
+namespace {
+
+// Feeds the whole text: -1 when it all fits, else the index of the first byte that does not.
+int first_misfit(const std::string& text, JsonPrefix* p = nullptr) {
+  JsonPrefix local;
+  JsonPrefix& j = p != nullptr ? *p : local;
+  for (size_t i = 0; i < text.size(); ++i)
+    if (!j.feed(static_cast<uint8_t>(text[i]))) return static_cast<int>(i);
+  return -1;
+}
+
+bool complete(const std::string& text) {
+  JsonPrefix j;
+  return first_misfit(text, &j) < 0 && j.complete();
+}
+
+TEST(JsonPrefix, CompleteObjects) {
+  const std::vector<std::string> docs = {
+      "{}",
+      " \n{ }",
+      R"({"a":1})",
+      R"({"a": -0.5e+10, "b": [true, false, null, 0, 12, 3.25, 1E5, -7], "c": {"d": []}})",
+      R"({"s": "q\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00 caf\u00E9"})",
+      "{\"utf8\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}",
+      R"({"":""})",
+      R"({"a":[[[[]]]],"b":[{},{"x":[1,{"y":null}]}]})",
+  };
+  for (const std::string& d : docs) {
+    EXPECT_TRUE(complete(d)) << d;
+    EXPECT_TRUE(nlohmann::json::accept(d)) << d;  // the table itself is valid JSON
+    // Every proper prefix fits and is not complete.
+    for (size_t n = 0; n < d.size(); ++n) {
+      JsonPrefix j;
+      EXPECT_LT(first_misfit(d.substr(0, n), &j), 0) << d.substr(0, n);
+      EXPECT_FALSE(j.complete()) << d.substr(0, n);
+    }
+  }
+}
+
+TEST(JsonPrefix, RejectsWhereJsonDoes) {
+  // text, index of the first byte that cannot continue an object
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"{a:1}", 1},                    // keys are strings
+      {R"({"a" 1})", 5},
+      {R"({"a":})", 5},
+      {R"({"a":1,})", 7},              // no trailing comma
+      {R"({"a":[1,]})", 8},
+      {R"({"a":01})", 6},              // no leading zeros
+      {R"({"a":-})", 6},
+      {R"({"a":1.})", 7},
+      {R"({"a":1e})", 7},
+      {R"({"a":.5})", 5},
+      {R"({"a":+1})", 5},
+      {R"({"a":tru})", 8},
+      {R"({"a":nul1})", 8},
+      {R"({"a":"\x"})", 7},           // unknown escape
+      {R"({"a":"\u12G4"})", 10},
+      {"{\"a\":\"\x01\"}", 6},         // raw control character
+      {"{\"a\":\"\xc0\xaf\"}", 6},     // overlong UTF-8
+      {"{\"a\":\"\xed\xa0\x80\"}", 7},  // a UTF-16 surrogate in UTF-8
+      {"{\"a\":\"\xe2\x82\"}", 8},     // a sequence cut short by the quote
+      {"{\"a\":\"\xff\"}", 6},
+      {R"({"a":1])", 6},               // mismatched closer
+      {R"({"a":[1})", 7},
+      {"{}x", 2},
+  };
+  for (const auto& [text, at] : cases) {
+    EXPECT_EQ(first_misfit(text), at) << text;
+    EXPECT_FALSE(nlohmann::json::accept(text)) << text;
+  }
+  // Valid JSON that JSON mode does not take: the top level is one object, and nothing follows it.
+  for (const auto& [text, at] : std::vector<std::pair<std::string, int>>{{"[]", 0}, {"\"a\"", 0}, {"1", 0}, {"{} ", 2}})
+    EXPECT_EQ(first_misfit(text), at) << text;
+}
+
+TEST(JsonPrefix, BoundsWhitespaceRunsAndDepth) {
+  const std::string ws(JsonPrefix::kMaxWhitespaceRun, ' ');
+  EXPECT_LT(first_misfit("{" + ws + "\"a\"" + ws + ":" + ws + "1" + ws + "}"), 0);
+  EXPECT_EQ(first_misfit("{" + ws + " "), 1 + JsonPrefix::kMaxWhitespaceRun);
+  EXPECT_EQ(first_misfit(R"({"a":1)" + ws + " "), 6 + JsonPrefix::kMaxWhitespaceRun);
+  EXPECT_LT(first_misfit("{\"a\":\"" + ws + ws + "\"}"), 0);  // inside a string, spaces are text
+  const std::string deep = "{\"a\":" + std::string(JsonPrefix::kMaxDepth - 1, '[');
+  EXPECT_LT(first_misfit(deep), 0);
+  EXPECT_EQ(first_misfit(deep + "["), static_cast<int>(deep.size()));
+}
+
+// Every prefix of each document either fits (and nlohmann reports only "unexpected end of input" for it)
+// or, for the whole document, completes: an independent check of the automaton on many shapes.
+TEST(JsonPrefix, AgreesWithNlohmannOnPrefixes) {
+  nlohmann::json doc = {{"name", "Ada \"L\" \u00e9"}, {"n", {1, -2.5, 3e-7, 0}}, {"ok", true},
+                        {"nested", {{"x", nullptr}, {"y", nlohmann::json::array()}}}};
+  for (const std::string& text : {doc.dump(), doc.dump(2)}) {
+    for (size_t n = 1; n < text.size(); ++n) {
+      const std::string p = text.substr(0, n);
+      EXPECT_LT(first_misfit(p), 0) << p;
+      try {
+        const nlohmann::json parsed = nlohmann::json::parse(p);
+        ADD_FAILURE() << "nlohmann parsed a proper prefix: " << p << " as " << parsed.dump();
+      } catch (const nlohmann::json::parse_error& e) {
+        EXPECT_EQ(e.byte, p.size() + 1) << p << ": " << e.what();  // the end of the input, not a bad byte
+      }
+    }
+    EXPECT_TRUE(complete(text));
+  }
+}
+
+// A JSON-mode request on a tiny model (a byte-level vocabulary of 300 tokens, random weights): its text
+// is a prefix of an object at every step, tokens without text (end of text) are never chosen, and a reply
+// that ends with "stop" parses as an object.
+TEST(JsonMode, TinyModelWritesAnObjectPrefix) {
+  ferry::testing::TempDir dir;
+  ferry::testing::TinyModel m;
+  const std::string path = dir.file("tiny.gguf");
+  ASSERT_TRUE(write_tiny_model(m, path).is_ok());
+  engine::EngineOptions eo;
+  eo.model_path = path;
+  eo.n_ctx = 512;
+  eo.n_threads = 2;
+  auto e = engine::Engine::load(eo);
+  ASSERT_TRUE(e.has_value()) << e.status().message();
+  auto pieces = std::make_shared<TokenPieces>((*e)->tokenizer(), (*e)->spec().n_vocab);
+  {
+    JsonMode jm(pieces);
+    std::vector<float> row(static_cast<size_t>(pieces->size()), 0.f);
+    const int32_t n_fit = jm.mask(row.data(), pieces->size());
+    EXPECT_GE(n_fit, 5);  // '{' and the four whitespace bytes at least
+    EXPECT_LT(n_fit, 20);
+    for (int32_t t = 0; t < pieces->size(); ++t) EXPECT_EQ(std::isfinite(row[t]), jm.fits(t)) << t;
+  }
+  SchedulerOptions so;
+  so.n_parallel = 1;
+  auto s = Scheduler::start(**e, so);
+  ASSERT_TRUE(s.has_value()) << s.status().message();
+  for (float temp : {0.f, 1.5f}) {
+    GenerationParams g;
+    g.max_tokens = 120;
+    g.sampling.temp = temp;
+    g.sampling.seed = 3;
+    g.json_object = true;
+    auto r = (*s)->submit({1, 2, 3, 4}, g);
+    ASSERT_TRUE(r.has_value()) << r.status().message();
+    const RequestUpdate u = (*r)->wait_all();
+    ASSERT_NE(u.reason, FinishReason::kError) << u.error.message();
+    EXPECT_LT(first_misfit(u.text), 0) << u.text;
+    if (u.reason == FinishReason::kStop) {
+      EXPECT_TRUE(complete(u.text)) << u.text;
+      EXPECT_TRUE(nlohmann::json::parse(u.text).is_object()) << u.text;
+    } else {
+      EXPECT_EQ(u.reason, FinishReason::kLength);
+      EXPECT_EQ(u.completion_tokens, 120);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry::serve
