@@ -2,6 +2,8 @@
 // piece of state is the few fields of the value being read.
 #include "serve/json_prefix.h"
 
+#include "text/unicode.h"
+
 namespace ferry::serve {
 
 namespace {
@@ -166,21 +168,13 @@ bool JsonPrefix::feed(uint8_t c) {
         return true;
       }
       if (c < 0x20) return false;  // control characters must be escaped
-      if (c < 0x80) return true;
-      // A UTF-8 lead byte: how many continuation bytes, and the range of the first (no overlong forms,
-      // no UTF-16 surrogates, nothing past U+10FFFF).
-      if (c >= 0xC2 && c <= 0xDF) {
-        utf8_left_ = 1;
-      } else if (c >= 0xE0 && c <= 0xEF) {
-        utf8_left_ = 2;
-        if (c == 0xE0) utf8_min_ = 0xA0;
-        if (c == 0xED) utf8_max_ = 0x9F;
-      } else if (c >= 0xF0 && c <= 0xF4) {
-        utf8_left_ = 3;
-        if (c == 0xF0) utf8_min_ = 0x90;
-        if (c == 0xF4) utf8_max_ = 0x8F;
-      } else {
-        return false;
+      {
+        // Well-formed UTF-8 only: no overlong forms, no UTF-16 surrogates, nothing past U+10FFFF.
+        text::Utf8Lead lead;
+        if (!text::utf8_lead(c, &lead)) return false;
+        utf8_left_ = static_cast<uint8_t>(lead.len - 1);
+        utf8_min_ = lead.second_lo;
+        utf8_max_ = lead.second_hi;
       }
       return true;
     case State::kEscape:

@@ -94,33 +94,37 @@ namespace {
 // Length of the well-formed sequence at p[0..n) (Unicode table 3-7), 0 if it is ill-formed, or -k when
 // the k available bytes are a valid but incomplete prefix.
 int well_formed_len(const uint8_t* p, size_t n) {
-  const uint8_t c = p[0];
-  if (c < 0x80) return 1;
-  int need;
-  uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    need = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    need = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  for (int k = 1; k < need; ++k) {
+  Utf8Lead lead;
+  if (!utf8_lead(p[0], &lead)) return 0;
+  for (int k = 1; k < lead.len; ++k) {
     if (static_cast<size_t>(k) >= n) return -k;
     const uint8_t b = p[k];
-    const bool ok = k == 1 ? (b >= lo && b <= hi) : is_cont(b);
+    const bool ok = k == 1 ? (b >= lead.second_lo && b <= lead.second_hi) : is_cont(b);
     if (!ok) return 0;
   }
-  return need;
+  return lead.len;
 }
 
 }  // namespace
+
+bool utf8_lead(uint8_t c, Utf8Lead* lead) {
+  *lead = Utf8Lead{};
+  if (c < 0x80) return true;
+  if (c >= 0xC2 && c <= 0xDF) {
+    lead->len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    lead->len = 3;
+    if (c == 0xE0) lead->second_lo = 0xA0;
+    if (c == 0xED) lead->second_hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    lead->len = 4;
+    if (c == 0xF0) lead->second_lo = 0x90;
+    if (c == 0xF4) lead->second_hi = 0x8F;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 bool is_valid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const uint8_t*>(s.data());

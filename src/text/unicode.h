@@ -29,6 +29,14 @@ void append_utf8(std::string& out, uint32_t cp);
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 bool is_valid_utf8(std::string_view s);
 
+// A lead byte of well-formed UTF-8 (Unicode table 3-7): the sequence's length and the range of its second
+// byte (the later ones are 0x80-0xBF). ASCII: length 1. False for a byte that cannot start a sequence.
+struct Utf8Lead {
+  int len = 1;
+  uint8_t second_lo = 0x80, second_hi = 0xBF;
+};
+bool utf8_lead(uint8_t c, Utf8Lead* lead);
+
 // GPT-2 byte-level mapping: every byte has a printable codepoint. Bytes 0x21-0x7E, 0xA1-0xAC and
 // 0xAE-0xFF map to themselves; the 68 others map to U+0100.. in byte order.
 uint32_t byte_to_codepoint(uint8_t byte);
