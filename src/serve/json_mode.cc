@@ -23,9 +23,18 @@ bool JsonMode::fits(int32_t token) const {
 }
 
 int32_t JsonMode::mask(float* row, int32_t n_vocab) const {
+  // Which bytes may come next, tried once each: a token whose first byte may not is out without a trial
+  // of its own (most tokens, where the text expects structure), and a one-byte token is decided by it.
+  bool first_fits[256];
+  for (int b = 0; b < 256; ++b) {
+    JsonPrefix trial = text_;
+    first_fits[b] = trial.feed(static_cast<uint8_t>(b));
+  }
   int32_t n_fit = 0;
   for (int32_t t = 0; t < n_vocab; ++t) {
-    if (fits(t))
+    const std::string* p = t < pieces_->size() ? &pieces_->piece(t) : nullptr;
+    const bool fit = p != nullptr && !p->empty() && first_fits[static_cast<uint8_t>((*p)[0])] && (p->size() == 1 || fits(t));
+    if (fit)
       ++n_fit;
     else
       row[t] = -std::numeric_limits<float>::infinity();

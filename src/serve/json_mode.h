@@ -1,8 +1,9 @@
-// JSON mode (`response_format: {"type": "json_object"}`): the reply is one JSON object. Each step the
-// sampled token is checked against the text so far (JsonPrefix); a token whose bytes cannot continue an
-// object is not taken: the tokens that can are kept (the others' logits set to -inf) and the sampler
-// draws again from them, which is the same as drawing from the model's distribution restricted to the
-// fitting tokens (greedy: the best fitting token). The reply ends when the object closes.
+// JSON mode and structured outputs (`response_format` "json_object" / "json_schema"): the reply is one JSON
+// object (that the schema accepts). Each step the sampled token is checked against the text so far
+// (JsonPrefix); a token whose bytes cannot continue it is not taken: the tokens that can are kept (the
+// others' logits set to -inf) and the sampler draws again from them, which is the same as drawing from the
+// model's distribution restricted to the fitting tokens (greedy: the best fitting token). The reply ends
+// when the object closes.
 // End-of-generation and other tokens without text never fit while the object is open.
 #pragma once
 
@@ -30,7 +31,8 @@ class TokenPieces {
 
 class JsonMode {
  public:
-  explicit JsonMode(std::shared_ptr<const TokenPieces> pieces) : pieces_(std::move(pieces)) {}
+  JsonMode(std::shared_ptr<const TokenPieces> pieces, std::shared_ptr<const JsonSchema> schema)
+      : pieces_(std::move(pieces)), text_(std::move(schema)) {}
   // Whether `token` may come next.
   bool fits(int32_t token) const;
   // Sets row[t] = -inf for every token t that does not fit; returns how many fit.

@@ -1,6 +1,9 @@
-// JsonPrefix (json_prefix.h): a pushdown automaton over bytes. Containers are on stack_; every other
-// piece of state is the few fields of the value being read.
+// JsonPrefix (json_prefix.h): a set of paths through the schema graph, each a stack of frames. A byte
+// moves every path (advance), dropping the ones it does not fit and branching where the schema allows
+// several readings; paths that end up equal are merged.
 #include "serve/json_prefix.h"
+
+#include <algorithm>
 
 #include "text/unicode.h"
 
@@ -11,195 +14,349 @@ namespace {
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+// The values of an `any` node, as nodes of their own (shared by every schema).
+struct AnyNodes {
+  SchemaNode any, object, array, string, number, t, f, null;
+  AnyNodes() {
+    object.kind = SchemaNode::Kind::kObject;
+    object.open = true;
+    object.any_value = &any;
+    array.kind = SchemaNode::Kind::kArray;
+    array.items = &any;
+    string.kind = SchemaNode::Kind::kString;
+    number.kind = SchemaNode::Kind::kNumber;
+    SchemaNode* lits[] = {&t, &f, &null};
+    const char* texts[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; ++i) {
+      lits[i]->kind = SchemaNode::Kind::kLiteral;
+      lits[i]->text = texts[i];
+    }
+  }
+};
+const AnyNodes& any_nodes() {
+  static const AnyNodes nodes;
+  return nodes;
+}
+
 }  // namespace
 
-bool JsonPrefix::whitespace(uint8_t c) {
-  if (!is_ws(c)) return false;
-  return ++ws_run_ <= kMaxWhitespaceRun;
+bool JsonPrefix::Frame::operator==(const Frame& o) const {
+  return node == o.node && st == o.st && num == o.num && utf8_left == o.utf8_left && utf8_lo == o.utf8_lo &&
+         utf8_hi == o.utf8_hi && hex_left == o.hex_left && pos == o.pos && lit == o.lit && count == o.count &&
+         seen == o.seen;
 }
 
-bool JsonPrefix::end_value() {
-  state_ = stack_.empty() ? State::kDone : State::kAfterValue;
-  return true;
+JsonPrefix::JsonPrefix(std::shared_ptr<const JsonSchema> schema) : schema_(std::move(schema)) {
+  Path p;
+  p.frames.push_back(Frame{});
+  p.frames.back().node = schema_->root();
+  paths_.push_back(std::move(p));
 }
 
-bool JsonPrefix::value_start(uint8_t c) {
-  switch (c) {
-    case '{':
-    case '[':
-      if (stack_.size() >= kMaxDepth) return false;
-      stack_.push_back(static_cast<char>(c));
-      state_ = c == '{' ? State::kObjectFirst : State::kArrayFirst;
-      return true;
-    case '"':
-      string_is_key_ = false;
-      state_ = State::kString;
-      return true;
-    case '-':
-      num_ = Num::kMinus;
-      state_ = State::kNumber;
-      return true;
-    case 't':
-    case 'f':
-    case 'n':
-      literal_ = c == 't' ? "true" : c == 'f' ? "false" : "null";
-      lit_pos_ = 1;
-      state_ = State::kLiteral;
-      return true;
-    default:
-      if (!is_digit(c)) return false;
-      num_ = c == '0' ? Num::kZero : Num::kInt;
-      state_ = State::kNumber;
-      return true;
-  }
-}
-
-bool JsonPrefix::after_value(uint8_t c) {
-  const char top = stack_.back();
-  if (c == ',') {
-    state_ = top == '{' ? State::kObjectKey : State::kValue;
-    return true;
-  }
-  if ((c == '}' && top == '{') || (c == ']' && top == '[')) {
-    stack_.pop_back();
-    return end_value();
-  }
-  return false;
-}
-
-bool JsonPrefix::number(uint8_t c) {
-  switch (num_) {
-    case Num::kMinus:
-      if (!is_digit(c)) return false;
-      num_ = c == '0' ? Num::kZero : Num::kInt;
-      return true;
-    case Num::kDot:
-      if (!is_digit(c)) return false;
-      num_ = Num::kFrac;
-      return true;
-    case Num::kExp:
-      if (c == '+' || c == '-') {
-        num_ = Num::kExpSign;
-        return true;
-      }
-      if (!is_digit(c)) return false;
-      num_ = Num::kExpDigits;
-      return true;
-    case Num::kExpSign:
-      if (!is_digit(c)) return false;
-      num_ = Num::kExpDigits;
-      return true;
-    case Num::kInt:
-    case Num::kFrac:
-    case Num::kExpDigits:
-      if (is_digit(c)) return true;
-      [[fallthrough]];
-    case Num::kZero:
-      if (c == '.' && (num_ == Num::kZero || num_ == Num::kInt)) {
-        num_ = Num::kDot;
-        return true;
-      }
-      if ((c == 'e' || c == 'E') && num_ != Num::kExpDigits) {
-        num_ = Num::kExp;
-        return true;
-      }
-      // The number is complete; c belongs to what follows it (numbers never stand at the top level).
-      end_value();
-      if (is_ws(c)) return whitespace(c);
-      return after_value(c);
-  }
-  return false;
+bool JsonPrefix::complete() const {
+  return std::any_of(paths_.begin(), paths_.end(), [](const Path& p) { return p.done; });
 }
 
 bool JsonPrefix::feed(uint8_t c) {
-  const bool in_string = state_ == State::kString || state_ == State::kEscape || state_ == State::kUnicode;
-  if (!in_string && state_ != State::kNumber && state_ != State::kLiteral) {
-    if (is_ws(c)) return state_ != State::kDone && whitespace(c);
-    ws_run_ = 0;
+  std::vector<Path> next;
+  for (Path& p : paths_) advance(std::move(p), c, next);
+  if (next.empty()) return false;
+  // Merge equal paths (readings that came back together), keep at most kMaxPaths.
+  std::vector<Path> kept;
+  for (Path& p : next) {
+    if (kept.size() >= kMaxPaths) break;
+    if (std::find(kept.begin(), kept.end(), p) == kept.end()) kept.push_back(std::move(p));
   }
-  switch (state_) {
-    case State::kStart:
-      if (c != '{') return false;
-      stack_.push_back('{');
-      state_ = State::kObjectFirst;
-      return true;
-    case State::kObjectFirst:
-      if (c == '}') {
-        stack_.pop_back();
-        return end_value();
+  paths_ = std::move(kept);
+  return true;
+}
+
+bool JsonPrefix::whitespace(Path& p, uint8_t c) { return is_ws(c) && ++p.ws_run <= kMaxWhitespaceRun; }
+
+// The top frame's value is complete: pop it and move its parent on (or end the document).
+void JsonPrefix::value_done(Path& p) {
+  p.frames.pop_back();
+  if (p.frames.empty()) {
+    p.done = true;
+    return;
+  }
+  Frame& parent = p.frames.back();
+  switch (parent.st) {
+    case State::kObjInKey:
+      parent.st = State::kObjColon;
+      break;
+    case State::kObjInValue:
+      if (parent.pos >= 0) parent.seen |= uint64_t{1} << parent.pos;
+      parent.st = State::kObjAfter;
+      break;
+    case State::kArrInValue:
+      ++parent.count;
+      parent.st = State::kArrAfter;
+      break;
+    default:
+      break;
+  }
+}
+
+// An object's key starts (its opening quote was read): a generic string for an open object, else one
+// path per property not yet seen, each matching that property's name.
+void JsonPrefix::start_key(Path p, std::vector<Path>& out) const {
+  if (p.frames.size() >= kMaxDepth) return;
+  Frame& obj = p.frames.back();
+  obj.st = State::kObjInKey;
+  if (obj.node->open) {
+    obj.pos = -1;
+    Frame key;
+    key.node = &any_nodes().string;
+    key.st = State::kString;
+    p.frames.push_back(key);
+    out.push_back(std::move(p));
+    return;
+  }
+  const SchemaNode& n = *obj.node;
+  for (size_t i = 0; i < n.keys.size(); ++i) {
+    if (obj.seen >> i & 1) continue;
+    Path q = p;
+    q.frames.back().pos = static_cast<int32_t>(i);
+    Frame key;
+    key.st = State::kLiteral;
+    key.lit = &n.keys[i];
+    key.pos = 1;  // after the quote
+    q.frames.push_back(key);
+    out.push_back(std::move(q));
+  }
+}
+
+// The top frame (state kValue) starts its value with byte c (not whitespace).
+void JsonPrefix::start_value(Path p, uint8_t c, std::vector<Path>& out) const {
+  Frame& f = p.frames.back();
+  const SchemaNode& n = *f.node;
+  switch (n.kind) {
+    case SchemaNode::Kind::kUnion:
+      for (const SchemaNode* alt : n.alts) {
+        Path q = p;
+        q.frames.back().node = alt;
+        start_value(std::move(q), c, out);
       }
+      return;
+    case SchemaNode::Kind::kAny: {
+      const AnyNodes& a = any_nodes();
+      const SchemaNode* to = c == '{' ? &a.object : c == '[' ? &a.array : c == '"' ? &a.string
+                             : (c == '-' || is_digit(c)) ? &a.number : c == 't' ? &a.t : c == 'f' ? &a.f
+                             : c == 'n' ? &a.null : nullptr;
+      if (to == nullptr) return;
+      f.node = to;
+      start_value(std::move(p), c, out);
+      return;
+    }
+    case SchemaNode::Kind::kObject:
+      if (c != '{') return;
+      f.st = State::kObjFirst;
+      out.push_back(std::move(p));
+      return;
+    case SchemaNode::Kind::kArray:
+      if (c != '[') return;
+      f.st = State::kArrFirst;
+      out.push_back(std::move(p));
+      return;
+    case SchemaNode::Kind::kString:
+      if (c != '"') return;
+      f.st = State::kString;
+      out.push_back(std::move(p));
+      return;
+    case SchemaNode::Kind::kInteger:
+    case SchemaNode::Kind::kNumber:
+      if (c != '-' && !is_digit(c)) return;
+      f.st = State::kNumber;
+      f.num = c == '-' ? Num::kMinus : c == '0' ? Num::kZero : Num::kInt;
+      out.push_back(std::move(p));
+      return;
+    case SchemaNode::Kind::kLiteral:
+      if (n.text.empty() || c != static_cast<uint8_t>(n.text[0])) return;
+      f.st = State::kLiteral;
+      f.lit = &n.text;
+      f.pos = 1;
+      if (n.text.size() == 1) value_done(p);
+      out.push_back(std::move(p));
+      return;
+  }
+}
+
+void JsonPrefix::number(Path p, uint8_t c, std::vector<Path>& out) const {
+  Frame& f = p.frames.back();
+  const bool integer = f.node->kind == SchemaNode::Kind::kInteger;
+  auto to = [&](Num n) {
+    f.num = n;
+    out.push_back(std::move(p));
+  };
+  switch (f.num) {
+    case Num::kMinus:
+      if (is_digit(c)) to(c == '0' ? Num::kZero : Num::kInt);
+      return;
+    case Num::kDot:
+      if (is_digit(c)) to(Num::kFrac);
+      return;
+    case Num::kExp:
+      if (c == '+' || c == '-') to(Num::kExpSign);
+      else if (is_digit(c)) to(Num::kExpDigits);
+      return;
+    case Num::kExpSign:
+      if (is_digit(c)) to(Num::kExpDigits);
+      return;
+    case Num::kInt:
+    case Num::kFrac:
+    case Num::kExpDigits:
+      if (is_digit(c)) return to(f.num);
       [[fallthrough]];
-    case State::kObjectKey:
-      if (c != '"') return false;
-      string_is_key_ = true;
-      state_ = State::kString;
-      return true;
-    case State::kColon:
-      if (c != ':') return false;
-      state_ = State::kValue;
-      return true;
-    case State::kArrayFirst:
-      if (c == ']') {
-        stack_.pop_back();
-        return end_value();
-      }
-      return value_start(c);
-    case State::kValue:
-      return value_start(c);
-    case State::kAfterValue:
-      return after_value(c);
-    case State::kString:
-      if (utf8_left_ > 0) {
-        if (c < utf8_min_ || c > utf8_max_) return false;
-        --utf8_left_;
-        utf8_min_ = 0x80;
-        utf8_max_ = 0xBF;
-        return true;
-      }
-      if (c == '"') {
-        if (string_is_key_) {
-          state_ = State::kColon;
-          return true;
-        }
-        return end_value();
-      }
-      if (c == '\\') {
-        state_ = State::kEscape;
-        return true;
-      }
-      if (c < 0x20) return false;  // control characters must be escaped
-      {
-        // Well-formed UTF-8 only: no overlong forms, no UTF-16 surrogates, nothing past U+10FFFF.
-        text::Utf8Lead lead;
-        if (!text::utf8_lead(c, &lead)) return false;
-        utf8_left_ = static_cast<uint8_t>(lead.len - 1);
-        utf8_min_ = lead.second_lo;
-        utf8_max_ = lead.second_hi;
-      }
-      return true;
+    case Num::kZero:
+      if (!integer && c == '.' && (f.num == Num::kZero || f.num == Num::kInt)) return to(Num::kDot);
+      if (!integer && (c == 'e' || c == 'E') && f.num != Num::kExpDigits) return to(Num::kExp);
+      // The number is complete; c belongs to what follows it.
+      value_done(p);
+      advance(std::move(p), c, out);
+      return;
+  }
+}
+
+void JsonPrefix::string_byte(Path p, uint8_t c, std::vector<Path>& out) const {
+  Frame& f = p.frames.back();
+  switch (f.st) {
     case State::kEscape:
       if (c == 'u') {
-        hex_left_ = 4;
-        state_ = State::kUnicode;
-        return true;
+        f.hex_left = 4;
+        f.st = State::kUnicode;
+      } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
+        f.st = State::kString;
+      } else {
+        return;
       }
-      if (c != '"' && c != '\\' && c != '/' && c != 'b' && c != 'f' && c != 'n' && c != 'r' && c != 't') return false;
-      state_ = State::kString;
-      return true;
+      out.push_back(std::move(p));
+      return;
     case State::kUnicode:
-      if (!is_hex(c)) return false;
-      if (--hex_left_ == 0) state_ = State::kString;
-      return true;
-    case State::kNumber:
-      return number(c);
-    case State::kLiteral:
-      if (c != static_cast<uint8_t>(literal_[lit_pos_])) return false;
-      if (literal_[++lit_pos_] == '\0') return end_value();
-      return true;
-    case State::kDone:
-      return false;
+      if (!is_hex(c)) return;
+      if (--f.hex_left == 0) f.st = State::kString;
+      out.push_back(std::move(p));
+      return;
+    default:
+      break;
   }
-  return false;
+  if (f.utf8_left > 0) {
+    if (c < f.utf8_lo || c > f.utf8_hi) return;
+    --f.utf8_left;
+    f.utf8_lo = 0x80;
+    f.utf8_hi = 0xBF;
+  } else if (c == '"') {
+    value_done(p);
+  } else if (c == '\\') {
+    f.st = State::kEscape;
+  } else if (c < 0x20) {
+    return;  // control characters must be escaped
+  } else {
+    // Well-formed UTF-8 only: no overlong forms, no UTF-16 surrogates, nothing past U+10FFFF.
+    text::Utf8Lead lead;
+    if (!text::utf8_lead(c, &lead)) return;
+    f.utf8_left = static_cast<uint8_t>(lead.len - 1);
+    f.utf8_lo = lead.second_lo;
+    f.utf8_hi = lead.second_hi;
+  }
+  out.push_back(std::move(p));
+}
+
+void JsonPrefix::advance(Path p, uint8_t c, std::vector<Path>& out) const {
+  if (p.done) return;  // nothing follows the top-level value
+  Frame& f = p.frames.back();
+  switch (f.st) {
+    case State::kString:
+    case State::kEscape:
+    case State::kUnicode:
+      return string_byte(std::move(p), c, out);
+    case State::kNumber:
+      return number(std::move(p), c, out);
+    case State::kLiteral:
+      if (c != static_cast<uint8_t>((*f.lit)[static_cast<size_t>(f.pos)])) return;
+      if (static_cast<size_t>(++f.pos) == f.lit->size()) value_done(p);
+      out.push_back(std::move(p));
+      return;
+    case State::kObjInKey:
+    case State::kObjInValue:
+    case State::kArrInValue:
+      return;  // a child frame is on top, never this one
+    default:
+      break;
+  }
+  // Structural states: whitespace (bounded), else a byte of the structure.
+  if (is_ws(c)) {
+    if (whitespace(p, c)) out.push_back(std::move(p));
+    return;
+  }
+  p.ws_run = 0;
+  const SchemaNode& n = *f.node;
+  const bool required_seen = (n.required & ~f.seen) == 0;
+  switch (f.st) {
+    case State::kValue:
+      return start_value(std::move(p), c, out);
+    case State::kObjFirst:
+      if (c == '}' && required_seen) {
+        value_done(p);
+        out.push_back(std::move(p));
+      } else if (c == '"') {
+        start_key(std::move(p), out);
+      }
+      return;
+    case State::kObjKey:
+      if (c == '"') start_key(std::move(p), out);
+      return;
+    case State::kObjColon: {
+      if (c != ':' || p.frames.size() >= kMaxDepth) return;
+      f.st = State::kObjInValue;
+      Frame v;
+      v.node = f.pos >= 0 ? n.values[static_cast<size_t>(f.pos)] : n.any_value;
+      p.frames.push_back(v);
+      out.push_back(std::move(p));
+      return;
+    }
+    case State::kObjAfter: {
+      const bool key_left = n.open || n.keys.size() >= 64 || f.seen + 1 < (uint64_t{1} << n.keys.size());
+      if (c == ',' && key_left) {
+        f.st = State::kObjKey;
+        out.push_back(std::move(p));
+      } else if (c == '}' && required_seen) {
+        value_done(p);
+        out.push_back(std::move(p));
+      }
+      return;
+    }
+    case State::kArrFirst:
+      if (c == ']') {
+        if (n.min_items == 0) {
+          value_done(p);
+          out.push_back(std::move(p));
+        }
+        return;
+      }
+      if (n.max_items == 0 || p.frames.size() >= kMaxDepth) return;
+      f.st = State::kArrInValue;
+      {
+        Frame item;
+        item.node = n.items;
+        p.frames.push_back(item);
+      }
+      return start_value(std::move(p), c, out);
+    case State::kArrAfter:
+      if (c == ',' && f.count < n.max_items && p.frames.size() < kMaxDepth) {
+        f.st = State::kArrInValue;
+        Frame item;
+        item.node = n.items;
+        p.frames.push_back(item);
+        out.push_back(std::move(p));
+      } else if (c == ']' && f.count >= n.min_items) {
+        value_done(p);
+        out.push_back(std::move(p));
+      }
+      return;
+    default:
+      return;
+  }
 }
 
 }  // namespace ferry::serve

@@ -1,16 +1,22 @@
-// JsonPrefix: whether a byte string can still become one JSON object (RFC 8259), fed a byte at a time,
-// for JSON mode (`response_format: {"type": "json_object"}`): the generation may only take tokens whose
-// bytes keep the text a prefix of a valid object, and ends when the object closes.
-// Strings take any UTF-8 bytes except control characters, with the standard escapes; numbers follow
-// the JSON grammar exactly. Whitespace between tokens is JSON's four characters, at most
-// kMaxWhitespaceRun in a row (as llama.cpp's JSON grammar bounds it), so a model cannot fill its whole
-// reply with blank lines. A copy is cheap (a small string holds the nesting), which is how a caller
-// tries a token's bytes without committing them.
+// JsonPrefix: whether a byte string can still become a JSON document that a schema (serve/json_schema.h)
+// accepts, fed a byte at a time: the automaton behind JSON mode and structured outputs in `ferry serve`.
+// The generation may only take tokens whose bytes keep the text such a prefix, and it ends when the
+// top-level object closes (RFC 8259 syntax: strings take any well-formed UTF-8 except control characters,
+// with the standard escapes; numbers follow the JSON grammar; an "integer" has no fraction or exponent).
+// Whitespace between tokens is JSON's four characters, at most kMaxWhitespaceRun in a row (as llama.cpp's
+// JSON grammar bounds it), so a model cannot fill its whole reply with blank lines.
+// Where the schema allows several readings of the text so far (`anyOf`, enum members that share a prefix,
+// property names), every reading is followed at once (a set of paths, each a stack of frames) until the
+// bytes tell them apart. A copy is a few small vectors: a caller tries a token's bytes on a copy.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "serve/json_schema.h"
 
 namespace ferry::serve {
 
@@ -18,9 +24,13 @@ class JsonPrefix {
  public:
   static constexpr int kMaxWhitespaceRun = 20;
   static constexpr size_t kMaxDepth = 64;
+  static constexpr size_t kMaxPaths = 256;  // readings followed at once (beyond: the first ones)
 
-  // Feeds one byte; false (and the state unchanged for no further use) when the text can no longer
-  // become a JSON object.
+  JsonPrefix() : JsonPrefix(JsonSchema::any_object()) {}  // any JSON object
+  explicit JsonPrefix(std::shared_ptr<const JsonSchema> schema);
+
+  // Feeds one byte; false when the text can no longer become a document the schema accepts (the
+  // object is then not to be used further).
   bool feed(uint8_t c);
   // Feeds every byte; false at the first that does not fit.
   bool feed(std::string_view bytes) {
@@ -29,46 +39,50 @@ class JsonPrefix {
     return true;
   }
   // True once the top-level object has closed (nothing may follow it).
-  bool complete() const { return state_ == State::kDone; }
+  bool complete() const;
 
  private:
   enum class State : uint8_t {
-    kStart,          // before the top-level '{'
-    kObjectFirst,    // after '{': a key or '}'
-    kObjectKey,      // after ',' in an object: a key
-    kColon,          // after a key
-    kValue,          // after ':' or '[' or ',' in an array: a value (kArrayFirst allows ']')
-    kArrayFirst,     // after '[': a value or ']'
-    kAfterValue,     // after a value: ',' or the container's closer
-    kString,         // inside a string
-    kEscape,         // after '\' in a string
-    kUnicode,        // inside \uXXXX (hex_left_ digits to go)
-    kNumber,         // inside a number (num_ says where)
-    kLiteral,        // inside true / false / null (literal_ and lit_pos_)
-    kDone,
+    kValue,                                  // a value of `node` starts here (whitespace first allowed)
+    kObjFirst, kObjKey, kObjColon, kObjAfter, kObjInKey, kObjInValue,  // an object (In*: a child runs)
+    kArrFirst, kArrAfter, kArrInValue,       // an array
+    kString, kEscape, kUnicode,              // a string (a value, or an object's open key)
+    kNumber,                                 // a number (`num` says where)
+    kLiteral,                                // the text `lit` (an enum member, a property name, true, ...)
   };
-  // Where a number stands: after '-', after a leading 0, in the integer digits, after '.', in the
-  // fraction, after 'e' / 'E', after the exponent's sign, in the exponent.
+  // Where a number stands: after '-', after a leading 0, in the integer digits, after '.', in the fraction,
+  // after 'e' / 'E', after the exponent's sign, in the exponent.
   enum class Num : uint8_t { kMinus, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpDigits };
 
-  bool value_start(uint8_t c);
-  bool end_value();           // a scalar or container finished: back to the container around it
-  bool after_value(uint8_t c);
-  bool number(uint8_t c);
-  bool whitespace(uint8_t c);  // c is JSON whitespace and the run is within bounds
+  struct Frame {
+    const SchemaNode* node = nullptr;
+    State st = State::kValue;
+    Num num = Num::kMinus;
+    uint8_t utf8_left = 0, utf8_lo = 0x80, utf8_hi = 0xBF, hex_left = 0;
+    int32_t pos = 0;              // kLiteral: bytes of `lit` matched; an object: its current property (-1: open key)
+    const std::string* lit = nullptr;
+    int64_t count = 0;            // an array: items so far
+    uint64_t seen = 0;            // an object: properties so far
+    bool operator==(const Frame& o) const;
+  };
+  struct Path {
+    std::vector<Frame> frames;
+    int ws_run = 0;
+    bool done = false;  // the top-level value has closed
+    bool operator==(const Path& o) const { return done == o.done && ws_run == o.ws_run && frames == o.frames; }
+  };
+
+  void advance(Path p, uint8_t c, std::vector<Path>& out) const;
+  void start_value(Path p, uint8_t c, std::vector<Path>& out) const;
+  void start_key(Path p, std::vector<Path>& out) const;
+  void number(Path p, uint8_t c, std::vector<Path>& out) const;
+  void string_byte(Path p, uint8_t c, std::vector<Path>& out) const;
+  static void value_done(Path& p);
+  static bool whitespace(Path& p, uint8_t c);
   static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-  State state_ = State::kStart;
-  bool string_is_key_ = false;
-  Num num_ = Num::kMinus;
-  const char* literal_ = nullptr;
-  uint8_t lit_pos_ = 0;
-  uint8_t hex_left_ = 0;
-  uint8_t utf8_left_ = 0;     // continuation bytes still due in a string's UTF-8 sequence
-  uint8_t utf8_min_ = 0x80;   // the range the next continuation byte must lie in (overlong / surrogate checks)
-  uint8_t utf8_max_ = 0xBF;
-  int ws_run_ = 0;
-  std::string stack_;         // '{' or '[' per open container
+  std::shared_ptr<const JsonSchema> schema_;
+  std::vector<Path> paths_;
 };
 
 }  // namespace ferry::serve

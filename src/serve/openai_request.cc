@@ -365,8 +365,35 @@ void read_stop(Reader& r, GenerationParams* g) {
   }
 }
 
+// response_format: "text"; "json_object" (JSON mode); "json_schema" (structured outputs: {"type":
+// "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}}).
+void read_response_format(Reader& r, const json& f, GenerationParams* g) {
+  const std::string type = f["type"].get<std::string>();
+  for (auto it = f.begin(); it != f.end(); ++it)
+    if (it.key() != "type" && !(type == "json_schema" && it.key() == "json_schema"))
+      return r.fail("response_format." + it.key(), "unknown field 'response_format." + it.key() + "'");
+  if (type == "text") return;
+  if (type == "json_object") {
+    g->json_schema = JsonSchema::any_object();
+    return;
+  }
+  if (type != "json_schema")
+    return r.fail("response_format", "response_format '" + type + "' is not one of 'text', 'json_object', 'json_schema'");
+  const auto js = f.find("json_schema");
+  if (js == f.end() || !js->is_object())
+    return r.fail("response_format.json_schema", "response_format.json_schema must be an object with the schema");
+  for (auto it = js->begin(); it != js->end(); ++it)
+    if (it.key() != "name" && it.key() != "schema" && it.key() != "strict" && it.key() != "description")
+      return r.fail("response_format.json_schema." + it.key(), "unknown field 'response_format.json_schema." + it.key() + "'");
+  const auto schema = js->find("schema");
+  if (schema == js->end()) return r.fail("response_format.json_schema.schema", "response_format.json_schema has no schema");
+  auto compiled = JsonSchema::compile(*schema);
+  if (!compiled) return r.fail("response_format.json_schema.schema", compiled.status().message(), "unsupported");
+  g->json_schema = std::move(compiled).value();
+}
+
 // Fields ferry knows but does not do: an error unless they ask for the default (or, for response_format,
-// what ferry does: "json_object" turns JSON mode on).
+// what ferry does: JSON mode and structured outputs).
 void read_unsupported(Reader& r, Endpoint e, GenerationParams* g) {
   if (auto n = r.integer("n", 1, 1 << 20); n && *n != 1) r.unsupported("n", "n other than 1");
   if (const json* lb = r.get("logit_bias"); lb && !(lb->is_object() && lb->empty()))
@@ -377,13 +404,8 @@ void read_unsupported(Reader& r, Endpoint e, GenerationParams* g) {
     if (const json* f = r.get("response_format")) {
       if (!f->is_object() || !f->contains("type") || !(*f)["type"].is_string())
         r.fail("response_format", "response_format must be {\"type\": ...}");
-      else if ((*f)["type"].get<std::string>() == "json_object")
-        g->json_object = true;
-      else if ((*f)["type"].get<std::string>() != "text")
-        r.fail("response_format",
-               "response_format '" + (*f)["type"].get<std::string>() +
-                   "' is not supported by ferry serve (it does 'text' and 'json_object')",
-               "unsupported");
+      else
+        read_response_format(r, *f, g);
     }
   } else {
     if (auto echo = r.boolean("echo"); echo && *echo) r.unsupported("echo", "echo");

@@ -15,6 +15,7 @@
 
 #include "base/status.h"
 #include "engine/sampler.h"
+#include "serve/json_schema.h"
 
 namespace ferry::serve {
 
@@ -26,7 +27,9 @@ struct GenerationParams {
   std::vector<std::string> stop;    // the text ends before the first of these (not included)
   int32_t top_logprobs = -1;        // < 0: no logprobs; else the chosen token's and this many best
   bool ignore_eos = false;          // keep generating past end-of-generation tokens
-  bool json_object = false;         // JSON mode: the reply is one JSON object (serve/json_mode.h)
+  // JSON mode / structured outputs: the reply is one JSON object this schema accepts (serve/json_mode.h);
+  // null: free text.
+  std::shared_ptr<const JsonSchema> json_schema;
   // For tests of what the server makes of a reply: these tokens are chosen in turn instead of sampled
   // (the model still runs and logprobs are still its own); sampling resumes after them.
   std::vector<int32_t> forced_tokens;

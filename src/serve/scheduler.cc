@@ -330,10 +330,10 @@ void SchedulerImpl::admit(Clock::time_point now) {
     s.ignore_eos = p.params.ignore_eos;
     s.admitted_order = next_order_++;
     std::unique_ptr<JsonMode> json;
-    if (p.params.json_object) {
+    if (p.params.json_schema != nullptr) {
       if (json_pieces_ == nullptr)
         json_pieces_ = std::make_shared<TokenPieces>(engine_.tokenizer(), engine_.spec().n_vocab);
-      json = std::make_unique<JsonMode>(json_pieces_);
+      json = std::make_unique<JsonMode>(json_pieces_, p.params.json_schema);
     }
     s.chooser = std::make_unique<TokenChooser>(p.params, std::move(json));
     for (int32_t t : s.prompt.tokens)

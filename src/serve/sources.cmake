@@ -6,6 +6,7 @@ ferry_module(serve DEPS runtime engine model image text format tensor base SOURC
   serve/request.cc
   serve/stop_text.cc
   serve/tool_calls.cc
+  serve/json_schema.cc
   serve/json_prefix.cc
   serve/json_mode.cc
   serve/token_choice.cc

@@ -123,6 +123,96 @@ TEST(JsonPrefix, AgreesWithNlohmannOnPrefixes) {
   }
 }
 
+// A schema: where its documents may go, byte by byte.
+int first_misfit_of(const char* schema, const std::string& text, bool* done = nullptr) {
+  auto s = JsonSchema::compile(nlohmann::json::parse(schema));
+  EXPECT_TRUE(s.has_value()) << s.status().message();
+  if (!s) return -2;
+  JsonPrefix j(*s);
+  const int at = first_misfit(text, &j);
+  if (done != nullptr) *done = j.complete();
+  return at;
+}
+
+const char* const kPerson = R"({
+  "$defs": {"Pet": {"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]}, "age": {"type": "integer"}},
+                    "required": ["kind"], "additionalProperties": false}},
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "description": "full name"},
+    "age": {"type": "integer"},
+    "height": {"type": "number"},
+    "ok": {"type": "boolean"},
+    "nick": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+    "pets": {"type": "array", "items": {"$ref": "#/$defs/Pet"}},
+    "code": {"enum": [1, 10, "x"]}
+  },
+  "required": ["name", "age"],
+  "additionalProperties": false
+})";
+
+TEST(JsonSchema, DocumentsTheSchemaAccepts) {
+  const std::vector<std::string> docs = {
+      R"({"name": "Ada", "age": 36})",
+      R"({"age": 36, "name": "Ada"})",  // any order
+      R"({"name":"A","age":-1,"height":1.5e2,"ok":false,"nick":null,"tags":["a","b"],"pets":[{"kind":"dog","age":3},{"kind":"cat"}],"code":10})",
+      R"({"name": "A", "age": 0, "nick": "Al", "code": 1, "pets": []})",
+      R"({"name": "A", "age": 0, "code": "x"})",
+  };
+  for (const std::string& d : docs) {
+    bool done = false;
+    EXPECT_EQ(first_misfit_of(kPerson, d, &done), -1) << d;
+    EXPECT_TRUE(done) << d;
+  }
+}
+
+TEST(JsonSchema, RejectsWhereTheSchemaDoes) {
+  const std::vector<std::pair<std::string, int>> cases = {
+      {R"({"name": "A"})", 12},                  // "age" is required: no '}' yet
+      {R"({"name": "A", "x": 1})", 15},          // no other keys
+      {R"({"name": "A", "name": "B"})", 16},      // a key at most once ("nick" is the only one left with 'n')
+      {R"({"age": 1.5})", 9},                    // an integer has no fraction
+      {R"({"age": 1e3})", 9},
+      {R"({"age": "1"})", 8},
+      {R"({"ok": 1})", 7},
+      {R"({"nick": 5})", 9},
+      {R"({"tags": []})", 10},                   // minItems 1
+      {R"({"tags": ["a", "b", "c"]})", 18},      // maxItems 2
+      {R"({"tags": [1]})", 10},
+      {R"({"pets": [{"age": 1}]})", 19},         // a pet's kind is required
+      {R"({"pets": [{"kind": "cow"}]})", 21},
+      {R"({"code": 2})", 9},
+      {R"({"code": 100})", 11},
+      {R"({"name": "A", "age": 1, "age": 2})", 25},
+  };
+  for (const auto& [text, at] : cases) EXPECT_EQ(first_misfit_of(kPerson, text), at) << text;
+}
+
+TEST(JsonSchema, CompileErrorsNameTheKeyword) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})", "properties.a: 'pattern' is not supported"},
+      {R"({"type": "string"})", "top level must be an object"},
+      {R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/Nope"}}})", "does not name a definition"},
+      {R"({"type": "object", "properties": {"a": {"type": "strnig"}}})", "'strnig' is not a JSON Schema type"},
+      {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "not in properties"},
+      {R"({"type": "object", "properties": {"a": {"type": "array", "minItems": 3, "maxItems": 2}}})", "maxItems below minItems"},
+      {R"({"type": "object", "properties": {"a": {"allOf": [{}, {}]}}})", "exactly one schema"},
+  };
+  for (const auto& [schema, want] : cases) {
+    auto s = JsonSchema::compile(nlohmann::json::parse(schema));
+    ASSERT_FALSE(s.has_value()) << schema;
+    EXPECT_NE(s.status().message().find(want), std::string::npos) << schema << ": " << s.status().message();
+  }
+  // Recursion through a reference compiles, and nests.
+  const char* tree = R"({"$ref": "#/$defs/Node", "$defs": {"Node": {"type": "object",
+      "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+      "required": ["v"]}}})";
+  bool done = false;
+  EXPECT_EQ(first_misfit_of(tree, R"({"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}, {"v": 4}]})", &done), -1);
+  EXPECT_TRUE(done);
+}
+
 // A JSON-mode request on a tiny model (a byte-level vocabulary of 300 tokens, random weights): its text
 // is a prefix of an object at every step, tokens without text (end of text) are never chosen, and a reply
 // that ends with "stop" parses as an object.
@@ -139,7 +229,7 @@ TEST(JsonMode, TinyModelWritesAnObjectPrefix) {
   ASSERT_TRUE(e.has_value()) << e.status().message();
   auto pieces = std::make_shared<TokenPieces>((*e)->tokenizer(), (*e)->spec().n_vocab);
   {
-    JsonMode jm(pieces);
+    JsonMode jm(pieces, JsonSchema::any_object());
     std::vector<float> row(static_cast<size_t>(pieces->size()), 0.f);
     const int32_t n_fit = jm.mask(row.data(), pieces->size());
     EXPECT_GE(n_fit, 5);  // '{' and the four whitespace bytes at least
@@ -155,7 +245,7 @@ TEST(JsonMode, TinyModelWritesAnObjectPrefix) {
     g.max_tokens = 120;
     g.sampling.temp = temp;
     g.sampling.seed = 3;
-    g.json_object = true;
+    g.json_schema = JsonSchema::any_object();
     auto r = (*s)->submit({1, 2, 3, 4}, g);
     ASSERT_TRUE(r.has_value()) << r.status().message();
     const RequestUpdate u = (*r)->wait_all();

@@ -66,16 +66,24 @@ TEST(OpenAiRequest, ChatFields) {
   ASSERT_EQ(r.chat.messages[2].tool_calls.size(), 1u);
   EXPECT_EQ(r.chat.messages[2].tool_calls[0].name, "f");
   EXPECT_EQ(r.chat.messages[3].tool_call_id, "c1");
-  EXPECT_FALSE(r.gen.json_object);
+  EXPECT_EQ(r.gen.json_schema, nullptr);
 }
 
 TEST(OpenAiRequest, ResponseFormat) {
   const std::string m = R"("messages": [{"role": "user", "content": "a"}])";
-  EXPECT_TRUE(ok(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "json_object"}})").gen.json_object);
-  EXPECT_FALSE(ok(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "text"}})").gen.json_object);
-  const ApiError e = bad(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "json_schema"}})");
+  EXPECT_NE(ok(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "json_object"}})").gen.json_schema, nullptr);
+  EXPECT_EQ(ok(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "text"}})").gen.json_schema, nullptr);
+  const ApiRequest s = ok(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "json_schema", "json_schema":
+      {"name": "p", "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "integer"}},
+       "required": ["a"], "additionalProperties": false}}}})");
+  ASSERT_NE(s.gen.json_schema, nullptr);
+  EXPECT_EQ(s.gen.json_schema->root()->keys, std::vector<std::string>{"\"a\""});
+  // A keyword ferry cannot keep is refused, naming it.
+  const ApiError e = bad(Endpoint::kChat, "{" + m + R"(, "response_format": {"type": "json_schema", "json_schema":
+      {"name": "p", "schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}}}})");
+  EXPECT_EQ(e.param, "response_format.json_schema.schema");
   EXPECT_EQ(e.code, "unsupported");
-  EXPECT_NE(e.message.find("json_object"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("properties.a: 'pattern' is not supported"), std::string::npos) << e.message;
 }
 
 TEST(OpenAiRequest, ToolsKeepTheClientsKeyOrderAndToolChoiceNoneLeavesThemOut) {
@@ -142,7 +150,11 @@ TEST(OpenAiRequest, BadBodiesNameTheField) {
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "stop": ["a", 1]})", "stop"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "stream_options": {}})", "stream_options"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema"}})",
+       "response_format.json_schema"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "yaml"}})",
        "response_format"},
+      {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "text", "x": 1}})",
+       "response_format.x"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "response_format": "json"})", "response_format"},
       {Endpoint::kCompletions, R"({"prompt": "a", "response_format": {"type": "json_object"}})", "response_format"},
       {Endpoint::kChat, R"({"messages": [{"role": "user", "content": "a"}], "logit_bias": {"1": 5}})", "logit_bias"},
