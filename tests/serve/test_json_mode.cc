@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -121,6 +123,68 @@ TEST(JsonPrefix, AgreesWithNlohmannOnPrefixes) {
     }
     EXPECT_TRUE(complete(text));
   }
+}
+
+// Random objects: every one is accepted whole, compact and indented; and every mutation of one (a byte
+// replaced, inserted or removed) that the automaton takes as a complete document, nlohmann parses as an
+// object too (soundness), and one that nlohmann parses as an object (ending at its '}') the automaton takes
+// (completeness).
+TEST(JsonPrefix, RandomDocumentsAndMutations) {
+  std::mt19937 rng(7);
+  std::function<nlohmann::json(int)> value = [&](int depth) -> nlohmann::json {
+    switch (rng() % (depth > 3 ? 5 : 7)) {
+      case 0: return nullptr;
+      case 1: return rng() % 2 == 0;
+      case 2: return static_cast<int>(rng() % 2001) - 1000;
+      case 3: return std::ldexp(static_cast<double>(rng() % 100000), -static_cast<int>(rng() % 20)) - 3.5;
+      case 4: {
+        static const char* const words[] = {"a", "b c", "q\"uote", "back\\slash", "tab\t", "\u00e9t\u00e9", "\n", ""};
+        return std::string(words[rng() % 8]);  // nlohmann escapes it when dumping
+      }
+      case 5: {
+        nlohmann::json a = nlohmann::json::array();
+        for (int i = rng() % 4; i > 0; --i) a.push_back(value(depth + 1));
+        return a;
+      }
+      default: {
+        nlohmann::json o = nlohmann::json::object();
+        for (int i = rng() % 4; i > 0; --i) o["k" + std::to_string(rng() % 10)] = value(depth + 1);
+        return o;
+      }
+    }
+  };
+  const std::string alphabet = "{}[]\":,0123456789-+.eE \ntruefalsn\\x\x01\xc3\xa9";
+  int complete_mutants = 0;
+  for (int d = 0; d < 200; ++d) {
+    nlohmann::json doc = nlohmann::json::object();
+    for (int i = 1 + rng() % 4; i > 0; --i) doc["p" + std::to_string(i)] = value(1);
+    for (const std::string& text : {doc.dump(), doc.dump(1)}) {
+      ASSERT_TRUE(complete(text)) << text;
+      for (int m = 0; m < 50; ++m) {
+        std::string t = text;
+        const size_t at = rng() % t.size();
+        const char c = alphabet[rng() % alphabet.size()];
+        switch (rng() % 3) {
+          case 0: t[at] = c; break;
+          case 1: t.insert(t.begin() + static_cast<std::ptrdiff_t>(at), c); break;
+          default: t.erase(at, 1); break;
+        }
+        if (complete(t)) {
+          ++complete_mutants;
+          try {
+            EXPECT_TRUE(nlohmann::json::parse(t).is_object()) << t;
+          } catch (const nlohmann::json::out_of_range&) {
+            // A number past double's range (JSON sets no limit; nlohmann does): valid text.
+          } catch (const nlohmann::json::parse_error& e) {
+            ADD_FAILURE() << t << ": " << e.what();
+          }
+        } else if (nlohmann::json::accept(t) && nlohmann::json::parse(t).is_object() && t.back() == '}') {
+          ADD_FAILURE() << "an object nlohmann parses was refused: " << t;  // completeness
+        }
+      }
+    }
+  }
+  EXPECT_GT(complete_mutants, 100);  // the property was exercised
 }
 
 // A schema: where its documents may go, byte by byte.
