@@ -153,7 +153,10 @@ Expected<GenerateResult> generate_rows(Engine& engine, const PromptRows& prompt,
   Clock::time_point t_first = t_prefill;
   int32_t pos = n_prompt;
   while (params.n_predict < 0 || st.n_generated < params.n_predict) {
-    const int32_t token = sampler.sample(last.data(), n_vocab);
+    const int32_t token =
+        callbacks.choose ? callbacks.choose(last.data(), n_vocab, sampler) : sampler.sample(last.data(), n_vocab);
+    if (token < 0 || token >= n_vocab)
+      return make_error(ErrorCode::kInvalidArgument, "no token could be chosen at generated position %d", st.n_generated);
     sampler.accept(token);
     if (st.n_generated == 0) t_first = Clock::now();
     ++st.n_generated;

@@ -52,6 +52,10 @@ struct GenerateCallbacks {
   // the last), then the row of each decode step. Row r predicts the token at position r + 1, so a run
   // gives n_prompt + n_generated - 1 rows with all_logits, n_generated without.
   std::function<void(const float* logits, int32_t n_vocab)> on_logits;
+  // Picks each generated token from its logits row instead of sampler.sample (a constrained draw, e.g. JSON
+  // mode); it may draw from `sampler` but must not accept() (generate does). A negative id ends the
+  // generation with an error (nothing could be chosen).
+  std::function<int32_t(const float* logits, int32_t n_vocab, Sampler& sampler)> choose;
 };
 
 // Text -> prompt ids as llama.cpp's CLI tokenizes a prompt: BOS (and EOS) as the vocabulary's

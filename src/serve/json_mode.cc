@@ -42,6 +42,17 @@ int32_t JsonMode::mask(float* row, int32_t n_vocab) const {
   return n_fit;
 }
 
+int32_t JsonMode::draw(engine::Sampler& sampler, const float* row, int32_t n_vocab) {
+  int32_t token = sampler.sample(row, n_vocab);
+  if (!fits(token)) {
+    fitting_.assign(row, row + n_vocab);
+    if (mask(fitting_.data(), n_vocab) == 0) return -1;
+    token = sampler.sample(fitting_.data(), n_vocab);
+  }
+  accept(token);
+  return token;
+}
+
 void JsonMode::accept(int32_t token) {
   const bool ok = text_.feed(pieces_->piece(token));
   FERRY_ASSERT_MSG(ok, "JsonMode::accept: the token does not fit");

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampler.h"
 #include "serve/json_prefix.h"
 #include "text/tokenizer.h"
 
@@ -39,11 +40,15 @@ class JsonMode {
   int32_t mask(float* row, int32_t n_vocab) const;
   // Takes `token` (which must fit) into the text.
   void accept(int32_t token);
+  // The next token: drawn by `sampler` from `row`, and if it does not fit, drawn again among the tokens
+  // that do; accepted into the text. -1 when no token fits (the text is then unchanged).
+  int32_t draw(engine::Sampler& sampler, const float* row, int32_t n_vocab);
   bool complete() const { return text_.complete(); }
 
  private:
   std::shared_ptr<const TokenPieces> pieces_;
   JsonPrefix text_;
+  std::vector<float> fitting_;  // scratch: the row with the tokens that do not fit at -inf
 };
 
 }  // namespace ferry::serve

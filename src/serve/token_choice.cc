@@ -23,17 +23,20 @@ int32_t TokenChooser::choose(const float* logits, int32_t n_vocab, TokenLogprob*
     row = adjusted_.data();
   }
   const bool forced = n_chosen_ < forced_.size() && forced_[n_chosen_] >= 0 && forced_[n_chosen_] < n_vocab;
-  int32_t token = forced ? forced_[n_chosen_] : sampler_.sample(row, n_vocab);
-  if (json_ != nullptr && !json_failed_) {
-    if (!forced && !json_->fits(token)) {
-      // Draw again among the fitting tokens: the model's distribution restricted to them.
-      fitting_.assign(row, row + n_vocab);
-      if (json_->mask(fitting_.data(), n_vocab) > 0) token = sampler_.sample(fitting_.data(), n_vocab);
+  const bool constrained = json_ != nullptr && !json_failed_;
+  int32_t token = -1;
+  if (forced) {
+    token = forced_[n_chosen_];
+    if (constrained && json_->fits(token)) json_->accept(token);
+    else if (constrained) json_failed_ = true;
+  } else if (constrained) {
+    token = json_->draw(sampler_, row, n_vocab);
+    if (token < 0) {
+      json_failed_ = true;  // nothing fits
+      token = sampler_.sample(row, n_vocab);
     }
-    if (json_->fits(token))
-      json_->accept(token);
-    else
-      json_failed_ = true;  // nothing fits (or a forced token does not)
+  } else {
+    token = sampler_.sample(row, n_vocab);
   }
   ++n_chosen_;
   sampler_.accept(token);

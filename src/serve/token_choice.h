@@ -39,7 +39,6 @@ class TokenChooser {
   std::vector<float> adjusted_;                     // scratch: logits after the penalties
   std::unique_ptr<JsonMode> json_;
   bool json_failed_ = false;
-  std::vector<float> fitting_;                      // scratch: JSON mode's logits, non-fitting tokens -inf
   std::vector<int32_t> forced_;                     // GenerationParams::forced_tokens
   size_t n_chosen_ = 0;
 };

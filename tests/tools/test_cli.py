@@ -209,6 +209,35 @@ def test_logits_out_shape(tmp_path, model):
     assert [int(np.argmax(logits[n_prompt - 1 + j])) for j in range(len(out["tokens"]))] == out["tokens"]
 
 
+def test_run_json_object_and_schema(tmp_path, model):
+    # --json-object: the text is (a prefix of) one object; "json" when it closed. With a schema whose only
+    # documents are {"a": 1} and {"a": 2} (whitespace aside), even a random model closes it.
+    def run(n, *extra):
+        res = ferry("run", "-m", str(model), "-p", "Once upon a time", "-n", n, "-t", "2", "-c", "512", "--json", *extra)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+    out = run("64", "--temp", "0", "--json-object")
+    assert out["text"].lstrip().startswith("{"), out["text"]
+    assert out["stop"] in ("json", "length")
+    if out["stop"] == "json":
+        assert isinstance(json.loads(out["text"]), dict)
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"a": {"enum": [1, 2]}}, "required": ["a"],
+                                  "additionalProperties": False}))
+    for temp in ("0", "1.5"):
+        out = run("400", "--temp", temp, "--json-schema-file", str(schema))
+        assert out["stop"] == "json", out
+        assert json.loads(out["text"]) in ({"a": 1}, {"a": 2})
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}')
+    res = ferry("run", "-m", str(model), "-p", "x", "--json-schema-file", str(bad))
+    assert_error(res, 2)
+    assert "'pattern' is not supported" in res.stderr
+    assert_error(ferry("run", "-m", str(model), "-p", "x", "--json-schema-file", str(tmp_path / "none.json")), 1)
+    assert_error(ferry("run", "-m", str(model), "-p", "x", "--json-object", "--json-schema-file", str(schema)), 2)
+
+
 def test_context_limit_stops_cleanly(model):
     res = ferry("run", "-m", str(model), "--tokens", "1,2,3,4", "-n", "100", "--temp", "0", "--ignore-eos",
                 "-c", "8", "--json")

@@ -2,10 +2,12 @@
 // on stderr (prompt tokens, TTFT, prefill and decode tokens/s). --json prints one JSON object instead;
 // --logits-out writes the float32 logits of every prompt position and every decode step as raw
 // little-endian [n_rows, n_vocab] (row r predicts position r + 1), for the differential tests.
+// --json-object / --json-schema-file constrain the reply to one JSON object (serve/json_mode.h).
 // Flags follow llama.cpp's where they exist (-m -p -n -c -t -s -b --temp --top-k --top-p ...).
 #include <bit>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +22,8 @@
 #include "hybrid_support.h"
 #include "model/model_spec.h"
 #include "runtime/runtime.h"
+#include "serve/json_mode.h"
+#include "serve/json_schema.h"
 #include "text/tokenizer.h"
 
 namespace {
@@ -76,7 +80,30 @@ struct RunArgs {
   std::vector<std::string> images;
   int32_t image_min_tokens = 0, image_max_tokens = 0;
   std::string image_embd_out;
+  // JSON mode: the reply is one JSON object (--json-object), or one that this schema accepts.
+  bool json_object = false;
+  std::string json_schema_file;
 };
+
+// The --json-object / --json-schema-file constraint (null: none), read and compiled before the model loads.
+Expected<std::shared_ptr<const ferry::serve::JsonSchema>> json_constraint(const RunArgs& a) {
+  if (a.json_object) return ferry::serve::JsonSchema::any_object();
+  if (a.json_schema_file.empty()) return std::shared_ptr<const ferry::serve::JsonSchema>();
+  std::ifstream f(a.json_schema_file);
+  if (!f) return make_error(ErrorCode::kIo, "cannot read --json-schema-file '%s'", a.json_schema_file.c_str());
+  nlohmann::json schema;
+  try {
+    f >> schema;
+  } catch (const nlohmann::json::parse_error& e) {
+    return make_error(ErrorCode::kInvalidArgument, "--json-schema-file '%s' is not JSON: %s", a.json_schema_file.c_str(),
+                      e.what());
+  }
+  auto compiled = ferry::serve::JsonSchema::compile(schema);
+  if (!compiled)
+    return make_error(ErrorCode::kInvalidArgument, "--json-schema-file '%s': %s", a.json_schema_file.c_str(),
+                      compiled.status().message().c_str());
+  return std::move(compiled).value();
+}
 
 // Decodes the images (before the model loads, so a bad image fails fast), encodes them with the mmproj,
 // and optionally writes their embeddings (float32 [tokens, n_embd], images in order) for the tests.
@@ -112,6 +139,8 @@ int run(const RunArgs& a) {
   static_assert(std::endian::native == std::endian::little, "--logits-out writes host floats as little-endian");
   // The model on its device: cpu / ref, the whole model on a GPU (--device cuda), or the hybrid CPU/GPU
   // executor under a budget (--vram); runtime::open does all of it.
+  auto schema = json_constraint(a);
+  if (!schema) return ferry::cli::report(schema.status());
   std::vector<ferry::image::RgbImage> pixels;
   for (const std::string& path : a.images) {
     auto img = ferry::image::decode_file(path);
@@ -174,15 +203,21 @@ int run(const RunArgs& a) {
   int64_t logits_rows = 0;
   bool write_failed = false;
   ferry::engine::GenerateCallbacks cb;
-  if (!a.json) {
-    cb.on_token = [](int32_t, std::string_view piece) {
-      if (!piece.empty()) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-      }
-      return true;
+  std::unique_ptr<ferry::serve::JsonMode> json_mode;
+  if (*schema != nullptr) {
+    json_mode = std::make_unique<ferry::serve::JsonMode>(
+        std::make_shared<ferry::serve::TokenPieces>(engine.tokenizer(), engine.spec().n_vocab), *schema);
+    cb.choose = [&](const float* logits, int32_t n_vocab, ferry::engine::Sampler& sampler) {
+      return json_mode->draw(sampler, logits, n_vocab);
     };
   }
+  cb.on_token = [&](int32_t, std::string_view piece) {
+    if (!a.json && !piece.empty()) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return json_mode == nullptr || !json_mode->complete();  // JSON mode ends when the object closes
+  };
   if (logits_file) {
     cb.on_logits = [&](const float* row, int32_t n_vocab) {
       ++logits_rows;
@@ -202,7 +237,7 @@ int run(const RunArgs& a) {
     return ferry::cli::fail("writing --logits-out file '" + a.logits_out + "' failed");
 
   const auto& st = res->stats;
-  const char* stop = st.hit_eog ? "eog" : st.hit_ctx ? "ctx" : "length";
+  const char* stop = st.hit_eog ? "eog" : st.hit_ctx ? "ctx" : json_mode && json_mode->complete() ? "json" : "length";
   if (a.json) {
     nlohmann::json j;
     j["model"] = a.model;
@@ -307,6 +342,12 @@ int cmd_run(int argc, char** argv) {
   app.add_option("--image-max-tokens", a.image_max_tokens, "largest image in tokens after resizing (default: 4096)")
       ->check(CLI::Range(1, 65536));
   app.add_option("--image-embd-out", a.image_embd_out, "write the images' embeddings here (float32 [tokens, n_embd])");
+  auto* jo = app.add_flag("--json-object", a.json_object,
+                          "JSON mode: the reply is one JSON object (generation ends when it closes)");
+  app.add_option("--json-schema-file", a.json_schema_file,
+                 "structured output: the reply is one JSON object that this JSON Schema accepts (the subset "
+                 "`ferry serve` takes: types, properties, required, enum, anyOf, items, $ref)")
+      ->excludes(jo);
 
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;
