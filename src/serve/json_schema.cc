@@ -201,7 +201,8 @@ class SchemaCompiler {
 
 std::shared_ptr<const JsonSchema> JsonSchema::any_object() {
   auto s = std::make_shared<JsonSchema>();
-  SchemaCompiler c(json::object(), s.get());
+  const json empty = json::object();
+  SchemaCompiler c(empty, s.get());
   SchemaNode* obj = c.make(SchemaNode::Kind::kObject);
   obj->open = true;
   obj->any_value = c.make(SchemaNode::Kind::kAny);
