@@ -36,9 +36,10 @@ class HugePageBuffer {
 // Copies the tensors `w` uses (the token embedding only when it is also the output head) into a
 // huge-page buffer with n_threads threads and re-points w's views; the buffer must outlive every use
 // of w. The file pages copied from are dropped from the process as the copy goes (when `file` is a file
-// mapping), so the process holds about one copy of the weights, not two. Returns null and leaves w unchanged when transparent huge pages are off ("never"), when the
-// copy would take more than half of the available memory, or when the mapping fails: the weights then
-// stay in the file mapping, which is correct, only slower.
+// mapping), so the process holds about one copy of the weights, not two. Returns null and leaves w
+// unchanged when transparent huge pages are off ("never"), when the copy would take more than half of the
+// available memory, or when the mapping fails: the weights then stay in the file mapping, which is
+// correct, only slower.
 std::unique_ptr<HugePageBuffer> copy_weights_to_huge_pages(const gguf::ModelFile& file, model::ModelWeights* w,
                                                            int n_threads);
 

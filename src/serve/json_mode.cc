@@ -22,6 +22,14 @@ bool JsonMode::fits(int32_t token) const {
   return trial.feed(p);
 }
 
+bool JsonMode::try_accept(int32_t token) {
+  if (token < 0 || token >= pieces_->size() || pieces_->piece(token).empty()) return false;
+  JsonPrefix trial = text_;
+  if (!trial.feed(pieces_->piece(token))) return false;
+  text_ = std::move(trial);
+  return true;
+}
+
 int32_t JsonMode::mask(float* row, int32_t n_vocab) const {
   // Which bytes may come next, tried once each: a token whose first byte may not is out without a trial
   // of its own (most tokens, where the text expects structure), and a one-byte token is decided by it.
@@ -43,19 +51,14 @@ int32_t JsonMode::mask(float* row, int32_t n_vocab) const {
 }
 
 int32_t JsonMode::draw(engine::Sampler& sampler, const float* row, int32_t n_vocab) {
-  int32_t token = sampler.sample(row, n_vocab);
-  if (!fits(token)) {
-    fitting_.assign(row, row + n_vocab);
-    if (mask(fitting_.data(), n_vocab) == 0) return -1;
-    token = sampler.sample(fitting_.data(), n_vocab);
-  }
-  accept(token);
-  return token;
-}
-
-void JsonMode::accept(int32_t token) {
-  const bool ok = text_.feed(pieces_->piece(token));
-  FERRY_ASSERT_MSG(ok, "JsonMode::accept: the token does not fit");
+  const int32_t token = sampler.sample(row, n_vocab);
+  if (try_accept(token)) return token;
+  fitting_.assign(row, row + n_vocab);
+  if (mask(fitting_.data(), n_vocab) == 0) return -1;
+  const int32_t fitting = sampler.sample(fitting_.data(), n_vocab);
+  const bool ok = try_accept(fitting);
+  FERRY_ASSERT_MSG(ok, "JsonMode::draw: the sampler drew a masked token");
+  return fitting;
 }
 
 }  // namespace ferry::serve

@@ -38,10 +38,10 @@ class JsonMode {
   bool fits(int32_t token) const;
   // Sets row[t] = -inf for every token t that does not fit; returns how many fit.
   int32_t mask(float* row, int32_t n_vocab) const;
-  // Takes `token` (which must fit) into the text.
-  void accept(int32_t token);
+  // Takes `token` into the text when it fits; false (the text unchanged) when it does not.
+  bool try_accept(int32_t token);
   // The next token: drawn by `sampler` from `row`, and if it does not fit, drawn again among the tokens
-  // that do; accepted into the text. -1 when no token fits (the text is then unchanged).
+  // that do; taken into the text. -1 when no token fits (the text is then unchanged).
   int32_t draw(engine::Sampler& sampler, const float* row, int32_t n_vocab);
   bool complete() const { return text_.complete(); }
 

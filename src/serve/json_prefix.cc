@@ -62,12 +62,17 @@ bool JsonPrefix::feed(uint8_t c) {
   for (Path& p : paths_) advance(std::move(p), c, next);
   if (next.empty()) return false;
   // Merge equal paths (readings that came back together), keep at most kMaxPaths.
-  std::vector<Path> kept;
-  for (Path& p : next) {
-    if (kept.size() >= kMaxPaths) break;
-    if (std::find(kept.begin(), kept.end(), p) == kept.end()) kept.push_back(std::move(p));
+  if (next.size() > 1) {
+    size_t kept = 0;
+    for (size_t i = 0; i < next.size() && kept < kMaxPaths; ++i) {
+      const auto end = next.begin() + static_cast<std::ptrdiff_t>(kept);
+      if (std::find(next.begin(), end, next[i]) != end) continue;
+      if (kept != i) next[kept] = std::move(next[i]);  // not onto itself: a self-move empties a vector
+      ++kept;
+    }
+    next.resize(kept);
   }
-  paths_ = std::move(kept);
+  paths_ = std::move(next);
   return true;
 }
 

@@ -147,24 +147,16 @@ class SchemaCompiler {
     if (!r.is_string()) return fail(path + ".$ref", "must be a string");
     const std::string target = r.get<std::string>();
     if (const auto it = refs_.find(target); it != refs_.end()) return it->second;
-    std::string name;
-    const json* defs = nullptr;
-    for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
-      const std::string p = prefix;
-      if (target.compare(0, p.size(), p) == 0) {
-        name = target.substr(p.size());
-        const auto d = root_.find(p.substr(2, p.size() - 3));
-        if (d != root_.end() && d->is_object()) defs = &*d;
+    // A JSON pointer into this schema ("#/$defs/Name", "#/definitions/Name", "#").
+    const json* def = nullptr;
+    if (!target.empty() && target[0] == '#') {
+      try {
+        const json::json_pointer ptr(target.substr(1));
+        if (root_.contains(ptr)) def = &root_.at(ptr);
+      } catch (const json::exception&) {
       }
     }
-    const json* def = nullptr;
-    if (target == "#") {
-      def = &root_;
-    } else if (defs != nullptr && defs->contains(name)) {
-      def = &(*defs)[name];
-    } else {
-      return fail(path + ".$ref", "'" + target + "' does not name a definition of this schema");
-    }
+    if (def == nullptr) return fail(path + ".$ref", "'" + target + "' does not name a definition of this schema");
     // A union of one, filled in below: a reference inside the definition finds it already.
     SchemaNode* holder = make(SchemaNode::Kind::kUnion);
     refs_[target] = holder;

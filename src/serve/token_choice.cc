@@ -27,8 +27,7 @@ int32_t TokenChooser::choose(const float* logits, int32_t n_vocab, TokenLogprob*
   int32_t token = -1;
   if (forced) {
     token = forced_[n_chosen_];
-    if (constrained && json_->fits(token)) json_->accept(token);
-    else if (constrained) json_failed_ = true;
+    if (constrained && !json_->try_accept(token)) json_failed_ = true;
   } else if (constrained) {
     token = json_->draw(sampler_, row, n_vocab);
     if (token < 0) {
