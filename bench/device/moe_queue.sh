@@ -7,7 +7,8 @@
 # Jobs (each runs once; a job that does not fit the time left waits for the next call):
 #   setup      llama.cpp (PEER_TARGETS: llama-bench, llama-server, llama-batched-bench; none: no build) in the background;
 #              the synthetic models of SETUP_MODELS: q30 = qwen3-30b-a3b Q4_K (/root/moe/q30.gguf), goss20 =
-#              gpt-oss-20b (goss20.gguf), qwen3-8b = qwen3-8b Q4_K (/root/m), minitron = minitron-8b F16 (/root/m)
+#              gpt-oss-20b (goss20.gguf), qwen3-8b = qwen3-8b Q4_K (/root/m), minitron = minitron-8b F16 (/root/m), l8q4 / l8q8 = llama3-8b
+#              Q4_K / Q8_0 (/root/m/llama3-8b-L32-*.gguf); PEER_AVX2=1 also builds an AVX2 CPU llama-bench (/root/lca)
 #   mmatests   test_cuda_ops' expert tests alone (CudaMoeMma*, CudaMoe*, CudaGptOss*: the tensor-core prefill kernel)
 #   cudatests  test_cuda_ops (before the peer's build is done: it shares the CPU, not the GPU)
 #   mma        bench_cuda_ops moe: the expert kernels of a qwen3-30b-a3b and a gpt-oss-20b layer at 1..1024
@@ -15,6 +16,8 @@
 #   waitbuild  waits for the peer's build (nothing below is measured while it compiles)
 #   prof       ferry profile --quick (the cached profile every row plans from)
 #   2G         q30 and goss20 at 2 GB: ferry, llama-bench -fitt, llama-bench -ngl 99 -ot exps=CPU
+#   avx2       issue 33: --cpu-isa avx2 against an AVX2 llama-bench, 16 threads (PEER_AVX2=1; l8q4 l8q8)
+#   q30r       q30 alone at 2 and 8 GB: ferry and llama-bench -fitt
 #   8G 4G      q30 (and goss20 at 4 GB): ferry and llama-bench -fitt
 #   par        ferry bench --parallel 16 / 64 on q30 at 8 GB, and llama-batched-bench near the same VRAM
 #              (--n-cpu-moe NCM, default 31: its peak is in the log)
@@ -24,6 +27,7 @@
 #   repeat     bench/profile_repeat.sh -n 5 (issue 28)
 #   cpuprobe   bench/cpu/moe_stream.cc: one token's routed experts on the CPU at 16 threads (memory kinds, variants)
 #   ab         two ferry builds on q30 at AB_BUDGETS (default 2 8) GB, alternating (AB_OLD: the other binary)
+#   dq8 dm1 dm4  issue 27's dense hybrid table: qwen3-8b Q4_K at 1K + 4K prompts, minitron-8b F16 at 1K, at 4K
 #   tl         q30 at 2 and 8 GB with --timeline and --explain, and on the CPU alone (the MoE step against its plan)
 # Rows: ferry `bench -m M --vram BG -p 1024 -n 64 --json --explain`; llama.cpp `llama-bench -m M -fitt <free MiB -
 # B> -fa 1 -p 1024 -n 64 -r 1 -o json` (its TTFT: 1024 / prefill tok/s); each under an nvidia-smi sampler
@@ -39,8 +43,11 @@ LOG=$R/log.txt
 left() { echo $(( END - $(date +%s) )); }
 say() { el "$*" | tee -a "$LOG"; }
 say "call: build $(cat .devcarry/bin/VERSION 2>/dev/null), $(nvidia-smi -L | head -1), $(left) s"
-building() { local pid state; pid=$(cat /root/lcb/pid 2>/dev/null)
-  state=$([ -n "$pid" ] && awk '{print $3}' /proc/$pid/stat 2>/dev/null); [ -n "$state" ] && [ "$state" != Z ]; }
+# A peer build still running: llama.cpp with CUDA (/root/lcb) or the AVX2 CPU build (/root/lca).
+building() { local d pid state
+  for d in /root/lcb /root/lca; do pid=$(cat $d/pid 2>/dev/null)
+    state=$([ -n "$pid" ] && awk '{print $3}' /proc/$pid/stat 2>/dev/null); [ -n "$state" ] && [ "$state" != Z ] && return 0
+  done; return 1; }
 # job TAG EST CMD...: CMD once across calls, when EST seconds are left.
 job() { local tag=$1 est=$2; shift 2
   [ -f "$ST/$tag.done" ] && return 0
@@ -82,12 +89,23 @@ synth() { local out=$1; shift
 setup() {
   [ "${PEER_TARGETS:-}" = none ] ||
     TARGETS="${PEER_TARGETS:-llama-bench llama-server llama-batched-bench}" JOBS=12 bash bench/device/llama_cpp_build.sh
+  # PEER_AVX2=1: llama-bench for the CPU alone at the AVX2 level (the avx2 job), /root/lca, ~2 min on 4 jobs.
+  if [ "${PEER_AVX2:-0}" = 1 ] && [ ! -f /root/lca/done ]; then
+    mkdir -p /root/lca; [ -d /root/lca/llama.cpp ] || tar -C /root/lca -xJf .devcarry/llama.cpp-src.tar.xz
+    (setsid nohup bash -c "echo \$\$ > /root/lca/pid; cmake -S /root/lca/llama.cpp -B /root/lca/build -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+      -DGGML_F16C=ON -DGGML_BMI2=ON && nice -n 5 ninja -C /root/lca/build -j4 llama-bench && touch /root/lca/done" \
+      > /root/lca/build.log 2>&1 < /dev/null &)  # not a child: setup's `wait` is for the models
+  fi
   for m in ${SETUP_MODELS:-q30 goss20 qwen3-8b}; do
     case $m in
       q30) synth /root/moe/q30.gguf --preset qwen3-30b-a3b --type Q4_K & ;;
       goss20) synth /root/moe/goss20.gguf --preset gpt-oss-20b --type Q8_0 & ;;
       qwen3-8b) synth /root/m/qwen3-8b-Q4_K.gguf --preset qwen3-8b --type Q4_K & ;;
       minitron) synth /root/m/minitron-8b-F16.gguf --preset minitron-8b --type F16 & ;;
+      l8q4) synth /root/m/llama3-8b-L32-Q4_K.gguf --preset llama3-8b --type Q4_K & ;;
+      l8q8) synth /root/m/llama3-8b-L32-Q8_0.gguf --preset llama3-8b --type Q8_0 & ;;
       *) say "setup: unknown model $m" ;;
     esac
   done
@@ -112,6 +130,7 @@ prof() { timeout 120 $F profile --quick > "$R/profile.txt" 2>&1; say "profile rc
 two() { ferry_row q30 2 q30_2G; fitt_row q30 2 q30_2G; ot_row q30 q30_2G
   ferry_row goss20 2 goss20_2G; fitt_row goss20 2 goss20_2G; ot_row goss20 goss20_2G; }
 eight() { ferry_row q30 8 q30_8G; fitt_row q30 8 q30_8G; }
+q30r() { ferry_row q30 2 q30_2G; fitt_row q30 2 q30_2G; ferry_row q30 8 q30_8G; fitt_row q30 8 q30_8G; }
 four() { ferry_row q30 4 q30_4G; fitt_row q30 4 q30_4G; ferry_row goss20 4 goss20_4G; fitt_row goss20 4 goss20_4G; }
 par() {
   for np in 16 64; do
@@ -184,13 +203,32 @@ ab() { local old=${AB_OLD:-/root/bin/ferry_old}
       say "ab $side q30 ${gb}G: $(fr "$R/ab_${side}_${gb}G.json")"
     done
   done; }
+# Issue 27's dense hybrid table (bench/device/compare.sh HYB) at 2 / 4 / 8 GB, one job per model and prompt
+# length so it resumes across calls: dq8 = qwen3-8b Q4_K (1K and 4K prompts), dm1 / dm4 = minitron-8b F16 at
+# 1K / 4K; DENSE_GEN generated tokens (default 32). Needs SETUP_MODELS to include qwen3-8b / minitron.
+dense() { local spec=$1 prompts=$2 tag=$3
+  BIN=/root/bin LLAMA_BENCH=$LB PROFILE_CACHE=/root/cache OUT=$R/$tag HYB=$spec BUDGETS_GB="2 4 8" PROMPTS="$prompts" \
+    GEN=${DENSE_GEN:-32} TIME_LIMIT=$(( $(left) - 40 )) timeout $(( $(left) - 10 )) bash bench/device/compare.sh > "$R/$tag.log" 2>&1
+  grep -E "^\| (ferry|llama)|time limit" "$R/$tag/compare/summary.md" | tee -a "$LOG"
+  ! grep -q "time limit" "$R/$tag/compare/summary.md"; }
+# Issue 33 on the GPU host: ferry --cpu-isa avx2 against llama-bench built for AVX2 (PEER_AVX2=1), 16 threads,
+# llama3-8b Q4_K and Q8_0 (SETUP_MODELS l8q4 l8q8), prefill 128 / 512 and decode 32, 2 alternating runs each.
+avx2() { [ -x /root/lca/build/bin/llama-bench ] || { say "avx2: no AVX2 llama-bench (PEER_AVX2=1 in setup)"; return 1; }
+  FERRY=$F LLAMA_BENCH=/root/lca/build/bin/llama-bench T=16 R=2 SHAPES=llama3-8b TYPES="Q4_K Q8_0" MODELS_DIR=/root/m \
+    LAYERS=32 timeout $(( $(left) - 10 )) bash bench/cpu_avx2_table.sh "$R/avx2" > "$R/avx2.md" 2> "$R/avx2.err"
+  local rc=$?; say "avx2 table rc $rc"; tee -a "$LOG" < "$R/avx2.md"; [ $rc = 0 ]; }
+dq8() { dense qwen3-8b:Q4_K "${DQ8_PROMPTS:-1024 4096}" dq8; }
+dm1() { dense minitron-8b:F16 1024 dm1; }
+dm4() { dense minitron-8b:F16 4096 dm4; }
 repeat() { timeout 250 bash bench/profile_repeat.sh -n 5 -f $F -o "$R/prof5" > "$R/prof5.txt" 2>&1; say "profile_repeat rc $?"
   grep -iE "outside|same plan|widest" "$R/prof5.txt" | head -12 | tee -a "$LOG"; }
 
 declare -A EST=([setup]=320 [mmatests]=200 [mma]=200 [cudatests]=300 [waitbuild]=60 [prof]=100 [2G]=420 [8G]=160 [4G]=320 [par]=330 [skew]=330
-                [q235]=420 [b512]=80 [copy]=90 [repeat]=250 [tl]=300 [cpuprobe]=120 [ab]=240)
+                [q235]=420 [b512]=80 [copy]=90 [repeat]=250 [tl]=300 [cpuprobe]=120 [ab]=240
+                [dq8]=${DQ8_EST:-300} [dm1]=300 [dm4]=300 [q30r]=240 [avx2]=240)
 declare -A FN=([setup]=setup [mmatests]=mmatests [mma]=mma [cudatests]=cudatests [waitbuild]=waitbuild [prof]=prof [2G]=two [8G]=eight [4G]=four
-               [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat [tl]=tl [cpuprobe]=cpuprobe [ab]=ab)
+               [par]=par [skew]=skew [q235]=q235 [b512]=b512 [copy]=copy [repeat]=repeat [tl]=tl [cpuprobe]=cpuprobe [ab]=ab
+               [dq8]=dq8 [dm1]=dm1 [dm4]=dm4 [q30r]=q30r [avx2]=avx2)
 for j in $QUEUE; do
   [ -n "${FN[$j]:-}" ] || { say "unknown job $j"; continue; }
   # Nothing is measured while the peer compiles.
