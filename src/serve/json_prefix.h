@@ -40,6 +40,8 @@ class JsonPrefix {
   }
   // True once the top-level object has closed (nothing may follow it).
   bool complete() const;
+  // The reply may end here: only once the object has closed.
+  bool can_end() const { return complete(); }
 
  private:
   enum class State : uint8_t {

@@ -14,13 +14,13 @@ namespace {
 
 using json = nlohmann::json;
 
-// Fields each endpoint accepts (OpenAI's, and llama-server's sampling extensions top_k, min_p,
-// repeat_penalty, ignore_eos, chat_template_kwargs).
+// Fields each endpoint accepts (OpenAI's, and llama-server's extensions top_k, min_p, repeat_penalty,
+// ignore_eos, grammar, chat_template_kwargs).
 const std::set<std::string> kCommon = {"model",        "stream",           "stream_options", "max_tokens",
                                        "temperature",  "top_p",            "top_k",          "min_p",
                                        "seed",         "stop",             "presence_penalty", "frequency_penalty",
                                        "repeat_penalty", "n",              "user",           "ignore_eos",
-                                       "logit_bias",   "logprobs"};
+                                       "logit_bias",   "logprobs",         "grammar"};
 const std::set<std::string> kChatOnly = {"messages",   "max_completion_tokens", "top_logprobs",         "response_format",
                                          "chat_template_kwargs", "tools",       "tool_choice",          "functions",
                                          "function_call", "parallel_tool_calls"};
@@ -392,6 +392,19 @@ void read_response_format(Reader& r, const json& f, GenerationParams* g) {
   g->json_schema = std::move(compiled).value();
 }
 
+// grammar (llama-server's): a GBNF grammar the reply follows (serve/gbnf.h); "" or null: none.
+void read_grammar(Reader& r, GenerationParams* g) {
+  const json* v = r.get("grammar");
+  if (v == nullptr || v->is_null()) return;
+  if (!v->is_string()) return r.wrong("grammar", "a string (a GBNF grammar)", *v);
+  const std::string text = v->get<std::string>();
+  if (text.empty()) return;
+  if (g->json_schema != nullptr) return r.fail("grammar", "grammar and a JSON response_format cannot be combined");
+  auto compiled = Grammar::parse(text);
+  if (!compiled) return r.fail("grammar", compiled.status().message());
+  g->grammar = std::move(compiled).value();
+}
+
 // Fields ferry knows but does not do: an error unless they ask for the default (or, for response_format,
 // what ferry does: JSON mode and structured outputs).
 void read_unsupported(Reader& r, Endpoint e, GenerationParams* g) {
@@ -540,6 +553,7 @@ std::variant<ApiRequest, ApiError> parse_api_request(Endpoint e, std::string_vie
     read_prompt(r, &out);
   }
   read_unsupported(r, e, &g);
+  read_grammar(r, &g);
   if (r.failed()) return r.take_error();
   // The template prints the tools with tojson: in the client's key order (nlohmann::json sorts keys).
   if (out.tools) out.chat.tools_json = nlohmann::ordered_json::parse(body.begin(), body.end())["tools"].dump();

@@ -15,6 +15,7 @@
 
 #include "base/status.h"
 #include "engine/sampler.h"
+#include "serve/gbnf.h"
 #include "serve/json_schema.h"
 
 namespace ferry::serve {
@@ -27,9 +28,11 @@ struct GenerationParams {
   std::vector<std::string> stop;    // the text ends before the first of these (not included)
   int32_t top_logprobs = -1;        // < 0: no logprobs; else the chosen token's and this many best
   bool ignore_eos = false;          // keep generating past end-of-generation tokens
-  // JSON mode / structured outputs: the reply is one JSON object this schema accepts (serve/json_mode.h);
-  // null: free text.
+  // JSON mode / structured outputs: the reply is one JSON object this schema accepts
+  // (serve/token_constraint.h); null: free text.
   std::shared_ptr<const JsonSchema> json_schema;
+  // A GBNF grammar the reply follows from its `root` rule (serve/gbnf.h); null: none. Not with json_schema.
+  std::shared_ptr<const Grammar> grammar;
   // For tests of what the server makes of a reply: these tokens are chosen in turn instead of sampled
   // (the model still runs and logprobs are still its own); sampling resumes after them.
   std::vector<int32_t> forced_tokens;

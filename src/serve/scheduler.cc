@@ -73,6 +73,7 @@ struct Slot {
   int32_t n_generated = 0;
   int32_t next_token = -1;   // sampled and not yet fed (>= 0: the sequence decodes)
   bool ignore_eos = false;
+  bool grammar = false;  // constrained by a grammar (else by a JSON schema, if at all)
   int64_t admitted_order = 0;
   // A free slot's sequence keeps the prompt of its last request in the cache (cached = those rows' keys),
   // for a next request that starts the same way (a chat sends its history again each turn).
@@ -166,7 +167,7 @@ class SchedulerImpl final : public Scheduler {
   engine::Batch batch_;
   std::vector<float> logits_;
   std::vector<int32_t> row_slot_;  // slot of each logits row of the step
-  std::shared_ptr<const TokenPieces> json_pieces_;  // every token's bytes, made at the first JSON-mode request
+  std::shared_ptr<const TokenPieces> token_pieces_;  // every token's bytes, made at the first constrained request
   std::vector<int32_t> rope4_;     // per row of the step being built: its 4 M-RoPE positions
   std::vector<const float*> row_embd_;  // per row: its image embedding, or null
 
@@ -328,14 +329,16 @@ void SchedulerImpl::admit(Clock::time_point now) {
     s.n_generated = 0;
     s.next_token = -1;
     s.ignore_eos = p.params.ignore_eos;
+    s.grammar = p.params.grammar != nullptr;
     s.admitted_order = next_order_++;
-    std::unique_ptr<JsonMode> json;
-    if (p.params.json_schema != nullptr) {
-      if (json_pieces_ == nullptr)
-        json_pieces_ = std::make_shared<TokenPieces>(engine_.tokenizer(), engine_.spec().n_vocab);
-      json = std::make_unique<JsonMode>(json_pieces_, p.params.json_schema);
+    std::unique_ptr<TokenConstraint> constraint;
+    if (p.params.json_schema != nullptr || p.params.grammar != nullptr) {
+      if (token_pieces_ == nullptr)
+        token_pieces_ = std::make_shared<TokenPieces>(engine_.tokenizer(), engine_.spec().n_vocab);
+      constraint = p.params.grammar != nullptr ? grammar_constraint(token_pieces_, p.params.grammar)
+                                               : json_constraint(token_pieces_, p.params.json_schema);
     }
-    s.chooser = std::make_unique<TokenChooser>(p.params, std::move(json));
+    s.chooser = std::make_unique<TokenChooser>(p.params, std::move(constraint));
     for (int32_t t : s.prompt.tokens)
       if (t >= 0) s.chooser->accept_prompt(t);
     s.utf8 = text::Utf8Streamer();
@@ -473,9 +476,10 @@ void SchedulerImpl::take_token(Slot& s, const float* logits) {
   std::vector<TokenLogprob> lps;
   TokenLogprob lp;
   const int32_t token = s.chooser->choose(logits, engine_.spec().n_vocab, &lp);
-  if (s.chooser->json_failed())
+  if (s.chooser->constraint_failed())
     return finish(s, FinishReason::kError,
-                  make_error(ErrorCode::kInternal, "JSON mode: no token of the vocabulary continues the reply's object"));
+                  make_error(ErrorCode::kInternal, "no token of the vocabulary continues the reply as its %s allows",
+                             s.grammar ? "grammar" : "JSON schema"));
   if (s.n_generated == 0) s.first_token = Clock::now();
   ++s.n_generated;
   {
@@ -491,7 +495,7 @@ void SchedulerImpl::take_token(Slot& s, const float* logits) {
   s.req->publish(s.stop->push(s.utf8.push(bytes)), std::move(lps));
   if (eog && !s.ignore_eos) return finish(s, FinishReason::kStop);
   if (s.stop->found()) return finish(s, FinishReason::kStop);
-  if (s.chooser->json_complete()) return finish(s, FinishReason::kStop);  // the JSON object has closed
+  if (s.chooser->constraint_complete()) return finish(s, FinishReason::kStop);  // nothing more may follow
   if (s.n_generated >= s.max_new) return finish(s, FinishReason::kLength);
   s.next_token = token;
 }

@@ -8,7 +8,9 @@ ferry_module(serve DEPS runtime engine model image text format tensor base SOURC
   serve/tool_calls.cc
   serve/json_schema.cc
   serve/json_prefix.cc
-  serve/json_mode.cc
+  serve/gbnf.cc
+  serve/grammar_prefix.cc
+  serve/token_constraint.cc
   serve/token_choice.cc
   serve/scheduler.cc
   serve/chat_format.cc

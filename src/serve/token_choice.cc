@@ -6,12 +6,12 @@
 
 namespace ferry::serve {
 
-TokenChooser::TokenChooser(const GenerationParams& params, std::unique_ptr<JsonMode> json)
+TokenChooser::TokenChooser(const GenerationParams& params, std::unique_ptr<TokenConstraint> constraint)
     : sampler_(params.sampling),
       presence_(params.presence_penalty),
       frequency_(params.frequency_penalty),
       top_logprobs_(params.top_logprobs),
-      json_(std::move(json)),
+      constraint_(std::move(constraint)),
       forced_(params.forced_tokens) {}
 
 int32_t TokenChooser::choose(const float* logits, int32_t n_vocab, TokenLogprob* logprob) {
@@ -23,15 +23,15 @@ int32_t TokenChooser::choose(const float* logits, int32_t n_vocab, TokenLogprob*
     row = adjusted_.data();
   }
   const bool forced = n_chosen_ < forced_.size() && forced_[n_chosen_] >= 0 && forced_[n_chosen_] < n_vocab;
-  const bool constrained = json_ != nullptr && !json_failed_;
+  const bool constrained = constraint_ != nullptr && !constraint_failed_;
   int32_t token = -1;
   if (forced) {
     token = forced_[n_chosen_];
-    if (constrained && !json_->try_accept(token)) json_failed_ = true;
+    if (constrained && !constraint_->try_accept(token)) constraint_failed_ = true;
   } else if (constrained) {
-    token = json_->draw(sampler_, row, n_vocab);
+    token = constraint_->draw(sampler_, row, n_vocab);
     if (token < 0) {
-      json_failed_ = true;  // nothing fits
+      constraint_failed_ = true;  // nothing fits
       token = sampler_.sample(row, n_vocab);
     }
   } else {

@@ -2,7 +2,8 @@
 // penalties over the tokens generated so far, then the engine's Sampler (penalty, top-k, top-p, min-p,
 // temperature, seeded draw; greedy at temperature 0), and, when asked, the log-probabilities of the
 // chosen token and the best alternatives under the model's distribution (softmax of the raw logits).
-// In JSON mode (serve/json_mode.h) only tokens that continue the reply's JSON object are taken.
+// Under a constraint (JSON mode, a grammar: serve/token_constraint.h) only tokens that continue the reply
+// as it allows are taken.
 #pragma once
 
 #include <cstdint>
@@ -10,15 +11,15 @@
 #include <vector>
 
 #include "engine/sampler.h"
-#include "serve/json_mode.h"
+#include "serve/token_constraint.h"
 #include "serve/request.h"
 
 namespace ferry::serve {
 
 class TokenChooser {
  public:
-  // json: JSON mode's state for this request (null: no constraint).
-  explicit TokenChooser(const GenerationParams& params, std::unique_ptr<JsonMode> json = nullptr);
+  // constraint: JSON mode's or the grammar's state for this request (null: none).
+  explicit TokenChooser(const GenerationParams& params, std::unique_ptr<TokenConstraint> constraint = nullptr);
 
   // Records a prompt token (the Sampler's repetition penalty looks back over it).
   void accept_prompt(int32_t token) { sampler_.accept(token); }
@@ -26,10 +27,11 @@ class TokenChooser {
   // for (logprob may be null otherwise).
   int32_t choose(const float* logits, int32_t n_vocab, TokenLogprob* logprob);
   bool wants_logprobs() const { return top_logprobs_ >= 0; }
-  // JSON mode: the object has closed (the reply is complete).
-  bool json_complete() const { return json_ != nullptr && json_->complete(); }
-  // JSON mode: no token of the vocabulary could continue the object (the last choice is unconstrained).
-  bool json_failed() const { return json_failed_; }
+  // The constraint's text is whole and nothing may follow (the JSON object has closed; the grammar
+  // admits no more).
+  bool constraint_complete() const { return constraint_ != nullptr && constraint_->complete(); }
+  // No token of the vocabulary could continue the constrained text (the last choice is unconstrained).
+  bool constraint_failed() const { return constraint_failed_; }
 
  private:
   engine::Sampler sampler_;
@@ -37,8 +39,8 @@ class TokenChooser {
   int32_t top_logprobs_;
   std::unordered_map<int32_t, int32_t> generated_;  // token -> times generated
   std::vector<float> adjusted_;                     // scratch: logits after the penalties
-  std::unique_ptr<JsonMode> json_;
-  bool json_failed_ = false;
+  std::unique_ptr<TokenConstraint> constraint_;
+  bool constraint_failed_ = false;
   std::vector<int32_t> forced_;                     // GenerationParams::forced_tokens
   size_t n_chosen_ = 0;
 };

@@ -10,6 +10,7 @@ Needs $FERRY_BUILD/ferry and ferry-serve, models/smollm2-135m-instruct-q4_1.gguf
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -213,6 +214,25 @@ def test_structured_output_follows_the_schema(client):
         assert streamed == c.message.content
 
 
+def test_grammar_constrains_the_reply(client):
+    # llama-server's `grammar` field (GBNF) on both endpoints: the reply is a text of the grammar and ends
+    # with "stop" once nothing more may follow, greedy and sampled, whole and streamed.
+    grammar = 'root ::= ("yes" | "no" | "maybe") ", because " [a-z ]{3,40} "."'
+    for kw in (dict(temperature=0), dict(temperature=1.0, seed=5)):
+        r = chat(client, "Is the sky blue? Answer yes or no and why.", max_tokens=60, extra_body={"grammar": grammar}, **kw)
+        c = r.choices[0]
+        assert c.finish_reason == "stop", c.message.content
+        assert re.fullmatch(r"(yes|no|maybe), because [a-z ]{3,40}\.", c.message.content), c.message.content
+        streamed = "".join(ch.choices[0].delta.content or "" for ch in chat(
+            client, "Is the sky blue? Answer yes or no and why.", max_tokens=60, extra_body={"grammar": grammar},
+            stream=True, **kw) if ch.choices)
+        assert streamed == c.message.content
+    r = client.completions.create(model="m", prompt="Count: 1, 2,", max_tokens=20, temperature=0,
+                                  extra_body={"grammar": 'root ::= (" " [0-9]+ ","){3}'})
+    assert r.choices[0].finish_reason == "stop"
+    assert re.fullmatch(r"( [0-9]+,){3}", r.choices[0].text), r.choices[0].text
+
+
 LONG = "word " * 3000  # far more tokens than one request's context
 
 # (endpoint, body, what the error message or param names)
@@ -243,6 +263,8 @@ BAD = [
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
      "json_schema": {"name": "x", "schema": {"type": "string"}}}}, "top level must be an object"),
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}, "tools"),
+    ("chat", {"messages": [{"role": "user", "content": "hi"}], "grammar": "root ::= x"}, "never defined"),
+    ("completions", {"prompt": "hi", "grammar": ["root ::= \"a\""]}, "grammar"),
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2}, "top_logprobs"),
     ("chat", {"messages": [{"role": "user", "content": "hi"}], "frobnicate": True}, "frobnicate"),
     ("chat", {"messages": [{"role": "user", "content": LONG}]}, "context_length_exceeded"),

@@ -1,5 +1,5 @@
 // JSON mode: JsonPrefix accepts exactly the prefixes of JSON objects (checked against tables of valid
-// and invalid texts, and against nlohmann::json on every prefix of valid documents); JsonMode masks the
+// and invalid texts, and against nlohmann::json on every prefix of valid documents); the JSON constraint masks the
 // tokens that do not fit; a JSON-mode request on a tiny model writes only a prefix of an object and ends
 // when it closes.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include "engine/engine.h"
 #include "model/model_spec.h"
 #include "model/tiny_model.h"
-#include "serve/json_mode.h"
+#include "serve/token_constraint.h"
 #include "serve/json_prefix.h"
 #include "serve/scheduler.h"
 
@@ -293,12 +293,12 @@ TEST(JsonMode, TinyModelWritesAnObjectPrefix) {
   ASSERT_TRUE(e.has_value()) << e.status().message();
   auto pieces = std::make_shared<TokenPieces>((*e)->tokenizer(), (*e)->spec().n_vocab);
   {
-    JsonMode jm(pieces, JsonSchema::any_object());
+    auto jm = json_constraint(pieces, JsonSchema::any_object());
     std::vector<float> row(static_cast<size_t>(pieces->size()), 0.f);
-    const int32_t n_fit = jm.mask(row.data(), pieces->size());
+    const int32_t n_fit = jm->mask(row.data(), pieces->size());
     EXPECT_GE(n_fit, 5);  // '{' and the four whitespace bytes at least
     EXPECT_LT(n_fit, 20);
-    for (int32_t t = 0; t < pieces->size(); ++t) EXPECT_EQ(std::isfinite(row[t]), jm.fits(t)) << t;
+    for (int32_t t = 0; t < pieces->size(); ++t) EXPECT_EQ(std::isfinite(row[t]), jm->fits(t)) << t;
   }
   SchedulerOptions so;
   so.n_parallel = 1;

@@ -86,6 +86,21 @@ TEST(OpenAiRequest, ResponseFormat) {
   EXPECT_NE(e.message.find("properties.a: 'pattern' is not supported"), std::string::npos) << e.message;
 }
 
+TEST(OpenAiRequest, Grammar) {
+  const std::string m = R"("messages": [{"role": "user", "content": "a"}])";
+  EXPECT_NE(ok(Endpoint::kChat, "{" + m + R"(, "grammar": "root ::= \"yes\" | \"no\""})").gen.grammar, nullptr);
+  EXPECT_NE(ok(Endpoint::kCompletions, R"({"prompt": "a", "grammar": "root ::= [0-9]+"})").gen.grammar, nullptr);
+  EXPECT_EQ(ok(Endpoint::kChat, "{" + m + R"(, "grammar": ""})").gen.grammar, nullptr);
+  EXPECT_EQ(ok(Endpoint::kChat, "{" + m + R"(, "grammar": null})").gen.grammar, nullptr);
+  ApiError e = bad(Endpoint::kChat, "{" + m + R"(, "grammar": "root ::= item\nitem ::= item \"x\""})");
+  EXPECT_EQ(e.param, "grammar");
+  EXPECT_NE(e.message.find("rule 'item' is left recursive"), std::string::npos) << e.message;
+  e = bad(Endpoint::kChat, "{" + m + R"(, "grammar": 3})");
+  EXPECT_EQ(e.param, "grammar");
+  e = bad(Endpoint::kChat, "{" + m + R"(, "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})");
+  EXPECT_EQ(e.param, "grammar");
+}
+
 TEST(OpenAiRequest, ToolsKeepTheClientsKeyOrderAndToolChoiceNoneLeavesThemOut) {
   const std::string tools =
       R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", )"

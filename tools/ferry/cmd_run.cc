@@ -2,7 +2,8 @@
 // on stderr (prompt tokens, TTFT, prefill and decode tokens/s). --json prints one JSON object instead;
 // --logits-out writes the float32 logits of every prompt position and every decode step as raw
 // little-endian [n_rows, n_vocab] (row r predicts position r + 1), for the differential tests.
-// --json-object / --json-schema-file constrain the reply to one JSON object (serve/json_mode.h).
+// --json-object / --json-schema-file constrain the reply to one JSON object, --grammar / --grammar-file to
+// a GBNF grammar (serve/token_constraint.h).
 // Flags follow llama.cpp's where they exist (-m -p -n -c -t -s -b --temp --top-k --top-p ...).
 #include <bit>
 #include <cstdio>
@@ -22,7 +23,8 @@
 #include "hybrid_support.h"
 #include "model/model_spec.h"
 #include "runtime/runtime.h"
-#include "serve/json_mode.h"
+#include "serve/gbnf.h"
+#include "serve/token_constraint.h"
 #include "serve/json_schema.h"
 #include "text/tokenizer.h"
 
@@ -83,7 +85,26 @@ struct RunArgs {
   // JSON mode: the reply is one JSON object (--json-object), or one that this schema accepts.
   bool json_object = false;
   std::string json_schema_file;
+  // A GBNF grammar the reply follows (its text, or a file of it).
+  std::string grammar, grammar_file;
 };
+
+// The --grammar / --grammar-file grammar (null: none), read and compiled before the model loads.
+Expected<std::shared_ptr<const ferry::serve::Grammar>> grammar_constraint(const RunArgs& a) {
+  std::string text = a.grammar;
+  if (!a.grammar_file.empty()) {
+    std::ifstream f(a.grammar_file, std::ios::binary);
+    if (!f) return make_error(ErrorCode::kIo, "cannot read --grammar-file '%s'", a.grammar_file.c_str());
+    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } else if (text.empty()) {
+    return std::shared_ptr<const ferry::serve::Grammar>();
+  }
+  auto g = ferry::serve::Grammar::parse(text);
+  if (!g)
+    return make_error(ErrorCode::kInvalidArgument, "%s%s", a.grammar_file.empty() ? "--grammar: " : ("--grammar-file '" + a.grammar_file + "': ").c_str(),
+                      g.status().message().c_str());
+  return std::move(g).value();
+}
 
 // The --json-object / --json-schema-file constraint (null: none), read and compiled before the model loads.
 Expected<std::shared_ptr<const ferry::serve::JsonSchema>> json_constraint(const RunArgs& a) {
@@ -141,6 +162,8 @@ int run(const RunArgs& a) {
   // executor under a budget (--vram); runtime::open does all of it.
   auto schema = json_constraint(a);
   if (!schema) return ferry::cli::report(schema.status());
+  auto grammar = grammar_constraint(a);
+  if (!grammar) return ferry::cli::report(grammar.status());
   std::vector<ferry::image::RgbImage> pixels;
   for (const std::string& path : a.images) {
     auto img = ferry::image::decode_file(path);
@@ -203,12 +226,13 @@ int run(const RunArgs& a) {
   int64_t logits_rows = 0;
   bool write_failed = false;
   ferry::engine::GenerateCallbacks cb;
-  std::unique_ptr<ferry::serve::JsonMode> json_mode;
-  if (*schema != nullptr) {
-    json_mode = std::make_unique<ferry::serve::JsonMode>(
-        std::make_shared<ferry::serve::TokenPieces>(engine.tokenizer(), engine.spec().n_vocab), *schema);
+  std::unique_ptr<ferry::serve::TokenConstraint> constraint;
+  if (*schema != nullptr || *grammar != nullptr) {
+    auto pieces = std::make_shared<ferry::serve::TokenPieces>(engine.tokenizer(), engine.spec().n_vocab);
+    constraint = *grammar != nullptr ? ferry::serve::grammar_constraint(pieces, *grammar)
+                                     : ferry::serve::json_constraint(pieces, *schema);
     cb.choose = [&](const float* logits, int32_t n_vocab, ferry::engine::Sampler& sampler) {
-      return json_mode->draw(sampler, logits, n_vocab);
+      return constraint->draw(sampler, logits, n_vocab);
     };
   }
   cb.on_token = [&](int32_t, std::string_view piece) {
@@ -216,7 +240,7 @@ int run(const RunArgs& a) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     }
-    return json_mode == nullptr || !json_mode->complete();  // JSON mode ends when the object closes
+    return constraint == nullptr || !constraint->complete();  // ends when nothing more may follow
   };
   if (logits_file) {
     cb.on_logits = [&](const float* row, int32_t n_vocab) {
@@ -237,7 +261,7 @@ int run(const RunArgs& a) {
     return ferry::cli::fail("writing --logits-out file '" + a.logits_out + "' failed");
 
   const auto& st = res->stats;
-  const char* stop = st.hit_eog ? "eog" : st.hit_ctx ? "ctx" : json_mode && json_mode->complete() ? "json" : "length";
+  const char* stop = st.hit_eog ? "eog" : st.hit_ctx ? "ctx" : constraint && constraint->complete() ? (*grammar ? "grammar" : "json") : "length";
   if (a.json) {
     nlohmann::json j;
     j["model"] = a.model;
@@ -344,10 +368,18 @@ int cmd_run(int argc, char** argv) {
   app.add_option("--image-embd-out", a.image_embd_out, "write the images' embeddings here (float32 [tokens, n_embd])");
   auto* jo = app.add_flag("--json-object", a.json_object,
                           "JSON mode: the reply is one JSON object (generation ends when it closes)");
-  app.add_option("--json-schema-file", a.json_schema_file,
+  auto* js = app.add_option("--json-schema-file", a.json_schema_file,
                  "structured output: the reply is one JSON object that this JSON Schema accepts (the subset "
                  "`ferry serve` takes: types, properties, required, enum, anyOf, items, $ref)")
       ->excludes(jo);
+  auto* gr = app.add_option("--grammar", a.grammar,
+                            "the reply follows this GBNF grammar from its `root` rule (llama.cpp's format)")
+                 ->excludes(jo)
+                 ->excludes(js);
+  app.add_option("--grammar-file", a.grammar_file, "the reply follows the GBNF grammar in this file")
+      ->excludes(jo)
+      ->excludes(js)
+      ->excludes(gr);
 
   int code = 0;
   if (!ferry::cli::parse(app, argc, argv, &code)) return code;
