@@ -11,6 +11,7 @@
 #include "image/image.h"
 #include "serve/http_internal.h"
 #include "serve/openai_response.h"
+#include "serve/tool_call_prefix.h"
 #include "serve/tool_calls.h"
 #include "text/tokenizer.h"
 
@@ -140,6 +141,23 @@ void handle_generate(State& st, Endpoint endpoint, const httplib::Request& req, 
     tools.format = st.model.chat->tool_format();
     tools.parallel = a.parallel_tool_calls;
     tools.random = st.random_seed();
+    if (!a.forced_tool.empty()) {  // tool_choice "required" or a named function: the reply is a call
+      if (a.gen.grammar != nullptr || a.gen.json_schema != nullptr) {
+        ApiError e = api_error(400, "a forced tool call cannot be combined with grammar or a JSON response_format",
+                               "invalid_request_error");
+        e.param = "tool_choice";
+        return send_error(res, e);
+      }
+      auto shape = forced_tool_call(tools.format, nlohmann::json::parse(a.chat.tools_json),
+                                    a.forced_tool == "*" ? std::string() : a.forced_tool, a.parallel_tool_calls);
+      if (!shape) {
+        const bool unsupported = shape.status().code() == ErrorCode::kUnsupported;
+        ApiError e = api_error(400, shape.status().message(), "invalid_request_error", unsupported ? "unsupported" : "");
+        e.param = "tool_choice";
+        return send_error(res, e);
+      }
+      a.gen.tool_call = std::move(shape).value();
+    }
   }
   if (endpoint == Endpoint::kChat && !st.model.test_forced_reply.empty()) {
     a.gen.forced_tokens = st.model.test_forced_reply;

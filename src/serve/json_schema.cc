@@ -2,6 +2,7 @@
 // per target (a placeholder first, so a recursive reference finds it) and shared.
 #include "serve/json_schema.h"
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -206,10 +207,16 @@ Expected<std::shared_ptr<const JsonSchema>> JsonSchema::compile(const json& sche
   auto s = std::make_shared<JsonSchema>();
   SchemaCompiler c(schema, s.get());
   FERRY_ASSIGN_OR_RETURN(const SchemaNode* root, c.node(schema, "", 0));
-  // The reply ends when its top-level value closes: only an object (behind references) has a close.
-  const SchemaNode* r = root;
-  while (r->kind == SchemaNode::Kind::kUnion && r->alts.size() == 1) r = r->alts[0];
-  if (r->kind != SchemaNode::Kind::kObject)
+  // The reply ends when its top-level value closes: only an object (behind references, or each
+  // alternative of an anyOf) has a close.
+  std::function<bool(const SchemaNode*, int)> object = [&](const SchemaNode* n, int depth) {
+    if (n->kind == SchemaNode::Kind::kObject) return true;
+    if (n->kind != SchemaNode::Kind::kUnion || n->alts.empty() || depth > 64) return false;
+    for (const SchemaNode* a : n->alts)
+      if (!object(a, depth + 1)) return false;
+    return true;
+  };
+  if (!object(root, 0))
     return make_error(ErrorCode::kInvalidArgument, "the schema: its top level must be an object (\"type\": \"object\")");
   s->root_ = root;
   return std::shared_ptr<const JsonSchema>(std::move(s));

@@ -302,7 +302,8 @@ bool valid_tool_name(const std::string& s) {
 }
 
 // tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}];
-// tool_choice: "none" / "auto" / ("required" / {"type": "function", "function": {"name"}}: refused);
+// tool_choice: "none" / "auto" / "required" (a call to any tool) / {"type": "function", "function": {"name"}}
+// (a call to that one);
 // parallel_tool_calls: a boolean.
 void read_tools(Reader& r, ApiRequest* out) {
   if (auto p = r.boolean("parallel_tool_calls")) out->parallel_tool_calls = *p;
@@ -335,19 +336,27 @@ void read_tools(Reader& r, ApiRequest* out) {
   std::string choice = have_tools ? "auto" : "none";
   if (const json* c = r.get("tool_choice")) {
     if (c->is_object()) {
-      return r.unsupported("tool_choice", "tool_choice naming a function (ferry cannot force a call: it has no "
-                                          "constrained decoding); use \"auto\"");
+      const json* f = c->contains("function") ? &(*c)["function"] : nullptr;
+      if (!c->contains("type") || (*c)["type"] != "function" || f == nullptr || !f->is_object() ||
+          !f->contains("name") || !(*f)["name"].is_string())
+        return r.fail("tool_choice", "tool_choice as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      const std::string name = (*f)["name"].get<std::string>();
+      const bool known = have_tools && std::any_of(tools->begin(), tools->end(), [&](const json& t) {
+        return t["function"]["name"] == name;
+      });
+      if (!known) return r.fail("tool_choice.function.name", "tool_choice names the function '" + name + "', which is not among the tools");
+      out->tools = true;
+      out->forced_tool = name;
+      return;
     }
     if (!c->is_string()) return r.wrong("tool_choice", "\"none\", \"auto\", \"required\" or an object", *c);
     choice = c->get<std::string>();
-    if (choice == "required")
-      return r.unsupported("tool_choice", "tool_choice \"required\" (ferry cannot force a call: it has no "
-                                          "constrained decoding); use \"auto\"");
-    if (choice != "none" && choice != "auto")
+    if (choice != "none" && choice != "auto" && choice != "required")
       return r.fail("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or an object, got '" + choice + "'");
-    if (choice == "auto" && !have_tools) return r.fail("tool_choice", "tool_choice \"auto\" needs tools");
+    if (choice != "none" && !have_tools) return r.fail("tool_choice", "tool_choice \"" + choice + "\" needs tools");
   }
-  out->tools = have_tools && choice == "auto";
+  out->tools = have_tools && choice != "none";
+  if (choice == "required") out->forced_tool = "*";
 }
 
 void read_stop(Reader& r, GenerationParams* g) {

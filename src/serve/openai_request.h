@@ -48,8 +48,10 @@ struct ApiRequest {
   // Tools (chat): true when the client gave tools and tool_choice is "auto" (the default with tools); then
   // chat.tools_json holds its `tools` array as JSON text in the client's key order, and the reply is parsed
   // for calls. tool_choice "none" leaves the tools out of the prompt (OpenAI's behaviour); "required" and a
-  // named function are refused (ferry has no constrained decoding to force a call).
+  // named function force a call (forced_tool: "*" any tool, else that function's name; the reply is then
+  // constrained to a call in the template's format, serve/tool_call_prefix.h).
   bool tools = false;
+  std::string forced_tool;
   bool parallel_tool_calls = true;  // false: the reply's first call only
   // Endpoint::kCompletions: the prompt as text, or as token ids when the client sent ids.
   std::string prompt;

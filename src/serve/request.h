@@ -17,6 +17,7 @@
 #include "engine/sampler.h"
 #include "serve/gbnf.h"
 #include "serve/json_schema.h"
+#include "serve/tool_call_prefix.h"
 
 namespace ferry::serve {
 
@@ -33,6 +34,8 @@ struct GenerationParams {
   std::shared_ptr<const JsonSchema> json_schema;
   // A GBNF grammar the reply follows from its `root` rule (serve/gbnf.h); null: none. Not with json_schema.
   std::shared_ptr<const Grammar> grammar;
+  // A forced tool call: the reply is a call in this shape (serve/tool_call_prefix.h); null: none.
+  std::shared_ptr<const ToolCallShape> tool_call;
   // For tests of what the server makes of a reply: these tokens are chosen in turn instead of sampled
   // (the model still runs and logprobs are still its own); sampling resumes after them.
   std::vector<int32_t> forced_tokens;

@@ -73,7 +73,7 @@ struct Slot {
   int32_t n_generated = 0;
   int32_t next_token = -1;   // sampled and not yet fed (>= 0: the sequence decodes)
   bool ignore_eos = false;
-  bool grammar = false;  // constrained by a grammar (else by a JSON schema, if at all)
+  const char* constraint_kind = "";  // what constrains the reply, for an error: grammar, JSON schema, tool call
   int64_t admitted_order = 0;
   // A free slot's sequence keeps the prompt of its last request in the cache (cached = those rows' keys),
   // for a next request that starts the same way (a chat sends its history again each turn).
@@ -329,14 +329,15 @@ void SchedulerImpl::admit(Clock::time_point now) {
     s.n_generated = 0;
     s.next_token = -1;
     s.ignore_eos = p.params.ignore_eos;
-    s.grammar = p.params.grammar != nullptr;
+    s.constraint_kind = p.params.tool_call ? "forced tool call" : p.params.grammar ? "grammar" : "JSON schema";
     s.admitted_order = next_order_++;
     std::unique_ptr<TokenConstraint> constraint;
-    if (p.params.json_schema != nullptr || p.params.grammar != nullptr) {
+    if (p.params.json_schema != nullptr || p.params.grammar != nullptr || p.params.tool_call != nullptr) {
       if (token_pieces_ == nullptr)
         token_pieces_ = std::make_shared<TokenPieces>(engine_.tokenizer(), engine_.spec().n_vocab);
-      constraint = p.params.grammar != nullptr ? grammar_constraint(token_pieces_, p.params.grammar)
-                                               : json_constraint(token_pieces_, p.params.json_schema);
+      constraint = p.params.tool_call != nullptr ? tool_call_constraint(token_pieces_, p.params.tool_call)
+                   : p.params.grammar != nullptr ? grammar_constraint(token_pieces_, p.params.grammar)
+                                                 : json_constraint(token_pieces_, p.params.json_schema);
     }
     s.chooser = std::make_unique<TokenChooser>(p.params, std::move(constraint));
     for (int32_t t : s.prompt.tokens)
@@ -479,7 +480,7 @@ void SchedulerImpl::take_token(Slot& s, const float* logits) {
   if (s.chooser->constraint_failed())
     return finish(s, FinishReason::kError,
                   make_error(ErrorCode::kInternal, "no token of the vocabulary continues the reply as its %s allows",
-                             s.grammar ? "grammar" : "JSON schema"));
+                             s.constraint_kind));
   if (s.n_generated == 0) s.first_token = Clock::now();
   ++s.n_generated;
   {

@@ -10,6 +10,7 @@ ferry_module(serve DEPS runtime engine model image text format tensor base SOURC
   serve/json_prefix.cc
   serve/gbnf.cc
   serve/grammar_prefix.cc
+  serve/tool_call_prefix.cc
   serve/token_constraint.cc
   serve/token_choice.cc
   serve/scheduler.cc

@@ -78,5 +78,6 @@ int32_t PrefixConstraint<Prefix>::mask(float* row, int32_t n_vocab) const {
 
 template class PrefixConstraint<JsonPrefix>;
 template class PrefixConstraint<GrammarPrefix>;
+template class PrefixConstraint<ToolCallPrefix>;
 
 }  // namespace ferry::serve

@@ -1,6 +1,6 @@
 // Constrained generation: JSON mode and structured outputs (`response_format` "json_object" /
 // "json_schema": the reply is one JSON object that the schema accepts, serve/json_prefix.h) and grammars
-// (the `grammar` field, GBNF: serve/grammar_prefix.h). Each step the sampled token is checked against the
+// (the `grammar` field, GBNF: serve/grammar_prefix.h) and forced tool calls (serve/tool_call_prefix.h). Each step the sampled token is checked against the
 // text so far; a token whose bytes cannot continue it is not taken: the tokens that can are kept (the
 // others' logits set to -inf) and the sampler draws again from them, which is the same as drawing from the
 // model's distribution restricted to the fitting tokens (greedy: the best fitting token).
@@ -16,6 +16,7 @@
 #include "engine/sampler.h"
 #include "serve/grammar_prefix.h"
 #include "serve/json_prefix.h"
+#include "serve/tool_call_prefix.h"
 #include "text/tokenizer.h"
 
 namespace ferry::serve {
@@ -73,6 +74,7 @@ class PrefixConstraint final : public TokenConstraint {
 
 extern template class PrefixConstraint<JsonPrefix>;
 extern template class PrefixConstraint<GrammarPrefix>;
+extern template class PrefixConstraint<ToolCallPrefix>;
 
 inline std::unique_ptr<TokenConstraint> json_constraint(std::shared_ptr<const TokenPieces> pieces,
                                                         std::shared_ptr<const JsonSchema> schema) {
@@ -81,6 +83,11 @@ inline std::unique_ptr<TokenConstraint> json_constraint(std::shared_ptr<const To
 inline std::unique_ptr<TokenConstraint> grammar_constraint(std::shared_ptr<const TokenPieces> pieces,
                                                            std::shared_ptr<const Grammar> grammar) {
   return std::make_unique<PrefixConstraint<GrammarPrefix>>(std::move(pieces), GrammarPrefix(std::move(grammar)));
+}
+
+inline std::unique_ptr<TokenConstraint> tool_call_constraint(std::shared_ptr<const TokenPieces> pieces,
+                                                             std::shared_ptr<const ToolCallShape> shape) {
+  return std::make_unique<PrefixConstraint<ToolCallPrefix>>(std::move(pieces), ToolCallPrefix(std::move(shape)));
 }
 
 }  // namespace ferry::serve

@@ -8,6 +8,9 @@ the chunks matter), on the bundled SmolLM2:
   tool_calls and a tool result renders to the same number of prompt tokens as jinja2 + llama.cpp's tokenizer;
 - with --test-forced-reply (the reply's tokens chosen in place of sampling) each format's calls (hermes, llama3,
   mistral-nemo) come back as message.tool_calls, streamed and not, the same either way;
+- tool_choice "required" or a named function forces a call (hermes and llama3 formats): the real model's reply is
+  a call to an allowed tool whose arguments validate, greedy and sampled, whole and streamed; the Mistral
+  formats (a special token opens their calls) refuse it in one 400;
 - tools and tool_choice of the wrong shape get a 400 naming the field.
 
 Needs $FERRY_BUILD/ferry and ferry-serve, models/smollm2-135m-instruct-q4_1.gguf and `openai` (PyPI).
@@ -145,8 +148,9 @@ def test_a_template_without_tools_refuses_them_in_one_400(plain, ferry_bin):
     ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]}, "tools[0].function.parameters"),
     ({"tools": [{"type": "function", "function": {"name": "f", "description": 3}}]}, "tools[0].function.description"),
-    ({"tools": TOOLS, "tool_choice": "required"}, "tool_choice"),
-    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "add"}}}, "tool_choice"),
+    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "mul"}}}, "tool_choice.function.name"),
+    ({"tools": TOOLS, "tool_choice": {"function": {"name": "add"}}}, "tool_choice"),
+    ({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
     ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice"),
     ({"tool_choice": "auto"}, "tool_choice"),
     ({"tools": TOOLS, "parallel_tool_calls": "yes"}, "parallel_tool_calls"),
@@ -155,8 +159,61 @@ def test_bad_tools_get_a_400_naming_the_field(qwen, body, param):
     status, out = qwen.request("POST", "/v1/chat/completions", {"messages": USER, **body})
     assert status == 400, out
     assert out["error"]["param"] == param, out
-    if body.get("tool_choice") in ("required",) or isinstance(body.get("tool_choice"), dict):
-        assert out["error"]["code"] == "unsupported" and "constrained decoding" in out["error"]["message"]
+
+
+def check_call(tc) -> None:
+    """A call of TOOLS whose arguments validate against its parameters (the subset TOOLS uses)."""
+    tool = next(t["function"] for t in TOOLS if t["function"]["name"] == tc.function.name)
+    args = json.loads(tc.function.arguments)
+    props = tool["parameters"]["properties"]
+    assert set(tool["parameters"]["required"]) <= set(args) <= set(props), args
+    for k, v in args.items():
+        want = props[k]
+        assert isinstance(v, str) if want["type"] == "string" else isinstance(v, (int, float)), (k, v)
+        assert v in want.get("enum", [v]), (k, v)
+
+
+@pytest.mark.parametrize("name", ["Qwen-Qwen2.5-7B-Instruct.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja"])
+def test_tool_choice_required_and_named_force_a_call(ferry_bin, name):
+    s = start(ferry_bin, MODEL, "--chat-template-file", str(template(name)))
+    try:
+        c = client_of(s)
+        for kw in (dict(temperature=0), dict(temperature=1.0, seed=3)):
+            r = c.chat.completions.create(model="m", messages=USER, tools=TOOLS, tool_choice="required",
+                                          max_tokens=120, **kw)
+            choice = r.choices[0]
+            assert choice.finish_reason == "tool_calls", choice.message
+            assert choice.message.tool_calls
+            for tc in choice.message.tool_calls:
+                check_call(tc)
+            streamed = []
+            with c.chat.completions.stream(model="m", messages=USER, tools=TOOLS, tool_choice="required",
+                                           max_tokens=120, **kw) as st:
+                for _ in st:
+                    pass
+                final = st.get_final_completion().choices[0]
+            assert final.finish_reason == "tool_calls"
+            streamed = [(tc.function.name, tc.function.arguments) for tc in final.message.tool_calls]
+            assert streamed == [(tc.function.name, tc.function.arguments) for tc in choice.message.tool_calls]
+        # A named function: a call to that one; parallel_tool_calls false: one call.
+        r = c.chat.completions.create(model="m", messages=USER, tools=TOOLS, max_tokens=120, temperature=0,
+                                      tool_choice={"type": "function", "function": {"name": "add"}},
+                                      parallel_tool_calls=False)
+        calls = r.choices[0].message.tool_calls
+        assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1 and calls[0].function.name == "add"
+        check_call(calls[0])
+    finally:
+        s.stop()
+
+
+def test_mistral_formats_refuse_a_forced_call(ferry_bin):
+    s = start(ferry_bin, MODEL, "--chat-template-file", str(template("mistralai-Mistral-Nemo-Instruct-2407.jinja")))
+    try:
+        status, out = s.request("POST", "/v1/chat/completions", {"messages": USER, "tools": TOOLS, "tool_choice": "required"})
+        assert status == 400 and out["error"]["param"] == "tool_choice" and out["error"]["code"] == "unsupported", out
+        assert "special token" in out["error"]["message"], out
+    finally:
+        s.stop()
 
 
 def test_the_real_model_answers_a_tools_request_with_text_or_calls(qwen):

@@ -117,6 +117,14 @@ TEST(OpenAiRequest, ToolsKeepTheClientsKeyOrderAndToolChoiceNoneLeavesThemOut) {
   EXPECT_FALSE(n.tools);
   EXPECT_TRUE(n.chat.tools_json.empty());
   EXPECT_FALSE(ok(Endpoint::kChat, "{" + msgs + R"(, "tools": []})").tools);
+  EXPECT_TRUE(a.forced_tool.empty());
+  // "required" forces a call to any tool, a named function a call to that one.
+  const ApiRequest req = ok(Endpoint::kChat, "{" + msgs + R"(, "tool_choice": "required", "tools": )" + tools + "}");
+  EXPECT_TRUE(req.tools);
+  EXPECT_EQ(req.forced_tool, "*");
+  const ApiRequest named = ok(Endpoint::kChat, "{" + msgs + R"(, "tool_choice": {"type": "function", "function": )"
+                                                  R"({"name": "get_weather"}}, "tools": )" + tools + "}");
+  EXPECT_EQ(named.forced_tool, "get_weather");
 }
 
 TEST(OpenAiRequest, BadToolsNameTheField) {
@@ -126,9 +134,13 @@ TEST(OpenAiRequest, BadToolsNameTheField) {
             "tools[0].function.name");
   EXPECT_EQ(bad(Endpoint::kChat, "{" + msgs + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]})").param,
             "tools[0].function.parameters");
-  const ApiError req = bad(Endpoint::kChat, "{" + msgs + R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"})");
-  EXPECT_EQ(req.param, "tool_choice");
-  EXPECT_EQ(req.code, "unsupported");
+  EXPECT_EQ(bad(Endpoint::kChat, "{" + msgs + R"("tools": [{"type": "function", "function": {"name": "f"}}], )"
+                                             R"("tool_choice": {"type": "function", "function": {"name": "g"}}})").param,
+            "tool_choice.function.name");
+  EXPECT_EQ(bad(Endpoint::kChat, "{" + msgs + R"("tool_choice": "required"})").param, "tool_choice");
+  EXPECT_EQ(bad(Endpoint::kChat, "{" + msgs + R"("tools": [{"type": "function", "function": {"name": "f"}}], )"
+                                             R"("tool_choice": {"function": {"name": "f"}}})").param,
+            "tool_choice");
   EXPECT_EQ(bad(Endpoint::kChat, "{" + msgs + R"("functions": []})").param, "functions");
 }
 

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "serve/tool_call_prefix.h"
 #include "serve/tool_calls.h"
 
 namespace ferry::serve {
@@ -177,6 +180,71 @@ TEST(ToolCalls, DetectsFormatsOfRealTemplates) {
     ss << in.rdbuf();
     EXPECT_EQ(tool_format_name(detect_tool_format(ss.str())), std::string(tool_format_name(format))) << name;
   }
+}
+
+// Forced calls: the automaton takes exactly a call (or calls) in the format's markers to an allowed tool
+// whose arguments the tool's parameters accept.
+const char* kTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "required": ["city"]}}},
+  {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+    "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}}},
+  {"type": "function", "function": {"name": "grep", "parameters": {"type": "object",
+    "properties": {"re": {"type": "string", "pattern": "^x"}}}}}])";
+
+bool takes(const std::shared_ptr<const ToolCallShape>& shape, const std::string& text, bool* complete = nullptr) {
+  ToolCallPrefix p(shape);
+  const bool ok = p.feed(text) && p.can_end();
+  if (complete != nullptr) *complete = p.complete();
+  return ok;
+}
+
+TEST(ForcedToolCall, HermesTakesCallsToAllowedToolsOnly) {
+  const auto tools = nlohmann::json::parse(kTools);
+  auto one = forced_tool_call(ToolFormat::kHermes, tools, "", false);
+  ASSERT_TRUE(one.has_value()) << one.status().message();
+  bool complete = false;
+  EXPECT_TRUE(takes(*one, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", &complete));
+  EXPECT_TRUE(complete);
+  EXPECT_TRUE(takes(*one, "\n<tool_call>{\"arguments\": {\"a\": 1, \"b\": 2.5}, \"name\": \"add\"}</tool_call>"));
+  // grep's parameters use a keyword ferry cannot keep: any object.
+  EXPECT_TRUE(takes(*one, "<tool_call>{\"name\": \"grep\", \"arguments\": {\"anything\": [1]}}</tool_call>"));
+  EXPECT_FALSE(takes(*one, "Sure. <tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}</tool_call>"));
+  EXPECT_FALSE(takes(*one, "<tool_call>{\"name\": \"mul\", \"arguments\": {}}</tool_call>"));
+  EXPECT_FALSE(takes(*one, "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1}}</tool_call>"));
+  EXPECT_FALSE(takes(*one, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"unit\": \"K\"}}</tool_call>"));
+  EXPECT_FALSE(takes(*one, "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}"));  // unclosed
+  EXPECT_FALSE(takes(*one, "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}</tool_call><tool_call>"));
+
+  auto several = forced_tool_call(ToolFormat::kHermes, tools, "", true);
+  ASSERT_TRUE(several.has_value());
+  const std::string call = "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}</tool_call>";
+  EXPECT_TRUE(takes(*several, call, &complete));
+  EXPECT_FALSE(complete);  // another call may follow
+  EXPECT_TRUE(takes(*several, call + "\n" + call));
+  EXPECT_FALSE(takes(*several, call + "\n<tool_"));
+
+  auto named = forced_tool_call(ToolFormat::kHermes, tools, "add", false);
+  ASSERT_TRUE(named.has_value());
+  EXPECT_TRUE(takes(*named, call));
+  EXPECT_FALSE(takes(*named, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>"));
+}
+
+TEST(ForcedToolCall, Llama3IsOneBareObjectAndMistralIsRefused) {
+  const auto tools = nlohmann::json::parse(kTools);
+  auto l3 = forced_tool_call(ToolFormat::kLlama3, tools, "", true);
+  ASSERT_TRUE(l3.has_value());
+  bool complete = false;
+  EXPECT_TRUE(takes(*l3, "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}", &complete));
+  EXPECT_TRUE(complete);
+  EXPECT_FALSE(takes(*l3, "{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}"));
+  auto nemo = forced_tool_call(ToolFormat::kMistralNemo, tools, "", true);
+  ASSERT_FALSE(nemo.has_value());
+  EXPECT_EQ(nemo.status().code(), ErrorCode::kUnsupported);
+  auto unknown = forced_tool_call(ToolFormat::kHermes, tools, "mul", true);
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_NE(unknown.status().message().find("'mul'"), std::string::npos);
 }
 
 }  // namespace
