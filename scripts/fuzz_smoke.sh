@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Fuzz smoke test of the GGUF reader and the chat-template interpreter: configures build-fuzz/ with clang
-# (libFuzzer + ASan + UBSan, -DFERRY_FUZZ=ON), builds fuzz_gguf and fuzz_chat_template, seeds the GGUF
-# corpus with tiny valid GGUF files (gguf PyPI package, else ferry's gguf_dump) and the template corpus with
-# tests/python/jinja_snippets.py, and fuzzes each for FUZZ_SECONDS (default 60). Exits non-zero on any
+# Fuzz smoke test of the GGUF reader, the chat-template interpreter and the GBNF grammars: configures
+# build-fuzz/ with clang (libFuzzer + ASan + UBSan, -DFERRY_FUZZ=ON), builds fuzz_gguf, fuzz_chat_template and
+# fuzz_grammar, seeds the GGUF corpus with tiny valid GGUF files (gguf PyPI package, else ferry's gguf_dump),
+# the template corpus with tests/python/jinja_snippets.py and the grammar corpus with three grammars, and
+# fuzzes each for FUZZ_SECONDS (default 60). Exits non-zero on any
 # crash, leak, UB report, timeout or out-of-memory (the reproducer is left in build-fuzz/fuzz_artifacts/).
 # Env: FUZZ_SECONDS, FERRY_FUZZ_BUILD (build folder), FUZZ_JOBS (ninja -j, default 2),
 #      FERRY_BUILD (a normal build with gguf_dump, used for seeds when python's gguf is missing).
@@ -19,7 +20,7 @@ mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DFERRY_FUZZ=ON -DFERRY_TESTS=OFF -DFERRY_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/configure.log" 2>&1 \
   || { cat "$build/configure.log" >&2; exit 1; }
-ninja -C "$build" -j"$jobs" fuzz_gguf fuzz_chat_template
+ninja -C "$build" -j"$jobs" fuzz_gguf fuzz_chat_template fuzz_grammar
 
 # The corpus persists in the build folder, so repeated runs go deeper; seeds are rewritten each time.
 corpus=$build/fuzz_corpus/gguf
@@ -74,6 +75,26 @@ set -e
 tail -n 30 "$build/fuzz_chat_template.log"
 if [[ $rc -ne 0 ]]; then
   echo "fuzz_smoke: fuzz_chat_template FAILED (exit $rc); reproducer(s) in $artifacts" >&2
+  exit 1
+fi
+# GBNF grammars: seeds are the grammars of the unit tests' shapes, each with a text after a NUL.
+corpus=$build/fuzz_corpus/grammar
+seeds=$build/fuzz_seeds/grammar
+mkdir -p "$corpus" "$seeds"
+printf 'root ::= expr\nexpr ::= term ([-+*/] term)*\nterm ::= [0-9]+ | "(" expr ")"\0(1+2)*3' > "$seeds/arith"
+printf 'root ::= "a"{2,4} "b"? [^\\x00-\\x1f]* ("\\u00e9" | .)+ # c\n\0aaabxyz\xc3\xa9' > "$seeds/repeat"
+printf 'root ::= (x | y)*\nx ::= "<" root ">"\ny ::= [a-z]{1,3}\0<ab<c>>d' > "$seeds/nested"
+echo "fuzz_smoke: fuzzing the GBNF grammars for ${seconds}s"
+set +e
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
+  "$build/fuzz_grammar" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+  -malloc_limit_mb=512 -dict="$root/tests/fuzz/gbnf.dict" -artifact_prefix="$artifacts/" \
+  -print_final_stats=1 "$corpus" "$seeds" 2>"$build/fuzz_grammar.log"
+rc=$?
+set -e
+tail -n 30 "$build/fuzz_grammar.log"
+if [[ $rc -ne 0 ]]; then
+  echo "fuzz_smoke: fuzz_grammar FAILED (exit $rc); reproducer(s) in $artifacts" >&2
   exit 1
 fi
 echo "fuzz_smoke: ok (no crash in ${seconds}s each)"

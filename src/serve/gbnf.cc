@@ -51,6 +51,7 @@ class GrammarParser {
   std::vector<Grammar::CharSet> sets_;
   std::map<uint32_t, uint32_t> single_;  // code point -> its one-character set
   size_t n_elements_ = 0;
+  int nesting_ = 0;  // open parentheses
 };
 
 bool GrammarParser::fail(const std::string& msg) {
@@ -295,10 +296,12 @@ bool GrammarParser::parse_sequence(Seq& out, bool nested, const std::string& own
       any.negated = true;
       out.push_back({Kind::kChars, char_set(std::move(any))});
     } else if (c == '(') {
+      if (++nesting_ > Grammar::kMaxNesting) return fail("parentheses nested more than " + std::to_string(Grammar::kMaxNesting) + " deep");
       ++pos_;
       skip_space(true);
       Alts sub;
       if (!parse_alternatives(sub, true, owner)) return false;
+      --nesting_;
       skip_space(true);
       if (peek() != ')') return fail("expected ')'");
       ++pos_;

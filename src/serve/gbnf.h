@@ -5,7 +5,8 @@
 // Literals and character classes take the escapes \n \r \t \\ \" \' \[ \] \- \^ \/ \xHH \uHHHH \UHHHHHHHH and
 // any UTF-8 text; `.` is any character; `#` starts a comment. Newlines may appear inside parentheses and
 // after `::=` or `|`. Not accepted (an error naming it): token references (`<...>`), rules that are never
-// defined, left recursion (a rule that can reach itself before reading a character), no `root`.
+// defined, left recursion (a rule that can reach itself before reading a character), no `root`, and sizes
+// past the limits below.
 // Repetitions become rules of their own: x* = R ::= x R | (nothing); x? = x | (nothing); x{m,n} = m copies
 // of x, then n - m nested optional ones.
 #pragma once
@@ -30,6 +31,7 @@ class Grammar {
   };
   static constexpr size_t kMaxElements = 1u << 20;  // a grammar larger than this (after repetitions) is refused
   static constexpr uint32_t kMaxRepeat = 10000;     // the largest {m,n} bound
+  static constexpr int kMaxNesting = 256;           // parentheses inside parentheses
 
   static Expected<std::shared_ptr<const Grammar>> parse(std::string_view text);
 
