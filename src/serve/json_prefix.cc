@@ -43,7 +43,7 @@ const AnyNodes& any_nodes() {
 bool JsonPrefix::Frame::operator==(const Frame& o) const {
   return node == o.node && st == o.st && num == o.num && utf8_left == o.utf8_left && utf8_lo == o.utf8_lo &&
          utf8_hi == o.utf8_hi && hex_left == o.hex_left && pos == o.pos && lit == o.lit && count == o.count &&
-         seen == o.seen;
+         seen == o.seen && negative == o.negative;
 }
 
 JsonPrefix::JsonPrefix(std::shared_ptr<const JsonSchema> schema) : schema_(std::move(schema)) {
@@ -174,6 +174,9 @@ void JsonPrefix::start_value(Path p, uint8_t c, std::vector<Path>& out) const {
       if (c != '-' && !is_digit(c)) return;
       f.st = State::kNumber;
       f.num = c == '-' ? Num::kMinus : c == '0' ? Num::kZero : Num::kInt;
+      f.negative = c == '-';
+      f.count = c == '-' ? 0 : c - '0';
+      if (n.kind == SchemaNode::Kind::kInteger && n.bounded() && !integer_fits(f, false)) return;
       out.push_back(std::move(p));
       return;
     case SchemaNode::Kind::kLiteral:
@@ -187,10 +190,38 @@ void JsonPrefix::start_value(Path p, uint8_t c, std::vector<Path>& out) const {
   }
 }
 
+// Whether digits can still be appended to the integer's (none after a leading 0, at most 18 in all), and
+// whether some value they can make is in [min_value, max_value]: after d with k more digits, the magnitudes
+// d * 10^k .. d * 10^k + 10^k - 1 (d alone when complete); after a bare '-', every negative magnitude.
+bool JsonPrefix::integer_fits(const Frame& f, bool complete) {
+  const SchemaNode& n = *f.node;
+  const __int128 lo = n.min_value, hi = n.max_value;
+  if (f.num == Num::kMinus) return !complete && lo <= 0;  // "-0" is 0; "-1".. are below
+  const __int128 d = f.count;
+  auto meets = [&](__int128 a, __int128 b) {  // magnitudes [a, b] with the sign
+    return f.negative ? (-b <= hi && -a >= lo) : (a <= hi && b >= lo);
+  };
+  if (meets(d, d)) return true;
+  if (complete || d == 0) return false;
+  __int128 span = 1;
+  for (int digits = 1; d * span * 10 < static_cast<__int128>(1e18); ++digits) {
+    span *= 10;
+    if (meets(d * span, d * span + span - 1)) return true;
+  }
+  return false;
+}
+
 void JsonPrefix::number(Path p, uint8_t c, std::vector<Path>& out) const {
   Frame& f = p.frames.back();
   const bool integer = f.node->kind == SchemaNode::Kind::kInteger;
+  const bool bounded = integer && f.node->bounded();
   auto to = [&](Num n) {
+    if (bounded && is_digit(c)) {
+      if (f.count >= INT64_MAX / 10 - 9) return;  // beyond any int64 bound
+      f.count = f.count * 10 + (c - '0');
+      f.num = n;
+      if (!integer_fits(f, false)) return;
+    }
     f.num = n;
     out.push_back(std::move(p));
   };
@@ -217,6 +248,7 @@ void JsonPrefix::number(Path p, uint8_t c, std::vector<Path>& out) const {
       if (!integer && c == '.' && (f.num == Num::kZero || f.num == Num::kInt)) return to(Num::kDot);
       if (!integer && (c == 'e' || c == 'E') && f.num != Num::kExpDigits) return to(Num::kExp);
       // The number is complete; c belongs to what follows it.
+      if (bounded && !integer_fits(f, true)) return;
       value_done(p);
       advance(std::move(p), c, out);
       return;
@@ -245,18 +277,24 @@ void JsonPrefix::string_byte(Path p, uint8_t c, std::vector<Path>& out) const {
     default:
       break;
   }
+  const SchemaNode& n = *f.node;
   if (f.utf8_left > 0) {
     if (c < f.utf8_lo || c > f.utf8_hi) return;
     --f.utf8_left;
     f.utf8_lo = 0x80;
     f.utf8_hi = 0xBF;
   } else if (c == '"') {
+    if (f.count < n.min_length) return;
     value_done(p);
-  } else if (c == '\\') {
-    f.st = State::kEscape;
   } else if (c < 0x20) {
     return;  // control characters must be escaped
+  } else if (f.count >= n.max_length) {
+    return;  // a character more than maxLength allows
+  } else if (c == '\\') {
+    ++f.count;
+    f.st = State::kEscape;
   } else {
+    ++f.count;
     // Well-formed UTF-8 only: no overlong forms, no UTF-16 surrogates, nothing past U+10FFFF.
     text::Utf8Lead lead;
     if (!text::utf8_lead(c, &lead)) return;

@@ -63,8 +63,9 @@ class JsonPrefix {
     uint8_t utf8_left = 0, utf8_lo = 0x80, utf8_hi = 0xBF, hex_left = 0;
     int32_t pos = 0;              // kLiteral: bytes of `lit` matched; an object: its current property (-1: open key)
     const std::string* lit = nullptr;
-    int64_t count = 0;            // an array: items so far
+    int64_t count = 0;            // an array: items so far; a string: characters; an integer: its digits' value
     uint64_t seen = 0;            // an object: properties so far
+    bool negative = false;        // an integer: after '-'
     bool operator==(const Frame& o) const;
   };
   struct Path {
@@ -79,6 +80,9 @@ class JsonPrefix {
   void start_key(Path p, std::vector<Path>& out) const;
   void number(Path p, uint8_t c, std::vector<Path>& out) const;
   void string_byte(Path p, uint8_t c, std::vector<Path>& out) const;
+  // A bounded integer's digits so far (count, negative; `complete`: no more digits come) can still end in
+  // its range.
+  static bool integer_fits(const Frame& f, bool complete);
   static void value_done(Path& p);
   static bool whitespace(Path& p, uint8_t c);
   static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }

@@ -2,6 +2,8 @@
 // per target (a placeholder first, so a recursive reference finds it) and shared.
 #include "serve/json_schema.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -18,7 +20,10 @@ const std::set<std::string> kAnnotations = {"title",   "description", "default",
                                             "definitions", "readOnly", "writeOnly", "deprecated"};
 const std::set<std::string> kKnown = {"type",  "properties", "required", "additionalProperties", "items",
                                       "minItems", "maxItems", "enum",   "const",    "anyOf",
-                                      "oneOf", "allOf",      "$ref"};
+                                      "oneOf", "allOf",      "$ref",  "minLength", "maxLength",
+                                      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+// Keywords of numbers: kept for integers only (a number's range is not a property of its digits so far).
+const char* const kRangeKeys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 
 std::string where_of(const std::string& path) { return path.empty() ? "the schema" : path; }
 
@@ -69,7 +74,13 @@ class SchemaCompiler {
       return union_of(std::move(alts));
     }
     const auto t = s.find("type");
-    if (t == s.end()) return make(SchemaNode::Kind::kAny);
+    if (t == s.end()) {
+      for (const char* key : kRangeKeys)
+        if (s.contains(key)) return fail(path, "'" + std::string(key) + "' without \"type\": \"integer\" is not supported");
+      if (s.contains("minLength") || s.contains("maxLength"))
+        return fail(path, "'minLength' / 'maxLength' without \"type\": \"string\" is not supported");
+      return make(SchemaNode::Kind::kAny);
+    }
     if (t->is_array()) {
       if (t->empty()) return fail(path + ".type", "must not be empty");
       std::vector<const SchemaNode*> alts;
@@ -85,9 +96,39 @@ class SchemaCompiler {
   }
 
   Expected<const SchemaNode*> typed(const json& s, const std::string& type, const std::string& path, int depth) {
-    if (type == "string") return make(SchemaNode::Kind::kString);
-    if (type == "integer") return make(SchemaNode::Kind::kInteger);
-    if (type == "number") return make(SchemaNode::Kind::kNumber);
+    if (type == "string") {
+      SchemaNode* n = make(SchemaNode::Kind::kString);
+      for (const char* key : {"minLength", "maxLength"}) {
+        const auto it = s.find(key);
+        if (it == s.end()) continue;
+        if (!it->is_number_unsigned()) return fail(path + "." + key, "must be a non-negative integer");
+        (key[1] == 'i' ? n->min_length : n->max_length) = it->get<int64_t>();
+      }
+      if (n->max_length < n->min_length) return fail(path, "has maxLength below minLength");
+      return static_cast<const SchemaNode*>(n);
+    }
+    if (type == "integer") {
+      SchemaNode* n = make(SchemaNode::Kind::kInteger);
+      for (const char* key : kRangeKeys) {
+        const auto it = s.find(key);
+        if (it == s.end()) continue;
+        if (!it->is_number()) return fail(path + "." + key, "must be a number");
+        const double v = it->get<double>();
+        if (!(std::fabs(v) < 9e18)) return fail(path + "." + key, "is out of range");
+        const std::string k = key;
+        if (k == "minimum") n->min_value = std::max(n->min_value, static_cast<int64_t>(std::ceil(v)));
+        if (k == "exclusiveMinimum") n->min_value = std::max(n->min_value, static_cast<int64_t>(std::floor(v)) + 1);
+        if (k == "maximum") n->max_value = std::min(n->max_value, static_cast<int64_t>(std::floor(v)));
+        if (k == "exclusiveMaximum") n->max_value = std::min(n->max_value, static_cast<int64_t>(std::ceil(v)) - 1);
+      }
+      if (n->max_value < n->min_value) return fail(path, "admits no integer (its minimum is above its maximum)");
+      return static_cast<const SchemaNode*>(n);
+    }
+    if (type == "number") {
+      for (const char* key : kRangeKeys)
+        if (s.contains(key)) return fail(path, "'" + std::string(key) + "' of a \"number\" is not supported (only of an \"integer\")");
+      return make(SchemaNode::Kind::kNumber);
+    }
     if (type == "boolean") return union_of({literal(true), literal(false)});
     if (type == "null") return literal(nullptr);
     if (type == "array") {

@@ -1,7 +1,8 @@
 // JsonSchema: a JSON Schema (the subset structured outputs use) compiled into the graph that JsonPrefix
 // walks while a reply is generated (`response_format: {"type": "json_schema", ...}`).
 // Supported: `type` (one name or a list), `properties` / `required` / `additionalProperties` of objects,
-// `items` / `minItems` / `maxItems` of arrays, `enum`, `const`, `anyOf` / `oneOf`, `allOf` of one schema,
+// `items` / `minItems` / `maxItems` of arrays, `minLength` / `maxLength` of strings, `minimum` / `maximum` /
+// `exclusiveMinimum` / `exclusiveMaximum` of integers, `enum`, `const`, `anyOf` / `oneOf`, `allOf` of one schema,
 // `$ref` into `$defs` / `definitions` (recursion included), and the annotations (`title`, `description`,
 // `default`, `examples`, `format`, `$schema`, `$id`, `$comment`, `strict`), which constrain nothing.
 // Any other keyword is an error naming it: a constraint ferry cannot keep is refused, not ignored.
@@ -41,6 +42,11 @@ struct SchemaNode {
   // kArray
   const SchemaNode* items = nullptr;
   int64_t min_items = 0, max_items = INT64_MAX;
+  // kString: length in characters (code points; an escape is one)
+  int64_t min_length = 0, max_length = INT64_MAX;
+  // kInteger: the range of values (minimum / maximum / exclusiveMinimum / exclusiveMaximum)
+  int64_t min_value = INT64_MIN, max_value = INT64_MAX;
+  bool bounded() const { return min_value != INT64_MIN || max_value != INT64_MAX; }
   // kLiteral
   std::string text;
   // kUnion

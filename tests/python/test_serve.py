@@ -187,8 +187,8 @@ def test_json_mode_replies_with_one_object(client):
 
 def test_structured_output_follows_the_schema(client):
     # response_format json_schema, from a pydantic model (pydantic comes with the openai client): $defs / $ref,
-    # an enum, an integer, an array of objects with maxItems (the 135M model would list pets forever); the
-    # reply validates, whole and streamed.
+    # an enum, an integer in a range, a string of bounded length, an array of objects with maxItems (the 135M
+    # model would list pets forever); the reply validates, whole and streamed.
     from typing import Literal
 
     import pydantic
@@ -198,8 +198,8 @@ def test_structured_output_follows_the_schema(client):
         age: int
 
     class Person(pydantic.BaseModel):
-        name: str
-        age: int
+        name: str = pydantic.Field(min_length=1, max_length=40)
+        age: int = pydantic.Field(ge=0, le=120)
         pets: list[Pet] = pydantic.Field(min_length=1, max_length=2)
 
     fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": Person.model_json_schema()}}

@@ -253,6 +253,41 @@ TEST(JsonSchema, RejectsWhereTheSchemaDoes) {
   for (const auto& [text, at] : cases) EXPECT_EQ(first_misfit_of(kPerson, text), at) << text;
 }
 
+// String lengths in characters (an escape or a multi-byte character is one) and integer ranges, decided
+// at the first byte no text of the range can start with: a prefix stays while some value it can become fits.
+TEST(JsonSchema, StringLengthsAndIntegerRanges) {
+  const char* schema = R"({"type": "object", "properties": {
+      "s": {"type": "string", "minLength": 2, "maxLength": 3},
+      "i": {"type": "integer", "minimum": 10, "maximum": 200},
+      "n": {"type": "integer", "minimum": -50, "exclusiveMaximum": -9},
+      "p": {"type": "integer", "exclusiveMinimum": 0}}})";
+  for (const std::string d : {R"({"s": "ab"})", R"({"s": "é\n"})", R"({"s": "abc"})", R"({"i": 10})", R"({"i": 150})",
+                              R"({"i": 200})", R"({"i": 29})", R"({"n": -10})", R"({"n": -50})", R"({"n": -23})",
+                              R"({"p": 1})", R"({"p": 123456789012})"}) {
+    bool done = false;
+    EXPECT_EQ(first_misfit_of(schema, d, &done), -1) << d;
+    EXPECT_TRUE(done) << d;
+  }
+  const std::vector<std::pair<std::string, int>> cases = {
+      {R"({"s": "a"})", 8},       // too short: no closing quote yet
+      {R"({"s": "abcd"})", 10},   // too long: no fourth character
+      {R"({"s": "ab\nc"})", 11},
+      {R"({"i": 9})", 7},         // 9 cannot grow into 10..200 without passing them: 9 is complete, and 90.. fit
+      {R"({"i": 0})", 6},         // nothing starts with 0
+      {R"({"i": -5})", 6},
+      {R"({"i": 201})", 8},       // 201 is over, and so is every integer it could grow into
+      {R"({"i": 2001})", 9},
+      {R"({"i": 1000})", 9},
+      {R"({"n": -5})", 8},        // -5 .. -59: only -50 .. -59 could, and -5 itself is out
+      {R"({"n": -51})", 8},
+      {R"({"n": 0})", 6},
+      {R"({"n": 7})", 6},
+      {R"({"p": 0})", 6},
+      {R"({"p": -1})", 6},
+  };
+  for (const auto& [text, at] : cases) EXPECT_EQ(first_misfit_of(schema, text), at) << text;
+}
+
 TEST(JsonSchema, CompileErrorsNameTheKeyword) {
   const std::vector<std::pair<const char*, const char*>> cases = {
       {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})", "properties.a: 'pattern' is not supported"},
@@ -262,6 +297,11 @@ TEST(JsonSchema, CompileErrorsNameTheKeyword) {
       {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "not in properties"},
       {R"({"type": "object", "properties": {"a": {"type": "array", "minItems": 3, "maxItems": 2}}})", "maxItems below minItems"},
       {R"({"type": "object", "properties": {"a": {"allOf": [{}, {}]}}})", "exactly one schema"},
+      {R"({"type": "object", "properties": {"a": {"type": "number", "minimum": 0}}})", "of a \"number\" is not supported"},
+      {R"({"type": "object", "properties": {"a": {"maximum": 3}}})", "'maximum' without \"type\": \"integer\""},
+      {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 5, "maximum": 4}}})", "admits no integer"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "minLength": -1}}})", "minLength: must be a non-negative"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "minLength": 3, "maxLength": 2}}})", "maxLength below minLength"},
   };
   for (const auto& [schema, want] : cases) {
     auto s = JsonSchema::compile(nlohmann::json::parse(schema));

@@ -370,7 +370,7 @@ int cmd_run(int argc, char** argv) {
                           "JSON mode: the reply is one JSON object (generation ends when it closes)");
   auto* js = app.add_option("--json-schema-file", a.json_schema_file,
                  "structured output: the reply is one JSON object that this JSON Schema accepts (the subset "
-                 "`ferry serve` takes: types, properties, required, enum, anyOf, items, $ref)")
+                 "`ferry serve` takes: types, properties, required, enum, anyOf, items, $ref, string lengths, integer ranges)")
       ->excludes(jo);
   auto* gr = app.add_option("--grammar", a.grammar,
                             "the reply follows this GBNF grammar from its `root` rule (llama.cpp's format)")
