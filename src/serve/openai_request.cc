@@ -15,12 +15,12 @@ namespace {
 using json = nlohmann::json;
 
 // Fields each endpoint accepts (OpenAI's, and llama-server's extensions top_k, min_p, repeat_penalty,
-// ignore_eos, grammar, chat_template_kwargs).
+// ignore_eos, grammar, json_schema, chat_template_kwargs).
 const std::set<std::string> kCommon = {"model",        "stream",           "stream_options", "max_tokens",
                                        "temperature",  "top_p",            "top_k",          "min_p",
                                        "seed",         "stop",             "presence_penalty", "frequency_penalty",
                                        "repeat_penalty", "n",              "user",           "ignore_eos",
-                                       "logit_bias",   "logprobs",         "grammar"};
+                                       "logit_bias",   "logprobs",         "grammar",        "json_schema"};
 const std::set<std::string> kChatOnly = {"messages",   "max_completion_tokens", "top_logprobs",         "response_format",
                                          "chat_template_kwargs", "tools",       "tool_choice",          "functions",
                                          "function_call", "parallel_tool_calls"};
@@ -401,6 +401,18 @@ void read_response_format(Reader& r, const json& f, GenerationParams* g) {
   g->json_schema = std::move(compiled).value();
 }
 
+// json_schema (llama-server's, both endpoints): the schema itself, as response_format's json_schema.schema;
+// null: none.
+void read_json_schema(Reader& r, GenerationParams* g) {
+  const json* v = r.get("json_schema");
+  if (v == nullptr || v->is_null()) return;
+  if (!v->is_object()) return r.wrong("json_schema", "an object (a JSON Schema)", *v);
+  if (g->json_schema != nullptr) return r.fail("json_schema", "json_schema and response_format cannot both constrain the reply");
+  auto compiled = JsonSchema::compile(*v);
+  if (!compiled) return r.fail("json_schema", compiled.status().message(), "unsupported");
+  g->json_schema = std::move(compiled).value();
+}
+
 // grammar (llama-server's): a GBNF grammar the reply follows (serve/gbnf.h); "" or null: none.
 void read_grammar(Reader& r, GenerationParams* g) {
   const json* v = r.get("grammar");
@@ -562,6 +574,7 @@ std::variant<ApiRequest, ApiError> parse_api_request(Endpoint e, std::string_vie
     read_prompt(r, &out);
   }
   read_unsupported(r, e, &g);
+  read_json_schema(r, &g);
   read_grammar(r, &g);
   if (r.failed()) return r.take_error();
   // The template prints the tools with tojson: in the client's key order (nlohmann::json sorts keys).

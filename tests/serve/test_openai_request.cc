@@ -97,6 +97,12 @@ TEST(OpenAiRequest, Grammar) {
   EXPECT_NE(e.message.find("rule 'item' is left recursive"), std::string::npos) << e.message;
   e = bad(Endpoint::kChat, "{" + m + R"(, "grammar": 3})");
   EXPECT_EQ(e.param, "grammar");
+  // llama-server's top-level json_schema, on both endpoints.
+  EXPECT_NE(ok(Endpoint::kCompletions, R"({"prompt": "a", "json_schema": {"type": "object"}})").gen.json_schema, nullptr);
+  EXPECT_NE(ok(Endpoint::kChat, "{" + m + R"(, "json_schema": {"type": "object", "properties": {"a": {}}}})").gen.json_schema, nullptr);
+  EXPECT_EQ(bad(Endpoint::kChat, "{" + m + R"(, "json_schema": {"type": "object"}, "response_format": {"type": "json_object"}})").param,
+            "json_schema");
+  EXPECT_EQ(bad(Endpoint::kCompletions, R"({"prompt": "a", "json_schema": {"type": "string"}})").param, "json_schema");
   e = bad(Endpoint::kChat, "{" + m + R"(, "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})");
   EXPECT_EQ(e.param, "grammar");
 }
