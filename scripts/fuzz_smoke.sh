@@ -22,11 +22,33 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DFERRY_FUZZ=ON -DFER
   || { cat "$build/configure.log" >&2; exit 1; }
 ninja -C "$build" -j"$jobs" fuzz_gguf fuzz_chat_template fuzz_grammar
 
-# The corpus persists in the build folder, so repeated runs go deeper; seeds are rewritten each time.
-corpus=$build/fuzz_corpus/gguf
-seeds=$build/fuzz_seeds/gguf
+# fuzz NAME MAX_LEN DICT: runs build/NAME for the set time over its corpus (which persists in the build
+# folder, so repeated runs go deeper) and its seeds (rewritten each time), with the sanitizers halting on the
+# first report; -rss_limit_mb / -malloc_limit_mb turn a huge allocation from a hostile count into a reported
+# failure. Exits on a failure, naming the reproducer's folder.
 artifacts=$build/fuzz_artifacts
-mkdir -p "$corpus" "$seeds" "$artifacts"
+mkdir -p "$artifacts"
+fuzz() {
+  local name=$1 max_len=$2 dict=$3 rc
+  echo "fuzz_smoke: $name for ${seconds}s"
+  set +e
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
+    "$build/$name" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+    -malloc_limit_mb=512 -dict="$dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
+    "$build/fuzz_corpus/$name" "$build/fuzz_seeds/$name" 2>"$build/$name.log"
+  rc=$?
+  set -e
+  tail -n 30 "$build/$name.log"
+  if [[ $rc -ne 0 ]]; then
+    echo "fuzz_smoke: $name FAILED (exit $rc); reproducer(s) in $artifacts, full log $build/$name.log" >&2
+    exit 1
+  fi
+  echo "fuzz_smoke: $name ok (no crash in ${seconds}s)"
+}
+for f in fuzz_gguf fuzz_chat_template fuzz_grammar; do mkdir -p "$build/fuzz_corpus/$f" "$build/fuzz_seeds/$f"; done
+
+# GGUF files: tiny valid ones (seeds < 2 KB; 8 KB leaves room to grow).
+seeds=$build/fuzz_seeds/fuzz_gguf
 if python3 "$root/tests/fuzz/make_gguf_seeds.py" "$seeds"; then
   echo "fuzz_smoke: seeds from the gguf python package"
 elif [[ -x ${FERRY_BUILD:-$root/build}/gguf_dump ]]; then
@@ -35,66 +57,22 @@ elif [[ -x ${FERRY_BUILD:-$root/build}/gguf_dump ]]; then
 else
   echo "fuzz_smoke: no seed generator (pip install gguf); fuzzing from an empty corpus" >&2
 fi
-
-# -max_len: seeds are < 2 KB; 8 KB leaves room to grow. -rss_limit_mb/-malloc_limit_mb turn a huge
-# allocation from a hostile count into a reported failure.
-echo "fuzz_smoke: fuzzing for ${seconds}s"
-set +e
-UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-  "$build/fuzz_gguf" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-  -malloc_limit_mb=512 -dict="$root/tests/fuzz/gguf.dict" -artifact_prefix="$artifacts/" \
-  -print_final_stats=1 "$corpus" "$seeds" 2>"$build/fuzz.log"
-rc=$?
-set -e
-tail -n 30 "$build/fuzz.log"
-if [[ $rc -ne 0 ]]; then
-  echo "fuzz_smoke: FAILED (exit $rc); reproducer(s) in $artifacts, full log $build/fuzz.log" >&2
-  exit 1
-fi
-echo "fuzz_smoke: fuzz_gguf ok (no crash in ${seconds}s)"
+fuzz fuzz_gguf 8192 "$root/tests/fuzz/gguf.dict"
 
 # The chat-template interpreter: seeds are the one-construct templates of the parity test.
-corpus=$build/fuzz_corpus/chat_template
-seeds=$build/fuzz_seeds/chat_template
-mkdir -p "$corpus" "$seeds"
-python3 - "$root/tests/python" "$seeds" <<'PY'
+python3 - "$root/tests/python" "$build/fuzz_seeds/fuzz_chat_template" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])
 import jinja_snippets
 for i, src in enumerate(jinja_snippets.SNIPPETS):
     open(f"{sys.argv[2]}/snippet{i:03d}.jinja", "w", encoding="utf-8").write(src)
 PY
-echo "fuzz_smoke: fuzzing the chat-template interpreter for ${seconds}s"
-set +e
-UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-  "$build/fuzz_chat_template" -max_total_time="$seconds" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
-  -malloc_limit_mb=512 -dict="$root/tests/fuzz/jinja.dict" -artifact_prefix="$artifacts/" \
-  -print_final_stats=1 "$corpus" "$seeds" 2>"$build/fuzz_chat_template.log"
-rc=$?
-set -e
-tail -n 30 "$build/fuzz_chat_template.log"
-if [[ $rc -ne 0 ]]; then
-  echo "fuzz_smoke: fuzz_chat_template FAILED (exit $rc); reproducer(s) in $artifacts" >&2
-  exit 1
-fi
-# GBNF grammars: seeds are the grammars of the unit tests' shapes, each with a text after a NUL.
-corpus=$build/fuzz_corpus/grammar
-seeds=$build/fuzz_seeds/grammar
-mkdir -p "$corpus" "$seeds"
+fuzz fuzz_chat_template 16384 "$root/tests/fuzz/jinja.dict"
+
+# GBNF grammars: three grammars of the unit tests' shapes, each with a text after a NUL.
+seeds=$build/fuzz_seeds/fuzz_grammar
 printf 'root ::= expr\nexpr ::= term ([-+*/] term)*\nterm ::= [0-9]+ | "(" expr ")"\0(1+2)*3' > "$seeds/arith"
 printf 'root ::= "a"{2,4} "b"? [^\\x00-\\x1f]* ("\\u00e9" | .)+ # c\n\0aaabxyz\xc3\xa9' > "$seeds/repeat"
 printf 'root ::= (x | y)*\nx ::= "<" root ">"\ny ::= [a-z]{1,3}\0<ab<c>>d' > "$seeds/nested"
-echo "fuzz_smoke: fuzzing the GBNF grammars for ${seconds}s"
-set +e
-UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-  "$build/fuzz_grammar" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-  -malloc_limit_mb=512 -dict="$root/tests/fuzz/gbnf.dict" -artifact_prefix="$artifacts/" \
-  -print_final_stats=1 "$corpus" "$seeds" 2>"$build/fuzz_grammar.log"
-rc=$?
-set -e
-tail -n 30 "$build/fuzz_grammar.log"
-if [[ $rc -ne 0 ]]; then
-  echo "fuzz_smoke: fuzz_grammar FAILED (exit $rc); reproducer(s) in $artifacts" >&2
-  exit 1
-fi
+fuzz fuzz_grammar 4096 "$root/tests/fuzz/gbnf.dict"
 echo "fuzz_smoke: ok (no crash in ${seconds}s each)"

@@ -13,11 +13,10 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "model/model_spec.h"
-#include "model/tiny_model.h"
 #include "serve/gbnf.h"
 #include "serve/grammar_prefix.h"
 #include "serve/scheduler.h"
+#include "serve/tiny_engine.h"
 #include "serve/token_constraint.h"
 
 namespace ferry::serve {
@@ -226,14 +225,7 @@ TEST(GrammarPrefix, AgreesWithARecursiveMatcherOnEveryShortString) {
 // samples, the reply is a text of the grammar, and the request ends with "stop" once nothing may follow.
 TEST(GrammarConstraint, TinyModelWritesATextOfTheGrammar) {
   ferry::testing::TempDir dir;
-  ferry::testing::TinyModel m;
-  const std::string path = dir.file("tiny.gguf");
-  ASSERT_TRUE(write_tiny_model(m, path).is_ok());
-  engine::EngineOptions eo;
-  eo.model_path = path;
-  eo.n_ctx = 512;
-  eo.n_threads = 2;
-  auto e = engine::Engine::load(eo);
+  auto e = open_tiny_engine(dir);
   ASSERT_TRUE(e.has_value()) << e.status().message();
   auto grammar = compile("root ::= (\"yes\" | \"no\" | [1-9] [0-9]{0,2} \" items\") \".\"");
   SchedulerOptions so;

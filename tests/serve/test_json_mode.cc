@@ -12,11 +12,10 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "model/model_spec.h"
-#include "model/tiny_model.h"
-#include "serve/token_constraint.h"
 #include "serve/json_prefix.h"
 #include "serve/scheduler.h"
+#include "serve/tiny_engine.h"
+#include "serve/token_constraint.h"
 
 namespace ferry::serve {
 namespace {
@@ -322,14 +321,7 @@ TEST(JsonSchema, CompileErrorsNameTheKeyword) {
 // that ends with "stop" parses as an object.
 TEST(JsonMode, TinyModelWritesAnObjectPrefix) {
   ferry::testing::TempDir dir;
-  ferry::testing::TinyModel m;
-  const std::string path = dir.file("tiny.gguf");
-  ASSERT_TRUE(write_tiny_model(m, path).is_ok());
-  engine::EngineOptions eo;
-  eo.model_path = path;
-  eo.n_ctx = 512;
-  eo.n_threads = 2;
-  auto e = engine::Engine::load(eo);
+  auto e = open_tiny_engine(dir);
   ASSERT_TRUE(e.has_value()) << e.status().message();
   auto pieces = std::make_shared<TokenPieces>((*e)->tokenizer(), (*e)->spec().n_vocab);
   {
