@@ -20,38 +20,40 @@ void dedupe(std::vector<std::vector<uint32_t>>& stacks, size_t cap) {
 }  // namespace
 
 GrammarPrefix::GrammarPrefix(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+  std::set<Stack> seen;
   for (uint32_t alt : grammar_->alternatives(grammar_->root())) {
     Stack s;
     if (grammar_->element(alt).kind != Kind::kEnd) s.push_back(alt);
-    expand(s, stacks_, 0);
+    expand(s, stacks_, seen);
   }
   dedupe(stacks_, kMaxStacks);
 }
 
 // Adds the stacks `s` stands for once every rule reference on its top is replaced by its alternatives.
 // Terminates: the grammar has no left recursion, so a chain of references reads a character or ends.
-void GrammarPrefix::expand(Stack& s, std::vector<Stack>& out, size_t depth) const {
+void GrammarPrefix::expand(Stack& s, std::vector<Stack>& out, std::set<Stack>& seen, size_t depth) const {
+  if (s.size() > kMaxDepth || depth > kMaxDepth || seen.size() > kMaxStacks * 16 || !seen.insert(s).second) return;
   if (s.empty() || grammar_->element(s.back()).kind == Kind::kChars) {
-    if (out.size() < kMaxStacks * 4) out.push_back(s);
+    if (out.size() < kMaxStacks) out.push_back(s);
     return;
   }
-  if (s.size() > kMaxDepth || depth > kMaxDepth) return;
   const uint32_t top = s.back();
   for (uint32_t alt : grammar_->alternatives(grammar_->element(top).value)) {
     Stack t(s.begin(), s.end() - 1);
     if (grammar_->element(top + 1).kind != Kind::kEnd) t.push_back(top + 1);
     if (grammar_->element(alt).kind != Kind::kEnd) t.push_back(alt);
-    expand(t, out, depth + 1);
+    expand(t, out, seen, depth + 1);
   }
 }
 
 bool GrammarPrefix::accept(uint32_t cp) {
   std::vector<Stack> next;
+  std::set<Stack> seen;
   for (const Stack& s : stacks_) {
     if (s.empty() || !grammar_->matches(grammar_->element(s.back()).value, cp)) continue;
     Stack t(s.begin(), s.end() - 1);
     if (grammar_->element(s.back() + 1).kind != Kind::kEnd) t.push_back(s.back() + 1);
-    expand(t, next, 0);
+    expand(t, next, seen);
   }
   dedupe(next, kMaxStacks);
   stacks_ = std::move(next);

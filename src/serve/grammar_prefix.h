@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -20,7 +21,8 @@ namespace ferry::serve {
 class GrammarPrefix {
  public:
   static constexpr size_t kMaxStacks = 1024;  // readings followed at once (beyond: the first ones)
-  static constexpr size_t kMaxDepth = 1024;   // nested rules on one stack (beyond: that reading is dropped)
+  static constexpr size_t kMaxDepth = 1024;   // nested rules on one stack, or references followed in a row
+                                              // before a character (beyond: that reading is dropped)
 
   explicit GrammarPrefix(std::shared_ptr<const Grammar> grammar);
 
@@ -39,7 +41,9 @@ class GrammarPrefix {
 
  private:
   using Stack = std::vector<uint32_t>;
-  void expand(Stack& s, std::vector<Stack>& out, size_t depth) const;
+  // `seen`: the stacks already expanded this step (a grammar's nullable alternatives can reach one stack by
+  // exponentially many routes; each is expanded once).
+  void expand(Stack& s, std::vector<Stack>& out, std::set<Stack>& seen, size_t depth = 0) const;
   bool accept(uint32_t cp);
   bool could_read(uint32_t lo, uint32_t hi) const;
 

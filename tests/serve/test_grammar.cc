@@ -149,6 +149,18 @@ TEST(GrammarPrefix, CompleteWhenNothingMayFollow) {
   EXPECT_FALSE(GrammarPrefix(compile("root ::= \".\"")).feed(static_cast<uint8_t>(0xE0)));
 }
 
+// Nullable alternatives nested in a sequence reach one place by 2^n routes: each is expanded once.
+TEST(GrammarPrefix, ManyRoutesToOnePlaceStayCheap) {
+  std::string text = "root ::=";
+  for (int i = 0; i < 40; ++i) text += " a";
+  text += " \"!\"\na ::= b | c\nb ::= \"b\"?\nc ::= \"c\"?\n";
+  auto g = compile(text);
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(accepts(g, "!"));
+  EXPECT_TRUE(accepts(g, "bcbcbbcc!"));
+  EXPECT_FALSE(accepts(g, std::string(41, 'b') + "!"));
+}
+
 // The reference: the ends of every way the elements from `at` can read text[pos..] (memoized recursion;
 // the grammar has no left recursion, so it terminates).
 class Reference {
