@@ -70,8 +70,13 @@ import json,sys
 r=json.load(open(sys.argv[1])); pp=[x['avg_ts'] for x in r if x['n_prompt']>0]; tg=[x['avg_ts'] for x in r if x['n_gen']>0]
 print('pp %.1f tg %.2f TTFT %.0f ms' % (pp[0], tg[0], 1024e3/pp[0]))" "$1" 2>&1 | tail -1; }
 LB=/root/lcb/build/bin/llama-bench
-# A prebuilt llama-bench's libraries the host lacks (.devcarry/lblib: libgomp, a stub libnccl), after the host's own.
-[ -d .devcarry/lblib ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devcarry/lblib"
+# A prebuilt llama-bench's libraries, only when the host lacks some (.devcarry/lblib: libgomp, a stub libnccl
+# that one GPU never calls), after the host's own paths.
+lb_libs() {
+  [ -x $LB ] && [ -d .devcarry/lblib ] && ldd $LB | grep -q "not found" &&
+    export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$PWD/.devcarry/lblib"
+  return 0; }
+lb_libs
 # ferry M GB TAG [ARGS]; fitt M GB TAG; ot M TAG
 ferry_row() { local m=$1 gb=$2 tag=$3; shift 3
   peak_run "$R/f_$tag.peak" timeout 150 $F bench -m /root/moe/$m.gguf --vram ${gb}G -p 1024 -n 64 --json --explain "$@" \
@@ -93,6 +98,8 @@ setup() {
     # llama-bench prebuilt on the development machine (bench/README.md): no build here. The libraries it
     # loads that the host lacks (libgomp, libnccl: a stub) come in .devcarry/lblib.
     mkdir -p /root/lcb/build/bin && xz -dc .devcarry/bin/lb.xz > $LB && chmod +x $LB && touch /root/lcb/done
+    say "prebuilt llama-bench: $(ldd $LB | grep 'not found' | tr -s ' \t' ' ' | tr '\n' ';')"
+    lb_libs
     say "prebuilt llama-bench: $(ldd $LB | grep -c 'not found') libraries missing; $($LB --help 2>&1 | head -1)"
   elif [ "${PEER_TARGETS:-}" != none ]; then
     TARGETS="${PEER_TARGETS:-llama-bench llama-server llama-batched-bench}" JOBS=12 bash bench/device/llama_cpp_build.sh
