@@ -1,9 +1,12 @@
 // ChatFormatter (chat_format.h).
 #include "serve/chat_format.h"
 
+#include <algorithm>
+
 #include "engine/generate.h"
 #include "format/gguf.h"
 #include "model/model_spec.h"
+#include "text/tokenizer.h"
 
 namespace ferry::serve {
 
@@ -44,6 +47,13 @@ Expected<ChatFormatter> ChatFormatter::for_engine(const engine::Engine& engine, 
     f.template_ = std::move(*tmpl);
     f.origin_ = given ? "the chat template given to the server" : "the model's chat template";
     f.tool_format_ = detect_tool_format(f.template_->source());
+    const std::vector<std::string> markers = tool_call_markers(f.tool_format_);
+    const text::Tokenizer& tok = engine.tokenizer();
+    for (int32_t t = 0; !markers.empty() && t < tok.vocab_size(); ++t) {
+      if (!tok.token_to_piece(t, false).empty()) continue;  // shown anyway
+      const std::string special = tok.token_to_piece(t, true);
+      if (std::find(markers.begin(), markers.end(), special) != markers.end()) f.tool_marker_tokens_.push_back(t);
+    }
   } else if (given) {
     return tmpl.status();
   } else if (tmpl.status().code() != ErrorCode::kNotFound) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -33,6 +34,10 @@ class ChatFormatter {
 
   // The format the template's model writes tool calls in (tool_calls.h); kNone without a template.
   ToolFormat tool_format() const { return tool_format_; }
+  // The special (control) tokens of the model whose text is one of that format's markers (Mistral's
+  // [TOOL_CALLS], a hermes model's <tool_call> where its vocabulary marks it special): a reply with tools
+  // shows their text, or its calls could not be found (llama-server's "preserved tokens").
+  const std::vector<int32_t>& tool_marker_tokens() const { return tool_marker_tokens_; }
   // Why a request with tools cannot be served ("" when it can): no template, a template that does not
   // render tools, or one whose call format ferry does not parse. `model` names the model in the message.
   std::string tools_refusal(const std::string& model) const;
@@ -45,6 +50,7 @@ class ChatFormatter {
   std::string origin_;
   std::string none_reason_;  // kNone: why
   ToolFormat tool_format_ = ToolFormat::kNone;
+  std::vector<int32_t> tool_marker_tokens_;
 };
 
 }  // namespace ferry::serve

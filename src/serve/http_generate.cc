@@ -140,6 +140,7 @@ void handle_generate(State& st, Endpoint endpoint, const httplib::Request& req, 
     }
     tools.format = st.model.chat->tool_format();
     tools.parallel = a.parallel_tool_calls;
+    a.gen.shown_special = st.model.chat->tool_marker_tokens();
     tools.random = st.random_seed();
     if (!a.forced_tool.empty()) {  // tool_choice "required" or a named function: the reply is a call
       if (a.gen.grammar != nullptr || a.gen.json_schema != nullptr) {

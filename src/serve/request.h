@@ -36,6 +36,8 @@ struct GenerationParams {
   std::shared_ptr<const Grammar> grammar;
   // A forced tool call: the reply is a call in this shape (serve/tool_call_prefix.h); null: none.
   std::shared_ptr<const ToolCallShape> tool_call;
+  // Special tokens whose text the reply shows (the tool-call markers of the chat format); the others show none.
+  std::vector<int32_t> shown_special;
   // For tests of what the server makes of a reply: these tokens are chosen in turn instead of sampled
   // (the model still runs and logprobs are still its own); sampling resumes after them.
   std::vector<int32_t> forced_tokens;

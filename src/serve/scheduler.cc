@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -73,6 +74,7 @@ struct Slot {
   int32_t n_generated = 0;
   int32_t next_token = -1;   // sampled and not yet fed (>= 0: the sequence decodes)
   bool ignore_eos = false;
+  std::vector<int32_t> shown_special;  // special tokens whose text the reply shows
   const char* constraint_kind = "";  // what constrains the reply, for an error: grammar, JSON schema, tool call
   int64_t admitted_order = 0;
   // A free slot's sequence keeps the prompt of its last request in the cache (cached = those rows' keys),
@@ -167,7 +169,9 @@ class SchedulerImpl final : public Scheduler {
   engine::Batch batch_;
   std::vector<float> logits_;
   std::vector<int32_t> row_slot_;  // slot of each logits row of the step
-  std::shared_ptr<const TokenPieces> token_pieces_;  // every token's bytes, made at the first constrained request
+  // Every token's bytes, per set of shown special tokens (one set per chat format, in practice one), made at
+  // the first constrained request that needs it.
+  std::map<std::vector<int32_t>, std::shared_ptr<const TokenPieces>> token_pieces_;
   std::vector<int32_t> rope4_;     // per row of the step being built: its 4 M-RoPE positions
   std::vector<const float*> row_embd_;  // per row: its image embedding, or null
 
@@ -329,15 +333,17 @@ void SchedulerImpl::admit(Clock::time_point now) {
     s.n_generated = 0;
     s.next_token = -1;
     s.ignore_eos = p.params.ignore_eos;
+    s.shown_special = p.params.shown_special;
     s.constraint_kind = p.params.tool_call ? "forced tool call" : p.params.grammar ? "grammar" : "JSON schema";
     s.admitted_order = next_order_++;
     std::unique_ptr<TokenConstraint> constraint;
     if (p.params.json_schema != nullptr || p.params.grammar != nullptr || p.params.tool_call != nullptr) {
-      if (token_pieces_ == nullptr)
-        token_pieces_ = std::make_shared<TokenPieces>(engine_.tokenizer(), engine_.spec().n_vocab);
-      constraint = p.params.tool_call != nullptr ? tool_call_constraint(token_pieces_, p.params.tool_call)
-                   : p.params.grammar != nullptr ? grammar_constraint(token_pieces_, p.params.grammar)
-                                                 : json_constraint(token_pieces_, p.params.json_schema);
+      auto& pieces = token_pieces_[p.params.shown_special];
+      if (pieces == nullptr)
+        pieces = std::make_shared<TokenPieces>(engine_.tokenizer(), engine_.spec().n_vocab, p.params.shown_special);
+      constraint = p.params.tool_call != nullptr ? tool_call_constraint(pieces, p.params.tool_call)
+                   : p.params.grammar != nullptr ? grammar_constraint(pieces, p.params.grammar)
+                                                 : json_constraint(pieces, p.params.json_schema);
     }
     s.chooser = std::make_unique<TokenChooser>(p.params, std::move(constraint));
     for (int32_t t : s.prompt.tokens)
@@ -488,7 +494,8 @@ void SchedulerImpl::take_token(Slot& s, const float* logits) {
     ++stats_.generated_tokens;
   }
   const bool eog = tok.is_eog(token);
-  const std::string bytes = eog ? std::string() : tok.token_to_piece(token, false);
+  const bool shown = std::find(s.shown_special.begin(), s.shown_special.end(), token) != s.shown_special.end();
+  const std::string bytes = eog ? std::string() : tok.token_to_piece(token, shown);
   if (s.chooser->wants_logprobs()) {
     lp.bytes = bytes;
     lps.push_back(std::move(lp));

@@ -8,14 +8,14 @@
 
 namespace ferry::serve {
 
-TokenPieces::TokenPieces(const text::Tokenizer& tok, int32_t n_vocab)
+TokenPieces::TokenPieces(const text::Tokenizer& tok, int32_t n_vocab, const std::vector<int32_t>& shown)
     : pieces_(static_cast<size_t>(n_vocab)), eog_(static_cast<size_t>(n_vocab), 0) {
   const int32_t n = std::min(n_vocab, tok.vocab_size());
   for (int32_t t = 0; t < n; ++t) {
     if (tok.is_eog(t))
       eog_[static_cast<size_t>(t)] = 1;
     else
-      pieces_[static_cast<size_t>(t)] = tok.token_to_piece(t, false);
+      pieces_[static_cast<size_t>(t)] = tok.token_to_piece(t, std::find(shown.begin(), shown.end(), t) != shown.end());
   }
 }
 

@@ -24,7 +24,8 @@ namespace ferry::serve {
 // The bytes of every token of a vocabulary, made once per model and shared by its requests.
 class TokenPieces {
  public:
-  TokenPieces(const text::Tokenizer& tok, int32_t n_vocab);
+  // shown: special tokens that carry their text here (the reply shows it: Request's shown_special).
+  TokenPieces(const text::Tokenizer& tok, int32_t n_vocab, const std::vector<int32_t>& shown = {});
   int32_t size() const { return static_cast<int32_t>(pieces_.size()); }
   // Empty for tokens that carry no text of their own: end-of-generation and control tokens.
   const std::string& piece(int32_t token) const { return pieces_[static_cast<size_t>(token)]; }

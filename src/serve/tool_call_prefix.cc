@@ -23,8 +23,8 @@ Expected<std::shared_ptr<const ToolCallShape>> forced_tool_call(ToolFormat forma
       break;
     default:
       return make_error(ErrorCode::kUnsupported,
-                        "a forced tool call (tool_choice \"required\" or a named function) in the %s format: its calls "
-                        "open with a special token, which constrained decoding cannot ask for; use \"auto\"",
+                        "a forced tool call (tool_choice \"required\" or a named function) in the %s format is not "
+                        "supported (only in the hermes and llama3 formats); use \"auto\"",
                         tool_format_name(format));
   }
   json alts = json::array();

@@ -3,9 +3,9 @@
 // allowed tool and gives it arguments its `parameters` schema accepts. ToolCallPrefix is the byte automaton
 // TokenConstraint draws against: the format's opening marker, the call's JSON (JsonPrefix over the call
 // schema), its closing marker, and then either the end or, when several are allowed, the next call.
-// Formats whose markers are plain text only: hermes (<tool_call>{"name", "arguments"}</tool_call>) and
-// llama3 (a bare {"name", "parameters"} object, one call); the Mistral formats open calls with a special
-// token that has no text, which a byte automaton cannot ask for.
+// Formats: hermes (<tool_call>{"name", "arguments"}</tool_call>; the markers may be special tokens, whose
+// text the constraint then sees: ChatFormatter::tool_marker_tokens) and llama3 (a bare {"name", "parameters"}
+// object, one call). Not the Mistral formats (a JSON array of calls with ids; a name, then [ARGS]).
 #pragma once
 
 #include <cstdint>

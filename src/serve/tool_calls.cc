@@ -55,6 +55,19 @@ const FormatRow* row_of(ToolFormat f) {
   return nullptr;
 }
 
+}  // namespace
+
+std::vector<std::string> tool_call_markers(ToolFormat f) {
+  const FormatRow* r = row_of(f);
+  if (r == nullptr) return {};
+  std::vector<std::string> out{r->start};
+  if (*r->end != '\0') out.emplace_back(r->end);
+  if (r->body == Body::kNamedArgs) out.emplace_back("[ARGS]");
+  return out;
+}
+
+namespace {
+
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 std::string_view trim(std::string_view s) {

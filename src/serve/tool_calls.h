@@ -32,6 +32,10 @@ const char* tool_format_name(ToolFormat f);
 // there (the template ignores tools, or writes calls in a format ferry does not parse).
 ToolFormat detect_tool_format(std::string_view template_source);
 
+// The marker texts of a format's calls (start, end, and [ARGS] for mistral-args). A model's vocabulary may hold
+// them as special tokens, whose text a reply shows only when asked (ChatFormatter::tool_marker_tokens).
+std::vector<std::string> tool_call_markers(ToolFormat f);
+
 // Whether the template reads the `tools` variable at all (a template that does not cannot tell the model
 // about tools; a template that does but has no known format writes calls ferry cannot parse).
 bool template_reads_tools(std::string_view template_source);

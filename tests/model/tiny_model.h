@@ -43,6 +43,7 @@ struct TinyModel {
   int32_t n_expert_used = 0;
   int32_t n_ff_expert = 0;
 
+  std::vector<std::string> control_tokens;                  // special (control) tokens at ids 257, 258, ...
   std::set<std::string> drop_tensors;                       // tensor names not written
   std::map<std::string, std::vector<int64_t>> reshape;      // tensor name -> shape written instead
   std::map<std::string, DType> retype;                      // tensor name -> type written instead
@@ -168,14 +169,16 @@ inline Status write_tiny_model(const TinyModel& m, const std::string& path) {
     if (a == "qwen3moe") u32(a + ".expert_feed_forward_length", m.n_ff_expert);
   }
 
-  // Vocabulary: 256 byte tokens, "ab", then filler tokens, the last one an end-of-text special.
+  // Vocabulary: 256 byte tokens, "ab", then control_tokens and filler tokens, the last one an end-of-text
+  // special.
   std::vector<std::string> tokens = gpt2_byte_tokens();
   std::vector<int32_t> types(256, 1);
   tokens.push_back("ab");  // one merge, so the BPE tokenizer has a merge table
   types.push_back(1);
   for (int32_t i = 257; i < m.n_vocab - 1; ++i) {
-    tokens.push_back("[PAD" + std::to_string(i) + "]");
-    types.push_back(4);
+    const size_t c = static_cast<size_t>(i - 257);
+    tokens.push_back(c < m.control_tokens.size() ? m.control_tokens[c] : "[PAD" + std::to_string(i) + "]");
+    types.push_back(c < m.control_tokens.size() ? 3 : 4);
   }
   tokens.push_back("<|endoftext|>");
   types.push_back(3);

@@ -12,6 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/chat_format.h"
+#include "serve/scheduler.h"
+#include "serve/tiny_engine.h"
 #include "serve/tool_call_prefix.h"
 #include "serve/tool_calls.h"
 
@@ -245,6 +248,38 @@ TEST(ForcedToolCall, Llama3IsOneBareObjectAndMistralIsRefused) {
   auto unknown = forced_tool_call(ToolFormat::kHermes, tools, "mul", true);
   ASSERT_FALSE(unknown.has_value());
   EXPECT_NE(unknown.status().message().find("'mul'"), std::string::npos);
+}
+
+// A model whose vocabulary holds a format's marker as a special token (Mistral's [TOOL_CALLS] is one): the
+// chat formatter finds it, and a reply shows its text only where the request asks (requests with tools do),
+// so the calls after it can be parsed.
+TEST(ToolMarkers, SpecialMarkerTokensAreShownInRepliesWithTools) {
+  ferry::testing::TempDir dir;
+  ferry::testing::TinyModel m;
+  m.control_tokens = {"[TOOL_CALLS]", "[INST]"};
+  auto e = open_tiny_engine(dir, m);
+  ASSERT_TRUE(e.has_value()) << e.status().message();
+  const std::string tmpl =
+      "{% for m in messages %}[INST]{{ m.content }}{% endfor %}"
+      "{% if tools %}[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS]{% endif %}[TOOL_CALLS]";
+  auto chat = ChatFormatter::for_engine(**e, tmpl);
+  ASSERT_TRUE(chat.has_value()) << chat.status().message();
+  EXPECT_EQ(chat->tool_format(), ToolFormat::kMistralNemo);
+  EXPECT_EQ(chat->tool_marker_tokens(), std::vector<int32_t>{257});
+
+  SchedulerOptions so;
+  so.n_parallel = 1;
+  auto s = Scheduler::start(**e, so);
+  ASSERT_TRUE(s.has_value()) << s.status().message();
+  for (bool with_tools : {false, true}) {
+    GenerationParams g;
+    g.forced_tokens = {'O', 'k', 257, '[', ']'};
+    g.max_tokens = 5;
+    if (with_tools) g.shown_special = chat->tool_marker_tokens();
+    auto r = (*s)->submit({1, 2, 3}, g);
+    ASSERT_TRUE(r.has_value()) << r.status().message();
+    EXPECT_EQ((*r)->wait_all().text, with_tools ? "Ok[TOOL_CALLS][]" : "Ok[]");
+  }
 }
 
 }  // namespace

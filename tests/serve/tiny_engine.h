@@ -11,8 +11,8 @@
 
 namespace ferry::serve {
 
-inline Expected<std::unique_ptr<engine::Engine>> open_tiny_engine(const ferry::testing::TempDir& dir) {
-  ferry::testing::TinyModel m;
+inline Expected<std::unique_ptr<engine::Engine>> open_tiny_engine(const ferry::testing::TempDir& dir,
+                                                                 const ferry::testing::TinyModel& m = {}) {
   const std::string path = dir.file("tiny.gguf");
   FERRY_RETURN_IF_ERROR(write_tiny_model(m, path));
   engine::EngineOptions eo;
